@@ -1,0 +1,24 @@
+"""The embedding provider interface."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+
+class EmbeddingProvider(ABC):
+    """Turns texts into dense vectors. Methods block; the service calls them from a thread."""
+
+    provider: str  # "local" | "openai" | test-only names
+    model: str
+    dimensions: int
+
+    def load(self) -> None:  # noqa: B027 - optional hook
+        """Do the heavy start-up work (load weights, check the endpoint). Called once."""
+
+    @abstractmethod
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order, computed in as few batched calls as possible."""
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]

@@ -1,0 +1,100 @@
+"""Domain errors. Each carries the HTTP status and stable code the API answers with.
+
+ServiceError
+├── InvalidRequestError        422  a request the contract does not allow
+├── DocumentTooLargeError      413  content over the per-document limit
+├── RequestTooLargeError       413  a request body over the body limit
+├── UnauthenticatedError       401  no or wrong bearer token
+├── ForbiddenError             403  a token that may not do this
+├── NotFoundError              404
+├── ConflictError              409
+├── OverloadedError            429  too much work queued; retry later
+└── UnavailableError           503  transient: store or embedder not usable now
+    ├── NotReadyError               still starting up
+    ├── StoreUnavailableError       the vector store failed or is unreachable
+    └── EmbedderUnavailableError    the embedding provider failed after retries
+
+ConfigurationError is not an HTTP error: it stops start-up with a message (for example an
+embedder that does not match the collection's vectors).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    status_code = 500
+    code = "INTERNAL_ERROR"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+        if code is not None:
+            self.code = code
+
+    @property
+    def retryable(self) -> bool:
+        return self.status_code in (429, 503)
+
+
+class InvalidRequestError(ServiceError):
+    status_code = 422
+    code = "VALIDATION_ERROR"
+
+
+class DocumentTooLargeError(ServiceError):
+    status_code = 413
+    code = "DOCUMENT_TOO_LARGE"
+
+
+class RequestTooLargeError(ServiceError):
+    status_code = 413
+    code = "REQUEST_TOO_LARGE"
+
+
+class UnauthenticatedError(ServiceError):
+    status_code = 401
+    code = "UNAUTHENTICATED"
+
+
+class ForbiddenError(ServiceError):
+    status_code = 403
+    code = "FORBIDDEN"
+
+
+class NotFoundError(ServiceError):
+    status_code = 404
+    code = "NOT_FOUND"
+
+
+class ConflictError(ServiceError):
+    status_code = 409
+    code = "CONFLICT"
+
+
+class OverloadedError(ServiceError):
+    status_code = 429
+    code = "TOO_MANY_REQUESTS"
+
+
+class UnavailableError(ServiceError):
+    status_code = 503
+    code = "UNAVAILABLE"
+
+
+class NotReadyError(UnavailableError):
+    code = "NOT_READY"
+
+
+class StoreUnavailableError(UnavailableError):
+    code = "STORE_UNAVAILABLE"
+
+
+class EmbedderUnavailableError(UnavailableError):
+    code = "EMBEDDER_UNAVAILABLE"
+
+
+class ConfigurationError(Exception):
+    """A setting or stored state that makes start-up impossible; the message says how to fix it."""

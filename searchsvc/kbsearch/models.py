@@ -1,0 +1,129 @@
+"""Internal value types shared by the service, the stores, the chunker and the embedders."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Literal
+
+# A fixed namespace makes point ids deterministic: re-ingesting never duplicates.
+POINT_ID_NAMESPACE = uuid.UUID("6f1f8a52-9a7c-4d8e-b0f4-2b7d0c1e5a31")
+
+SearchMode = Literal["hybrid", "dense", "keyword"]
+MetadataValue = str | int | float | bool | list[str]
+
+
+def chunk_point_id(uri: str, chunk_index: int) -> str:
+    """The id of chunk `chunk_index` of document `uri`."""
+    return str(uuid.uuid5(POINT_ID_NAMESPACE, f"chunk:{uri}#{chunk_index}"))
+
+
+def document_point_id(uri: str) -> str:
+    """The id of the vector-less record that describes document `uri`."""
+    return str(uuid.uuid5(POINT_ID_NAMESPACE, f"document:{uri}"))
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One piece of a document's body, as cut by the chunker."""
+
+    index: int
+    text: str  # what search results show
+    embed_text: str  # what is embedded and BM25-encoded: context lines + text
+    headings: list[str]  # heading path, outermost first
+    start: int  # character offsets into the body
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedDocument:
+    title: str | None
+    tags: list[str]
+    body: str  # content without front matter
+    chunks: list[Chunk]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionSignature:
+    """What the vectors of a collection were made with; a mismatch means re-index."""
+
+    embedder_provider: str
+    embedder_model: str
+    dimensions: int
+    sparse_encoder: str
+
+
+@dataclass(slots=True)
+class ChunkPoint:
+    """A chunk ready to be written: payload plus both vectors."""
+
+    uri: str
+    source_identifier: str | None
+    chunk_index: int
+    total_chunks: int
+    text: str
+    text_hash: str  # sha256 of embed_text: equal hash means the vector can be reused
+    title: str | None
+    tags: list[str]
+    headings: list[str]
+    metadata: dict[str, MetadataValue]
+    dense: list[float]
+    sparse: SparseVector
+
+    @property
+    def id(self) -> str:
+        return chunk_point_id(self.uri, self.chunk_index)
+
+
+@dataclass(slots=True)
+class DocumentRecord:
+    """The per-document manifest, stored as a vector-less point beside its chunks."""
+
+    uri: str
+    source_identifier: str | None
+    checksum: str  # "sha256:<hex>" of the content's UTF-8 bytes
+    chunks: int
+    chunk_hashes: list[str]  # text_hash of each chunk, by index
+    metadata: dict[str, MetadataValue]
+    title: str | None
+    ingested_at: str  # RFC 3339, UTC
+    chunker: str  # chunker fingerprint: a settings change forces re-chunking
+
+    @property
+    def id(self) -> str:
+        return document_point_id(self.uri)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    source_identifiers: list[str] | None = None
+    uri_prefix: str | None = None
+    metadata: dict[str, str | int | float | bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    id: str
+    score: float
+    uri: str
+    chunk_index: int
+    total_chunks: int
+    content: str
+    title: str | None
+    headings: list[str]
+    metadata: dict[str, MetadataValue]
+    source_identifier: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStats:
+    source_identifier: str
+    documents: int
+    chunks: int
+    last_ingested_at: str | None
