@@ -1,0 +1,3 @@
+"""kboperator: mirrors git repositories into the knowledge-base search service."""
+
+__version__ = "0.1.0"

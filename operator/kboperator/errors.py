@@ -1,0 +1,78 @@
+"""The operator's exception tree: every error says whether retrying can help.
+
+    SyncError                        base of everything the sync core raises
+    ├── InvalidSpecError             permanent: bad URL, ref or glob; a URL or ref starting
+    │                                with '-'; a local repository when local ones are not
+    │                                allowed; an unknown URL scheme. Fix the spec.
+    ├── RepositoryAuthError          permanent until the credentials (the Secret) change.
+    ├── RepositoryUnavailableError   transient: host unreachable, fetch failed, ref missing.
+    ├── MassDeletionRefusedError     permanent until the spec or the repository changes;
+    │                                the message says why the sync refused to wipe a source.
+    ├── ServiceUnavailableError      transient: the search service answered 429/5xx or the
+    │                                network failed, after all retries.
+    ├── ServiceRejectedError         the service refused one request with a 4xx: a per-file
+    │                                failure carrying the service's error code and message.
+    └── ServiceAuthError             the service answered 401/403: the service token is wrong.
+
+Messages never contain credentials.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SyncError(Exception):
+    """Base class of every error raised by the sync core."""
+
+    #: True when the same call may succeed later without anyone changing anything.
+    transient: bool = False
+
+
+class InvalidSpecError(SyncError):
+    """The spec can never work as written."""
+
+
+class RepositoryAuthError(SyncError):
+    """The repository refused our credentials, or needs some we do not have."""
+
+
+class RepositoryUnavailableError(SyncError):
+    """The repository could not be reached or fetched right now."""
+
+    transient = True
+
+
+class MassDeletionRefusedError(SyncError):
+    """A sync would have deleted every document of a source for a suspicious reason."""
+
+
+class ServiceError(SyncError):
+    """An answer (or no answer) from the search service."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        details: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.details = details
+
+
+class ServiceUnavailableError(ServiceError):
+    """The service kept failing (429, 5xx or network) through every retry."""
+
+    transient = True
+
+
+class ServiceRejectedError(ServiceError):
+    """The service refused a request with a 4xx other than 401/403."""
+
+
+class ServiceAuthError(ServiceError):
+    """The service refused our token (401/403)."""

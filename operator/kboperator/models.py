@@ -1,0 +1,125 @@
+"""Plain data passed between the sync engine, the CLI and the kopf handlers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """How to authenticate to a repository: an HTTPS token, or an SSH key.
+
+    The repr never shows secret values, so a Credentials object may appear in logs and
+    exception messages without leaking anything.
+    """
+
+    username: str | None = None
+    token: str | None = None
+    ssh_private_key: str | None = None
+    known_hosts: str | None = None
+
+    def __repr__(self) -> str:
+        def shown(value: str | None) -> str:
+            return "None" if value is None else "'***'"
+
+        return (
+            f"Credentials(username={self.username!r}, token={shown(self.token)}, "
+            f"ssh_private_key={shown(self.ssh_private_key)}, known_hosts={shown(self.known_hosts)})"
+        )
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class RepoSpec:
+    """Where the documents come from: a URL (https, ssh, local path or file://) and a ref."""
+
+    url: str
+    ref: str = "main"
+    credentials: Credentials | None = None
+
+
+@dataclass(frozen=True)
+class SyncSpec:
+    """Everything that decides which documents a source holds."""
+
+    source_id: str
+    repo: RepoSpec
+    include: tuple[str, ...] = ("**/*.md",)
+    exclude: tuple[str, ...] = ()
+    max_file_size: int = 1_048_576
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    # Local paths and file:// URLs read the operator's own filesystem: off unless configured.
+    allow_local: bool = False
+
+    def __post_init__(self) -> None:
+        # Accept lists and dicts from callers, but keep the object immutable and hashable-ish.
+        object.__setattr__(self, "include", tuple(self.include))
+        object.__setattr__(self, "exclude", tuple(self.exclude))
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+
+    def document_set_key(self) -> str:
+        """A digest of the fields that change the document set; a new value needs a full reconcile."""
+        shape = {
+            "url": self.repo.url,
+            "ref": self.repo.ref,
+            "include": list(self.include),
+            "exclude": list(self.exclude),
+            "maxFileSize": self.max_file_size,
+            "metadata": dict(sorted(self.metadata.items())),
+        }
+        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class FileIssue:
+    """One file that was skipped or failed, and why."""
+
+    path: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What one sync did. `commit` is the head that was synced."""
+
+    commit: str
+    full: bool
+    added: int
+    modified: int
+    deleted: int
+    renamed: int
+    unchanged: int
+    skipped: list[FileIssue]
+    failed: list[FileIssue]
+    documents: int
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        """True when every document of the sync succeeded: only then may last_commit advance."""
+        return not self.failed
+
+    def to_json(self) -> dict[str, Any]:
+        """The `knowledge-sync --json` object; `full` and `durationSeconds` are extras."""
+        return {
+            "commit": self.commit,
+            "added": self.added,
+            "modified": self.modified,
+            "deleted": self.deleted,
+            "renamed": self.renamed,
+            "unchanged": self.unchanged,
+            "skipped": [issue.to_json() for issue in self.skipped],
+            "failed": [issue.to_json() for issue in self.failed],
+            "documents": self.documents,
+            "full": self.full,
+            "durationSeconds": round(self.duration_s, 3),
+        }
