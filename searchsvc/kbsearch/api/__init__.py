@@ -1,0 +1,1 @@
+"""HTTP layer: routes, auth, error mapping and middleware."""

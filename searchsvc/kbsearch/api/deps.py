@@ -1,0 +1,24 @@
+"""Route dependencies: the services built in the app's lifespan."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from kbsearch.errors import NotReadyError
+from kbsearch.services.documents import DocumentService
+from kbsearch.services.search import SearchService
+
+
+def _ready_state(request: Request):
+    state = request.app.state
+    if not getattr(state, "ready", False):
+        raise NotReadyError("the service is still starting: store or embedder not loaded yet")
+    return state
+
+
+def documents_service(request: Request) -> DocumentService:
+    return _ready_state(request).documents
+
+
+def search_service(request: Request) -> SearchService:
+    return _ready_state(request).search

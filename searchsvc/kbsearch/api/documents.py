@@ -1,0 +1,79 @@
+"""Routes for document writes, deletes and listings."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from kbsearch.api.auth import require_read, require_write
+from kbsearch.api.deps import documents_service
+from kbsearch.schemas import (
+    DeleteDocumentResponse,
+    DeleteSourceResponse,
+    DocumentInfo,
+    DocumentList,
+    ErrorResponse,
+    PutDocumentRequest,
+    PutDocumentResponse,
+    SourceInfo,
+    SourceList,
+)
+from kbsearch.services.documents import DocumentService
+
+ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 413, 422, 429, 503)}
+router = APIRouter(prefix="/api/v1", responses=ERRORS)
+Service = Annotated[DocumentService, Depends(documents_service)]
+
+
+@router.put("/documents", dependencies=[Depends(require_write)], tags=["documents"])
+async def put_document(body: PutDocumentRequest, service: Service) -> PutDocumentResponse:
+    """Create or replace one document; identical content and metadata is a no-op."""
+    return await service.put(body)
+
+
+@router.delete("/documents", dependencies=[Depends(require_write)], tags=["documents"])
+async def delete_document(
+    service: Service, uri: Annotated[str, Query(min_length=1, max_length=2048)]
+) -> DeleteDocumentResponse:
+    """Delete one document and all its chunks; deleting an absent document deletes 0."""
+    return DeleteDocumentResponse(uri=uri, chunksDeleted=await service.delete(uri))
+
+
+@router.get("/documents", dependencies=[Depends(require_read)], tags=["documents"])
+async def list_documents(
+    service: Service,
+    sourceIdentifier: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    uriPrefix: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+) -> DocumentList:
+    """Every document, in a stable order, one page at a time."""
+    records, next_cursor = await service.list(
+        source_identifier=sourceIdentifier, uri_prefix=uriPrefix, limit=limit, cursor=cursor
+    )
+    documents = [
+        DocumentInfo(uri=r.uri, checksum=r.checksum, chunks=r.chunks, metadata=r.metadata, ingestedAt=r.ingested_at)
+        for r in records
+    ]
+    return DocumentList(documents=documents, nextCursor=next_cursor)
+
+
+@router.delete("/sources/{sourceIdentifier:path}", dependencies=[Depends(require_write)], tags=["sources"])
+async def delete_source(sourceIdentifier: str, service: Service) -> DeleteSourceResponse:
+    """Delete every document of one source, however many chunks it has."""
+    documents, chunks = await service.delete_source(sourceIdentifier)
+    return DeleteSourceResponse(sourceIdentifier=sourceIdentifier, documentsDeleted=documents, chunksDeleted=chunks)
+
+
+@router.get("/sources", dependencies=[Depends(require_read)], tags=["sources"])
+async def list_sources(service: Service) -> SourceList:
+    """Every source with its document and chunk counts."""
+    sources = [
+        SourceInfo(
+            sourceIdentifier=s.source_identifier, documents=s.documents, chunks=s.chunks,
+            lastIngestedAt=s.last_ingested_at,
+        )
+        for s in await service.sources()
+    ]
+    return SourceList(sources=sources)

@@ -1,0 +1,77 @@
+"""One place maps every failure to an honest status and a stable JSON error body."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from kbsearch.errors import OverloadedError, ServiceError, UnauthenticatedError
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    400: "BAD_REQUEST",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "REQUEST_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+}
+
+
+def error_response(status: int, code: str, message: str, details: dict | None = None, headers=None) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "details": details or {}}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _location(loc: tuple) -> str:
+    return ".".join(str(part) for part in loc) or "body"
+
+
+async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
+    headers = {}
+    if isinstance(exc, UnauthenticatedError):
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, OverloadedError) or exc.status_code == 503:
+        headers["Retry-After"] = str(exc.details.get("retryAfterSeconds", 1))
+    if exc.status_code >= 500:
+        log.warning("request failed", extra={"code": exc.code, "reason": exc.message})
+    return error_response(exc.status_code, exc.code, exc.message, exc.details, headers)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    # Never echo the offending input back: it may be a megabyte of document.
+    errors = [
+        {"field": _location(err.get("loc", ())), "message": err.get("msg", ""), "type": err.get("type", "")}
+        for err in exc.errors()
+    ]
+    first = errors[0] if errors else {"field": "body", "message": "invalid request", "type": ""}
+    if first["type"] in ("json_invalid", "json_type") or first["type"].startswith("json"):
+        return error_response(422, "INVALID_JSON", f"request body is not valid JSON: {first['message']}", {"errors": errors})
+    message = f"{first['field']}: {first['message']}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem(s))"
+    return error_response(422, "VALIDATION_ERROR", message, {"errors": errors})
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    code = _HTTP_CODES.get(exc.status_code, "HTTP_ERROR")
+    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ").lower()
+    if exc.status_code == 404:
+        message = f"no such endpoint: {request.method} {request.url.path}"
+    return error_response(exc.status_code, code, message, headers=getattr(exc, "headers", None))
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error")
+    return error_response(500, "INTERNAL_ERROR", "the service hit an unexpected error; it has been logged")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,66 @@
+"""Search routes: POST for programs, GET for curl and browsers."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import ValidationError
+
+from kbsearch.api.auth import require_read
+from kbsearch.api.deps import search_service
+from kbsearch.errors import InvalidRequestError
+from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse, SearchResult
+from kbsearch.services.search import SearchService
+
+router = APIRouter(
+    prefix="/api/v1", tags=["search"], dependencies=[Depends(require_read)],
+    responses={code: {"model": ErrorResponse} for code in (401, 422, 503)},
+)
+Service = Annotated[SearchService, Depends(search_service)]
+
+
+async def _run(request: SearchRequest, service: SearchService, response: Response) -> SearchResponse:
+    outcome = await service.search(request)
+    # Query embedding and engine time apart, for benchmarks and dashboards.
+    response.headers["Server-Timing"] = f"embed;dur={outcome.embed_ms:.2f}, engine;dur={outcome.engine_ms:.2f}"
+    results = [
+        SearchResult(
+            id=h.id, uri=h.uri, chunkIndex=h.chunk_index, totalChunks=h.total_chunks, content=h.content,
+            score=h.score, title=h.title, headings=h.headings, metadata=h.metadata,
+            sourceIdentifier=h.source_identifier,
+        )
+        for h in outcome.hits
+    ]
+    return SearchResponse(query=request.query, mode=request.mode, results=results, tookMs=round(outcome.took_ms, 3))
+
+
+@router.post("/search")
+async def search(body: SearchRequest, service: Service, response: Response) -> SearchResponse:
+    """Hybrid (default), dense or keyword search with optional filters."""
+    return await _run(body, service, response)
+
+
+@router.get("/search")
+async def search_get(
+    service: Service,
+    response: Response,
+    q: Annotated[str, Query(min_length=1, max_length=1000)],
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+    mode: Literal["hybrid", "dense", "keyword"] = "hybrid",
+    sourceIdentifier: Annotated[list[str] | None, Query()] = None,
+    uriPrefix: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+) -> SearchResponse:
+    """The same search as POST, from query parameters."""
+    filter_body: dict = {}
+    if sourceIdentifier:
+        filter_body["sourceIdentifier"] = sourceIdentifier if len(sourceIdentifier) > 1 else sourceIdentifier[0]
+    if uriPrefix:
+        filter_body["uriPrefix"] = uriPrefix
+    try:
+        request = SearchRequest(query=q, limit=limit, mode=mode, filter=filter_body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "query"
+        raise InvalidRequestError(f"{field}: {first['msg']}") from exc
+    return await _run(request, service, response)

@@ -1,0 +1,60 @@
+"""Liveness, readiness, Prometheus metrics and the service's status."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from kbsearch import __version__
+from kbsearch.api.auth import require_read
+from kbsearch.api.deps import _ready_state
+from kbsearch.api.errors import error_response
+from kbsearch.services.runtime import in_thread
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict:
+    """The process is alive."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request):
+    """Store open and embedder loaded."""
+    if not getattr(request.app.state, "ready", False):
+        return error_response(503, "NOT_READY", "store or embedder not loaded yet")
+    return {"status": "ready"}
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/api/v1/status", dependencies=[Depends(require_read)])
+async def status(request: Request) -> dict:
+    """Version, store, embedder and chunker settings, with live counts."""
+    state = _ready_state(request)
+    settings = state.settings
+    documents, chunks = await in_thread(state.store.count)
+    min_chars, max_chars = settings.chunk_range
+    return {
+        "version": __version__,
+        "store": {
+            "backend": state.store.backend, "collection": state.store.collection,
+            "documents": documents, "chunks": chunks,
+        },
+        "embedder": {
+            "provider": state.embedder.provider, "model": state.embedder.model,
+            "dimensions": state.embedder.dimensions,
+        },
+        "sparse": {"encoder": state.sparse.name},
+        "chunker": {
+            "minChars": min_chars, "maxChars": max_chars, "overlapChars": settings.chunk_overlap_chars,
+            "fingerprint": state.chunker.fingerprint,
+        },
+        "search": {"rrfK": settings.rrf_k, "candidates": settings.search_candidates},
+        "auth": {"writeTokenRequired": settings.api_token is not None, "readTokenRequired": settings.read_token is not None},
+    }

@@ -1,0 +1,93 @@
+"""The FastAPI app factory: wires settings, store, embedder and services in the lifespan."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from kbsearch import __version__
+from kbsearch.api import documents, search, system
+from kbsearch.api.errors import install_error_handlers
+from kbsearch.api.middleware import RequestContextMiddleware
+from kbsearch.chunker import MarkdownChunker
+from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.errors import ConfigurationError
+from kbsearch.metrics import Metrics
+from kbsearch.models import CollectionSignature
+from kbsearch.services.documents import DocumentService
+from kbsearch.services.runtime import in_thread
+from kbsearch.services.search import SearchService
+from kbsearch.settings import Settings
+from kbsearch.sparse import Bm25Encoder
+from kbsearch.store.base import VectorStore
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    store: VectorStore | None = None,
+    embedder: EmbeddingProvider | None = None,
+) -> FastAPI:
+    """Build the app. `store` and `embedder` override the ones the settings would build (tests)."""
+    settings = settings or Settings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        from kbsearch.embedders.factory import build_embedder
+        from kbsearch.store.factory import build_store
+
+        active_embedder = embedder or build_embedder(settings)
+        active_store = store or build_store(settings)
+        await in_thread(active_embedder.load)
+        sparse = Bm25Encoder()
+        signature = CollectionSignature(
+            embedder_provider=active_embedder.provider,
+            embedder_model=active_embedder.model,
+            dimensions=active_embedder.dimensions,
+            sparse_encoder=sparse.name,
+        )
+        try:
+            await in_thread(active_store.open, signature)
+        except ConfigurationError as exc:
+            log.error("cannot open the collection", extra={"reason": str(exc)})
+            raise
+        min_chars, max_chars = settings.chunk_range
+        chunker = MarkdownChunker(min_chars, max_chars, settings.chunk_overlap_chars)
+        state = app.state
+        state.store, state.embedder, state.sparse, state.chunker = active_store, active_embedder, sparse, chunker
+        state.documents = DocumentService(
+            store=active_store, embedder=active_embedder, sparse=sparse, chunker=chunker, metrics=metrics,
+            max_document_bytes=settings.max_document_bytes, max_pending_writes=settings.max_pending_writes,
+        )
+        state.search = SearchService(
+            store=active_store, embedder=active_embedder, sparse=sparse, metrics=metrics,
+            rrf_k=settings.rrf_k, candidates=settings.search_candidates,
+        )
+        state.ready = True
+        log.info("ready", extra={"store": active_store.backend, "embedder": active_embedder.model})
+        try:
+            yield
+        finally:
+            state.ready = False
+            await in_thread(active_store.close)
+
+    app = FastAPI(
+        title="Knowledge search service",
+        version=__version__,
+        description="One-document ingest, hybrid search and bulk delete over Qdrant.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.ready = False
+    install_error_handlers(app)
+    app.include_router(system.router)
+    app.include_router(documents.router)
+    app.include_router(search.router)
+    app.add_middleware(RequestContextMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,178 @@
+"""The v1 HTTP contract's request and response bodies."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
+
+# Keys become Qdrant JSON paths (quoted), so keep them to a safe alphabet.
+METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+MAX_METADATA_KEYS = 64
+MAX_METADATA_STRING = 4096
+
+Scalar = StrictStr | StrictBool | StrictInt | StrictFloat
+MetadataValue = Scalar | list[StrictStr]
+Uri = Annotated[StrictStr, Field(min_length=1, max_length=2048)]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _check_metadata(metadata: dict[str, object]) -> None:
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise ValueError(f"metadata has {len(metadata)} keys; at most {MAX_METADATA_KEYS} are allowed")
+    for key, value in metadata.items():
+        if not METADATA_KEY.match(key):
+            raise ValueError(f"metadata key {key[:40]!r} must match {METADATA_KEY.pattern}")
+        strings = value if isinstance(value, list) else [value]
+        for item in strings:
+            if isinstance(item, str) and (len(item) > MAX_METADATA_STRING or "\x00" in item):
+                raise ValueError(f"metadata value of {key!r} is too long or contains NUL")
+            if isinstance(item, float) and item != item:  # NaN cannot be stored or compared
+                raise ValueError(f"metadata value of {key!r} is NaN")
+
+
+def _check_uri(uri: str) -> str:
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
+        raise ValueError("uri must not contain control characters")
+    return uri
+
+
+class PutDocumentRequest(Body):
+    uri: Uri
+    content: StrictStr
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+
+    _uri = field_validator("uri")(_check_uri)
+
+    @field_validator("content")
+    @classmethod
+    def _no_nul(cls, content: str) -> str:
+        if "\x00" in content:
+            raise ValueError("content contains NUL characters; only text documents are accepted")
+        return content
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, metadata: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
+        _check_metadata(metadata)
+        source = metadata.get("sourceIdentifier")
+        if source is not None and (not isinstance(source, str) or not source):
+            raise ValueError("metadata.sourceIdentifier must be a non-empty string")
+        return metadata
+
+    @property
+    def source_identifier(self) -> str | None:
+        value = self.metadata.get("sourceIdentifier")
+        return value if isinstance(value, str) else None
+
+
+class PutDocumentResponse(Body):
+    uri: str
+    status: Literal["created", "updated", "unchanged"]
+    checksum: str
+    chunks: int
+    chunksEmbedded: int
+
+
+class DeleteDocumentResponse(Body):
+    uri: str
+    chunksDeleted: int
+
+
+class DeleteSourceResponse(Body):
+    sourceIdentifier: str
+    documentsDeleted: int
+    chunksDeleted: int
+
+
+class DocumentInfo(Body):
+    uri: str
+    checksum: str
+    chunks: int
+    metadata: dict[str, MetadataValue]
+    ingestedAt: str
+
+
+class DocumentList(Body):
+    documents: list[DocumentInfo]
+    nextCursor: str | None
+
+
+class SourceInfo(Body):
+    sourceIdentifier: str
+    documents: int
+    chunks: int
+    lastIngestedAt: str | None
+
+
+class SourceList(Body):
+    sources: list[SourceInfo]
+
+
+class SearchFilterBody(Body):
+    sourceIdentifier: StrictStr | list[StrictStr] | None = None
+    uriPrefix: Annotated[StrictStr, Field(min_length=1, max_length=2048)] | None = None
+    metadata: dict[str, Scalar] = Field(default_factory=dict)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, metadata: dict[str, Scalar]) -> dict[str, Scalar]:
+        _check_metadata(metadata)
+        return metadata
+
+    @field_validator("sourceIdentifier")
+    @classmethod
+    def _sources(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and not 1 <= len(value) <= 100:
+            raise ValueError("sourceIdentifier list must hold 1 to 100 values")
+        return value
+
+
+class SearchRequest(Body):
+    query: Annotated[StrictStr, Field(min_length=1, max_length=1000)]
+    limit: Annotated[StrictInt, Field(ge=1, le=100)] = 10
+    mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
+    filter: SearchFilterBody = Field(default_factory=SearchFilterBody)
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, query: str) -> str:
+        if not query.strip():
+            raise ValueError("query must contain a non-whitespace character")
+        if "\x00" in query:
+            raise ValueError("query must not contain NUL characters")
+        return query
+
+
+class SearchResult(Body):
+    id: str
+    uri: str
+    chunkIndex: int
+    totalChunks: int
+    content: str
+    score: float
+    title: str | None
+    headings: list[str]
+    metadata: dict[str, MetadataValue]
+    sourceIdentifier: str | None
+
+
+class SearchResponse(Body):
+    query: str
+    mode: str
+    results: list[SearchResult]
+    tookMs: float
+
+
+class ErrorDetail(Body):
+    code: str
+    message: str
+    details: dict[str, object] = Field(default_factory=dict)
+
+
+class ErrorResponse(Body):
+    error: ErrorDetail

@@ -1,0 +1,200 @@
+"""Document writes and listings: idempotent upsert, chunk-vector reuse, deletes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import logging
+import uuid
+from datetime import UTC, datetime
+
+from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.errors import DocumentTooLargeError, InvalidRequestError, OverloadedError
+from kbsearch.metrics import Metrics
+from kbsearch.models import ChunkPoint, DocumentRecord, ParsedDocument, SourceStats, chunk_point_id
+from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
+from kbsearch.services.locks import KeyedLocks
+from kbsearch.services.runtime import in_thread
+from kbsearch.sparse import Bm25Encoder
+from kbsearch.store.base import VectorStore
+
+log = logging.getLogger(__name__)
+
+# Upserts go to the store in slices so a 1 MiB document never builds one giant request.
+UPSERT_BATCH = 256
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def encode_cursor(point_id: str) -> str:
+    return base64.urlsafe_b64encode(uuid.UUID(point_id).bytes).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return str(uuid.UUID(bytes=raw))
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidRequestError(
+            "cursor is not one this service issued; start again without a cursor",
+            code="INVALID_CURSOR",
+        ) from exc
+
+
+class DocumentService:
+    def __init__(
+        self,
+        *,
+        store: VectorStore,
+        embedder: EmbeddingProvider,
+        sparse: Bm25Encoder,
+        chunker,  # kbsearch.chunker.MarkdownChunker
+        metrics: Metrics,
+        max_document_bytes: int,
+        max_pending_writes: int,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.sparse = sparse
+        self.chunker = chunker
+        self.metrics = metrics
+        self.max_document_bytes = max_document_bytes
+        self.max_pending_writes = max_pending_writes
+        self._uri_locks = KeyedLocks()
+        self._pending = 0
+        # One embedding batch at a time: parallel batches only fight over the same cores.
+        self._embed_slot = asyncio.Semaphore(1)
+
+    async def put(self, request: PutDocumentRequest) -> PutDocumentResponse:
+        size = len(request.content.encode("utf-8"))
+        if size > self.max_document_bytes:
+            raise DocumentTooLargeError(
+                f"content is {size} bytes; the limit is {self.max_document_bytes} bytes",
+                details={"bytes": size, "limit": self.max_document_bytes},
+            )
+        if self._pending >= self.max_pending_writes:
+            raise OverloadedError(
+                f"{self._pending} writes are already queued; retry later",
+                details={"retryAfterSeconds": 1},
+            )
+        self._pending += 1
+        try:
+            async with self._uri_locks.hold(request.uri):
+                response = await self._put_locked(request)
+        finally:
+            self._pending -= 1
+        self.metrics.documents_written.labels(response.status).inc()
+        self.metrics.chunks_embedded.inc(response.chunksEmbedded)
+        return response
+
+    async def _put_locked(self, request: PutDocumentRequest) -> PutDocumentResponse:
+        checksum = "sha256:" + sha256_hex(request.content)
+        existing = await in_thread(self.store.get_document, request.uri)
+        if (
+            existing is not None
+            and existing.checksum == checksum
+            and existing.metadata == request.metadata
+            and existing.chunker == self.chunker.fingerprint
+        ):
+            return PutDocumentResponse(
+                uri=request.uri, status="unchanged", checksum=checksum, chunks=existing.chunks, chunksEmbedded=0
+            )
+
+        parsed: ParsedDocument = await in_thread(self.chunker.chunk, request.content)
+        hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
+        dense, embedded = await self._dense_vectors(request.uri, parsed, hashes, existing)
+        sparse = await in_thread(self.sparse.encode_documents, [c.embed_text for c in parsed.chunks])
+
+        total = len(parsed.chunks)
+        points = [
+            ChunkPoint(
+                uri=request.uri,
+                source_identifier=request.source_identifier,
+                chunk_index=chunk.index,
+                total_chunks=total,
+                text=chunk.text,
+                text_hash=hashes[i],
+                title=parsed.title,
+                tags=parsed.tags,
+                headings=chunk.headings,
+                metadata=request.metadata,
+                dense=dense[i],
+                sparse=sparse[i],
+            )
+            for i, chunk in enumerate(parsed.chunks)
+        ]
+        # New chunks first, then the stale tail, then the manifest: a reader never sees a gap,
+        # and a crash before the manifest makes the next PUT redo the work.
+        for start in range(0, total, UPSERT_BATCH):
+            await in_thread(self.store.upsert_chunks, points[start : start + UPSERT_BATCH])
+        await in_thread(self.store.delete_chunks_from, request.uri, total)
+        record = DocumentRecord(
+            uri=request.uri,
+            source_identifier=request.source_identifier,
+            checksum=checksum,
+            chunks=total,
+            chunk_hashes=hashes,
+            metadata=request.metadata,
+            title=parsed.title,
+            ingested_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            chunker=self.chunker.fingerprint,
+        )
+        await in_thread(self.store.put_document, record)
+        return PutDocumentResponse(
+            uri=request.uri,
+            status="created" if existing is None else "updated",
+            checksum=checksum,
+            chunks=total,
+            chunksEmbedded=embedded,
+        )
+
+    async def _dense_vectors(
+        self, uri: str, parsed: ParsedDocument, hashes: list[str], existing: DocumentRecord | None
+    ) -> tuple[list[list[float]], int]:
+        """Vectors for every chunk: reused where the text is unchanged, embedded in one batch otherwise."""
+        by_hash: dict[str, list[float]] = {}
+        if existing is not None:
+            old_index = {h: i for i, h in enumerate(existing.chunk_hashes)}
+            reusable = {h: old_index[h] for h in set(hashes) if h in old_index}
+            if reusable:
+                ids = {chunk_point_id(uri, i): h for h, i in reusable.items()}
+                found = await in_thread(self.store.get_dense_vectors, list(ids))
+                by_hash = {ids[point_id]: vector for point_id, vector in found.items()}
+
+        missing = list(dict.fromkeys(h for h in hashes if h not in by_hash))
+        if missing:
+            text_of = {hashes[i]: chunk.embed_text for i, chunk in enumerate(parsed.chunks)}
+            async with self._embed_slot:
+                vectors = await in_thread(self.embedder.embed_documents, [text_of[h] for h in missing])
+            by_hash.update(zip(missing, vectors, strict=True))
+        return [by_hash[h] for h in hashes], len(missing)
+
+    async def delete(self, uri: str) -> int:
+        async with self._uri_locks.hold(uri):
+            deleted = await in_thread(self.store.delete_document, uri)
+        self.metrics.chunks_deleted.inc(deleted)
+        return deleted
+
+    async def delete_source(self, source_identifier: str) -> tuple[int, int]:
+        documents, chunks = await in_thread(self.store.delete_source, source_identifier)
+        self.metrics.chunks_deleted.inc(chunks)
+        log.info("source deleted", extra={"sourceIdentifier": source_identifier, "documents": documents})
+        return documents, chunks
+
+    async def list(
+        self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[DocumentRecord], str | None]:
+        start = decode_cursor(cursor) if cursor else None
+        records, next_id = await in_thread(
+            lambda: self.store.list_documents(
+                source_identifier=source_identifier, uri_prefix=uri_prefix, limit=limit, cursor=start
+            )
+        )
+        return records, encode_cursor(next_id) if next_id else None
+
+    async def sources(self) -> list[SourceStats]:
+        return await in_thread(self.store.list_sources)

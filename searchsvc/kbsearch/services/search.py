@@ -1,0 +1,72 @@
+"""Hybrid, dense and keyword search over the store."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.metrics import Metrics
+from kbsearch.models import SearchFilter, SearchHit
+from kbsearch.schemas import SearchRequest
+from kbsearch.services.runtime import in_thread
+from kbsearch.sparse import Bm25Encoder
+from kbsearch.store.base import VectorStore
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    hits: list[SearchHit]
+    embed_ms: float  # query embedding (dense and sparse)
+    engine_ms: float  # the store's own query time
+
+    @property
+    def took_ms(self) -> float:
+        return self.embed_ms + self.engine_ms
+
+
+class SearchService:
+    def __init__(
+        self,
+        *,
+        store: VectorStore,
+        embedder: EmbeddingProvider,
+        sparse: Bm25Encoder,
+        metrics: Metrics,
+        rrf_k: int,
+        candidates: int,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.sparse = sparse
+        self.metrics = metrics
+        self.rrf_k = rrf_k
+        self.candidates = candidates
+
+    async def search(self, request: SearchRequest) -> SearchOutcome:
+        started = time.perf_counter()
+        dense = await in_thread(self.embedder.embed_query, request.query) if request.mode != "keyword" else None
+        sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
+        embedded = time.perf_counter()
+
+        raw = request.filter
+        sources = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier
+        search_filter = SearchFilter(source_identifiers=sources, uri_prefix=raw.uriPrefix, metadata=raw.metadata)
+        hits = await in_thread(
+            lambda: self.store.search(
+                mode=request.mode,
+                dense=dense,
+                sparse=sparse,
+                filter=search_filter,
+                limit=request.limit,
+                candidates=max(self.candidates, request.limit),
+                rrf_k=self.rrf_k,
+            )
+        )
+        finished = time.perf_counter()
+        outcome = SearchOutcome(
+            hits=hits, embed_ms=(embedded - started) * 1000, engine_ms=(finished - embedded) * 1000
+        )
+        self.metrics.search_seconds.labels(request.mode, "embed").observe(outcome.embed_ms / 1000)
+        self.metrics.search_seconds.labels(request.mode, "engine").observe(outcome.engine_ms / 1000)
+        return outcome
