@@ -1,0 +1,168 @@
+{{/*
+Names, labels, images and shared snippets for every template.
+*/}}
+
+{{- define "knowledge-base.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The object-name prefix: at most 50 characters, so that component suffixes such as
+"-operator-discovery" still fit into 63.
+*/}}
+{{- define "knowledge-base.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "knowledge-base.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "knowledge-base.operator.fullname" -}}
+{{- printf "%s-operator" (include "knowledge-base.fullname" .) }}
+{{- end }}
+
+{{- define "knowledge-base.search.fullname" -}}
+{{- printf "%s-search" (include "knowledge-base.fullname" .) }}
+{{- end }}
+
+{{- define "knowledge-base.qdrant.fullname" -}}
+{{- printf "%s-qdrant" (include "knowledge-base.fullname" .) }}
+{{- end }}
+
+{{/*
+Labels. Call with (dict "ctx" $ "component" "operator").
+*/}}
+{{- define "knowledge-base.labels" -}}
+helm.sh/chart: {{ include "knowledge-base.chart" .ctx }}
+{{ include "knowledge-base.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: knowledge-base
+{{- end }}
+
+{{- define "knowledge-base.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "knowledge-base.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+An image reference from {repository, tag, digest}. Call with (dict "image" .Values.x.image "ctx" $).
+*/}}
+{{- define "knowledge-base.image" -}}
+{{- $tag := .image.tag | default .ctx.Chart.AppVersion | toString }}
+{{- if .image.digest }}
+{{- printf "%s:%s@%s" .image.repository $tag .image.digest }}
+{{- else }}
+{{- printf "%s:%s" .image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret holding the search service's API (write) token and optional read token.
+*/}}
+{{- define "knowledge-base.tokenSecretName" -}}
+{{- .Values.auth.existingSecret | default (printf "%s-tokens" (include "knowledge-base.fullname" .)) }}
+{{- end }}
+
+{{/*
+The Secret and key holding the Qdrant API key, or nothing when no key is used.
+*/}}
+{{- define "knowledge-base.qdrantSecretName" -}}
+{{- if eq .Values.store.mode "server" }}
+{{- .Values.store.server.existingSecret | default (printf "%s-qdrant" (include "knowledge-base.fullname" .)) }}
+{{- else if eq .Values.store.mode "external" }}
+{{- .Values.store.external.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{- define "knowledge-base.qdrantSecretKey" -}}
+{{- if eq .Values.store.mode "server" }}
+{{- .Values.store.server.existingSecretKey }}
+{{- else }}
+{{- .Values.store.external.existingSecretKey }}
+{{- end }}
+{{- end }}
+
+{{- define "knowledge-base.qdrantURL" -}}
+{{- if eq .Values.store.mode "server" }}
+{{- printf "http://%s.%s.svc:6333" (include "knowledge-base.qdrant.fullname" .) .Release.Namespace }}
+{{- else }}
+{{- .Values.store.external.url }}
+{{- end }}
+{{- end }}
+
+{{/*
+The in-cluster URL of the search service, as the operator and NOTES use it.
+*/}}
+{{- define "knowledge-base.searchURL" -}}
+{{- printf "http://%s.%s.svc:%v" (include "knowledge-base.search.fullname" .) .Release.Namespace .Values.search.service.port }}
+{{- end }}
+
+{{/*
+A Secret value generated once: the existing value when the Secret is already in the cluster
+(so upgrades keep it), else a new random one. `helm template` cannot look up, so it always
+generates. Call with (dict "ctx" $ "name" <secret name> "key" <data key>).
+*/}}
+{{- define "knowledge-base.persistentRandom" -}}
+{{- $existing := lookup "v1" "Secret" .ctx.Release.Namespace .name }}
+{{- $data := dict }}
+{{- if $existing }}{{ $data = (get $existing "data") | default dict }}{{ end }}
+{{- get $data .key | default (randAlphaNum 48 | b64enc) }}
+{{- end }}
+
+{{/*
+Refuse combinations that cannot work, with a message that says what to change.
+*/}}
+{{- define "knowledge-base.validate" -}}
+{{- if and (eq .Values.store.mode "embedded") (gt (int .Values.search.replicas) 1) }}
+{{- fail (printf "search.replicas is %v, but store.mode=embedded allows exactly one replica: the embedded Qdrant Edge store locks its files on one volume. Set search.replicas=1, or use store.mode=server or store.mode=external to run several replicas." .Values.search.replicas) }}
+{{- end }}
+{{- if and (eq .Values.store.mode "external") (not .Values.store.external.url) }}
+{{- fail "store.mode=external needs store.external.url (e.g. https://qdrant.example.com:6333)." }}
+{{- end }}
+{{- if and (eq .Values.embeddings.provider "openai") (not .Values.embeddings.openai.existingSecret) }}
+{{- fail "embeddings.provider=openai needs embeddings.openai.existingSecret: the name of a Secret holding the API key (key embeddings.openai.existingSecretKey)." }}
+{{- end }}
+{{- end }}
+
+{{/*
+The writable scratch volume every container gets, since the root filesystem is read-only.
+*/}}
+{{- define "knowledge-base.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .sizeLimit }}
+{{- end }}
+
+{{/*
+The operator's rules inside a watched namespace (or everywhere, in cluster-wide mode).
+*/}}
+{{- define "knowledge-base.operator.namespacedRules" -}}
+# Its own resources: watch them, and patch finalizers and kopf's progress annotations.
+- apiGroups: ["kb.knowledgebase.dev"]
+  resources: ["knowledgesources"]
+  verbs: ["get", "list", "watch", "patch"]
+# Their status subresource: the sync results.
+- apiGroups: ["kb.knowledgebase.dev"]
+  resources: ["knowledgesources/status"]
+  verbs: ["patch"]
+# Events about each sync, posted by kopf.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+# Repository credentials that a KnowledgeSource names. Read one by name; never list.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end }}
