@@ -58,6 +58,9 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if exc.status_code == 400 and "parsing the body" in str(exc.detail):
+        # FastAPI's answer to a body that is not UTF-8: the same problem as malformed JSON.
+        return error_response(422, "INVALID_JSON", "request body is not valid UTF-8 JSON")
     code = _HTTP_CODES.get(exc.status_code, "HTTP_ERROR")
     message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ").lower()
     if exc.status_code == 404:

@@ -1,0 +1,60 @@
+"""Run the real search service app in-process for tests, on either store."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+from fastapi import FastAPI
+
+from kbsearch.app import create_app
+from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.settings import Settings
+from kbsearch.store.base import VectorStore
+from tests.support.hashing import HashingEmbedder
+
+STORE_KINDS = ("edge", "qdrant-local")
+
+
+def make_store(kind: str, data_dir: Path, collection: str = "test") -> VectorStore:
+    if kind == "edge":
+        from kbsearch.store.edge import EdgeStore
+
+        return EdgeStore(data_dir, collection)
+    if kind == "qdrant-local":
+        from qdrant_client import QdrantClient
+
+        from kbsearch.store.qdrant_server import QdrantServerStore
+
+        return QdrantServerStore(QdrantClient(":memory:"), collection)
+    raise ValueError(kind)
+
+
+@asynccontextmanager
+async def serve(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """Run the app's lifespan and give a client that talks to it through ASGI."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://searchsvc") as client:
+            yield client
+
+
+@asynccontextmanager
+async def running_service(
+    store_kind: str,
+    data_dir: Path,
+    *,
+    embedder: EmbeddingProvider | None = None,
+    **settings: object,
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The real app with the hashing embedder on the given store kind."""
+    app = create_app(
+        Settings(data_dir=data_dir, **settings),
+        store=make_store(store_kind, data_dir),
+        embedder=embedder or HashingEmbedder(),
+    )
+    async with serve(app) as client:
+        client.app = app  # type: ignore[attr-defined]  # lets tests reach app.state
+        yield client
