@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
 
 # Attributes every LogRecord has; anything else was passed through `extra=` and is logged.
-_STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+_STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):
