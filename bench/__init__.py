@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` runs them all (see bench/run_all.py). Figures go to bench/results/."""

@@ -1,0 +1,266 @@
+"""Shared helpers: the real service in a background thread, result files, SciFact loading, load figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"  # git-ignored
+CACHE_DIR = RESULTS_DIR / "cache"  # persisted between runs (ingested collections, vectors)
+
+EXIT_USAGE = 2
+
+
+# --- machine load -----------------------------------------------------------------------
+
+
+def load_average() -> dict[str, float]:
+    one, five, fifteen = os.getloadavg()
+    return {"load1": round(one, 2), "load5": round(five, 2), "load15": round(fifteen, 2), "cpus": os.cpu_count() or 0}
+
+
+def load_text(load: dict[str, float] | None = None) -> str:
+    load = load or load_average()
+    return f"load {load['load1']:.2f}/{load['load5']:.2f}/{load['load15']:.2f} on {load['cpus']} cpus"
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    data = {"benchmark": name, "finishedAt": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "loadAtEnd": load_average(), **data}
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100), like numpy's default."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summary_ms(values: list[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "p50": round(percentile(values, 50), 3),
+        "p95": round(percentile(values, 95), 3),
+        "p99": round(percentile(values, 99), 3),
+        "mean": round(statistics.fmean(values), 3) if values else float("nan"),
+        "max": round(max(values), 3) if values else float("nan"),
+    }
+
+
+def print_table(headers: list[str], rows: list[list[Any]]) -> None:
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for n, row in enumerate(cells):
+        print("  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        if n == 0:
+            print("  " + "  ".join("-" * w for w in widths))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+# --- SciFact ------------------------------------------------------------------------------
+
+
+@dataclass
+class SciFact:
+    corpus: list[dict[str, str]]  # {"_id", "title", "text"}, file order
+    queries: dict[str, str]  # id -> text, file order
+    qrels: dict[str, dict[str, int]]  # query id -> doc id -> graded relevance
+
+
+class MissingData(SystemExit):
+    pass
+
+
+def load_scifact(folder: str | Path | None) -> SciFact:
+    """Read a BEIR-layout SciFact train folder; exit 2 with a clear message when it is not there."""
+    if folder is None:
+        fail_usage("no SciFact folder given: pass --scifact PATH (e.g. ../shared/eval/scifact-train)")
+    root = Path(folder)
+    needed = [root / "corpus.jsonl", root / "queries.jsonl", root / "qrels" / "train.tsv"]
+    missing = [str(p) for p in needed if not p.is_file()]
+    if missing:
+        fail_usage(
+            f"SciFact data not found at {root.resolve()} (missing: {', '.join(missing)}). Pass --scifact with "
+            "the folder holding corpus.jsonl, queries.jsonl and qrels/train.tsv (BEIR layout); "
+            "the data is never copied into the repository."
+        )
+    with open(needed[0], encoding="utf-8") as fh:
+        corpus = [json.loads(line) for line in fh if line.strip()]
+    with open(needed[1], encoding="utf-8") as fh:
+        queries = {str(q["_id"]): q["text"] for q in map(json.loads, filter(str.strip, fh))}
+    qrels: dict[str, dict[str, int]] = {}
+    with open(needed[2], encoding="utf-8") as fh:
+        header = fh.readline()
+        if not header.lower().startswith("query-id"):
+            fh.seek(0)
+        for line in fh:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3:
+                continue
+            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    return SciFact(corpus=corpus, queries=queries, qrels=qrels)
+
+
+def fail_usage(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def scifact_markdown(doc: dict[str, str]) -> str:
+    return f"# {doc['title']}\n\n{doc['text']}"
+
+
+# --- the real service in a thread ---------------------------------------------------------
+
+
+@dataclass
+class ServerTimes:
+    """Wall time spent inside the app per route (measured around the ASGI call), in ms."""
+
+    by_route: dict[str, list[float]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, key: str, ms: float) -> None:
+        with self.lock:
+            self.by_route.setdefault(key, []).append(ms)
+
+    def take(self, key: str) -> list[float]:
+        with self.lock:
+            return self.by_route.pop(key, [])
+
+
+class TimedASGI:
+    """Outermost ASGI wrapper: records the time the app spends on each HTTP request.
+
+    This is the service's own time (routing, validation, chunking, embedding, store writes),
+    without the client, the socket or uvicorn's HTTP parsing.
+    """
+
+    def __init__(self, app, times: ServerTimes):
+        self.app = app
+        self.times = times
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.times.add(f"{scope['method']} {scope['path']}", (time.perf_counter() - started) * 1000)
+
+
+@dataclass
+class RunningService:
+    base_url: str
+    app: Any
+    times: ServerTimes
+
+
+@contextmanager
+def run_service(settings=None, *, store=None, embedder=None, timeout_s: float = 300.0) -> Iterator[RunningService]:
+    """Serve `kbsearch.app.create_app(...)` with uvicorn on 127.0.0.1:<free port> in a thread."""
+    import httpx
+    import uvicorn
+
+    from kbsearch.app import create_app
+
+    app = create_app(settings, store=store, embedder=embedder)
+    times = ServerTimes()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        TimedASGI(app, times), lifespan="on", log_level="warning", access_log=False, log_config=None,
+        timeout_keep_alive=300,
+    )
+    server = uvicorn.Server(config)
+    errors: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            server.run(sockets=[sock])
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=serve, name="bench-uvicorn", daemon=True)
+    thread.start()
+    base_url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    try:
+        with httpx.Client(base_url=base_url, timeout=5) as client:
+            while True:
+                if errors or not thread.is_alive():
+                    raise RuntimeError(f"the service failed to start: {errors[0] if errors else 'thread ended'}")
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the service did not become ready in time")
+                time.sleep(0.1)
+        yield RunningService(base_url=base_url, app=app, times=times)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+        sock.close()
+
+
+def local_embedder():
+    """The real bundled MiniLM, loaded (about 6 s), with the service's default batch size."""
+    from kbsearch.embedders.local import LocalEmbedder
+    from kbsearch.settings import Settings
+
+    embedder = LocalEmbedder(batch_size=Settings().local_batch_size)
+    embedder.load()
+    return embedder
+
+
+def http_client(base_url: str, timeout: float = 600.0):
+    import httpx
+
+    return httpx.Client(base_url=base_url, timeout=timeout, limits=httpx.Limits(max_keepalive_connections=16))
+
+
+def server_timing(header: str | None) -> dict[str, float]:
+    """Parse `Server-Timing: embed;dur=1.2, engine;dur=3.4` into {"embed": 1.2, "engine": 3.4}."""
+    out: dict[str, float] = {}
+    for part in (header or "").split(","):
+        name, *params = [p.strip() for p in part.split(";")]
+        for param in params:
+            if param.startswith("dur="):
+                out[name] = float(param[4:])
+    return out
