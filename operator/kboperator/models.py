@@ -89,7 +89,12 @@ class FileIssue:
 
 @dataclass(frozen=True)
 class SyncResult:
-    """What one sync did. `commit` is the head that was synced."""
+    """What one sync did. `commit` is the head that was synced.
+
+    `unchanged` counts documents found equal (full reconcile) or answered `unchanged` by the
+    service; `skipped` lists every skipped file on a full reconcile, and the changed ones on an
+    incremental sync; `documents` is read back from the service after the sync.
+    """
 
     commit: str
     full: bool

@@ -1,0 +1,177 @@
+"""`knowledge-sync`: the operator's sync engine without Kubernetes, for CI and cron.
+
+Exit status: 0 the service now matches the repository; 1 some documents failed (listed), or a
+transient problem (repository or service unreachable) stopped the sync; 2 a usage or
+configuration error (invalid spec, refused credentials, a refused mass deletion).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from kboperator import __version__
+from kboperator.client import SearchClient
+from kboperator.errors import (
+    InvalidSpecError,
+    MassDeletionRefusedError,
+    RepositoryAuthError,
+    ServiceAuthError,
+    ServiceRejectedError,
+    SyncError,
+)
+from kboperator.gitrepo import RepoCache
+from kboperator.models import Credentials, RepoSpec, SyncResult, SyncSpec
+from kboperator.statefile import read_state, write_state
+from kboperator.sync import SyncEngine
+
+log = logging.getLogger("kboperator.cli")
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+# Errors no retry can fix: someone has to change the command line, a Secret or the repository.
+_CONFIG_ERRORS = (
+    InvalidSpecError,
+    RepositoryAuthError,
+    ServiceAuthError,
+    ServiceRejectedError,
+    MassDeletionRefusedError,
+)
+
+
+class _ConfigError(Exception):
+    """A problem with the command line or its environment: exit 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="knowledge-sync",
+        description="Make a knowledge-base source mirror a git repository exactly.",
+        epilog="Exit status: 0 converged, 1 some documents failed or a transient error, 2 usage or config error.",
+    )
+    add = parser.add_argument
+    add("--repo", required=True, metavar="URL_OR_PATH", help="https/ssh URL, file:// URL or local path")
+    add("--ref", default="main", help="branch or tag (default: main)")
+    add("--source-id", required=True, metavar="ID", help="sourceIdentifier of the documents, e.g. team/docs")
+    add("--service", required=True, metavar="URL", help="search service base URL")
+    add("--token-env", metavar="VAR", help="environment variable holding the service's API token")
+    add("--include", action="extend", nargs="+", metavar="GLOB", help="include globs (default: **/*.md)")
+    add("--exclude", action="extend", nargs="+", default=[], metavar="GLOB", help="exclude globs; exclude wins")
+    add("--max-file-size", type=_positive_int, default=1_048_576, metavar="BYTES",
+        help="skip larger files (default 1 MiB)")  # fmt: skip
+    add("--metadata", action="extend", nargs="+", default=[], metavar="KEY=VALUE", help="metadata on every document")
+    add("--state", type=Path, metavar="FILE", help="keeps the last synced commit; without it, a full reconcile")
+    add("--json", action="store_true", help="print one JSON object with the result")
+    extra = parser.add_argument_group("extras")
+    extra.add_argument("--cache-dir", type=Path, help="where cached clones live (default: ~/.cache/knowledge-sync)")
+    extra.add_argument("--git-token-env", metavar="VAR", help="environment variable holding an HTTPS token for git")
+    extra.add_argument("--git-username", help="user name sent with --git-token-env (default: x-access-token)")
+    extra.add_argument("--ssh-key-file", type=Path, help="SSH private key for git")
+    extra.add_argument("--known-hosts-file", type=Path, help="known_hosts to check the SSH host key against")
+    extra.add_argument("--full", action="store_true", help="full reconcile even when --state has a commit")
+    extra.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    package = logging.getLogger("kboperator")
+    package.addHandler(handler)
+    previous_level = package.level
+    package.setLevel(logging.INFO)
+    try:
+        return asyncio.run(_run(args))
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(previous_level)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    try:
+        spec = _spec(args)
+        token = _env(args.token_env, "--token-env") if args.token_env else None
+        state = read_state(args.state, spec) if args.state else None
+        cache = RepoCache(args.cache_dir or _default_cache())
+        async with SearchClient(args.service, token) as client:
+            result = await SyncEngine(client, cache).sync(spec, state, force_full=args.full)
+    except (_ConfigError, *_CONFIG_ERRORS) as exc:
+        return _fail(args, exc, EXIT_CONFIG)
+    except SyncError as exc:
+        return _fail(args, exc, EXIT_FAILED)
+    if result.ok and args.state:
+        write_state(args.state, spec, result.commit)
+    _report(args, result)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _spec(args: argparse.Namespace) -> SyncSpec:
+    metadata = {}
+    for item in args.metadata:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _ConfigError(f"--metadata {item!r} must look like KEY=VALUE")
+        metadata[key] = value
+    credentials = None
+    if args.git_token_env or args.ssh_key_file:
+        try:
+            credentials = Credentials(
+                username=args.git_username,
+                token=_env(args.git_token_env, "--git-token-env") if args.git_token_env else None,
+                ssh_private_key=args.ssh_key_file.read_text() if args.ssh_key_file else None,
+                known_hosts=args.known_hosts_file.read_text() if args.known_hosts_file else None,
+            )
+        except OSError as exc:
+            raise _ConfigError(f"cannot read a credentials file: {exc}") from None
+    return SyncSpec(
+        source_id=args.source_id,
+        repo=RepoSpec(url=args.repo, ref=args.ref, credentials=credentials),
+        include=tuple(args.include or ("**/*.md",)),
+        exclude=tuple(args.exclude),
+        max_file_size=args.max_file_size,
+        metadata=metadata,
+        allow_local=True,  # the CLI runs as its user, on that user's files
+    )
+
+
+def _env(name: str, option: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise _ConfigError(f"{option}: environment variable {name} is not set or empty")
+    return value
+
+
+def _default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "knowledge-sync"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive number of bytes")
+    return value
+
+
+def _fail(args: argparse.Namespace, exc: Exception, code: int) -> int:
+    print(f"knowledge-sync: {exc}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"error": {"type": type(exc).__name__.lstrip("_"), "message": str(exc)}}))
+    return code
+
+
+def _report(args: argparse.Namespace, result: SyncResult) -> None:
+    for issue in result.failed:
+        print(f"failed: {issue.path}: {issue.reason}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_json()))
+        return
+    counts = {k: v for k, v in result.to_json().items() if type(v) is int}  # noqa: E721 (bool is not a count)
+    summary = " ".join(f"{key}={value}" for key, value in counts.items())
+    print(f"{'converged' if result.ok else 'partial'} at {result.commit[:12]}: {summary} "
+          f"skipped={len(result.skipped)} failed={len(result.failed)}")  # fmt: skip

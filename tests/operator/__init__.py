@@ -1,0 +1,1 @@
+"""Tests of the operator sync core and the knowledge-sync CLI."""

@@ -1,0 +1,190 @@
+"""`knowledge-sync` in-process against the real service served by uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from kboperator.cli import main
+from kbsearch.app import create_app
+from kbsearch.settings import Settings
+from tests.operator.servicefixtures import file_uri, sha256
+from tests.operator.gitfixtures import WorkRepo
+from tests.support.service import make_store
+from tests.support.hashing import HashingEmbedder
+
+SOURCE = "ci/docs"
+RESULT_KEYS = {"commit", "added", "modified", "deleted", "renamed", "unchanged", "skipped", "failed", "documents"}
+TOKEN = "cli-service-token"
+
+
+class Server:
+    """The real app in a uvicorn thread; `url` is its base URL."""
+
+    def __init__(self, data_dir: Path, **settings: object) -> None:
+        app = create_app(Settings(data_dir=data_dir, **settings), store=make_store("edge", data_dir), embedder=HashingEmbedder())
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+    def listing(self) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        response = httpx.get(f"{self.url}/api/v1/documents", params={"sourceIdentifier": SOURCE, "limit": 1000}, headers=headers)
+        assert response.status_code == 200, response.text
+        return {doc["uri"]: doc["checksum"] for doc in response.json()["documents"]}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    with Server(tmp_path / "service-data") as running:
+        yield running
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> WorkRepo:
+    work = WorkRepo(tmp_path / "docs-repo")
+    work.write("index.md", "# Index\n")
+    work.write("guide/setup.md", "# Setup\n")
+    work.write("script.sh", "echo hi\n")
+    work.commit()
+    return work
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def base_args(server: Server, repo: WorkRepo, tmp_path: Path) -> list[str]:
+    return ["--repo", str(repo.path), "--source-id", SOURCE, "--service", server.url, "--cache-dir", str(tmp_path / "cache")]
+
+
+def expected(repo: WorkRepo) -> dict[str, str]:
+    return {file_uri(repo.path, p): sha256(d) for p, d in repo.files().items() if p.endswith(".md")}
+
+
+def test_json_output_and_state_round_trip(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
+    state = tmp_path / "state" / "handbook.json"
+    args = [*base_args(server, repo, tmp_path), "--state", str(state), "--json", "--metadata", "team=docs", "owner=ci"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    result = json.loads(out)
+    assert RESULT_KEYS <= set(result)
+    assert result["commit"] == repo.head() and result["added"] == 2 and result["documents"] == 2
+    assert result["full"] is True and result["skipped"] == [] and result["failed"] == []
+    assert server.listing() == expected(repo)
+    assert json.loads(state.read_text())["commit"] == repo.head()
+
+    repo.move("guide/setup.md", "guide/install.md")
+    repo.write("index.md", "# Index, edited\n")
+    repo.commit()
+    code, out, _ = run(capsys, *args)
+    result = json.loads(out)
+    assert code == 0 and result["full"] is False
+    assert (result["renamed"], result["modified"], result["documents"]) == (1, 1, 2)
+    assert server.listing() == expected(repo)
+    assert json.loads(state.read_text())["commit"] == repo.head()
+    assert not [p for p in state.parent.iterdir() if p.name != state.name]  # no temp files left
+
+    # a spec change invalidates the state: a full reconcile removes what no longer belongs
+    code, out, _ = run(capsys, *args, "--exclude", "guide/**")
+    result = json.loads(out)
+    assert code == 0 and result["full"] is True and result["deleted"] == 1
+    assert list(server.listing()) == [file_uri(repo.path, "index.md")]
+
+
+def test_without_state_every_run_is_a_full_reconcile(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
+    args = base_args(server, repo, tmp_path)
+    assert run(capsys, *args)[0] == 0
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and "unchanged=2" in out and out.startswith("converged")
+    repo.remove("index.md")
+    repo.commit()
+    assert run(capsys, *args)[0] == 0
+    assert server.listing() == expected(repo)
+
+
+def test_failed_documents_exit_1_and_keep_the_state(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
+    state = tmp_path / "state.json"
+    args = [*base_args(server, repo, tmp_path), "--state", str(state)]
+    assert run(capsys, *args)[0] == 0
+    before = state.read_text()
+    repo.write("huge.md", "z" * (1_048_576 + 1))
+    repo.commit()
+    code, out, err = run(capsys, *args, "--max-file-size", "2000000", "--json")
+    assert code == 1
+    failed = json.loads(out)["failed"]
+    assert [f["path"] for f in failed] == ["huge.md"] and "DOCUMENT_TOO_LARGE" in failed[0]["reason"]
+    assert "failed: huge.md" in err
+    assert state.read_text() == before  # the commit is not advanced past a failure
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--ref=-oops"], "must not start with '-'"),
+        (["--include", "docs/**x"], "invalid glob"),
+        (["--metadata", "novalue"], "KEY=VALUE"),
+        (["--token-env", "KB_TEST_UNSET_TOKEN"], "KB_TEST_UNSET_TOKEN"),
+        (["--ref", "no-such-branch"], "not found"),
+    ],
+)
+def test_config_errors_exit_2(server: Server, repo: WorkRepo, tmp_path: Path, capsys, extra: list[str], message: str) -> None:
+    code, out, err = run(capsys, *base_args(server, repo, tmp_path), *extra, "--json")
+    assert code == 2
+    assert message in err and message in json.loads(out)["error"]["message"]
+    assert server.listing() == {}
+
+
+def test_usage_errors_exit_2(capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--source-id", "x", "--service", "http://127.0.0.1:9"])
+    assert caught.value.code == 2
+    assert "--repo" in capsys.readouterr().err
+
+
+def test_unreachable_service_exits_1(repo: WorkRepo, tmp_path: Path, capsys) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ["--repo", str(repo.path), "--source-id", SOURCE, "--service", f"http://127.0.0.1:{port}",
+            "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+    code, _, err = run(capsys, *args)
+    assert code == 1 and "unreachable" in err
+
+
+def test_service_token_from_the_environment(tmp_path: Path, repo: WorkRepo, capsys, monkeypatch) -> None:
+    with Server(tmp_path / "secured", api_token=TOKEN) as server:
+        args = base_args(server, repo, tmp_path)
+        code, _, err = run(capsys, *args)
+        assert code == 2 and "401" in err  # no token: the service refuses, a config error
+        monkeypatch.setenv("KB_TEST_SERVICE_TOKEN", TOKEN)
+        code, _, err = run(capsys, *args, "--token-env", "KB_TEST_SERVICE_TOKEN")
+        assert code == 0, err
+        assert TOKEN not in err
+        assert server.listing() == expected(repo)

@@ -1,0 +1,164 @@
+"""SearchClient against the real search service app in-process: the v1 contract, errors, retries."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kboperator.client import SearchClient
+from kboperator.errors import ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
+from tests.operator.servicefixtures import (  # noqa: F401  # fixtures are imported by name
+    BASE_URL,
+    asgi,
+    listing,
+    no_sleep,
+    search_client,
+    service,
+    sha256,
+)
+from tests.support.service import running_service
+
+SOURCE = "team/docs"
+META = {"sourceIdentifier": SOURCE, "path": "a.md"}
+
+
+async def test_put_reports_created_updated_unchanged(search_client: SearchClient) -> None:
+    first = await search_client.put_document("https://x/a.md", "# A\n\nalpha", META)
+    assert (first.status, first.checksum) == ("created", sha256("# A\n\nalpha".encode()))
+    assert first.chunks >= 1
+    assert (await search_client.put_document("https://x/a.md", "# A\n\nalpha", META)).status == "unchanged"
+    assert (await search_client.put_document("https://x/a.md", "# A\n\nbeta", META)).status == "updated"
+
+
+async def test_delete_document_is_idempotent(search_client: SearchClient) -> None:
+    await search_client.put_document("https://x/a.md", "alpha beta", META)
+    assert await search_client.delete_document("https://x/a.md") >= 1
+    assert await search_client.delete_document("https://x/a.md") == 0
+
+
+async def test_list_documents_follows_every_page(service: httpx.AsyncClient) -> None:
+    async with SearchClient(BASE_URL, transport=asgi(service), page_size=2) as client:
+        for i in range(5):
+            await client.put_document(f"https://x/{i}.md", f"doc {i}", {"sourceIdentifier": SOURCE, "path": f"{i}.md"})
+        await client.put_document("https://x/other.md", "other", {"sourceIdentifier": "team/other"})
+        documents = await client.list_documents(SOURCE)
+    assert sorted(documents) == [f"https://x/{i}.md" for i in range(5)]
+    assert documents["https://x/3.md"].checksum == sha256(b"doc 3")
+    assert documents["https://x/3.md"].metadata == {"sourceIdentifier": SOURCE, "path": "3.md"}
+
+
+async def test_delete_source_and_count_with_a_slash_in_the_id(search_client: SearchClient, service) -> None:
+    for i in range(3):
+        await search_client.put_document(f"https://x/{i}.md", f"doc {i}", {"sourceIdentifier": SOURCE})
+    await search_client.put_document("https://x/keep.md", "keep", {"sourceIdentifier": "team/docs-other"})
+    assert await search_client.source_document_count(SOURCE) == 3
+    documents, chunks = await search_client.delete_source(SOURCE)
+    assert documents == 3 and chunks >= 3
+    assert await search_client.source_document_count(SOURCE) == 0
+    assert await search_client.delete_source(SOURCE) == (0, 0)
+    assert list(await listing(service, "team/docs-other")) == ["https://x/keep.md"]
+
+
+async def test_oversize_document_is_rejected_with_the_service_code(search_client: SearchClient) -> None:
+    with pytest.raises(ServiceRejectedError) as caught:
+        await search_client.put_document("https://x/big.md", "x" * (1_048_576 + 1), META)
+    assert caught.value.status == 413 and caught.value.code == "DOCUMENT_TOO_LARGE"
+    assert "DOCUMENT_TOO_LARGE" in str(caught.value)
+
+
+async def test_invalid_request_is_rejected_not_retried(service: httpx.AsyncClient) -> None:
+    sleeps: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    async with SearchClient(BASE_URL, transport=asgi(service), sleep=sleep) as client:
+        with pytest.raises(ServiceRejectedError) as caught:
+            await client.put_document("u" * 2049, "text", META)
+    assert caught.value.status == 422 and caught.value.code
+    assert sleeps == []
+
+
+async def test_auth_errors(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    token = "svc-T0ken-never-logged"
+    async with running_service("edge", tmp_path / "data", api_token=token) as service:
+        for presented in (None, "wrong"):
+            async with SearchClient(BASE_URL, presented, transport=asgi(service), sleep=no_sleep) as client:
+                with pytest.raises(ServiceAuthError) as caught:
+                    await client.put_document("https://x/a.md", "a", META)
+                assert caught.value.status == 401
+        async with SearchClient(BASE_URL, token, transport=asgi(service), sleep=no_sleep) as client:
+            assert (await client.put_document("https://x/a.md", "a", META)).status == "created"
+            assert await client.delete_source(SOURCE) == (1, 1)
+            assert token not in repr(client)
+    assert token not in caplog.text
+
+
+def flaky(service: httpx.AsyncClient, failures: list[httpx.Response | Exception]) -> httpx.MockTransport:
+    """Answers with `failures` in order, then hands every request to the real app."""
+    real = asgi(service)
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if failures:
+            failure = failures.pop(0)
+            if isinstance(failure, Exception):
+                raise failure
+            return failure
+        return await real.handle_async_request(request)
+
+    return httpx.MockTransport(handler)
+
+
+def unavailable() -> httpx.Response:
+    return httpx.Response(503, json={"error": {"code": "STORE_UNAVAILABLE", "message": "try later", "details": {}}})
+
+
+async def test_503_twice_then_success_with_jittered_backoff(service: httpx.AsyncClient) -> None:
+    sleeps: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    transport = flaky(service, [unavailable(), unavailable()])
+    async with SearchClient(BASE_URL, transport=transport, sleep=sleep, backoff_base=1.0, rng=random.Random(7)) as client:
+        result = await client.put_document("https://x/a.md", "alpha", META)
+    assert result.status == "created"
+    assert len(sleeps) == 2
+    assert 0 <= sleeps[0] <= 1.0 and 0 <= sleeps[1] <= 2.0  # full jitter under a doubling ceiling
+    assert list(await listing(service, SOURCE)) == ["https://x/a.md"]
+
+
+async def test_429_honours_retry_after_and_network_errors_are_retried(service: httpx.AsyncClient) -> None:
+    sleeps: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    busy = httpx.Response(429, headers={"Retry-After": "7"}, json={"error": {"code": "OVERLOADED", "message": "busy"}})
+    transport = flaky(service, [busy, httpx.ConnectError("refused"), httpx.ReadTimeout("slow")])
+    async with SearchClient(BASE_URL, transport=transport, sleep=sleep, backoff_base=0.1) as client:
+        assert await client.source_document_count(SOURCE) == 0
+    assert len(sleeps) == 3 and sleeps[0] >= 7
+
+
+async def test_retries_run_out_into_service_unavailable(service: httpx.AsyncClient) -> None:
+    transport = flaky(service, [unavailable() for _ in range(3)])
+    async with SearchClient(BASE_URL, transport=transport, sleep=no_sleep, max_attempts=3) as client:
+        with pytest.raises(ServiceUnavailableError) as caught:
+            await client.put_document("https://x/a.md", "alpha", META)
+    assert caught.value.status == 503 and caught.value.code == "STORE_UNAVAILABLE"
+    assert caught.value.transient
+    assert await listing(service, SOURCE) == {}
+
+
+async def test_a_2xx_that_is_not_the_contract_is_not_success(service: httpx.AsyncClient) -> None:
+    for answer in (httpx.Response(200, text="<html>proxy</html>"), httpx.Response(200, json={"unexpected": True})):
+        transport = flaky(service, [answer])
+        async with SearchClient(BASE_URL, transport=transport, sleep=no_sleep, max_attempts=1) as client:
+            with pytest.raises(ServiceUnavailableError):
+                await client.put_document("https://x/a.md", "alpha", META)

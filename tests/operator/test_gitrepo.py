@@ -1,0 +1,274 @@
+"""The cached clone: fetch, list, read and diff real repositories; hostile specs; credentials."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from kboperator.errors import InvalidSpecError, RepositoryAuthError, RepositoryUnavailableError
+from kboperator.gitauth import git_call
+from kboperator.gitrepo import RepoCache
+from kboperator.models import Credentials, RepoSpec
+from kboperator.repourl import parse_repo_url
+from tests.operator.gitfixtures import WorkRepo, git, serve_git_http
+
+TOKEN = "ghp_S3cretT0kenValue_do_not_leak"
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> WorkRepo:
+    repo = WorkRepo(tmp_path / "work")
+    repo.write("a.md", "# A\n")
+    repo.write("docs/b.md", "bee\n")
+    repo.commit("first")
+    return repo
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> RepoCache:
+    return RepoCache(tmp_path / "cache")
+
+
+def open_local(cache: RepoCache, repo: WorkRepo, ref: str = "main", source: str = "ns/src"):
+    return cache.open(source, RepoSpec(str(repo.path), ref=ref), allow_local=True)
+
+
+def test_fetch_lists_and_reads_without_checkout(cache: RepoCache, work: WorkRepo) -> None:
+    work.symlink("link.md", "/etc/passwd")
+    sub_sha = work.head()
+    git(work.path, "add", "link.md")
+    git(work.path, "update-index", "--add", "--cacheinfo", f"160000,{sub_sha},vendor/sub")
+    git(work.path, "commit", "--quiet", "-m", "symlink and submodule")
+    with open_local(cache, work) as checkout:
+        assert checkout.head == work.head()
+        entries = {e.path: e for e in checkout.list_files()}
+        assert entries["a.md"].kind == "file" and entries["a.md"].size == 4
+        assert entries["link.md"].kind == "symlink"
+        assert entries["vendor/sub"].kind == "submodule" and entries["vendor/sub"].size is None
+        assert checkout.read_blob(entries["docs/b.md"].sha) == b"bee\n"
+        # the clone is bare: nothing is ever checked out, so no symlink can be followed
+        assert not (checkout.folder / "a.md").exists()
+        assert (checkout.folder / "HEAD").is_file() and not (checkout.folder / ".git").exists()
+
+
+def test_incremental_fetch_and_typed_diff(cache: RepoCache, work: WorkRepo) -> None:
+    with open_local(cache, work) as checkout:
+        first = checkout.head
+    work.write("a.md", "# A changed\n")
+    work.move("docs/b.md", "docs/renamed.md")
+    work.write("c.md", "new\n")
+    work.symlink("docs/renamed.md", "../a.md")  # renamed, then turned into a symlink
+    work.commit("second")
+    work.write("x.md", "x\n")
+    work.commit("third")
+    with open_local(cache, work) as checkout:
+        assert checkout.head == work.head()
+        changes = {(c.status, c.old.path if c.old else None, c.new.path if c.new else None): c for c in checkout.diff(first)}
+    assert set(changes) == {
+        ("M", "a.md", "a.md"),
+        ("A", None, "c.md"),
+        ("A", None, "x.md"),
+        ("D", "docs/b.md", None),
+        ("A", None, "docs/renamed.md"),
+    }
+    assert changes[("A", None, "docs/renamed.md")].new.kind == "symlink"
+    assert changes[("M", "a.md", "a.md")].new.size == len("# A changed\n")
+    assert changes[("M", "a.md", "a.md")].old.size == 4
+
+
+def test_rename_and_type_change_are_reported(cache: RepoCache, work: WorkRepo) -> None:
+    with open_local(cache, work) as checkout:
+        first = checkout.head
+    work.move("docs/b.md", "guide/b.md")
+    work.symlink("a.md", "/etc/hostname")
+    work.commit("rename and type change")
+    with open_local(cache, work) as checkout:
+        changes = {c.status: c for c in checkout.diff(first)}
+    assert changes["R"].old.path == "docs/b.md" and changes["R"].new.path == "guide/b.md"
+    assert changes["T"].old.kind == "file" and changes["T"].new.kind == "symlink"
+
+
+def test_force_push_is_detected(cache: RepoCache, work: WorkRepo) -> None:
+    base = work.head()
+    work.write("a.md", "doomed\n")
+    doomed = work.commit("doomed")
+    with open_local(cache, work) as checkout:
+        assert checkout.is_ancestor(base)
+    work.reset_hard(base)
+    work.write("z.md", "rewritten\n")
+    work.commit("rewritten history")
+    work.gc_prune()
+    with open_local(cache, work) as checkout:
+        assert checkout.has_commit(doomed)  # still in our cache...
+        assert not checkout.is_ancestor(doomed)  # ...but no longer in the branch's history
+        assert checkout.is_ancestor(base)
+    with open_local(RepoCache(cache.root.parent / "fresh"), work) as checkout:
+        assert not checkout.has_commit(doomed)  # a fresh clone never saw it
+        assert not checkout.is_ancestor(doomed)
+        assert not checkout.has_commit("not-a-sha")
+
+
+def test_tags_and_branches(cache: RepoCache, work: WorkRepo) -> None:
+    tagged = work.head()
+    work.tag("v1.0", annotated=True)
+    git(work.path, "branch", "release/1.x")
+    work.write("later.md", "later\n")
+    work.commit("later")
+    with open_local(cache, work, ref="v1.0") as checkout:
+        assert checkout.head == tagged and checkout.is_tag
+    with open_local(cache, work, ref="release/1.x") as checkout:
+        assert checkout.head == tagged and not checkout.is_tag
+    with open_local(cache, work) as checkout:
+        assert checkout.head == work.head()
+
+
+def test_a_missing_ref_is_a_spec_error(cache: RepoCache, work: WorkRepo) -> None:
+    with pytest.raises(InvalidSpecError, match="not found"):
+        open_local(cache, work, ref="no-such-branch")
+
+
+@pytest.mark.parametrize(
+    ("url", "ref"),
+    [
+        ("--upload-pack=touch {marker}", "main"),
+        ("-oProxyCommand=touch {marker}", "main"),
+        ("ext::sh -c touch% {marker}", "main"),
+        ("ssh://-oProxyCommand=touch%20{marker}/x/y", "main"),
+        ("git@-oProxyCommand=touch {marker}:x/y", "main"),
+        ("{work}", "--upload-pack=touch {marker}"),
+        ("{work}", "-b"),
+        ("{work}", "main:refs/heads/evil"),
+        ("{work}", "a..b"),
+        ("{work}", "HEAD@{{1}}"),
+        ("{work}", "bad ref"),
+    ],
+)
+def test_option_injection_is_refused_before_git_runs(
+    cache: RepoCache, work: WorkRepo, tmp_path: Path, url: str, ref: str
+) -> None:
+    marker = tmp_path / "pwned"
+    spec = RepoSpec(url.format(marker=marker, work=work.path), ref=ref.format(marker=marker))
+    with pytest.raises(InvalidSpecError):
+        cache.open("ns/src", spec, allow_local=True)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("url", ["git://example.com/o/r", "ftp://example.com/o/r", "fd::17"])
+def test_unknown_schemes_are_refused(cache: RepoCache, url: str) -> None:
+    with pytest.raises(InvalidSpecError):
+        cache.open("ns/src", RepoSpec(url), allow_local=True)
+
+
+def test_local_repositories_only_when_allowed(cache: RepoCache, work: WorkRepo) -> None:
+    for url in (str(work.path), work.path.as_uri()):
+        with pytest.raises(InvalidSpecError, match="not allowed"):
+            cache.open("ns/src", RepoSpec(url), allow_local=False)
+    with pytest.raises(InvalidSpecError, match="not a folder"):
+        cache.open("ns/src", RepoSpec(str(work.path / "missing")), allow_local=True)
+    with pytest.raises(InvalidSpecError, match="not a git repository"):
+        cache.open("ns/src", RepoSpec(str(work.path / "docs")), allow_local=True)
+
+
+def test_unreachable_host_is_transient(cache: RepoCache) -> None:
+    # port 9 on loopback: nothing listens, so the connection is refused at once
+    with pytest.raises(RepositoryUnavailableError):
+        cache.open("ns/src", RepoSpec("http://127.0.0.1:9/o/r.git"), allow_local=False)
+
+
+def test_inherited_git_environment_is_ignored(cache: RepoCache, work: WorkRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As inside a CI hook: these would redirect or trace every git command we run.
+    monkeypatch.setenv("GIT_DIR", str(work.path / "nowhere"))
+    monkeypatch.setenv("GIT_TRACE", "1")
+    with open_local(cache, work) as checkout:
+        assert checkout.head == work.head()
+
+
+def test_cache_folder_is_a_hash_per_source_and_url(cache: RepoCache, work: WorkRepo) -> None:
+    with open_local(cache, work, source="../../etc") as checkout:
+        assert checkout.folder.parent == cache.root
+        assert checkout.folder.name == cache.key("../../etc", str(work.path))
+    assert cache.key("a", str(work.path)) != cache.key("b", str(work.path))
+    cache.forget("../../etc", str(work.path))
+    assert not (cache.root / cache.key("../../etc", str(work.path))).exists()
+
+
+@pytest.fixture
+def http_remote(tmp_path: Path, work: WorkRepo):
+    root = tmp_path / "served"
+    root.mkdir()
+    git(root, "clone", "--bare", "--quiet", str(work.path), "org/private.git")
+    with serve_git_http(root, "robot", TOKEN) as base:
+        yield f"{base}/org/private.git"
+
+
+def _all_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+
+def test_https_token_works_and_is_never_stored_or_logged(
+    cache: RepoCache, work: WorkRepo, http_remote: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    creds = Credentials(username="robot", token=TOKEN)
+    with cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False) as checkout:
+        assert checkout.head == work.head()
+        config = (checkout.folder / "config").read_text()
+        folder = checkout.folder
+    assert TOKEN not in config and "robot" not in config and "credential" not in config
+    assert TOKEN.encode() not in _all_bytes(cache.root)  # not in FETCH_HEAD, packs, logs...
+    assert TOKEN not in caplog.text
+    work.write("more.md", "more\n")
+    work.commit("more")
+    git(http_remote_path(http_remote, work), "fetch", "--quiet", str(work.path), "+main:main")
+    with cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False) as checkout:
+        assert checkout.head == work.head()  # incremental fetch, same clone
+        assert checkout.folder == folder
+
+
+def http_remote_path(url: str, work: WorkRepo) -> Path:
+    """The served bare repository behind `url` (the fixture serves tmp/served)."""
+    return work.path.parent / "served" / "org" / "private.git"
+
+
+@pytest.mark.parametrize("creds", [Credentials(username="robot", token="wrong-" + TOKEN[::-1]), None])
+def test_bad_or_missing_token_is_an_auth_error_without_secrets(
+    cache: RepoCache, http_remote: str, creds: Credentials | None
+) -> None:
+    with pytest.raises(RepositoryAuthError) as caught:
+        cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False)
+    assert "wrong-" not in str(caught.value) and TOKEN not in str(caught.value)
+    assert "robot" not in str(caught.value)
+
+
+def test_ssh_key_goes_to_a_private_temp_file_removed_afterwards(tmp_path: Path) -> None:
+    location = parse_repo_url("git@github.com:org/repo.git", allow_local=False)
+    creds = Credentials(ssh_private_key="-----BEGIN KEY-----\nabc\n-----END KEY-----", known_hosts="github.com ssh-ed25519 AAAA")
+    pinned = tmp_path / "pinned_known_hosts"
+    with git_call(location, creds, pinned_known_hosts=pinned) as call:
+        command = call.env["GIT_SSH_COMMAND"]
+        key_file = Path(command.split(" -i ")[1].split()[0])
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
+        assert key_file.read_text().endswith("-----END KEY-----\n")
+        assert "IdentitiesOnly=yes" in command and "StrictHostKeyChecking=yes" in command
+        assert "BatchMode=yes" in command and "abc" not in command
+        assert call.env["GIT_TERMINAL_PROMPT"] == "0" and call.env["GIT_ALLOW_PROTOCOL"] == "ssh"
+    assert not key_file.exists() and not key_file.parent.exists()
+    with git_call(location, Credentials(ssh_private_key="k"), pinned_known_hosts=pinned) as call:
+        # no known_hosts given: trust on first use, pinned per source so later changes fail
+        assert "StrictHostKeyChecking=accept-new" in call.env["GIT_SSH_COMMAND"]
+        assert f"UserKnownHostsFile={pinned}" in call.env["GIT_SSH_COMMAND"]
+
+
+def test_token_lives_only_in_the_subprocess_environment(tmp_path: Path) -> None:
+    location = parse_repo_url("https://github.com/org/repo.git", allow_local=False)
+    with git_call(location, Credentials(token=TOKEN), pinned_known_hosts=tmp_path / "kh") as call:
+        assert call.env["KB_GIT_PASSWORD"] == TOKEN and call.env["KB_GIT_USERNAME"] == "x-access-token"
+        assert all(TOKEN not in option for option in call.config)
+        assert call.scrub(f"oops {TOKEN}") == "oops ***"
+    assert "KB_GIT_PASSWORD" not in os.environ
+    assert TOKEN not in repr(Credentials(token=TOKEN))
