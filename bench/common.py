@@ -140,6 +140,53 @@ def scifact_markdown(doc: dict[str, str]) -> str:
     return f"# {doc['title']}\n\n{doc['text']}"
 
 
+# --- one user per embedded data directory ----------------------------------------------------
+
+
+@contextmanager
+def exclusive_dir(path: Path) -> Iterator[None]:
+    """Mark `path` as in use by this process while a service or store holds it.
+
+    Qdrant Edge refuses a second open of a shard held by another process, but the refused
+    `EdgeShard.load` has already touched the shard's files (seen here: a payload tracker journal
+    truncated to 0 bytes, then every flush of the live service failed with 500). So a benchmark
+    never even tries to open a data directory another benchmark process holds.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    marker = path / "bench-in-use.pid"
+    if marker.is_file():
+        try:
+            pid = int(marker.read_text().strip())
+        except ValueError:
+            pid = 0
+        if pid and pid != os.getpid() and _alive(pid):
+            raise RuntimeError(f"{path} is in use by benchmark process {pid}; wait for it to finish")
+    marker.write_text(str(os.getpid()))
+    try:
+        yield
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def dir_in_use(path: Path) -> int | None:
+    marker = path / "bench-in-use.pid"
+    try:
+        pid = int(marker.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if pid != os.getpid() and _alive(pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 # --- the real service in a thread ---------------------------------------------------------
 
 
@@ -148,11 +195,30 @@ class ServerTimes:
     """Wall time spent inside the app per route (measured around the ASGI call), in ms."""
 
     by_route: dict[str, list[float]] = field(default_factory=dict)
+    intervals: list[tuple[float, float]] = field(default_factory=list)  # perf_counter (start, end) of every request
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, key: str, ms: float) -> None:
+    def add(self, key: str, ms: float, start: float | None = None, end: float | None = None) -> None:
         with self.lock:
             self.by_route.setdefault(key, []).append(ms)
+            if start is not None and end is not None:
+                self.intervals.append((start, end))
+
+    def busy_seconds(self, since: float, until: float) -> float:
+        """Wall time within [since, until] during which at least one request was inside the app."""
+        with self.lock:
+            spans = sorted((max(a, since), min(b, until)) for a, b in self.intervals if b > since and a < until)
+        total, cur_a, cur_b = 0.0, None, None
+        for a, b in spans:
+            if cur_b is None or a > cur_b:
+                if cur_b is not None:
+                    total += cur_b - cur_a
+                cur_a, cur_b = a, b
+            else:
+                cur_b = max(cur_b, b)
+        if cur_b is not None:
+            total += cur_b - cur_a
+        return total
 
     def take(self, key: str) -> list[float]:
         with self.lock:
@@ -178,7 +244,8 @@ class TimedASGI:
         try:
             await self.app(scope, receive, send)
         finally:
-            self.times.add(f"{scope['method']} {scope['path']}", (time.perf_counter() - started) * 1000)
+            ended = time.perf_counter()
+            self.times.add(f"{scope['method']} {scope['path']}", (ended - started) * 1000, started, ended)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from typing import Any
 from bench.common import (
     CACHE_DIR,
     SciFact,
+    exclusive_dir,
     http_client,
     load_average,
     load_scifact,
@@ -123,9 +124,9 @@ def ensure_ingested(data: SciFact, embedder, *, fresh: bool) -> dict[str, Any]:
     """The cached collection's ingest record; ingests (or resumes) when it is missing or partial."""
     from kbsearch.settings import Settings
 
-    if fresh and data_dir().exists():
-        shutil.rmtree(data_dir())
-    data_dir().mkdir(parents=True, exist_ok=True)
+    if fresh and (data_dir() / COLLECTION).exists():
+        shutil.rmtree(data_dir() / COLLECTION)
+        meta_path().unlink(missing_ok=True)
     settings = Settings(data_dir=data_dir(), collection=COLLECTION, api_token=None, read_token=None)
     meta = json.loads(meta_path().read_text()) if meta_path().is_file() else None
     with run_service(settings, embedder=embedder) as svc, http_client(svc.base_url) as client:
@@ -175,10 +176,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--fresh", action="store_true", help="drop the cached collection and ingest again")
     args = parser.parse_args(argv)
 
+    data = load_scifact(args.scifact)
+    with exclusive_dir(data_dir()):
+        return _main(args, data)
+
+
+def _main(args, data: SciFact) -> dict[str, Any]:
     from kbsearch.embedders.cache import CachedEmbedder
     from kbsearch.settings import Settings
 
-    data = load_scifact(args.scifact)
     query_ids = [q for q in data.queries if q in data.qrels]
     if args.limit_queries:
         query_ids = query_ids[: args.limit_queries]
