@@ -1,0 +1,299 @@
+"""The embedded vector store: one Qdrant Edge shard per collection, in-process."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+
+from kbsearch.errors import ConfigurationError
+from kbsearch.models import (
+    ChunkPoint,
+    CollectionSignature,
+    DocumentRecord,
+    SearchFilter,
+    SearchHit,
+    SearchMode,
+    SourceStats,
+    SparseVector,
+    document_point_id,
+)
+from kbsearch.store import payloads as pl
+from kbsearch.store.base import (
+    CHUNK_INDEX,
+    DENSE_VECTOR,
+    INGESTED_AT,
+    KIND,
+    KIND_CHUNK,
+    KIND_DOCUMENT,
+    SOURCE,
+    SPARSE_VECTOR,
+    URI,
+    VectorStore,
+)
+
+# uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
+_INDEXES: dict[str, Any] = {
+    KIND: qe.PayloadSchemaType.Keyword,
+    URI: qe.KeywordIndexParams(prefix=True),
+    SOURCE: qe.PayloadSchemaType.Keyword,
+    CHUNK_INDEX: qe.IntegerIndexParams(lookup=True, range=True),
+}
+
+
+class EdgeStore(VectorStore):
+    """A collection stored at `data_dir/collection`; only one process may open it at a time."""
+
+    backend = "edge"
+
+    def __init__(self, data_dir: Path, collection: str):
+        self.collection = collection
+        self.path = Path(data_dir) / collection
+        self._shard: qe.EdgeShard | None = None
+        # Edge applies one update at a time anyway; the lock also makes count-then-delete atomic.
+        self._lock = threading.Lock()
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def open(self, signature: CollectionSignature) -> None:
+        with self._lock:
+            if self._shard is not None:
+                raise RuntimeError(f"edge store {self.path} is already open")
+            shard = self._open_shard(signature)
+            try:
+                self._prepare(shard, signature)
+            except BaseException:
+                shard.close()
+                raise
+            self._shard = shard
+
+    def _open_shard(self, signature: CollectionSignature) -> qe.EdgeShard:
+        exists = self.path.is_dir() and any(self.path.iterdir())
+        try:
+            if exists:
+                return qe.EdgeShard.load(str(self.path))
+            self.path.mkdir(parents=True, exist_ok=True)
+            return qe.EdgeShard.create(str(self.path), _config(signature))
+        except Exception as exc:  # edge raises plain Exception; tell a held lock apart by its text
+            if "WouldBlock" in str(exc):
+                raise ConfigurationError(
+                    f"Another process holds the data directory {self.path} (its write-ahead log is "
+                    "locked). The embedded store allows one process per data directory: stop the "
+                    "other instance, run a single replica, or use SEARCHSVC_STORE=qdrant to share a "
+                    "collection."
+                ) from exc
+            raise ConfigurationError(f"Cannot open the embedded store at {self.path}: {exc}") from exc
+
+    def _prepare(self, shard: qe.EdgeShard, signature: CollectionSignature) -> None:
+        found = shard.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
+        stored = pl.signature_from_payload(found[0].payload or {}) if found else None
+        has_points = shard.count(qe.CountRequest(exact=True)) > 0
+        if pl.check_signature(f"'{self.collection}' at {self.path}", stored, has_points, signature):
+            point = _bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature))
+            shard.update(qe.UpdateOperation.upsert_points([point]))
+        # Also on load, so a shard from an older version gains any index added since.
+        present = shard.info().payload_schema
+        for field, schema in _INDEXES.items():
+            if field not in present:
+                shard.update(qe.UpdateOperation.create_field_index(field, schema))
+        shard.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._shard is not None:
+                self._shard.flush()
+                self._shard.close()
+                self._shard = None
+
+    @property
+    def _s(self) -> qe.EdgeShard:
+        if self._shard is None:
+            raise RuntimeError(f"edge store {self.path} is not open")
+        return self._shard
+
+    # --- writes -------------------------------------------------------------------------
+    # update() appends to the WAL, which survives a process crash but is only msync'ed by
+    # flush(); flushing after every write makes it survive a machine crash too (~5 ms).
+
+    def _apply(self, operation: qe.UpdateOperation) -> None:
+        self._s.update(operation)
+        self._s.flush()
+
+    def upsert_chunks(self, points: list[ChunkPoint]) -> None:
+        if not points:
+            return
+        edge_points = [
+            qe.Point(
+                p.id,
+                {DENSE_VECTOR: list(p.dense), SPARSE_VECTOR: qe.SparseVector(p.sparse.indices, p.sparse.values)},
+                pl.chunk_payload(p),
+            )
+            for p in points
+        ]
+        with self._lock:
+            self._apply(qe.UpdateOperation.upsert_points(edge_points))
+
+    def put_document(self, record: DocumentRecord) -> None:
+        with self._lock:
+            self._apply(qe.UpdateOperation.upsert_points([_bare_point(record.id, pl.document_payload(record))]))
+
+    def delete_chunks_from(self, uri: str, first_index: int) -> int:
+        doomed = [pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.Range(CHUNK_INDEX, gte=first_index)]
+        with self._lock:
+            deleted = self._count(doomed)
+            if deleted:
+                self._apply(qe.UpdateOperation.delete_points_by_filter(_filter(doomed)))
+            return deleted
+
+    def delete_document(self, uri: str) -> int:
+        with self._lock:
+            deleted = self._count([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri)])
+            self._apply(qe.UpdateOperation.delete_points_by_filter(_filter([pl.Match(URI, uri)])))
+            return deleted
+
+    def delete_source(self, source_identifier: str) -> tuple[int, int]:
+        source = pl.Match(SOURCE, source_identifier)
+        with self._lock:
+            documents = self._count([pl.Match(KIND, KIND_DOCUMENT), source])
+            chunks = self._count([pl.Match(KIND, KIND_CHUNK), source])
+            # One delete by filter: no page cap, however large the source.
+            self._apply(qe.UpdateOperation.delete_points_by_filter(_filter([source])))
+            return documents, chunks
+
+    def _count(self, conditions: list[pl.Condition]) -> int:
+        return self._s.count(qe.CountRequest(exact=True, filter=_filter(conditions)))
+
+    # --- reads --------------------------------------------------------------------------
+
+    def get_document(self, uri: str) -> DocumentRecord | None:
+        found = self._s.retrieve([document_point_id(uri)], with_payload=True, with_vector=False)
+        if not found or (found[0].payload or {}).get(KIND) != KIND_DOCUMENT:
+            return None
+        return pl.document_from_payload(found[0].payload)
+
+    def get_dense_vectors(self, point_ids: list[str]) -> dict[str, list[float]]:
+        if not point_ids:
+            return {}
+        found = self._s.retrieve(list(point_ids), with_payload=False, with_vector=[DENSE_VECTOR])
+        return {str(r.id): list(r.vector[DENSE_VECTOR]) for r in found if r.vector and DENSE_VECTOR in r.vector}
+
+    def list_documents(
+        self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[DocumentRecord], str | None]:
+        request = qe.ScrollRequest(
+            offset=pl.parse_cursor(cursor),
+            limit=limit,
+            filter=_filter(pl.document_conditions(source_identifier, uri_prefix)),
+            with_payload=True,
+            with_vector=False,
+        )
+        records, next_offset = self._s.scroll(request)
+        documents = [pl.document_from_payload(r.payload) for r in records]
+        return documents, (str(next_offset) if next_offset is not None else None)
+
+    def list_sources(self) -> list[SourceStats]:
+        documents = pl.tally_documents(self._document_payloads([SOURCE, INGESTED_AT]))
+        if not documents:
+            return []
+        sources = list(documents)
+        # Restricted to the known sources, `limit=len(sources)` cannot drop any of them.
+        facet = self._s.facet(
+            qe.FacetRequest(
+                SOURCE,
+                limit=len(sources),
+                exact=True,
+                filter=_filter([pl.Match(KIND, KIND_CHUNK), pl.MatchAny(SOURCE, sources)]),
+            )
+        )
+        return pl.source_stats(documents, {str(hit.value): hit.count for hit in facet.hits})
+
+    def _document_payloads(self, fields: list[str]) -> Iterator[dict[str, Any]]:
+        offset = None
+        only_documents = _filter([pl.Match(KIND, KIND_DOCUMENT)])
+        while True:
+            page = qe.ScrollRequest(offset=offset, limit=pl.SCROLL_PAGE, filter=only_documents, with_payload=fields)
+            records, offset = self._s.scroll(page)
+            for record in records:
+                yield record.payload or {}
+            if offset is None:
+                return
+
+    def count(self) -> tuple[int, int]:
+        return self._count([pl.Match(KIND, KIND_DOCUMENT)]), self._count([pl.Match(KIND, KIND_CHUNK)])
+
+    def search(
+        self,
+        *,
+        mode: SearchMode,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        filter: SearchFilter,
+        limit: int,
+        candidates: int,
+        rrf_k: int,
+    ) -> list[SearchHit]:
+        where = _filter(pl.search_conditions(filter))
+        dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
+        # A query of stopwords only has no terms: it can match nothing, so it is not sent.
+        sparse_query = (
+            qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE_VECTOR)
+            if sparse is not None and sparse.indices
+            else None
+        )
+        if mode == "hybrid":
+            stages = [q for q in (dense_query, sparse_query) if q is not None]
+            if not stages:
+                return []
+            request = qe.QueryRequest(
+                limit=limit,
+                prefetches=[qe.Prefetch(candidates, query=q, filter=where) for q in stages],
+                query=qe.Fusion.Rrf(k=rrf_k),
+                filter=where,
+                with_payload=True,
+                with_vector=False,
+            )
+        else:
+            query = dense_query if mode == "dense" else sparse_query
+            if query is None:
+                if mode == "dense":
+                    raise ValueError("dense search needs a dense query vector")
+                return []
+            request = qe.QueryRequest(limit=limit, query=query, filter=where, with_payload=True, with_vector=False)
+        return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
+
+
+def _config(signature: CollectionSignature) -> qe.EdgeConfig:
+    return qe.EdgeConfig(
+        vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=signature.dimensions, distance=qe.Distance.Cosine)},
+        sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+    )
+
+
+def _bare_point(point_id: str, payload: dict[str, Any]) -> qe.Point:
+    """A point with no vectors: document records and the signature."""
+    return qe.Point(point_id, {}, payload)
+
+
+def _filter(conditions: list[pl.Condition]) -> qe.Filter | None:
+    return qe.Filter(must=[_condition(c) for c in conditions]) if conditions else None
+
+
+def _condition(condition: pl.Condition) -> qe.FieldCondition:
+    match condition:
+        case pl.Match(key, bool() as value):
+            # qdrant-edge 0.9 converts a Python bool to the integer 1/0, which never matches a
+            # stored boolean; numpy.bool_ is not an int, so it reaches the engine as a bool.
+            return qe.FieldCondition(key, match=qe.MatchValue(np.bool_(value)))
+        case pl.Match(key, value):
+            return qe.FieldCondition(key, match=qe.MatchValue(value))
+        case pl.MatchAny(key, values):
+            return qe.FieldCondition(key, match=qe.MatchAny(values))
+        case pl.Prefix(key, prefix):
+            return qe.FieldCondition(key, match=qe.MatchPrefix(prefix))
+        case pl.Range(key, gte, lte):
+            return qe.FieldCondition(key, range=qe.RangeFloat(gte=gte, lte=lte))
+    raise TypeError(f"unknown condition {condition!r}")

@@ -1,0 +1,25 @@
+"""Builds the configured vector store; vendor libraries are imported only for the chosen one."""
+
+from __future__ import annotations
+
+from kbsearch.errors import ConfigurationError
+from kbsearch.settings import Settings
+from kbsearch.store.base import VectorStore
+
+
+def build_store(settings: Settings) -> VectorStore:
+    """An unopened store for `settings.store`; the caller opens it with the embedder's signature."""
+    if settings.store == "edge":
+        from kbsearch.store.edge import EdgeStore
+
+        return EdgeStore(settings.data_dir, settings.collection)
+    if settings.store == "qdrant":
+        from kbsearch.store.qdrant_server import QdrantServerStore
+
+        if not settings.qdrant_url:  # Settings validates this too; fail clearly if bypassed
+            raise ConfigurationError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
+        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        return QdrantServerStore.from_url(
+            settings.qdrant_url, api_key, settings.qdrant_timeout_s, collection=settings.collection
+        )
+    raise ConfigurationError(f"unknown store backend {settings.store!r}")
