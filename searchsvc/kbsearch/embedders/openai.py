@@ -1,0 +1,191 @@
+"""The OpenAI embedder: any OpenAI-compatible embeddings endpoint, batched, with retries and size checks."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import openai
+
+from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.errors import ConfigurationError, EmbedderUnavailableError
+
+PROBE_TEXT = "dimension probe"
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class OpenAIEmbedder(EmbeddingProvider):
+    """Embeds through the real `openai` client, `batch_size` texts per request.
+
+    Retries are done here, not by the client (its `max_retries` is 0), so that they are testable:
+    `sleep` and `jitter` can be replaced. A request is retried on 408, 409, 429, any 5xx,
+    connection errors and timeouts, up to `max_retries` times, after sleeping
+    `min(backoff_max, backoff_base * 2**attempt)` times a random factor in [0.5, 1) (jitter spreads
+    out clients that failed together), or as long as the server's Retry-After asks, still capped
+    at `backoff_max`. When the retries are used up, the call raises EmbedderUnavailableError (503).
+
+    Other failures are not retried. During `load()` (start-up) they are configuration problems and
+    raise ConfigurationError: a 401/403 means a wrong key, a 400/404 a wrong model, base URL or
+    `dimensions`. After start-up the same failures raise EmbedderUnavailableError instead: a key
+    revoked while the service runs must make writes and searches fail with 503, not crash them.
+
+    Every vector must have the expected size: the configured `dimensions` (also sent with each
+    request), or the size `load()` learns from a probe. A wrong-sized or missing vector raises, so
+    nothing of the wrong shape is ever stored.
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        api_key: str | None = None,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 128,
+        max_retries: int = 5,
+        timeout: float = 60.0,
+        *,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ):
+        if batch_size < 1 or max_retries < 0 or timeout <= 0 or (dimensions is not None and dimensions < 1):
+            raise ValueError("need batch_size >= 1, max_retries >= 0, timeout > 0 and dimensions >= 1")
+        if api_key is None and not os.environ.get("OPENAI_API_KEY"):
+            if base_url is None:
+                raise ConfigurationError(
+                    "SEARCHSVC_OPENAI_API_KEY is required for the OpenAI API "
+                    "(a server set with SEARCHSVC_OPENAI_BASE_URL may go without one)"
+                )
+            api_key = "unused"  # the client insists on a key; servers without auth ignore it
+        self.model = model
+        self.batch_size = batch_size
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._sleep = sleep
+        self._jitter = jitter
+        self._requested_dimensions = dimensions
+        self._dimensions = dimensions
+        self._loaded = False
+        self._lock = threading.Lock()
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+    @property
+    def dimensions(self) -> int:  # type: ignore[override]
+        if self._dimensions is None:
+            raise RuntimeError("OpenAIEmbedder.dimensions is known only after load() when not configured")
+        return self._dimensions
+
+    def load(self) -> None:
+        """Check the endpoint, the key and the model with one probe; learn the vector size."""
+        with self._lock:
+            if not self._loaded:
+                self._embed_batch([PROBE_TEXT], startup=True)
+                self._loaded = True
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if self._dimensions is None:
+            self.load()
+        vectors: list[list[float]] = []
+        for i in range(0, len(texts), self.batch_size):
+            vectors.extend(self._embed_batch(list(texts[i : i + self.batch_size]), startup=False))
+        return vectors
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _embed_batch(self, batch: list[str], *, startup: bool) -> list[list[float]]:
+        extra: dict[str, Any] = {}
+        if self._requested_dimensions is not None:
+            extra["dimensions"] = self._requested_dimensions
+        attempt = 0
+        while True:
+            try:
+                response = self._client.embeddings.create(
+                    input=batch, model=self.model, encoding_format="float", **extra
+                )
+                return self._vectors(response, len(batch), startup)
+            except openai.APIConnectionError as exc:  # includes timeouts
+                failure: Exception = exc
+                retry_after = None
+            except openai.APIStatusError as exc:
+                if exc.status_code not in _RETRYABLE_STATUS and exc.status_code < 500:
+                    raise self._rejected(exc, startup) from exc
+                failure = exc
+                retry_after = _retry_after(exc)
+            except openai.OpenAIError as exc:  # an answer the client cannot parse
+                raise self._fail(f"unexpected answer from the embedding endpoint: {exc}", startup) from exc
+            if attempt >= self.max_retries:
+                raise EmbedderUnavailableError(
+                    f"the embedding endpoint failed {attempt + 1} times in a row: {failure}",
+                    details={"attempts": attempt + 1, "reason": type(failure).__name__},
+                ) from failure
+            self._sleep(self._backoff(attempt, retry_after))
+            attempt += 1
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, self.backoff_max)
+
+    def _vectors(self, response: Any, expected_count: int, startup: bool) -> list[list[float]]:
+        data = sorted(response.data, key=lambda item: item.index)
+        if [item.index for item in data] != list(range(expected_count)):
+            raise self._fail(f"the embedding endpoint returned {len(data)} vectors for {expected_count} texts", startup)
+        vectors = [[float(x) for x in item.embedding] for item in data]
+        expected = self._dimensions if self._dimensions is not None else len(vectors[0])
+        for vector in vectors:
+            if len(vector) != expected or expected == 0:
+                raise self._dimension_mismatch(expected, len(vector), startup)
+        self._dimensions = expected
+        return vectors
+
+    def _dimension_mismatch(self, expected: int, got: int, startup: bool) -> Exception:
+        source = "SEARCHSVC_OPENAI_DIMENSIONS" if self._requested_dimensions is not None else "the probe at start-up"
+        message = (
+            f"model {self.model!r} returned a {got}-dimensional vector, expected {expected} (from {source}); "
+            "the model may not support the `dimensions` parameter, or changed behind the endpoint"
+        )
+        if startup:
+            return ConfigurationError(message)
+        return EmbedderUnavailableError(
+            message, details={"reason": "dimension_mismatch", "expected": expected, "got": got}
+        )
+
+    def _rejected(self, exc: openai.APIStatusError, startup: bool) -> Exception:
+        status = exc.status_code
+        if status in (401, 403):
+            hint = "the API key was rejected: check SEARCHSVC_OPENAI_API_KEY"
+        else:
+            hint = "check SEARCHSVC_OPENAI_MODEL, SEARCHSVC_OPENAI_BASE_URL and SEARCHSVC_OPENAI_DIMENSIONS"
+        message = f"the embedding endpoint refused the request (HTTP {status}); {hint}: {exc.message}"
+        if startup:
+            return ConfigurationError(message)
+        return EmbedderUnavailableError(message, details={"status": status})
+
+    @staticmethod
+    def _fail(message: str, startup: bool) -> Exception:
+        return ConfigurationError(message) if startup else EmbedderUnavailableError(message)
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """Seconds the server asked us to wait (Retry-After or retry-after-ms), if any."""
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue  # an HTTP date: fall back to our own backoff
+    return None

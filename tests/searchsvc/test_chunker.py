@@ -1,0 +1,433 @@
+"""Markdown chunker: sizes, headings, front matter, embed text and hostile input."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbsearch import chunker as chunker_module
+from kbsearch.chunker import MAX_CONTEXT_CHARS, MAX_TAGS_CHARS, MarkdownChunker
+from kbsearch.models import ParsedDocument
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDS = (
+    "cluster operator helm chart values namespace pod service ingress secret config map volume "
+    "replica deployment rollout upgrade install search index chunk vector embedding query"
+).split()
+
+
+def prose(paragraphs: int, seed: int = 1, lo: int = 80, hi: int = 250) -> str:
+    """Paragraphs of random words, each between `lo` and `hi` characters."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(paragraphs):
+        target = rnd.randint(lo, hi)
+        words: list[str] = []
+        while len(" ".join(words)) < target - 12:
+            words.append(rnd.choice(WORDS))
+        out.append(" ".join(words).capitalize() + ".")
+    return "\n\n".join(out)
+
+
+def check_offsets(doc: ParsedDocument) -> None:
+    assert [c.index for c in doc.chunks] == list(range(len(doc.chunks)))
+    for c in doc.chunks:
+        assert c.text == c.text.strip() and c.text
+        assert doc.body[c.start : c.end] == c.text
+        assert c.embed_text.endswith(c.text)
+
+
+def chunk_with(text: str, needle: str, doc: ParsedDocument):
+    matches = [c for c in doc.chunks if needle in c.text]
+    assert matches, f"no chunk contains {needle!r}"
+    return matches[0]
+
+
+# --- headings and code ---------------------------------------------------------------------
+
+
+def test_headings_stay_with_their_text():
+    # "# Guide" cannot share a chunk with the 790-char section after it; a heading alone is
+    # not left behind as a chunk of its own.
+    body = "# Guide\n\n## Setup\n\n" + "setup " * 131 + "\n\n## Usage\n\n" + prose(6)
+    doc = MarkdownChunker(500, 800).chunk(body)
+    check_offsets(doc)
+    heading_line = re.compile(r"^ {0,3}#{1,6}(?:[ \t].*)?$")
+    for c in doc.chunks:
+        lines = [line for line in c.text.splitlines() if line.strip()]
+        assert not heading_line.match(lines[-1]), f"chunk ends with a heading: {c.text[-60:]!r}"
+    setup = chunk_with(body, "## Setup", doc)
+    assert setup.text.startswith("## Setup\n\nsetup")
+    assert setup.headings == ["Guide", "Setup"]
+    assert "Guide" in setup.embed_text.splitlines()[0]
+
+
+def test_a_trailing_heading_without_text_is_kept():
+    doc = MarkdownChunker(50, 80).chunk("# Notes\n\n" + "word " * 15 + "\n\n## Still to write")
+    assert doc.chunks[-1].text.endswith("## Still to write") or any(
+        c.text == "## Still to write" for c in doc.chunks
+    )
+
+
+def test_code_fence_is_not_cut_when_it_fits():
+    fence = "```python\n" + "\n".join(f"value_{i} = compute({i})  # step {i}" for i in range(20)) + "\n```"
+    assert 600 < len(fence) < 800
+    body = "## Code\n\n" + prose(3, lo=120, hi=140) + "\n\n" + fence + "\n\n" + prose(4)
+    doc = MarkdownChunker(500, 800).chunk(body)
+    check_offsets(doc)
+    assert sum(fence in c.text for c in doc.chunks) == 1
+    assert all(len(c.text) <= 800 for c in doc.chunks)
+
+
+def test_a_fence_longer_than_max_is_split_within_bounds():
+    fence = "```\n" + "\n".join(f"line {i} of a long listing" for i in range(100)) + "\n```"
+    doc = MarkdownChunker(500, 800).chunk(fence)
+    check_offsets(doc)
+    assert len(doc.chunks) > 1 and all(len(c.text) <= 800 for c in doc.chunks)
+
+
+GUIDE = """# Install
+
+Install intro text.
+
+## Helm
+
+Helm intro text.
+
+### Values
+
+Values text.
+
+## Kubectl
+
+Kubectl text.
+
+# Upgrade
+
+Upgrade text.
+"""
+
+
+def test_heading_paths():
+    doc = MarkdownChunker(10, 40).chunk(GUIDE)
+    check_offsets(doc)
+    paths = {needle: chunk_with(GUIDE, needle, doc).headings for needle in (
+        "Install intro", "Helm intro", "Values text", "Kubectl text", "Upgrade text")}
+    assert paths == {
+        "Install intro": ["Install"],
+        "Helm intro": ["Install", "Helm"],
+        "Values text": ["Install", "Helm", "Values"],
+        "Kubectl text": ["Install", "Kubectl"],
+        "Upgrade text": ["Upgrade"],
+    }
+
+
+def test_heading_path_is_the_one_open_at_the_chunk_start():
+    # Small sections merge: the chunk starts at "## A", so B (inside it) is not on its path.
+    body = (
+        "# Doc\n\nAn introduction long enough to fill a chunk by itself, more or less.\n\n"
+        "## A\n\nalpha text.\n\n## B\n\nbeta text.\n\n## C\n\n" + "gamma " * 150
+    )
+    doc = MarkdownChunker(40, 100).chunk(body)
+    check_offsets(doc)
+    merged = chunk_with(body, "beta text", doc)
+    assert merged.text.startswith("## A") and merged.headings == ["Doc", "A"]
+    # A chunk that continues a long section carries that section's path.
+    tail = doc.chunks[-1]
+    assert not tail.text.startswith("#") and tail.headings == ["Doc", "C"]
+
+
+def test_setext_headings():
+    # A setext "---" heading is level 2, so "### Values" nests under it.
+    body = "Install\n=======\n\nIntro.\n\nHelm chart\n----------\n\nHelm text.\n\n### Values\n\nValues text.\n"
+    doc = MarkdownChunker(5, 30).chunk(body)
+    assert doc.title == "Install"
+    assert chunk_with(body, "Helm text", doc).headings == ["Install", "Helm chart"]
+    assert chunk_with(body, "Values text", doc).headings == ["Install", "Helm chart", "Values"]
+
+
+def test_dashes_that_are_not_setext_underlines():
+    body = "# Top\n\nIntro.\n\n---\n\nAfter a thematic break.\n\n- item\n---\n\nAfter a list.\n"
+    doc = MarkdownChunker(5, 30).chunk(body)
+    assert {tuple(c.headings) for c in doc.chunks} == {("Top",)}
+
+
+def test_headings_inside_code_fences_are_ignored():
+    body = (
+        "# Real\n\nIntro.\n\n"
+        "```bash\n# not a heading\necho hi\nFake setext\n---\n```\n\n"
+        "~~~~\n## not one either\n```\n### nor this\n~~~~\n\n"
+        "## Second\n\nSecond text.\n\n"
+        "```\n# unclosed fence runs to the end\n\n## never a heading\n"
+    )
+    doc = MarkdownChunker(5, 40).chunk(body)
+    check_offsets(doc)
+    assert {h for c in doc.chunks for h in c.headings} == {"Real", "Second"}
+    assert chunk_with(body, "never a heading", doc).headings == ["Real", "Second"]
+
+
+def test_atx_heading_details():
+    body = "#Not a heading\n\n##   Spaced   out  ##\n\nText.\n\n####### seven is not a heading\n\n    # indented code\n"
+    doc = MarkdownChunker(5, 200).chunk(body)
+    assert {h for c in doc.chunks for h in c.headings} == {"Spaced out"}
+
+
+# --- front matter and title ----------------------------------------------------------------
+
+
+def test_yaml_front_matter():
+    content = "---\ntitle: Helm Guide\ntags: [helm, kubernetes, helm]\nowner: team\n---\n# Body Heading\n\nBody text.\n"
+    doc = MarkdownChunker(5, 200).chunk(content)
+    assert doc.title == "Helm Guide"
+    assert doc.tags == ["helm", "kubernetes"]
+    assert doc.body == "# Body Heading\n\nBody text.\n"
+    assert all("owner" not in c.text and "title:" not in c.text and "---" not in c.text for c in doc.chunks)
+    check_offsets(doc)
+
+
+def test_toml_front_matter_with_comma_separated_tags():
+    content = '+++\ntitle = "Kubectl"\ntags = "a, b , ,c"\n+++\nBody text.\n'
+    doc = MarkdownChunker(5, 200).chunk(content)
+    assert (doc.title, doc.tags) == ("Kubectl", ["a", "b", "c"])
+    assert [c.text for c in doc.chunks] == ["Body text."]
+
+
+def test_yaml_front_matter_closed_by_dots_and_comma_tags():
+    doc = MarkdownChunker(5, 200).chunk("---\ntags: ops, oncall\n...\nText.")
+    assert (doc.title, doc.tags, doc.body) == (None, ["ops", "oncall"], "Text.")
+
+
+@pytest.mark.parametrize(
+    "front",
+    [
+        "---\ntitle: [unclosed\ntags: x\n---\n",  # YAML syntax error
+        "---\n- a list\n- not a mapping\n---\n",  # valid YAML, not a mapping
+        "+++\ntitle = \n+++\n",  # TOML syntax error
+        "---\n" + "[" * 5000 + "\n---\n",  # deep nesting
+    ],
+)
+def test_malformed_front_matter_is_kept_as_body_text(front):
+    # Decision: unparseable front matter stays in the body, so its text is never lost; a leading
+    # "---" is legal markdown too. The title then falls back to the first H1.
+    content = front + "# Fallback Title\n\nBody text.\n"
+    doc = MarkdownChunker(5, 2000).chunk(content)
+    assert doc.title == "Fallback Title"
+    assert doc.tags == []
+    assert doc.body == content
+    first_line = front.splitlines()[1][:20]
+    assert any(first_line in c.text for c in doc.chunks)
+
+
+def test_front_matter_must_open_the_document():
+    content = "\n---\ntitle: Late\n---\nText."
+    doc = MarkdownChunker(5, 200).chunk(content)
+    assert doc.title is None and doc.body == content
+
+
+def test_front_matter_without_a_closer_is_body_text():
+    content = "---\ntitle: Open\n\nText."
+    assert MarkdownChunker(5, 200).chunk(content).body == content
+
+
+def test_empty_front_matter_and_non_string_title():
+    doc = MarkdownChunker(5, 200).chunk("---\n---\n# H1 Title\n\ntext")
+    assert doc.title == "H1 Title" and doc.body.startswith("# H1")
+    doc = MarkdownChunker(5, 200).chunk("---\ntitle: 42\ntags: [1, ok]\n---\n# H1\n\ntext")
+    assert (doc.title, doc.tags) == ("H1", ["ok"])
+
+
+def test_title_falls_back_to_the_first_h1_outside_code():
+    body = "Intro.\n\n## Second level\n\n```\n# In code\n```\n\n# Real Title #\n\nText.\n\n# Later H1\n"
+    assert MarkdownChunker(5, 200).chunk(body).title == "Real Title"
+    assert MarkdownChunker(5, 200).chunk("## Only H2\n\ntext").title is None
+
+
+def test_front_matter_only_gives_no_chunks():
+    doc = MarkdownChunker().chunk("---\ntitle: Empty\n---\n\n  \n")
+    assert doc.title == "Empty" and doc.chunks == []
+
+
+@pytest.mark.parametrize("content", ["", "   ", "\n\n\t \n", "\r\n\r\n", "\ufeff  \n"])
+def test_whitespace_only_gives_no_chunks(content):
+    assert MarkdownChunker().chunk(content).chunks == []
+
+
+# --- embed text ----------------------------------------------------------------------------
+
+
+def test_embed_text_adds_title_path_and_tags_not_already_in_the_text():
+    content = "---\ntitle: Operator Guide\ntags: [k8s, helm]\n---\n" + GUIDE
+    doc = MarkdownChunker(10, 40).chunk(content)
+    values = chunk_with(content, "Values text", doc)
+    assert values.embed_text == "Operator Guide > Install > Helm\nTags: k8s, helm\n### Values\n\nValues text."
+    helm = chunk_with(content, "Helm intro", doc)
+    assert helm.embed_text.splitlines()[0] == "Operator Guide > Install"
+
+
+def test_embed_text_without_context_is_the_text():
+    doc = MarkdownChunker(5, 200).chunk("Just a paragraph.")
+    assert doc.chunks[0].embed_text == "Just a paragraph."
+
+
+def test_embed_text_context_is_bounded():
+    title = "T" * 1000
+    tags = ", ".join(f"tag{i}" for i in range(100))
+    headings = "".join(f"{'#' * level} {'heading ' * 40}{level}\n\n" for level in range(1, 7))
+    content = f"---\ntitle: {title}\ntags: {tags}\n---\n{headings}" + "body " * 200
+    doc = MarkdownChunker(500, 800).chunk(content)
+    for c in doc.chunks:
+        context = c.embed_text[: len(c.embed_text) - len(c.text)]
+        assert len(context) <= MAX_CONTEXT_CHARS + MAX_TAGS_CHARS + 2
+        assert all(len(h) <= chunker_module.MAX_HEADING_CHARS for h in c.headings)
+
+
+# --- sizes, overlap, fingerprint -----------------------------------------------------------
+
+
+def test_size_bounds_on_prose():
+    chunker = MarkdownChunker(500, 800)
+    text = prose(800)
+    assert len(text) > 3 * chunker._window  # crosses several splitter windows
+    doc = chunker.chunk(text)
+    check_offsets(doc)
+    sizes = [len(c.text) for c in doc.chunks]
+    assert max(sizes) <= 800
+    # Paragraphs are at most 250 chars, so a chunk can always be filled to the minimum, window
+    # boundaries included; only the last one may be short.
+    assert min(sizes[:-1]) >= 500
+
+
+def test_a_fence_at_a_window_boundary_is_not_cut():
+    chunker = MarkdownChunker(500, 800)
+    lead = prose(400)[: chunker._window - 300].rstrip()
+    fence = "```yaml\n" + "\n".join(f"key_{i}: value number {i}" for i in range(28)) + "\n```"
+    assert 600 < len(fence) < 800
+    doc = chunker.chunk(lead + "\n\n" + fence + "\n\n" + prose(20))
+    check_offsets(doc)
+    assert sum(fence in c.text for c in doc.chunks) == 1
+
+
+def test_max_size_holds_on_mixed_markdown():
+    rnd = random.Random(7)
+    parts = []
+    for i in range(60):
+        parts.append(f"{'#' * rnd.randint(1, 4)} Section {i}")
+        parts.append(prose(rnd.randint(1, 6), seed=i))
+        if i % 3 == 0:
+            parts.append("```\n" + "\n".join(f"cmd --flag {j}" for j in range(rnd.randint(1, 60))) + "\n```")
+        if i % 4 == 0:
+            parts.append("\n".join(f"- item {j} " + "word " * rnd.randint(1, 30) for j in range(8)))
+    doc = MarkdownChunker(500, 800).chunk("\n\n".join(parts))
+    check_offsets(doc)
+    assert max(len(c.text) for c in doc.chunks) <= 800
+
+
+def test_overlap():
+    text = prose(60, lo=40, hi=90)
+    plain = MarkdownChunker(200, 300, overlap=0).chunk(text).chunks
+    assert all(b.start >= a.end for a, b in zip(plain, plain[1:]))
+    shared = MarkdownChunker(200, 300, overlap=60).chunk(text).chunks
+    overlaps = [a.end - b.start for a, b in zip(shared, shared[1:])]
+    # The splitter treats overlap as a maximum and uses it only where it fits the capacity.
+    assert max(overlaps) > 0
+    assert all(o <= 60 for o in overlaps)
+    assert all(b.start > a.start for a, b in zip(shared, shared[1:]))
+
+
+def test_fingerprint_changes_with_every_setting(monkeypatch):
+    base = MarkdownChunker(500, 800, 0).fingerprint
+    assert base == MarkdownChunker(500, 800, 0).fingerprint
+    others = {
+        MarkdownChunker(501, 800, 0).fingerprint,
+        MarkdownChunker(500, 801, 0).fingerprint,
+        MarkdownChunker(500, 800, 10).fingerprint,
+    }
+    monkeypatch.setattr(chunker_module, "ALGORITHM_VERSION", chunker_module.ALGORITHM_VERSION + 1)
+    others.add(MarkdownChunker(500, 800, 0).fingerprint)
+    assert len(others) == 4 and base not in others
+
+
+@pytest.mark.parametrize("args", [(0, 10, 0), (20, 10, 0), (10, 20, 10), (10, 20, -1)])
+def test_invalid_settings(args):
+    with pytest.raises(ValueError):
+        MarkdownChunker(*args)
+
+
+def test_lone_surrogates_do_not_crash():
+    doc = MarkdownChunker(5, 200).chunk("# T\n\nbad \ud800 char")
+    assert "\ufffd" in doc.chunks[0].text
+
+
+# --- hostile input -------------------------------------------------------------------------
+
+
+def _binaryish() -> str:
+    rnd = random.Random(3)
+    chars = [rnd.choice((rnd.randint(1, 0x7F), rnd.randint(0x80, 0xD7FF), rnd.randint(0xE000, 0x10FFFF)))
+             for _ in range(1 << 18)]
+    return "".join(map(chr, chars))
+
+
+def _crlf_markdown() -> str:
+    return ("# Title\n\nSetext\n------\n\n" + prose(400) + "\n\n```\ncode\n```\n").replace("\n", "\r\n")
+
+
+HOSTILE = {
+    "one_mib_single_line": lambda: ("lorem ipsum dolor sit amet " * 40_000)[: 1 << 20],
+    "one_mib_line_without_spaces": lambda: "x" * (1 << 20),
+    "nested_list_10000_levels": lambda: "- " * 10_000 + "deep",
+    "nested_ordered_list_10000_levels": lambda: "1. " * 10_000 + "deep",
+    "nested_quotes_10000_levels": lambda: "> " * 10_000 + "deep",
+    "nested_list_items_10000_lines": lambda: "\n".join(" " * (i % 64) + "- item" for i in range(10_000)),
+    "binaryish_text": _binaryish,
+    "crlf_line_endings": _crlf_markdown,
+    "one_mib_of_newlines": lambda: "\n" * (1 << 20),
+    "hundred_thousand_fences": lambda: "```\n" * 100_000,
+}
+
+
+def run_hostile(name: str) -> dict:
+    """Runs in a child process: chunk one hostile input and report on the result."""
+    content = HOSTILE[name]()
+    doc = MarkdownChunker(500, 800).chunk(content)
+    check_offsets(doc)
+    report = {"chunks": len(doc.chunks), "max_len": max((len(c.text) for c in doc.chunks), default=0)}
+    if name == "crlf_line_endings":
+        lf = MarkdownChunker(500, 800).chunk(content.replace("\r\n", "\n"))
+        report["same_as_lf"] = [c.text for c in lf.chunks] == [c.text for c in doc.chunks]
+        report["headings"] = sorted({h for c in doc.chunks for h in c.headings})
+        report["has_cr"] = any("\r" in c.embed_text for c in doc.chunks)
+    return report
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_input_completes(name):
+    # A child process, so that a hang or a quadratic blowup ends in a failed test instead of a
+    # stuck run; the bound is generous (each case takes about a second) and is not a timing test.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), str(ROOT / "searchsvc"), env.get("PYTHONPATH")) if p)
+    code = (
+        "import json, sys; from tests.searchsvc.test_chunker import run_hostile; "
+        "print(json.dumps(run_hostile(sys.argv[1])))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code, name],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["max_len"] <= 800
+    if name.startswith(("one_mib_single", "one_mib_line", "binaryish")):
+        assert report["chunks"] > 100
+    if name == "one_mib_of_newlines":
+        assert report["chunks"] == 0
+    if name == "crlf_line_endings":
+        assert report["same_as_lf"] and not report["has_cr"]
+        assert report["headings"] == ["Setext", "Title"]

@@ -1,0 +1,184 @@
+"""The vector cache in front of embedders, and the factory that builds embedders from settings."""
+
+from __future__ import annotations
+
+import threading
+from array import array
+
+import pydantic
+import pytest
+
+from kbsearch.embedders.cache import CachedEmbedder
+from kbsearch.embedders.factory import build_embedder
+from kbsearch.embedders.local import LocalEmbedder
+from kbsearch.embedders.openai import OpenAIEmbedder
+from kbsearch.errors import ConfigurationError
+from kbsearch.settings import Settings
+from tests.support.hashing import HashingEmbedder
+
+
+def f32(vector: list[float]) -> list[float]:
+    return array("f", vector).tolist()
+
+
+def test_hits_and_misses():
+    inner = HashingEmbedder()
+    cache = CachedEmbedder(inner, max_entries=100)
+    first = cache.embed_documents(["a", "b"])
+    assert (cache.hits, cache.misses, inner.calls) == (0, 2, [2])
+    second = cache.embed_documents(["a", "b", "c"])
+    assert (cache.hits, cache.misses, inner.calls) == (2, 3, [2, 1])
+    assert second[:2] == first
+    assert second == [f32(inner._vector(t)) for t in "abc"]
+
+
+def test_misses_go_to_the_inner_provider_in_one_batched_call_in_order():
+    inner = HashingEmbedder()
+    cache = CachedEmbedder(inner, max_entries=100)
+    cache.embed_documents(["cached"])
+    texts = ["x", "cached", "y", "x", "z", "cached"]
+    result = cache.embed_documents(texts)
+    assert inner.calls == [1, 3]  # x, y, z once each, together
+    assert result == [f32(inner._vector(t)) for t in texts]
+    assert (cache.hits, cache.misses) == (3, 4)  # the repeated "x" counts as a hit
+
+
+def test_all_hits_make_no_inner_call():
+    inner = HashingEmbedder()
+    cache = CachedEmbedder(inner, max_entries=10)
+    cache.embed_documents(["a", "b"])
+    cache.embed_documents(["b", "a"])
+    assert cache.embed_documents([]) == []
+    assert inner.calls == [2]
+
+
+def test_hit_and_miss_give_the_same_vector():
+    cache = CachedEmbedder(HashingEmbedder(), max_entries=10)
+    assert cache.embed_query("text") == cache.embed_query("text")
+    assert (cache.hits, cache.misses) == (1, 1)
+
+
+def test_lru_bound():
+    inner = HashingEmbedder()
+    cache = CachedEmbedder(inner, max_entries=2)
+    cache.embed_documents(["a"])
+    cache.embed_documents(["b"])
+    cache.embed_documents(["a"])  # a is now the most recently used
+    cache.embed_documents(["c"])  # evicts b
+    assert len(cache) == 2
+    misses = cache.misses
+    cache.embed_documents(["a"])
+    assert cache.misses == misses  # still cached
+    cache.embed_documents(["b"])
+    assert cache.misses == misses + 1  # was evicted
+
+
+def test_a_batch_larger_than_the_cache_is_still_answered():
+    inner = HashingEmbedder()
+    cache = CachedEmbedder(inner, max_entries=3)
+    texts = [f"t{i}" for i in range(10)]
+    assert cache.embed_documents(texts) == [f32(inner._vector(t)) for t in texts]
+    assert len(cache) == 3
+
+
+def test_model_is_part_of_the_key():
+    inner = HashingEmbedder(model="hashing-v1")
+    cache = CachedEmbedder(inner, max_entries=10)
+    cache.embed_documents(["same text"])
+    inner.model = "hashing-v2"
+    cache.embed_documents(["same text"])
+    assert (cache.hits, cache.misses) == (0, 2)
+
+
+def test_delegates_identity_and_load():
+    class Loading(HashingEmbedder):
+        loads = 0
+
+        def load(self) -> None:
+            self.loads += 1
+
+    inner = Loading(dimensions=16)
+    cache = CachedEmbedder(inner, max_entries=10)
+    cache.load()
+    assert (cache.provider, cache.model, cache.dimensions, inner.loads) == ("hashing", "hashing-v1", 16, 1)
+
+
+def test_thread_safety():
+    inner = HashingEmbedder()
+    cache = CachedEmbedder(inner, max_entries=50)
+    texts = [f"text {i}" for i in range(80)]
+    expected = {t: f32(inner._vector(t)) for t in texts}
+    errors: list[str] = []
+
+    def work(seed: int) -> None:
+        for round_ in range(40):
+            batch = [texts[(seed * 7 + round_ * 3 + j) % len(texts)] for j in range(5)]
+            if cache.embed_documents(batch) != [expected[t] for t in batch]:
+                errors.append(f"wrong vectors in thread {seed}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(cache) <= 50
+    assert cache.hits + cache.misses == 8 * 40 * 5
+
+
+def test_rejects_a_non_positive_bound():
+    with pytest.raises(ValueError):
+        CachedEmbedder(HashingEmbedder(), max_entries=0)
+
+
+# --- factory -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("SEARCHSVC_") or name == "OPENAI_API_KEY":
+            monkeypatch.delenv(name)
+
+
+def test_factory_builds_a_cached_local_embedder_without_loading_it(clean_env):
+    embedder = build_embedder(Settings(local_batch_size=8, embed_cache_size=123))
+    assert isinstance(embedder, CachedEmbedder) and embedder.max_entries == 123
+    inner = embedder.inner
+    assert isinstance(inner, LocalEmbedder)
+    assert (inner.model, inner.batch_size, inner._st) == ("all-MiniLM-L6-v2", 8, None)
+    assert embedder.provider == "local"
+
+
+def test_factory_builds_an_openai_embedder(clean_env):
+    settings = Settings(
+        embedder="openai",
+        openai_api_key="sk-test",
+        openai_base_url="http://127.0.0.1:9/v1",
+        openai_model="m",
+        openai_dimensions=256,
+        openai_batch_size=7,
+        openai_max_retries=2,
+        embed_cache_size=0,
+    )
+    embedder = build_embedder(settings)
+    try:
+        assert isinstance(embedder, OpenAIEmbedder)
+        assert (embedder.model, embedder.dimensions, embedder.batch_size, embedder.max_retries) == ("m", 256, 7, 2)
+    finally:
+        embedder.close()
+
+
+def test_only_real_providers_are_reachable_from_settings(clean_env):
+    with pytest.raises(pydantic.ValidationError):
+        Settings(embedder="hashing")
+    forced = Settings.model_construct(embedder="hashing", embed_cache_size=0)
+    with pytest.raises(ConfigurationError):
+        build_embedder(forced)
+
+
+def test_openai_without_a_key_is_a_configuration_error(clean_env):
+    with pytest.raises(ConfigurationError, match="SEARCHSVC_OPENAI_API_KEY"):
+        build_embedder(Settings(embedder="openai", embed_cache_size=0))
