@@ -170,10 +170,14 @@ def test_a_reopened_store_keeps_its_data(store_opener: StoreOpener):
     assert [h.uri for h in search(reopened, "gamma delta", mode="keyword")] == ["docs/a.md"]
 
 
+def child_env() -> dict[str, str]:
+    """Environment for a child Python that imports kbsearch and these tests, however installed."""
+    paths = [str(Path(kbsearch.__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2])]
+    return os.environ | {"PYTHONPATH": os.pathsep.join(paths)}
+
+
 def test_edge_writes_survive_a_killed_process(tmp_path: Path):
     """The WAL alone must bring back writes of a process that died without closing."""
-    searchsvc_dir = Path(kbsearch.__file__).resolve().parents[1]
-    repo_dir = Path(__file__).resolve().parents[2]
     script = textwrap.dedent(
         f"""
         import os, signal
@@ -186,8 +190,7 @@ def test_edge_writes_survive_a_killed_process(tmp_path: Path):
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(searchsvc_dir), str(repo_dir)])}
-    child = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    child = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True, text=True, timeout=120)
     assert child.returncode == -9, child.stderr
 
     store = EdgeStore(tmp_path, "test")
@@ -228,12 +231,57 @@ def test_a_different_signature_is_refused(store_opener: StoreOpener, other):
 def test_edge_refuses_a_second_open_of_the_same_directory(tmp_path: Path):
     first = EdgeStore(tmp_path, "test")
     first.open(TEST_SIGNATURE)
+    ingest(first, "docs/a.md", ["before"])
     second = EdgeStore(tmp_path, "test")
     with pytest.raises(ConfigurationError, match="Another process holds the data directory"):
         second.open(TEST_SIGNATURE)
+    # The refused open must not have touched the live shard: its writes still flush.
+    ingest(first, "docs/b.md", ["after"])
     first.close()
     second.open(TEST_SIGNATURE)  # free again once the holder closed it
+    assert second.count() == (2, 2)
     second.close()
+
+
+HOLD_THEN_WRITE = """
+import sys
+from kbsearch.store.edge import EdgeStore
+from tests.searchsvc.test_store_behaviour import ingest
+from tests.searchsvc.conftest import TEST_SIGNATURE
+store = EdgeStore(sys.argv[1], "test")
+store.open(TEST_SIGNATURE)
+print("open", flush=True)
+sys.stdin.readline()  # hold the directory until the parent has tried to open it
+ingest(store, "docs/child.md", ["written after the refused open"])
+store.close()
+print("closed", flush=True)
+"""
+
+
+def test_edge_refuses_a_directory_held_by_another_process(tmp_path: Path):
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THEN_WRITE, str(tmp_path)],
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "open", child.stderr.read()
+        with pytest.raises(ConfigurationError, match="Another process holds the data directory"):
+            EdgeStore(tmp_path, "test").open(TEST_SIGNATURE)
+        out, err = child.communicate("go\n", timeout=120)
+        assert child.returncode == 0 and out.strip() == "closed", err  # the holder still flushed
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+
+    store = EdgeStore(tmp_path, "test")
+    store.open(TEST_SIGNATURE)
+    assert store.get_document("docs/child.md") is not None
+    store.close()
 
 
 # --- documents and chunks ---------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,13 +48,18 @@ _INDEXES: dict[str, Any] = {
 
 
 class EdgeStore(VectorStore):
-    """A collection stored at `data_dir/collection`; only one process may open it at a time."""
+    """A collection stored at `data_dir/collection`; only one process may open it at a time.
+
+    `data_dir/.collection.lock` is held (flock) while the store is open.
+    """
 
     backend = "edge"
 
     def __init__(self, data_dir: Path, collection: str):
         self.collection = collection
         self.path = Path(data_dir) / collection
+        self._lock_path = Path(data_dir) / f".{collection}.lock"
+        self._lock_fd: int | None = None
         self._shard: qe.EdgeShard | None = None
         # Edge applies one update at a time anyway; the lock also makes count-then-delete atomic.
         self._lock = threading.Lock()
@@ -63,13 +70,42 @@ class EdgeStore(VectorStore):
         with self._lock:
             if self._shard is not None:
                 raise RuntimeError(f"edge store {self.path} is already open")
-            shard = self._open_shard(signature)
+            self._take_directory()
+            shard = None
             try:
+                shard = self._open_shard(signature)
                 self._prepare(shard, signature)
             except BaseException:
-                shard.close()
+                if shard is not None:
+                    shard.close()
+                self._release_directory()
                 raise
             self._shard = shard
+
+    def _take_directory(self) -> None:
+        # Must happen before edge touches the shard: a load that edge refuses because the WAL
+        # is locked has already removed the live shard's tracker journals, after which every
+        # flush of the process holding it fails. flock is released by the kernel if we die.
+        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ConfigurationError(self._held_message()) from None
+        self._lock_fd = fd
+
+    def _release_directory(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor drops the flock
+            self._lock_fd = None
+
+    def _held_message(self) -> str:
+        return (
+            f"Another process holds the data directory {self.path}. The embedded store allows "
+            "one process per data directory: stop the other instance, run a single replica, or "
+            "use SEARCHSVC_STORE=qdrant to share a collection."
+        )
 
     def _open_shard(self, signature: CollectionSignature) -> qe.EdgeShard:
         exists = self.path.is_dir() and any(self.path.iterdir())
@@ -79,13 +115,8 @@ class EdgeStore(VectorStore):
             self.path.mkdir(parents=True, exist_ok=True)
             return qe.EdgeShard.create(str(self.path), _config(signature))
         except Exception as exc:  # edge raises plain Exception; tell a held lock apart by its text
-            if "WouldBlock" in str(exc):
-                raise ConfigurationError(
-                    f"Another process holds the data directory {self.path} (its write-ahead log is "
-                    "locked). The embedded store allows one process per data directory: stop the "
-                    "other instance, run a single replica, or use SEARCHSVC_STORE=qdrant to share a "
-                    "collection."
-                ) from exc
+            if "WouldBlock" in str(exc):  # a holder that does not take our lock file
+                raise ConfigurationError(self._held_message()) from exc
             raise ConfigurationError(f"Cannot open the embedded store at {self.path}: {exc}") from exc
 
     def _prepare(self, shard: qe.EdgeShard, signature: CollectionSignature) -> None:
@@ -105,9 +136,12 @@ class EdgeStore(VectorStore):
     def close(self) -> None:
         with self._lock:
             if self._shard is not None:
-                self._shard.flush()
-                self._shard.close()
-                self._shard = None
+                try:
+                    self._shard.flush()
+                    self._shard.close()
+                finally:
+                    self._shard = None
+                    self._release_directory()
 
     @property
     def _s(self) -> qe.EdgeShard:
