@@ -1,0 +1,9 @@
+"""The KnowledgeSource API names, fixed by crds/knowledgesources.yaml and the Helm chart."""
+
+GROUP = "kb.knowledgebase.dev"
+VERSION = "v1alpha1"
+KIND = "KnowledgeSource"
+PLURAL = "knowledgesources"
+FINALIZER = f"{GROUP}/cleanup"
+#: Set it to any new value (a timestamp, say) to ask for an immediate full sync, once.
+SYNC_REQUEST_ANNOTATION = f"{GROUP}/sync-requested-at"

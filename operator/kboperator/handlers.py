@@ -1,0 +1,72 @@
+"""kopf handlers for KnowledgeSource: each one hands the object to one reconcile function.
+
+- `configure` (startup): kopf settings, and the shared Services in memo;
+- `wake` (watch events that change the spec or the sync request): wakes the source's timer;
+- `sync` (timer): the per-source reconcile loop, one call at a time per object;
+- `cleanup` (deletion, behind the finalizer): the deletion policy, retried until it succeeds.
+
+For tests, memo may carry `search_transport`: an httpx transport to the search service.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from kboperator import reconcile
+from kboperator.crd import FINALIZER, GROUP, PLURAL, VERSION
+from kboperator.kubesecrets import SecretReader
+from kboperator.services import Services, source_state
+from kboperator.settings import OperatorSettings
+
+#: Pause between timer calls that did something. A call that has nothing to do waits inside.
+TICK_SECONDS = 0.5
+
+
+@kopf.on.startup(id="configure")
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    config = OperatorSettings()
+    settings.peering.standalone = True  # one replica (the chart's Deployment); no peering CRDs needed
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    # A stopped timer (object deleted) is re-checked this often until its running sync ends.
+    settings.background.cancellation_polling = 2
+    services = Services(config, secrets=SecretReader.from_environment(), transport=memo.get("search_transport"))
+    services.metrics.serve(config.metrics_port)
+    memo["services"] = services
+    logger.info(
+        "kb-operator: search service %s, %d sync slots, local repositories %s",
+        config.search_url, config.max_concurrent_syncs, "allowed" if config.allow_local_repositories else "refused",
+    )
+
+
+@kopf.on.cleanup(id="shutdown")
+async def shutdown(memo: kopf.Memo, **_: Any) -> None:
+    services = memo.get("services")
+    if services is not None:
+        await services.close()
+
+
+def _noticeable(body: kopf.Body, memo: kopf.Memo, **_: Any) -> bool:
+    return reconcile.noticeable(source_state(memo), body)
+
+
+# Filtered, so that the many status-only events neither wake anything nor log a line each.
+@kopf.on.event(GROUP, VERSION, PLURAL, id="wake", when=_noticeable)
+async def wake(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconcile.notice(source_state(memo), body)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, id="sync", interval=TICK_SECONDS)
+async def sync(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any) -> None:
+    await reconcile.tick(memo["services"], source_state(memo), body, patch, stopped)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup")
+async def cleanup(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int, **_: Any) -> None:
+    await reconcile.cleanup(memo["services"], source_state(memo), body, patch, retry)

@@ -1,0 +1,93 @@
+"""What the handlers share: settings, metrics, the Secret reader, clones, engines and the sync slots."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from kboperator.client import SearchClient
+from kboperator.gitrepo import RepoCache
+from kboperator.kubesecrets import SecretReader, service_token
+from kboperator.metrics import OperatorMetrics
+from kboperator.settings import OperatorSettings
+from kboperator.source import ServiceRef
+from kboperator.sync import SyncEngine
+
+
+class Services:
+    """Built once at start-up and kept in kopf's memo; every source shares it."""
+
+    def __init__(
+        self,
+        settings: OperatorSettings,
+        *,
+        secrets: SecretReader,
+        metrics: OperatorMetrics | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.settings = settings
+        self.secrets = secrets
+        self.metrics = metrics or OperatorMetrics()
+        self.repos = RepoCache(settings.cache_dir)
+        # The bound on concurrent syncs across all sources (one slow repository never holds up
+        # more than one slot; each source also syncs at most once at a time, see SourceState).
+        self.slots = asyncio.Semaphore(settings.max_concurrent_syncs)
+        self._transport = transport  # tests reach an in-process search service through it
+        self._engines: dict[tuple[str, str], SyncEngine] = {}
+
+    async def engine(self, namespace: str, service: ServiceRef) -> SyncEngine:
+        """The engine for a source's search service: the operator's default, or its override."""
+        url = service.url or self.settings.search_url
+        token: str | None
+        if service.secret_name:
+            token = await service_token(self.secrets, namespace, service.secret_name, service.secret_key)
+        elif service.url:
+            token = None  # an overriding URL without a Secret: do not send the default token elsewhere
+        else:
+            token = self.settings.search_token.get_secret_value() if self.settings.search_token else None
+        # Keyed by a digest so that tokens never sit in plain sight as dict keys.
+        key = (url, hashlib.sha256((token or "").encode()).hexdigest())
+        if key not in self._engines:
+            client = SearchClient(
+                url, token, transport=self._transport, timeout=self.settings.http_timeout_seconds,
+                max_attempts=self.settings.http_max_attempts, backoff_base=self.settings.http_backoff_seconds,
+            )
+            self._engines[key] = SyncEngine(client, self.repos)
+        return self._engines[key]
+
+    async def close(self) -> None:
+        """Close every HTTP client and stop serving metrics."""
+        for engine in self._engines.values():
+            await engine.client.aclose()
+        self._engines.clear()
+        self.secrets.close()
+        self.metrics.close()
+
+
+@dataclass
+class SourceState:
+    """What the operator remembers about one object between handler calls (in its kopf memo)."""
+
+    #: Held while a sync or a cleanup runs: the two never overlap for one source.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Set when the spec or the sync-request annotation changes, to end a wait early.
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: (generation, sync request) last seen by the watch spy.
+    seen: tuple[Any, Any] | None = None
+    #: The status as this process last wrote it: the live body may lag behind our own patches.
+    status: dict[str, Any] | None = None
+    #: Start-up jitter: an overdue scheduled sync waits until then (None once it is spent).
+    not_before: float | None = None
+    jittered: bool = False
+
+
+def source_state(memo: Any) -> SourceState:
+    """The SourceState in a per-object kopf memo, created on first use."""
+    state = memo.get("kb_source")
+    if state is None:
+        state = memo["kb_source"] = SourceState()
+    return state

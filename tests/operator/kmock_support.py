@@ -1,0 +1,324 @@
+"""A Kubernetes API for in-process kopf tests: kmock 0.8 plus what a real API server does.
+
+kmock's stock emulator is not enough for kopf (see shared/notes/platform.md); this subclass:
+1. serves discovery for namespaces, events, Secrets and the KnowledgeSource CRD;
+2. assigns uid, resourceVersion, creationTimestamp and generation (bumped on spec changes
+   only), answers a failed JSON-patch `test` op with 422, and honours `generateName`;
+3. subscribes a watch to changes before taking its snapshot, so nothing falls in between,
+   and honours the watch's resourceVersion (lists report the current one), so a watch never
+   replays a stale state that kopf has already patched past;
+4. keeps the status subresource apart: a patch of the object never touches status, and a
+   patch of `/status` touches nothing else.
+It still does no schema validation or defaulting (tests validate against the CRD themselves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import datetime
+import itertools
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import kmock
+import kopf
+import kubernetes.config.kube_config
+import pytest
+import yaml
+from kmock import action
+
+GROUP, VERSION, PLURAL = "kb.knowledgebase.dev", "v1alpha1", "knowledgesources"
+KS = kmock.resource(GROUP, VERSION, PLURAL)
+SECRETS = kmock.resource("", "v1", "secrets")
+EVENTS = kmock.resource("", "v1", "events")
+NAMESPACES = kmock.resource("", "v1", "namespaces")
+_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+
+
+class KubeEmulator(kmock.KubernetesEmulator):
+    """kmock's emulator with server-assigned metadata, a race-free watch and a status subresource."""
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._versions = itertools.count(1)
+        self._version = 0
+        self.resources[KS] = kmock.ResourceInfo(
+            kind="KnowledgeSource", singular="knowledgesource", namespaced=True,
+            shortnames={"ks"}, verbs=_VERBS, subresources={"status"},
+        )
+        self.resources[SECRETS] = kmock.ResourceInfo(kind="Secret", namespaced=True, verbs=_VERBS)
+        self.resources[EVENTS] = kmock.ResourceInfo(kind="Event", namespaced=True, verbs=_VERBS)
+        self.resources[NAMESPACES] = kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs=_VERBS)
+
+    async def _handle(self, request: kmock.Request) -> Any:
+        if request.resource is None or request.action not in (action.CREATE, action.UPDATE, action.DELETE):
+            return await super()._handle(request)
+        async with self._lock:
+            if request.action == action.CREATE:
+                await self._create(request)
+            elif request.action == action.UPDATE:
+                await self._update(request)
+            else:
+                await self._delete(request)
+        # Skip the parent's own bookkeeping (done above) but keep its routing and responses.
+        return await kmock.RawHandler._handle(self, request)
+
+    async def _create(self, request: kmock.Request) -> None:
+        body = copy.deepcopy(request.data)
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + secrets.token_hex(4)
+        meta.setdefault("namespace", request.namespace)
+        key = (request.resource, meta.get("namespace"), meta["name"])
+        if key in self._objects and not self._objects[key].deleted:
+            raise kmock.KubernetesError(409, "AlreadyExists", f"{meta['name']} already exists")
+        meta.update(uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now())
+        meta["resourceVersion"] = self._next_version()
+        request.data.setdefault("metadata", {})["name"] = meta["name"]  # for the default responder
+        if key in self._objects:
+            self._objects[key].create(body)
+        else:
+            self._objects[key] = body
+        await self._buses[request.resource].put({"type": "ADDED", "object": copy.deepcopy(body)})
+
+    async def _update(self, request: kmock.Request) -> None:
+        key = (request.resource, request.namespace, request.name)
+        if key not in self._objects or self._objects[key].deleted:
+            raise kmock.KubernetesObjectNotFoundError()
+        old = copy.deepcopy(self._objects[key].raw)
+        new = self._patched(old, request.data)
+        has_status = "status" in self.resources[request.resource].subresources
+        if request.subresource == "status":
+            new = dict(old, status=new.get("status")) if "status" in new else {k: v for k, v in old.items() if k != "status"}
+        elif has_status:
+            new = {k: v for k, v in new.items() if k != "status"} | ({"status": old["status"]} if "status" in old else {})
+        if new == old:
+            return  # a no-op patch keeps the resourceVersion and emits no event, like the real API
+        meta = new["metadata"]
+        if {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
+            k: v for k, v in old.items() if k not in ("metadata", "status")
+        }:
+            meta["generation"] = old["metadata"].get("generation", 1) + 1
+        meta["resourceVersion"] = self._next_version()
+        self._objects[key].history.append(new)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._objects[key].delete()
+            await self._buses[request.resource].put({"type": "DELETED", "object": copy.deepcopy(new)})
+        else:
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": copy.deepcopy(new)})
+
+    async def _delete(self, request: kmock.Request) -> None:
+        key = (request.resource, request.namespace, request.name)
+        if key not in self._objects or self._objects[key].deleted:
+            raise kmock.KubernetesObjectNotFoundError()
+        body = copy.deepcopy(self._objects[key].raw)
+        meta = body["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        if meta.get("finalizers"):
+            meta["deletionTimestamp"] = _now()
+            meta["resourceVersion"] = self._next_version()
+            self._objects[key].history.append(body)
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": copy.deepcopy(body)})
+        else:
+            self._objects[key].delete()
+            await self._buses[request.resource].put({"type": "DELETED", "object": body})
+
+    def _next_version(self) -> str:
+        self._version = next(self._versions)
+        return str(self._version)
+
+    async def _serve_list(self, request: kmock.Request) -> Any:
+        listing = await super()._serve_list(request)
+        listing["metadata"]["resourceVersion"] = str(self._version)
+        return listing
+
+    @staticmethod
+    def _patched(old: dict[str, Any], patch: Any) -> dict[str, Any]:
+        if isinstance(patch, list):  # application/json-patch+json
+            try:
+                return jsonpatch.apply_patch(old, patch, in_place=False)
+            except jsonpatch.JsonPatchTestFailed:
+                raise kmock.KubernetesError(422, "Invalid", "the object has been modified") from None
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                raise kmock.KubernetesError(422, "Invalid", str(exc)) from None
+        return _merge(old, patch or {})  # application/merge-patch+json (RFC 7386)
+
+    async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:
+        yield b""  # send the headers now, so the client knows the stream is open
+        bus = self._buses[request.resource]
+        since = request.params.get("resourceVersion", "")
+        since_version = int(since) if since.isdigit() else 0
+        async with self._lock:  # writers hold the lock: subscribe and snapshot atomically
+            mark = await bus.mark()
+            snapshot = [
+                {"type": "MODIFIED" if since_version else "ADDED", "object": copy.deepcopy(obj.raw)}
+                for (resource, namespace, name), obj in list(self._objects.items())
+                if not obj.deleted and self._selects(request, resource, namespace, name)
+                and _version_of(obj.raw) > since_version
+            ]
+        try:
+            for event in snapshot:
+                yield event
+            async for event in bus.stream(since=mark):
+                meta = event.get("object", {}).get("metadata", {})
+                if self._selects(request, request.resource, meta.get("namespace"), meta.get("name")):
+                    yield event
+        finally:
+            await bus.unmark(mark)
+
+    @staticmethod
+    def _selects(request: kmock.Request, resource: Any, namespace: str | None, name: str | None) -> bool:
+        return (
+            resource == request.resource
+            and (request.namespace is None or namespace == request.namespace)
+            and (request.name is None or name == request.name)
+        )
+
+
+def _version_of(body: dict[str, Any]) -> int:
+    version = body.get("metadata", {}).get("resourceVersion", "")
+    return int(version) if version.isdigit() else 0
+
+
+def _merge(old: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(old) if isinstance(old, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- fixtures and helpers for tests that run the operator against the emulator -------------
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[KubeEmulator]:
+    """The emulated API server on 127.0.0.1."""
+    async with KubeEmulator() as emulator, kmock.Server(emulator):
+        yield emulator
+
+
+@pytest.fixture
+def kubeconfig(kube: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A kubeconfig for the emulator, where kopf's login and the Secret reader both look."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
+        "clusters": [{"name": "kmock", "cluster": {"server": str(kube.url).rstrip("/")}}],
+        "users": [{"name": "kmock", "user": {}}],
+        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}],
+    }))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    # The client reads KUBECONFIG at import time only; its default location is read per call.
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
+    return path
+
+
+@asynccontextmanager
+async def running_operator(memo: kopf.Memo, *, timeout: float = 10) -> AsyncIterator[kopf.Memo]:
+    """The real kopf operator with kboperator's handlers, in this event loop, cluster-wide."""
+    import kboperator.handlers  # noqa: F401  # registers the handlers in kopf's default registry
+
+    # kopf cancels every task it did not create when it stops: keep ours out of its way.
+    ignored = set(asyncio.all_tasks())
+    ready = asyncio.Event()
+    tasks = await kopf.spawn_tasks(clusterwide=True, standalone=True, memo=memo, ready_flag=ready)
+    runner = asyncio.create_task(kopf.run_tasks(tasks, ignored=ignored))
+    ignored.add(runner)
+    try:
+        await asyncio.wait_for(ready.wait(), timeout)
+        yield memo
+    finally:
+        current = asyncio.current_task()
+        if current is not None:
+            ignored.add(current)
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+
+
+class KubeApi:
+    """What a user does with kubectl, against the emulator."""
+
+    def __init__(self, kube: KubeEmulator, namespace: str) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+
+    async def create(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "KnowledgeSource",
+            "metadata": {"name": name, "namespace": self.namespace, "annotations": annotations or {}},
+            "spec": spec,
+        }
+        await self._ok(self.kube.post(self.base, json=body))
+
+    async def patch(self, name: str, changes: dict[str, Any]) -> None:
+        headers = {"Content-Type": "application/merge-patch+json"}
+        await self._ok(self.kube.patch(f"{self.base}/{name}", json=changes, headers=headers))
+
+    async def annotate(self, name: str, key: str, value: str) -> None:
+        await self.patch(name, {"metadata": {"annotations": {key: value}}})
+
+    async def delete(self, name: str) -> None:
+        await self._ok(self.kube.delete(f"{self.base}/{name}"))
+
+    async def create_secret(self, name: str, data: dict[str, str]) -> None:
+        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": self.namespace},
+                "type": "Opaque", "data": encoded}
+        await self._ok(self.kube.post(f"/api/v1/namespaces/{self.namespace}/secrets", json=body))
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        """The stored object, or None once it is gone."""
+        key = (KS, self.namespace, name)
+        if key not in self.kube.objects or self.kube.objects[key].deleted:
+            return None
+        return copy.deepcopy(self.kube.objects[key].raw)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return (self.get(name) or {}).get("status") or {}
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """Events about one object, oldest first."""
+        found = [
+            obj.raw for key, obj in self.kube.objects.items()
+            if key[0] == EVENTS and not obj.deleted and obj.raw.get("involvedObject", {}).get("name") == name
+        ]
+        return found
+
+    @staticmethod
+    async def _ok(request: Any) -> None:
+        response = await request
+        text = await response.text()
+        assert response.status < 300, f"{response.status}: {text}"
+
+
+async def eventually(check: Callable[[], Any], *, timeout: float = 15, what: str = "") -> Any:
+    """Poll `check` until it returns something truthy; fail with its last value after `timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        await asyncio.sleep(0.05)

@@ -1,0 +1,168 @@
+"""The KnowledgeSource CRD: strict validity, documented fields, and its examples."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_FILE = ROOT / "crds" / "knowledgesources.yaml"
+EXAMPLES = sorted((ROOT / "crds" / "examples").glob("*.yaml"))
+INVALID = sorted((ROOT / "crds" / "examples" / "invalid").glob("*.yaml"))
+
+
+def _crd() -> dict[str, Any]:
+    return yaml.safe_load(CRD_FILE.read_text())
+
+
+def _schema() -> dict[str, Any]:
+    return _crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def _strict(node: dict[str, Any]) -> dict[str, Any]:
+    """Refuse unknown fields, as kubectl's default strict field validation does."""
+    node = copy.deepcopy(node)
+    if "properties" in node and "additionalProperties" not in node:
+        if not node.get("x-kubernetes-preserve-unknown-fields"):
+            node["additionalProperties"] = False
+    for key, child in node.get("properties", {}).items():
+        # metadata is validated by the API server itself, not by this schema.
+        node["properties"][key] = child if key == "metadata" else _strict(child)
+    if isinstance(node.get("items"), dict):
+        node["items"] = _strict(node["items"])
+    if isinstance(node.get("additionalProperties"), dict):
+        node["additionalProperties"] = _strict(node["additionalProperties"])
+    return node
+
+
+def _validator() -> jsonschema.Draft4Validator:
+    # The CRD dialect is OpenAPI v3.0, closest to draft 4; format checks as the API server does.
+    return jsonschema.Draft4Validator(_strict(_schema()), format_checker=jsonschema.FormatChecker())
+
+
+def _sources(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "KnowledgeSource"]
+
+
+def _nodes(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, node
+    for key, child in node.get("properties", {}).items():
+        yield from _nodes(child, f"{path}.{key}")
+    if isinstance(node.get("items"), dict):
+        yield from _nodes(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from _nodes(node["additionalProperties"], f"{path}{{}}")
+
+
+def test_names_are_the_agreed_ones() -> None:
+    crd = _crd()
+    assert crd["metadata"]["name"] == "knowledgesources.kb.knowledgebase.dev"
+    assert crd["spec"]["group"] == "kb.knowledgebase.dev"
+    assert crd["spec"]["scope"] == "Namespaced"
+    assert crd["spec"]["names"]["kind"] == "KnowledgeSource"
+    assert crd["spec"]["names"]["plural"] == "knowledgesources"
+    assert crd["spec"]["names"]["shortNames"] == ["ks"]
+    (version,) = crd["spec"]["versions"]
+    assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
+    assert version["subresources"] == {"status": {}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert columns == ["Ready", "Commit", "Documents", "Last Sync", "Age"]
+
+
+def test_kubernetes_validate_strict_accepts_the_crd() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kubernetes_validate", "--strict", str(CRD_FILE)],
+        capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_schema_field_has_a_description() -> None:
+    missing = [path or "<root>" for path, node in _nodes(_schema()) if not node.get("description")]
+    assert missing == []
+
+
+def test_every_default_is_valid_for_its_own_field() -> None:
+    invalid = [
+        path for path, node in _nodes(_schema())
+        if "default" in node and not jsonschema.Draft4Validator(node).is_valid(node["default"])
+    ]
+    assert invalid == []
+
+
+def test_status_declares_what_the_operator_writes() -> None:
+    status = _schema()["properties"]["status"]["properties"]
+    written = {
+        "phase", "observedGeneration", "lastSyncedCommit", "shortCommit", "specHash", "lastSyncTime",
+        "lastSuccessfulSyncTime", "lastFullSyncTime", "nextSyncTime", "consecutiveFailures",
+        "lastHandledSyncRequest", "documentCount", "lastSync", "skippedFiles", "failedFiles",
+        "conditions", "kopf",
+    }
+    assert written <= set(status)
+    assert status["kopf"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert status["phase"]["enum"] == ["Pending", "Syncing", "Synced", "Failed", "Suspended"]
+
+
+def test_there_are_examples_of_both_kinds() -> None:
+    assert len(EXAMPLES) >= 4 and len(INVALID) >= 5
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_is_valid(path: Path) -> None:
+    sources = _sources(path)
+    assert sources, "each example holds a KnowledgeSource"
+    for source in sources:
+        assert source["apiVersion"] == "kb.knowledgebase.dev/v1alpha1"
+        _validator().validate(source)
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)
+def test_invalid_example_is_rejected(path: Path) -> None:
+    (source,) = _sources(path)
+    errors = list(_validator().iter_errors(source))
+    assert errors, f"{path.name} was accepted"
+
+
+@pytest.mark.parametrize(
+    ("url", "valid"),
+    [
+        ("https://github.com/org/repo", True),
+        ("https://git.example.com:8443/group/sub/repo.git", True),
+        ("git@github.com:org/repo.git", True),
+        ("ssh://git@host.example.com:2222/org/repo.git", True),
+        ("ssh://host/org/repo", True),
+        ("/srv/git/docs", True),
+        ("file:///srv/git/docs", True),
+        ("-oProxyCommand=sh", False),
+        ("git@-oProxyCommand=sh:repo", False),
+        ("-u@host:repo", False),
+        ("https://user:pass@github.com/org/repo", False),
+        ("ftp://example.com/repo", False),
+        ("relative/path", False),
+        ("ext::sh -c touch% /tmp/pwned", False),
+    ],
+)
+def test_repository_url_pattern(url: str, valid: bool) -> None:
+    source = {"spec": {"repository": {"url": url}}}
+    assert _validator().is_valid(source) is valid
+
+
+@pytest.mark.parametrize(
+    ("schedule", "valid"),
+    [
+        ("@every 1h", True), ("@every 1h30m", True), ("@every 500ms", True), ("@daily", True),
+        ("*/5 * * * *", True), ("0 3 * * 1-5", True),
+        ("@every", False), ("@every 1d", False), ("* * * *", False), ("hourly", False),
+    ],
+)
+def test_schedule_pattern(schedule: str, valid: bool) -> None:
+    source = {"spec": {"repository": {"url": "https://github.com/o/r"}, "schedule": schedule}}
+    assert _validator().is_valid(source) is valid

@@ -1,0 +1,262 @@
+"""The real kopf operator, in-process, against the kmock API emulator and the real search service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kboperator.crd import FINALIZER, SYNC_REQUEST_ANNOTATION
+from tests.operator.e2e_support import World
+from tests.operator.kmock_support import eventually
+
+
+async def test_create_reaches_synced(world: World) -> None:
+    repo = world.repo("docs")
+    repo.write("README.md", "# Docs\n\nWelcome.\n")
+    repo.write("guide/install.md", "# Install\n\nRun it.\n")
+    repo.write("guide/logo.png", b"\x89PNG\r\n")
+    repo.write("guide/broken.md", b"\xff\xfe not utf-8 \xc3\x28")
+    commit = repo.commit("first")
+
+    await world.api.create("docs", {"repository": {"url": str(repo.path)}, "schedule": "@every 1h"})
+
+    status = await eventually(lambda: (s := world.api.status("docs")).get("phase") == "Synced" and s, what="Synced")
+    assert status["lastSyncedCommit"] == commit and status["shortCommit"] == commit[:12]
+    assert status["documentCount"] == 2
+    assert status["lastSync"]["added"] == 2 and status["lastSync"]["full"] is True
+    assert [f["path"] for f in status["skippedFiles"]] == ["guide/broken.md"]
+    assert status["failedFiles"] == []
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Ready"]["status"] == "True" and conditions["Synced"]["status"] == "True"
+    assert conditions["Ready"]["observedGeneration"] == 1
+    assert status["nextSyncTime"] > status["lastSyncTime"]
+    assert await world.listing("docs") == repo.expected("README.md", "guide/install.md")
+    await has_event(world, "docs", "SyncCompleted")
+    assert world.syncs("success") == 1
+
+
+def synced_at(world: World, name: str, commit: str) -> Callable[[], dict[str, Any] | None]:
+    """A check: the source is Synced at `commit`; returns its status."""
+
+    def check() -> dict[str, Any] | None:
+        status = world.api.status(name)
+        ok = status.get("phase") == "Synced" and status.get("lastSyncedCommit") == commit
+        return status if ok else None
+
+    return check
+
+
+async def has_event(world: World, name: str, reason: str) -> None:
+    """Events are posted in the background: wait for one with this reason."""
+    await eventually(lambda: reason in [e["reason"] for e in world.api.events(name)], what=f"event {reason}")
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status.get("conditions", []) if c["type"] == kind)
+
+
+async def test_new_commits_are_reflected(world: World) -> None:
+    repo = world.repo("changing")
+    repo.write("README.md", "# One\n")
+    repo.write("docs/guide.md", "# Guide\n\nHow to.\n")
+    repo.write("docs/old.md", "# Old\n")
+    first = repo.commit("first")
+    await world.api.create("changing", {"repository": {"url": f"file://{repo.path}"}, "schedule": "@every 1s"})
+    await eventually(synced_at(world, "changing", first), what="first sync")
+
+    repo.write("README.md", "# One, edited\n")
+    repo.move("docs/guide.md", "docs/manual.md")
+    repo.remove("docs/old.md")
+    repo.write("docs/new.md", "# New\n")
+    second = repo.commit("edit, rename, delete, add")
+
+    status = await eventually(synced_at(world, "changing", second), what="second commit synced")
+    assert status["lastSync"] | {"durationSeconds": 0} == {
+        "commit": second, "full": False, "added": 1, "modified": 1, "deleted": 1, "renamed": 1,
+        "unchanged": 0, "skipped": 0, "failed": 0, "durationSeconds": 0,
+    }
+    assert status["documentCount"] == 3
+    assert await world.listing("changing") == repo.expected("README.md", "docs/manual.md", "docs/new.md")
+    await has_event(world, "changing", "DocumentsDeleted")
+
+
+async def test_spec_narrowing_removes_orphans(world: World) -> None:
+    repo = world.repo("narrow")
+    for path in ("docs/a.md", "docs/drafts/b.md", "other/c.md"):
+        repo.write(path, f"# {path}\n")
+    commit = repo.commit("three")
+    await world.api.create("narrow", {"repository": {"url": str(repo.path)}, "schedule": "@every 1h"})
+    first = await eventually(synced_at(world, "narrow", commit))
+    assert first["documentCount"] == 3
+
+    await world.api.patch("narrow", {"spec": {"paths": ["docs/**/*.md"], "exclude": ["**/drafts/**"]}})
+
+    status = await eventually(
+        lambda: (s := world.api.status("narrow")).get("specHash") not in (None, first["specHash"])
+        and s.get("phase") == "Synced" and s,
+        what="narrowed sync",
+    )
+    assert status["lastSync"]["full"] is True and status["lastSync"]["deleted"] == 2
+    assert status["documentCount"] == 1 and status["observedGeneration"] == 2
+    assert await world.listing("narrow") == repo.expected("docs/a.md")
+
+
+async def test_failing_service_is_retried_and_converges(world: World) -> None:
+    repo = world.repo("flaky")
+    repo.write("a.md", "# A\n")
+    first = repo.commit("one")
+    await world.api.create("flaky", {"repository": {"url": str(repo.path)}, "schedule": "@every 1s"})
+    await eventually(synced_at(world, "flaky", first))
+
+    # Some documents fail: the sync is partial, listed, retried, and the commit stays put.
+    world.faults.failing_paths.add("b.md")
+    repo.write("b.md", "# B\n")
+    repo.write("c.md", "# C\n")
+    second = repo.commit("two more")
+    partial = await eventually(
+        lambda: (s := world.api.status("flaky")).get("consecutiveFailures", 0) >= 2 and s, what="retried partial"
+    )
+    assert partial["phase"] == "Failed" and partial["lastSyncedCommit"] == first
+    assert condition(partial, "Synced")["status"] == "False" and condition(partial, "Synced")["reason"] == "PartialSync"
+    assert condition(partial, "Ready")["reason"] == "PartialSync"
+    assert [f["path"] for f in partial["failedFiles"]] == ["b.md"]
+    await has_event(world, "flaky", "SyncPartial")
+    assert (await world.listing("flaky")).keys() == {"a.md", "c.md"}
+
+    world.faults.heal()
+    healed = await eventually(synced_at(world, "flaky", second), what="converged")
+    assert healed["consecutiveFailures"] == 0 and healed["failedFiles"] == []
+    assert await world.listing("flaky") == repo.expected("a.md", "b.md", "c.md")
+
+    # The whole service down: a failed sync, retried, converging once it is back.
+    world.faults.down = True
+    repo.write("a.md", "# A, edited\n")
+    third = repo.commit("edit")
+    down = await eventually(
+        lambda: (s := world.api.status("flaky")).get("phase") == "Failed" and s.get("consecutiveFailures", 0) >= 2 and s
+    )
+    assert condition(down, "Ready")["reason"] in ("ServiceUnavailable", "PartialSync")
+    assert down["lastSyncedCommit"] == second
+    world.faults.heal()
+    await eventually(synced_at(world, "flaky", third), what="converged after the outage")
+    assert await world.listing("flaky") == repo.expected("a.md", "b.md", "c.md")
+
+
+async def test_manual_sync_request_and_suspend(world: World) -> None:
+    repo = world.repo("manual")
+    repo.write("a.md", "# A\n")
+    first = repo.commit("one")
+    await world.api.create("manual", {"repository": {"url": str(repo.path)}, "schedule": "@every 1h"})
+    await eventually(synced_at(world, "manual", first))
+    syncs = world.syncs("success")
+
+    repo.write("b.md", "# B\n")
+    second = repo.commit("two")
+    await world.api.annotate("manual", SYNC_REQUEST_ANNOTATION, "2024-05-01T10:00:00Z")
+    status = await eventually(synced_at(world, "manual", second), what="requested sync")
+    assert status["lastHandledSyncRequest"] == "2024-05-01T10:00:00Z" and status["lastSync"]["full"] is True
+    assert world.syncs("success") == syncs + 1
+
+    # Its own status writes (and an unrelated label) never trigger another sync.
+    await world.api.patch("manual", {"metadata": {"labels": {"team": "docs"}}})
+    await asyncio.sleep(1)
+    assert world.syncs("success") == syncs + 1
+
+    await world.api.patch("manual", {"spec": {"suspend": True}})
+    suspended = await eventually(lambda: (s := world.api.status("manual")).get("phase") == "Suspended" and s)
+    assert condition(suspended, "Ready")["reason"] == "Suspended" and "nextSyncTime" not in suspended
+    repo.write("c.md", "# C\n")
+    third = repo.commit("three")
+    await world.api.annotate("manual", SYNC_REQUEST_ANNOTATION, "2024-05-01T11:00:00Z")
+    await asyncio.sleep(1)
+    assert world.api.status("manual")["lastSyncedCommit"] == second
+    assert world.api.status("manual")["phase"] == "Suspended"
+
+    await world.api.patch("manual", {"spec": {"suspend": False}})
+    resumed = await eventually(synced_at(world, "manual", third), what="resumed")
+    assert resumed["lastHandledSyncRequest"] == "2024-05-01T11:00:00Z"
+    assert await world.listing("manual") == repo.expected("a.md", "b.md", "c.md")
+
+
+async def test_deletion_policies(world: World) -> None:
+    # One repository each: a document's URI is its identity in the service.
+    repos, commits = {}, {}
+    for name, policy in (("deleted", "Delete"), ("retained", "Retain"), ("stubborn", "Delete")):
+        repo = repos[name] = world.repo(name)
+        repo.write("a.md", f"# A of {name}\n")
+        repo.write("b.md", f"# B of {name}\n")
+        commits[name] = repo.commit("two")
+        await world.api.create(name, {"repository": {"url": str(repo.path)}, "deletionPolicy": policy})
+    for name in repos:
+        await eventually(synced_at(world, name, commits[name]), what=f"{name} synced")
+        assert world.api.get(name)["metadata"]["finalizers"] == [FINALIZER]
+
+    await world.api.delete("deleted")
+    await world.api.delete("retained")
+    await eventually(lambda: world.api.get("deleted") is None and world.api.get("retained") is None, what="gone")
+    assert await world.listing("deleted") == {}
+    assert await world.listing("retained") == repos["retained"].expected("a.md", "b.md")
+    await has_event(world, "deleted", "DocumentsDeleted")
+    await has_event(world, "retained", "DocumentsRetained")
+
+    # Cleanup that fails keeps the finalizer, says why, and retries until it succeeds.
+    world.faults.down = True
+    await world.api.delete("stubborn")
+    stuck = await eventually(
+        lambda: (o := world.api.get("stubborn")) and condition(o.get("status", {}), "Ready")["reason"] == "CleanupFailed" and o,
+        what="cleanup failure shown",
+    )
+    assert stuck["metadata"]["finalizers"] == [FINALIZER] and stuck["metadata"]["deletionTimestamp"]
+    await has_event(world, "stubborn", "CleanupFailed")
+    world.faults.heal()
+    await eventually(lambda: world.api.get("stubborn") is None, what="deleted after healing")
+    assert await world.listing("stubborn") == {}
+
+
+async def test_missing_secret_and_invalid_spec_fail_clearly(world: World) -> None:
+    repo = world.repo("strict")
+    repo.write("a.md", "# A\n")
+    commit = repo.commit("one")
+
+    # A Secret that does not exist, then one without the key: Failed, said clearly, retried rarely.
+    spec = {"repository": {"url": "https://git.example.com/acme/docs.git", "secretRef": {"name": "creds"}}}
+    await world.api.create("nosecret", spec)
+    missing = await eventually(lambda: (s := world.api.status("nosecret")).get("phase") == "Failed" and s)
+    assert condition(missing, "Ready")["reason"] == "SecretUnavailable"
+    assert "Secret kb/creds does not exist" in condition(missing, "Ready")["message"]
+    assert missing.get("nextSyncTime")  # retried with backoff, in case the Secret appears
+    await world.api.create_secret("creds", {"username": "bot"})
+    keyless = await eventually(
+        lambda: "has no 'token' key" in condition(world.api.status("nosecret"), "Ready")["message"]
+        and world.api.status("nosecret"),
+        what="the missing key reported",
+    )
+    assert keyless["phase"] == "Failed"
+    await has_event(world, "nosecret", "SecretUnavailable")
+
+    # A token never shows up anywhere, even when the repository is unreachable.
+    await world.api.create_secret("token", {"token": "s3cr3t-t0ken-value"})
+    spec = {"repository": {"url": "https://127.0.0.1:9/acme/docs.git", "secretRef": {"name": "token"}}}
+    await world.api.create("unreachable", spec)
+    unreachable = await eventually(lambda: (s := world.api.status("unreachable")).get("phase") == "Failed" and s)
+    assert condition(unreachable, "Ready")["reason"] == "RepositoryUnavailable"
+    everything = json.dumps([world.api.get("unreachable"), world.api.events("unreachable")])
+    assert "s3cr3t" not in everything
+
+    # Hostile and broken specs (the CRD refuses the first, but the emulator does not validate):
+    # Failed with the reason, and not retried until the spec changes.
+    for name, ref in (("injection", "--upload-pack=touch /tmp/pwned"), ("badref", "no-such-branch")):
+        await world.api.create(name, {"repository": {"url": str(repo.path), "ref": ref}, "schedule": "@every 1s"})
+    for name in ("injection", "badref"):
+        status = await eventually(lambda n=name: (s := world.api.status(n)).get("phase") == "Failed" and s)
+        assert condition(status, "Ready")["reason"] == "InvalidSpec" and "nextSyncTime" not in status
+        await has_event(world, name, "InvalidSpec")
+    assert "must not start with '-'" in condition(world.api.status("injection"), "Ready")["message"]
+    assert "no-such-branch" in condition(world.api.status("badref"), "Ready")["message"]
+    await asyncio.sleep(1)
+    assert world.api.status("badref")["consecutiveFailures"] == 1
+
+    await world.api.patch("badref", {"spec": {"repository": {"ref": "main"}}})
+    await eventually(synced_at(world, "badref", commit), what="fixed spec synced")
