@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     # Vector store
     store: Literal["edge", "qdrant"] = Field("edge", description="edge: embedded Qdrant Edge; qdrant: a server.")
     data_dir: Path = Field(Path("data"), description="Where the embedded store keeps its files.")
+    edge_flush_interval_s: float = Field(
+        1.0, ge=0, description="Embedded store: seconds between WAL fsyncs (group commit); 0 syncs every write."
+    )
     collection: str = Field("knowledge", pattern=r"^[A-Za-z0-9_-]{1,64}$", description="Collection name.")
     qdrant_url: str | None = Field(None, description="Qdrant server URL, for store=qdrant.")
     qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key.")

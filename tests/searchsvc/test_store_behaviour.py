@@ -621,3 +621,28 @@ def test_factory_builds_the_configured_backend(tmp_path: Path):
         server = build_store(settings)
     assert isinstance(server, QdrantServerStore) and server.backend == "qdrant" and server.collection == "kb"
     server.close()
+
+
+def test_edge_group_commit_flushes_in_the_background(tmp_path):
+    """Writes are fsync'ed by the flusher within the interval, not one by one."""
+    import time
+
+    store = EdgeStore(tmp_path, "flush", flush_interval_s=0.05)
+    store.open(TEST_SIGNATURE)
+    try:
+        store.put_document(
+            DocumentRecord("a.md", "s", "sha256:x", 0, [], {}, None, "2026-01-01T00:00:00Z", "c")
+        )
+        assert store._dirty
+        deadline = time.monotonic() + 10
+        while store._dirty and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not store._dirty
+    finally:
+        store.close()
+    reopened = EdgeStore(tmp_path, "flush")
+    reopened.open(TEST_SIGNATURE)
+    try:
+        assert reopened.get_document("a.md") is not None
+    finally:
+        reopened.close()

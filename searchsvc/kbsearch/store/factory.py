@@ -12,7 +12,7 @@ def build_store(settings: Settings) -> VectorStore:
     if settings.store == "edge":
         from kbsearch.store.edge import EdgeStore
 
-        return EdgeStore(settings.data_dir, settings.collection)
+        return EdgeStore(settings.data_dir, settings.collection, flush_interval_s=settings.edge_flush_interval_s)
     if settings.store == "qdrant":
         from kbsearch.store.qdrant_server import QdrantServerStore
 
