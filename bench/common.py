@@ -306,6 +306,22 @@ def run_service(settings=None, *, store=None, embedder=None, timeout_s: float = 
         sock.close()
 
 
+def service_cache(inner, max_entries: int):
+    """The service's own CachedEmbedder around `inner`, safe to hand to create_app.
+
+    create_app does `embedder or build_embedder(settings)`, and CachedEmbedder defines __len__,
+    so an EMPTY cache is falsy: create_app silently drops it and builds (and loads) a new
+    embedder of its own. This subclass is always truthy, so the app uses the cache it is given.
+    """
+    from kbsearch.embedders.cache import CachedEmbedder
+
+    class _TruthyCache(CachedEmbedder):
+        def __bool__(self) -> bool:
+            return True
+
+    return _TruthyCache(inner, max_entries)
+
+
 def local_embedder():
     """The real bundled MiniLM, loaded (about 6 s), with the service's default batch size."""
     from kbsearch.embedders.local import LocalEmbedder

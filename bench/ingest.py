@@ -31,6 +31,7 @@ from bench.common import (
     local_embedder,
     print_table,
     run_service,
+    service_cache,
     summary_ms,
     write_result,
 )
@@ -99,8 +100,6 @@ def edit_one_line(text: str) -> tuple[str, int]:
 
 
 def big_file(base_url: str, text: str, times) -> dict[str, Any]:
-    from kbsearch.embedders.cache import CachedEmbedder  # noqa: F401 - documented: a fresh app, empty cache
-
     edited, line = edit_one_line(text)
     out: dict[str, Any] = {"bytes": len(text.encode()), "editedLine": line}
     with http_client(base_url) as client:
@@ -126,8 +125,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--big-kb", type=int, default=100, help="size of the 1-line-edit file in KB (default 100)")
     args = parser.parse_args(argv)
 
-    from kbsearch.embedders.cache import CachedEmbedder
-
+    
     data = load_scifact(args.scifact)
     docs = list(markdown_documents(data, args.docs))
     print(f"[ingest] {len(docs)} generated markdown docs, {sum(len(t.encode()) for _, t in docs) / 1e6:.2f} MB ({load_text()})")
@@ -146,7 +144,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"    {raw['chunksPerSecond']} chunks/s ({load_text()})")
 
         print(f"  pipeline, fresh app, empty embed cache (cold), {args.workers} workers ...", flush=True)
-        cache = CachedEmbedder(embedder, settings.embed_cache_size)  # as the service builds it by default
+        cache = service_cache(embedder, settings.embed_cache_size)  # as the service builds it by default
         with run_service(settings, embedder=cache) as svc:
             cold = pipeline(svc.base_url, docs, args.workers, svc.times)
         print(f"    {cold['docsPerSecond']} docs/s, {cold['chunksPerSecond']} chunks/s, {cold['chunksEmbedded']} embedded ({load_text()})")
@@ -168,7 +166,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         print(f"  {args.big_kb} KB file: fresh ingest, then a 1-line edit (fresh app, empty cache) ...", flush=True)
         big_text = large_markdown(data, args.big_kb * 1000)
-        with run_service(settings_for(Path(tmp) / "big"), embedder=CachedEmbedder(embedder, settings.embed_cache_size)) as svc:
+        with run_service(settings_for(Path(tmp) / "big"), embedder=service_cache(embedder, settings.embed_cache_size)) as svc:
             big = big_file(svc.base_url, big_text, svc.times)
 
     overhead = 1 - cold["chunksPerSecond"] / raw["chunksPerSecond"]

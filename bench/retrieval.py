@@ -35,6 +35,7 @@ from bench.common import (
     local_embedder,
     print_table,
     run_service,
+    service_cache,
     scifact_markdown,
     server_timing,
     summary_ms,
@@ -77,8 +78,11 @@ def docs_from_hits(results: list[dict[str, Any]]) -> list[str]:
 # --- ingest ---------------------------------------------------------------------------------
 
 
+_SUBSET: list[int] = [0]  # --docs N: a smoke run on the first N abstracts, cached apart
+
+
 def data_dir() -> Path:
-    return CACHE_DIR / "scifact-edge"
+    return CACHE_DIR / ("scifact-edge" if not _SUBSET[0] else f"scifact-edge-first{_SUBSET[0]}")
 
 
 def meta_path() -> Path:
@@ -173,16 +177,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--scifact", required=False, help="SciFact train folder (BEIR layout)")
     parser.add_argument("--limit-queries", type=int, default=0, help="evaluate only the first N queries (smoke)")
     parser.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True, help="rrf_k x candidates table")
+    parser.add_argument("--docs", type=int, default=0, help="smoke run: only the first N abstracts and the queries judged on them")
     parser.add_argument("--fresh", action="store_true", help="drop the cached collection and ingest again")
     args = parser.parse_args(argv)
 
     data = load_scifact(args.scifact)
+    _SUBSET[0] = args.docs
+    if args.docs:
+        data.corpus = data.corpus[: args.docs]
+        kept = {str(d["_id"]) for d in data.corpus}
+        data.qrels = {q: rel for q, rel in data.qrels.items() if set(rel) <= kept}
     with exclusive_dir(data_dir()):
         return _main(args, data)
 
 
 def _main(args, data: SciFact) -> dict[str, Any]:
-    from kbsearch.embedders.cache import CachedEmbedder
     from kbsearch.settings import Settings
 
     query_ids = [q for q in data.queries if q in data.qrels]
@@ -198,7 +207,7 @@ def _main(args, data: SciFact) -> dict[str, Any]:
 
     # Query vectors are cached across the sweep's service instances (each text is embedded once);
     # the first pass below is uncached, so its Server-Timing embed figures are real.
-    cached = CachedEmbedder(embedder, 10_000)
+    cached = service_cache(embedder, 10_000)
     defaults = Settings(data_dir=data_dir(), collection=COLLECTION, api_token=None, read_token=None)
     modes: dict[str, Any] = {}
     with run_service(defaults, embedder=cached) as svc:
@@ -224,7 +233,7 @@ def _main(args, data: SciFact) -> dict[str, Any]:
                 print(f"    rrf_k={k:<3d} candidates={candidates:<3d} nDCG@10 {row['ndcg@10']:.4f}  Recall@100 {rec}", flush=True)
 
     result: dict[str, Any] = {
-        "dataset": "SciFact train (BEIR)", "documents": len(data.corpus), "queries": len(query_ids),
+        "dataset": "SciFact train (BEIR)" + (f", SMOKE SUBSET: first {args.docs} abstracts" if args.docs else ""), "documents": len(data.corpus), "queries": len(query_ids),
         "service": {"store": "edge (Qdrant Edge, embedded)", "embedder": "local all-MiniLM-L6-v2", "transport": "HTTP 127.0.0.1, uvicorn",
                     "rrf_k": defaults.rrf_k, "candidates": defaults.search_candidates, "chunkRange": list(defaults.chunk_range)},
         "ingest": ingest_record, "modes": modes, "sweep": sweep,

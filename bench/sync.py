@@ -37,6 +37,7 @@ from bench.common import (
     local_embedder,
     print_table,
     run_service,
+    service_cache,
     summary_ms,
     write_result,
 )
@@ -196,7 +197,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from kboperator.models import RepoSpec, SyncSpec
     from kboperator.sync import SyncEngine
 
-    from kbsearch.embedders.cache import CachedEmbedder
     from kbsearch.settings import Settings
 
     data = load_scifact(args.scifact)
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             return SyncSpec(source_id=SOURCE_ID, repo=RepoSpec(url=str(repo), ref="main"), allow_local=True)
 
         settings = Settings(data_dir=tmp / "data", collection="bench", api_token=None, read_token=None)
-        cache = CachedEmbedder(embedder, settings.embed_cache_size)  # as the service builds it; empty
+        cache = service_cache(embedder, settings.embed_cache_size)  # as the service builds it; empty
         runs: dict[str, Any] = {}
         with run_service(settings, embedder=cache) as svc:
 

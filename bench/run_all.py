@@ -1,0 +1,92 @@
+"""Run every benchmark in order and print a summary table (`make bench`).
+
+    python -m bench.run_all --scifact ../shared/eval/scifact-train [--skip NAME ...] [--quick]
+
+--quick is a smoke run on small sizes (minutes, not the reported figures). Each benchmark writes
+bench/results/<name>.json; this writes bench/results/summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import traceback
+from typing import Any
+
+from bench.common import load_average, load_scifact, load_text, print_table, write_result
+
+ORDER = ("retrieval", "ingest", "search_latency", "sync")
+
+QUICK_ARGS = {
+    "retrieval": ["--docs", "300", "--no-sweep"],
+    "ingest": ["--docs", "20", "--big-kb", "20"],
+    "search_latency": ["--docs", "200", "--chunks", "2000", "--queries", "50"],
+    "sync": ["--files", "50"],
+}
+
+
+def headline(name: str, r: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for the summary table."""
+    met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
+    if name == "retrieval":
+        m = r["modes"]
+        fig = (f"nDCG@10 hybrid {m['hybrid']['ndcg@10']:.4f} / dense {m['dense']['ndcg@10']:.4f} / "
+               f"keyword {m['keyword']['ndcg@10']:.4f}; R@100 hybrid {m['hybrid']['recall@100']:.4f}")
+        return fig, "hybrid >= 0.70 and best", met(r["target"]["met"])
+    if name == "ingest":
+        fig = (f"{r['pipelineCold']['docsPerSecond']} docs/s, {r['pipelineCold']['chunksPerSecond']} chunks/s vs raw "
+               f"{r['raw']['chunksPerSecond']} chunks/s: overhead {r['overhead']:.1%}; 100 KB 1-line edit "
+               f"{r['bigFile']['oneLineEdit']['chunksEmbedded']}/{r['bigFile']['oneLineEdit']['chunks']} chunks in "
+               f"{r['bigFile']['oneLineEdit']['seconds']} s vs fresh {r['bigFile']['fresh']['seconds']} s")
+        return fig, "overhead <= 10%", met(r["target"]["met"])
+    if name == "search_latency":
+        e = r["runs"]["edge"]
+        fig = f"edge engine p50 {e['engineMs']['p50']} / p95 {e['engineMs']['p95']} ms, embed p50 {e['embedMs']['p50']} ms"
+        if "qdrant-local" in r["runs"]:
+            q = r["runs"]["qdrant-local"]
+            fig += f"; qdrant-local engine p50 {q['engineMs']['p50']} / p95 {q['engineMs']['p95']} ms"
+        return fig, "edge engine p95 <= 20 ms", met(r["target"]["met"])
+    if name == "sync":
+        fig = (f"{r['sizeNote']}: full {r['runs']['full']['seconds']:.1f} s, incremental "
+               f"{r['runs']['incremental']['seconds']:.3f} s = {r['incrementalToFullRatio']:.4%}")
+        return fig, "incremental <= 1% of full", met(r["target"]["met"])
+    return "", "", ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scifact", help="SciFact train folder (BEIR layout), e.g. ../shared/eval/scifact-train")
+    parser.add_argument("--skip", action="append", default=[], choices=ORDER, help="skip a benchmark (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="small smoke run of every benchmark")
+    args = parser.parse_args(argv)
+    load_scifact(args.scifact)  # every benchmark reads it: exit 2 with a clear message if it is missing
+
+    import importlib
+
+    rows, results, failed = [], {}, []
+    print(f"[run_all] {'QUICK smoke run' if args.quick else 'full run'}; start {load_text()}")
+    for name in ORDER:
+        if name in args.skip:
+            rows.append([name, "skipped", "", "", ""])
+            continue
+        module = importlib.import_module(f"bench.{name}")
+        bench_argv = ["--scifact", args.scifact, *(QUICK_ARGS[name] if args.quick else [])]
+        print(f"\n=== {name} {' '.join(bench_argv)} ===", flush=True)
+        started = time.perf_counter()
+        try:
+            result = module.main(bench_argv)
+        except Exception:  # noqa: BLE001 - one failing benchmark must not hide the others
+            traceback.print_exc()
+            failed.append(name)
+            rows.append([name, "FAILED (see above)", "", "", f"{time.perf_counter() - started:.0f}"])
+            continue
+        results[name] = result
+        rows.append([name, *headline(name, result), f"{time.perf_counter() - started:.0f}"])
+    write_result("summary", {"quick": args.quick, "rows": [dict(zip(("benchmark", "figure", "target", "verdict", "seconds"), r)) for r in rows]})
+    print(f"\n[run_all] summary ({'QUICK smoke sizes' if args.quick else 'full sizes'}; end {load_text(load_average())})")
+    print_table(["benchmark", "figure", "target", "verdict", "s"], rows)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
