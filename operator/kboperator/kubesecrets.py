@@ -14,6 +14,7 @@ import binascii
 
 import kubernetes.client
 import kubernetes.config
+import urllib3.exceptions
 from kubernetes.client.rest import ApiException
 
 from kboperator.errors import SyncError
@@ -66,7 +67,7 @@ class SecretReader:
             raise KubernetesUnavailableError(
                 f"reading Secret {namespace}/{name} failed: HTTP {exc.status}"
             ) from None
-        except OSError as exc:  # urllib3's connection errors derive from OSError
+        except (OSError, urllib3.exceptions.HTTPError) as exc:  # no answer at all
             raise KubernetesUnavailableError(
                 f"reading Secret {namespace}/{name} failed: {type(exc).__name__}"
             ) from None

@@ -20,7 +20,7 @@ from kboperator.errors import (
 )
 from kboperator.kubesecrets import KubernetesUnavailableError, SecretError
 from kboperator.models import SyncResult
-from kboperator.schedule import format_time, utcnow
+from kboperator.schedule import format_time, parse_time, utcnow
 from kboperator.services import Services, SourceState
 from kboperator.source import Source, source_id
 from kboperator.status import READY, SYNCED, Phase, condition, issues, last_sync, merge_conditions, summary
@@ -73,7 +73,7 @@ class StatusWriter:
         """Failed attempts since the last success."""
         return int(self.status.get("consecutiveFailures") or 0)
 
-    def announced(self, why: str, full: bool) -> None:
+    def announced(self, why: str) -> None:
         """A sync is due: show it before it runs (the next timer call runs it)."""
         never_synced = not self.status.get("lastSyncTime")
         phase = Phase.PENDING if never_synced else Phase.SYNCING
@@ -96,8 +96,7 @@ class StatusWriter:
         """A spec change that keeps the document set (schedule, policy): plan the next sync anew."""
         changes: dict[str, Any] = {"observedGeneration": self.generation}
         if not self.failures():  # a failing source keeps its backoff
-            last = self.status.get("lastSyncTime")
-            base = datetime.datetime.fromisoformat(last.replace("Z", "+00:00")) if last else now
+            base = parse_time(self.status.get("lastSyncTime")) or now
             changes["nextSyncTime"] = format_time(source.schedule.next_after(base))
         self._write(changes)
 
@@ -132,15 +131,16 @@ class StatusWriter:
         else:
             failures = self.failures() + 1
             message = f"{len(result.failed)} documents failed; retry at {format_time(retry_at)}"
+            if reason_of(self.status) != "PartialSync":  # one event per failure streak, not per retry
+                kopf.warn(self.body, reason="SyncPartial", message=text)
             changes.update({
                 "phase": Phase.FAILED.value, "consecutiveFailures": failures, "nextSyncTime": format_time(retry_at),
                 "conditions": self._conditions((READY, False, "PartialSync", message), (SYNCED, False, "PartialSync", text)),
             })
-            kopf.warn(self.body, reason="SyncPartial", message=text)
         self._write(changes)
 
-    def failed(self, error: Exception, *, retry_at: datetime.datetime | None) -> None:
-        """A sync could not run (or the spec is invalid); retry_at None means: until the spec changes."""
+    def failed(self, error: Exception, *, retry_at: datetime.datetime | None, attempted: bool = True) -> None:
+        """A sync failed (or, not attempted, the spec is invalid); retry_at None: until the spec changes."""
         reason = failure_reason(error)
         when = "not retried until the spec changes" if retry_at is None else f"retry at {format_time(retry_at)}"
         message = f"{error}; {when}" if str(error) else f"{type(error).__name__}; {when}"
@@ -152,9 +152,10 @@ class StatusWriter:
         }
         if self.request:
             changes["lastHandledSyncRequest"] = self.request
-        if self.status.get("lastSyncTime") or retry_at is not None:
+        if attempted:
             changes["lastSyncTime"] = format_time(utcnow())
-        kopf.warn(self.body, reason=reason, message=message)
+        if reason != reason_of(self.status):  # one event per failure streak and reason, not per retry
+            kopf.warn(self.body, reason=reason, message=message)
         self._write(changes)
 
     def cleanup_failed(self, message: str) -> None:

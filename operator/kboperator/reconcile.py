@@ -120,25 +120,25 @@ async def tick(
 ) -> None:
     """One call of the source's timer: wait, or make one step and return."""
     first_call = state.status is None
-    if state.status is None:
-        state.status = dict(body.get("status") or {})
-    writer = outcome.StatusWriter(services, state, body, patch)
+    writer = outcome.StatusWriter(services, state, body, patch)  # takes the body's status on first use
+    if first_call and writer.status.get("phase"):
+        services.metrics.set_phase(writer.source_id, writer.status["phase"])  # after a restart
     now = utcnow()
-    plan = decide(body, state.status, services.settings, now)
+    plan = decide(body, writer.status, services.settings, now)
     if plan.action == "wait":
         await _nap(state, stopped, plan.wait)
     elif plan.action == "suspend":
         writer.suspended()
     elif plan.action == "invalid":
-        writer.failed(InvalidSpecError(plan.error), retry_at=None)
+        writer.failed(InvalidSpecError(plan.error), retry_at=None, attempted=False)
     elif plan.action == "reschedule":
         assert plan.source is not None
         writer.rescheduled(plan.source, now)
     elif first_call and plan.reason == SCHEDULED and services.settings.startup_jitter_seconds > 0:
         # An overdue sync found at start-up: spread them, so a restart does not sync everything at once.
         await _nap(state, stopped, random.uniform(0, services.settings.startup_jitter_seconds))
-    elif state.status.get("phase") not in (Phase.PENDING, Phase.SYNCING) or writer.stale_generation():
-        writer.announced(plan.reason, plan.full)
+    elif writer.status.get("phase") not in (Phase.PENDING, Phase.SYNCING) or writer.stale_generation():
+        writer.announced(plan.reason)
     elif not stopped:
         assert plan.source is not None
         await _sync(services, state, writer, plan.source, plan.full)

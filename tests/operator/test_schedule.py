@@ -1,0 +1,46 @@
+"""Sync schedules: @every durations, descriptors, 5-field cron, and times as Kubernetes writes them."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from kboperator.errors import InvalidSpecError
+from kboperator.schedule import Schedule, format_time, parse_duration, parse_time
+
+NOON = datetime.datetime(2024, 1, 1, 12, 30, tzinfo=datetime.timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("1h", 3600), ("1h30m", 5400), ("45s", 45), ("500ms", 0.5), ("1.5m", 90)]
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+    assert Schedule.parse(f"@every {text}").next_after(NOON) == NOON + datetime.timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("@hourly", datetime.datetime(2024, 1, 1, 13, 0, tzinfo=datetime.timezone.utc)),
+        ("@daily", datetime.datetime(2024, 1, 2, 0, 0, tzinfo=datetime.timezone.utc)),
+        ("*/20 * * * *", datetime.datetime(2024, 1, 1, 12, 40, tzinfo=datetime.timezone.utc)),
+        ("0  3 * * 1-5", datetime.datetime(2024, 1, 2, 3, 0, tzinfo=datetime.timezone.utc)),
+    ],
+)
+def test_cron(text: str, expected: datetime.datetime) -> None:
+    assert Schedule.parse(text).next_after(NOON) == expected
+
+
+@pytest.mark.parametrize("text", ["", "@every", "@every 0s", "@every 1d", "hourly", "* * * *", "* * * * * *", "61 * * * *"])
+def test_invalid_schedules_are_spec_errors(text: str) -> None:
+    with pytest.raises(InvalidSpecError, match="schedule"):
+        Schedule.parse(text)
+
+
+def test_times_round_trip_to_the_second_in_utc() -> None:
+    local = NOON.astimezone(datetime.timezone(datetime.timedelta(hours=2))).replace(microsecond=123)
+    assert format_time(local) == "2024-01-01T12:30:00Z"
+    assert parse_time("2024-01-01T12:30:00Z") == NOON
+    assert parse_time(None) is None and parse_time("yesterday") is None

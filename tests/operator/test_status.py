@@ -1,0 +1,55 @@
+"""Status conditions follow the Kubernetes conventions; lists stay bounded; metrics count truly."""
+
+from __future__ import annotations
+
+from kboperator.metrics import OperatorMetrics
+from kboperator.models import FileIssue, SyncResult
+from kboperator.status import MAX_LISTED_FILES, condition, issues, merge_conditions
+
+
+def test_transition_time_moves_only_when_the_status_changes() -> None:
+    first = condition(None, "Ready", True, "SyncSucceeded", "ok", generation=1, now="2024-01-01T00:00:00Z")
+    same = condition([first], "Ready", True, "SyncSucceeded", "still ok", generation=2, now="2024-01-02T00:00:00Z")
+    flipped = condition([same], "Ready", False, "PartialSync", "1 failed", generation=2, now="2024-01-03T00:00:00Z")
+    unknown = condition([flipped], "Ready", None, "Pending", "queued", generation=2, now="2024-01-04T00:00:00Z")
+    assert first["lastTransitionTime"] == same["lastTransitionTime"] == "2024-01-01T00:00:00Z"
+    assert same["message"] == "still ok" and same["observedGeneration"] == 2
+    assert flipped["lastTransitionTime"] == "2024-01-03T00:00:00Z" and flipped["status"] == "False"
+    assert unknown["status"] == "Unknown" and unknown["lastTransitionTime"] == "2024-01-04T00:00:00Z"
+
+
+def test_merge_keeps_other_types_and_puts_ready_first() -> None:
+    synced = condition(None, "Synced", True, "SyncSucceeded", "", generation=1, now="t")
+    ready = condition(None, "Ready", False, "Suspended", "", generation=1, now="t")
+    merged = merge_conditions([synced], [ready])
+    assert [c["type"] for c in merged] == ["Ready", "Synced"]
+    assert merge_conditions(merged, [dict(ready, reason="Other")])[0]["reason"] == "Other"
+
+
+def test_file_lists_are_bounded() -> None:
+    listed = issues(FileIssue(f"f{i}.md", "x" * 900) for i in range(500))
+    assert len(listed) == MAX_LISTED_FILES and len(listed[0]["reason"]) == 500
+
+
+def test_metrics_count_results_documents_and_phases() -> None:
+    metrics = OperatorMetrics()
+    result = SyncResult(
+        commit="c" * 40, full=False, added=2, modified=1, deleted=0, renamed=1, unchanged=5,
+        skipped=[FileIssue("a.bin", "binary")], failed=[FileIssue("b.md", "503")], documents=9, duration_s=1.5,
+    )
+    metrics.record_sync(result)
+    metrics.record_failure(0.5)
+    metrics.set_phase("ns/a", "Synced")
+    metrics.set_phase("ns/b", "Synced")
+    metrics.set_phase("ns/b", "Failed")
+    metrics.set_phase("ns/c", "Synced")
+    metrics.set_phase("ns/c", None)
+    sample = metrics.registry.get_sample_value
+    assert sample("kb_operator_syncs_total", {"result": "partial"}) == 1
+    assert sample("kb_operator_syncs_total", {"result": "failed"}) == 1
+    assert sample("kb_operator_documents_total", {"outcome": "added"}) == 2
+    assert sample("kb_operator_documents_total", {"outcome": "failed"}) == 1
+    assert sample("kb_operator_sync_duration_seconds_count", {}) == 2
+    assert sample("kb_operator_sources", {"phase": "Synced"}) == 1
+    assert sample("kb_operator_sources", {"phase": "Failed"}) == 1
+    assert sample("kb_operator_sources", {"phase": "Suspended"}) == 0
