@@ -36,6 +36,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     )
     # A stopped timer (object deleted) is re-checked this often until its running sync ends.
     settings.background.cancellation_polling = 2
+    # Namespaces are exact names and the CRD is installed first: no need to watch Namespaces
+    # or CRDs, so the operator needs no cluster-scoped permissions in namespaced mode.
+    settings.scanning.disabled = True
     services = Services(config, secrets=SecretReader.from_environment(), transport=memo.get("search_transport"))
     services.metrics.serve(config.metrics_port)
     memo["services"] = services

@@ -14,7 +14,6 @@ import binascii
 
 import kubernetes.client
 import kubernetes.config
-import urllib3.exceptions
 from kubernetes.client.rest import ApiException
 
 from kboperator.errors import SyncError
@@ -67,7 +66,7 @@ class SecretReader:
             raise KubernetesUnavailableError(
                 f"reading Secret {namespace}/{name} failed: HTTP {exc.status}"
             ) from None
-        except (OSError, urllib3.exceptions.HTTPError) as exc:  # no answer at all
+        except Exception as exc:  # no answer at all (urllib3's connection and timeout errors)
             raise KubernetesUnavailableError(
                 f"reading Secret {namespace}/{name} failed: {type(exc).__name__}"
             ) from None

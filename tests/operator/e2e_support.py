@@ -129,13 +129,26 @@ def _replay(body: bytes) -> Receive:
 class World:
     """Everything an end-to-end test touches."""
 
-    def __init__(self, tmp: Path, kube: KubeEmulator, service: httpx.AsyncClient, faults: Faults, memo: kopf.Memo):
+    def __init__(self, tmp: Path, kube: KubeEmulator, service: httpx.AsyncClient, faults: Faults) -> None:
         self.tmp = tmp
         self.kube = kube
         self.api = KubeApi(kube, NAMESPACE)
         self.service = service
         self.faults = faults
-        self.memo = memo
+        self.memo = kopf.Memo()
+        self._operator: AsyncExitStack | None = None
+
+    async def start_operator(self) -> None:
+        """A fresh operator process, as after a pod restart: nothing kept in memory."""
+        self.memo = kopf.Memo(search_transport=httpx.ASGITransport(app=self.faults))
+        self._operator = AsyncExitStack()
+        # Namespaced, as the chart deploys it by default (what __main__ passes to kopf).
+        await self._operator.enter_async_context(running_operator(self.memo, namespaces=[NAMESPACE]))
+
+    async def stop_operator(self) -> None:
+        if self._operator is not None:
+            await self._operator.aclose()
+            self._operator = None
 
     def repo(self, name: str) -> GitRepo:
         return GitRepo(self.tmp / "repos" / name)
@@ -169,7 +182,7 @@ async def world(
 ) -> AsyncIterator[World]:
     """The operator running against the emulator and the real service, tuned for fast retries."""
     for key, value in {
-        "SEARCH_URL": SERVICE_URL, "NAMESPACES": "", "ALLOW_LOCAL_REPOSITORIES": "true",
+        "SEARCH_URL": SERVICE_URL, "NAMESPACES": NAMESPACE, "ALLOW_LOCAL_REPOSITORIES": "true",
         "CACHE_DIR": str(tmp_path / "cache"), "METRICS_PORT": "0", "STARTUP_JITTER_SECONDS": "0",
         "MAX_CONCURRENT_SYNCS": "2", "RETRY_BACKOFF_SECONDS": "0.2", "RETRY_BACKOFF_MAX_SECONDS": "1",
         "HTTP_MAX_ATTEMPTS": "2", "HTTP_BACKOFF_SECONDS": "0.01", "FULL_RECONCILE_INTERVAL": "3600",
@@ -178,8 +191,10 @@ async def world(
     data = tmp_path / "service"
     app = create_app(Settings(data_dir=data), store=make_store("edge", data), embedder=HashingEmbedder())
     faults = Faults(app)
-    async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(serve(app))
-        memo = kopf.Memo(search_transport=httpx.ASGITransport(app=faults))
-        await stack.enter_async_context(running_operator(memo))
-        yield World(tmp_path, kube, client, faults, memo)
+    async with serve(app) as client:
+        world = World(tmp_path, kube, client, faults)
+        await world.start_operator()
+        try:
+            yield world
+        finally:
+            await world.stop_operator()

@@ -9,7 +9,12 @@ kmock's stock emulator is not enough for kopf (see shared/notes/platform.md); th
    replays a stale state that kopf has already patched past;
 4. keeps the status subresource apart: a patch of the object never touches status, and a
    patch of `/status` touches nothing else.
-It still does no schema validation or defaulting (tests validate against the CRD themselves).
+It still does no schema validation or defaulting (tests validate against the CRD themselves),
+ignores label and field selectors, and cannot parse a cluster-wide `/api/v1/namespaces` list:
+the operator disables kopf's namespace scanning, so it never asks for one.
+
+`running_operator` runs the real kopf operator in the test's event loop with
+kopf.spawn_tasks/run_tasks (kopf.operator() would wait ~5 s at exit and cancel pytest's tasks).
 """
 
 from __future__ import annotations
@@ -232,14 +237,18 @@ def kubeconfig(kube: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 @asynccontextmanager
-async def running_operator(memo: kopf.Memo, *, timeout: float = 10) -> AsyncIterator[kopf.Memo]:
-    """The real kopf operator with kboperator's handlers, in this event loop, cluster-wide."""
+async def running_operator(
+    memo: kopf.Memo, *, namespaces: list[str] | None = None, timeout: float = 10
+) -> AsyncIterator[kopf.Memo]:
+    """The real kopf operator with kboperator's handlers, in this event loop (cluster-wide by default)."""
     import kboperator.handlers  # noqa: F401  # registers the handlers in kopf's default registry
 
     # kopf cancels every task it did not create when it stops: keep ours out of its way.
-    ignored = set(asyncio.all_tasks())
+    ignored = _Spared(asyncio.all_tasks())
     ready = asyncio.Event()
-    tasks = await kopf.spawn_tasks(clusterwide=True, standalone=True, memo=memo, ready_flag=ready)
+    tasks = await kopf.spawn_tasks(
+        clusterwide=not namespaces, namespaces=namespaces or (), standalone=True, memo=memo, ready_flag=ready
+    )
     runner = asyncio.create_task(kopf.run_tasks(tasks, ignored=ignored))
     ignored.add(runner)
     try:
@@ -252,6 +261,20 @@ async def running_operator(memo: kopf.Memo, *, timeout: float = 10) -> AsyncIter
         runner.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await runner
+
+
+class _Spared(set[asyncio.Task[Any]]):
+    """Tasks kopf must not cancel when it stops: the test's own, and the emulator's server side.
+
+    The API server's connection handlers are created when a client connects, so those serving
+    the test's own keep-alive connection would look like leftovers of the operator to kopf.
+    """
+
+    def __contains__(self, task: object) -> bool:
+        if super().__contains__(task):
+            return True
+        coro = task.get_coro() if isinstance(task, asyncio.Task) else None
+        return getattr(coro, "__qualname__", "").startswith("RequestHandler.")
 
 
 class KubeApi:

@@ -9,7 +9,7 @@ from typing import Any
 
 from kboperator.crd import FINALIZER, SYNC_REQUEST_ANNOTATION
 from tests.operator.e2e_support import World
-from tests.operator.kmock_support import eventually
+from tests.operator.kmock_support import KubeApi, eventually
 
 
 async def test_create_reaches_synced(world: World) -> None:
@@ -35,6 +35,11 @@ async def test_create_reaches_synced(world: World) -> None:
     assert await world.listing("docs") == repo.expected("README.md", "guide/install.md")
     await has_event(world, "docs", "SyncCompleted")
     assert world.syncs("success") == 1
+    # Objects in namespaces the operator does not watch are left alone.
+    other = KubeApi(world.kube, "elsewhere")
+    await other.create("docs", {"repository": {"url": str(repo.path)}})
+    await asyncio.sleep(0.5)
+    assert other.get("docs") and not other.status("docs")
 
 
 def synced_at(world: World, name: str, commit: str) -> Callable[[], dict[str, Any] | None]:
@@ -260,3 +265,24 @@ async def test_missing_secret_and_invalid_spec_fail_clearly(world: World) -> Non
 
     await world.api.patch("badref", {"spec": {"repository": {"ref": "main"}}})
     await eventually(synced_at(world, "badref", commit), what="fixed spec synced")
+
+
+async def test_a_restarted_operator_resumes_without_resyncing(world: World) -> None:
+    repo = world.repo("resumed")
+    repo.write("a.md", "# A\n")
+    first = repo.commit("one")
+    await world.api.create("resumed", {"repository": {"url": str(repo.path)}, "schedule": "@every 1h"})
+    before = await eventually(synced_at(world, "resumed", first))
+
+    await world.stop_operator()
+    repo.write("b.md", "# B\n")
+    second = repo.commit("two")
+    await world.start_operator()
+    await asyncio.sleep(1)
+    assert world.api.status("resumed") == before and world.syncs("success") == 0  # not due yet
+
+    # A shorter schedule makes it overdue: an incremental sync from the commit kept in status.
+    await world.api.patch("resumed", {"spec": {"schedule": "@every 1s"}})
+    after = await eventually(synced_at(world, "resumed", second), what="incremental sync after restart")
+    assert after["lastSync"]["full"] is False and after["lastSync"]["added"] == 1
+    assert world.syncs("success") == 1
