@@ -77,6 +77,11 @@ class OperatorMetrics:
         if port and self._server is None:
             self._server = start_http_server(port, addr=addr, registry=self.registry)
 
+    @property
+    def serving(self) -> bool:
+        """Whether /metrics is being served."""
+        return self._server is not None
+
     def close(self) -> None:
         """Stop serving /metrics."""
         if self._server is not None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import urllib.request
+
 from kboperator.metrics import OperatorMetrics
 from kboperator.models import FileIssue, SyncResult
 from kboperator.status import MAX_LISTED_FILES, condition, issues, merge_conditions
@@ -53,3 +56,22 @@ def test_metrics_count_results_documents_and_phases() -> None:
     assert sample("kb_operator_sources", {"phase": "Synced"}) == 1
     assert sample("kb_operator_sources", {"phase": "Failed"}) == 1
     assert sample("kb_operator_sources", {"phase": "Suspended"}) == 0
+
+
+def test_metrics_are_served_over_http_and_port_zero_disables_them() -> None:
+    metrics = OperatorMetrics()
+    metrics.serve(0)
+    assert not metrics.serving
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    metrics.serve(port, addr="127.0.0.1")
+    assert metrics.serving
+    try:
+        metrics.set_phase("ns/a", "Synced")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    finally:
+        metrics.close()
+    assert 'kb_operator_sources{phase="Synced"} 1.0' in text
+    assert "kb_operator_sync_duration_seconds_bucket" in text
