@@ -107,3 +107,23 @@ def test_a_failing_source_waits_for_its_backoff_but_a_spec_edit_retries_now() ->
 def test_an_announced_or_interrupted_sync_is_owed() -> None:
     for phase in ("Pending", "Syncing"):
         assert decide(body(), synced(phase=phase), SETTINGS, NOW).action == "sync"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"paths": ["docs/**.md"]},
+        {"exclude": ["../secrets/*"]},
+        {"schedule": "every hour"},
+        {"maxFileSizeBytes": 0},
+        {"metadata": {"path": "overridden"}},
+        {"deletionPolicy": "Keep"},
+        {"searchService": {"url": "ftp://search"}},
+        {"repository": {"url": "ext::sh -c id"}},
+        {"repository": {"url": "https://user:s3cret@github.com/acme/docs"}},
+    ],
+)
+def test_hostile_or_broken_specs_are_invalid(changes: dict[str, Any]) -> None:
+    plan = decide(body({**SPEC, **changes}), {}, SETTINGS, NOW)
+    assert plan.action == "invalid" and plan.error
+    assert "s3cret" not in plan.error  # the message never echoes a credential
