@@ -133,13 +133,17 @@ class StatusWriter:
             message = f"{len(result.failed)} documents failed; retry at {format_time(retry_at)}"
             if reason_of(self.status) != "PartialSync":  # one event per failure streak, not per retry
                 kopf.warn(self.body, reason="SyncPartial", message=text)
+            if result.full:
+                changes["lastFullSyncTime"] = None  # a full reconcile is still owed: the retry does one
             changes.update({
                 "phase": Phase.FAILED.value, "consecutiveFailures": failures, "nextSyncTime": format_time(retry_at),
                 "conditions": self._conditions((READY, False, "PartialSync", message), (SYNCED, False, "PartialSync", text)),
             })
         self._write(changes)
 
-    def failed(self, error: Exception, *, retry_at: datetime.datetime | None, attempted: bool = True) -> None:
+    def failed(
+        self, error: Exception, *, retry_at: datetime.datetime | None, attempted: bool = True, full: bool = False
+    ) -> None:
         """A sync failed (or, not attempted, the spec is invalid); retry_at None: until the spec changes."""
         reason = failure_reason(error)
         when = "not retried until the spec changes" if retry_at is None else f"retry at {format_time(retry_at)}"
@@ -154,6 +158,8 @@ class StatusWriter:
             changes["lastHandledSyncRequest"] = self.request
         if attempted:
             changes["lastSyncTime"] = format_time(utcnow())
+        if full:
+            changes["lastFullSyncTime"] = None  # a full reconcile is still owed: the retry does one
         if reason != reason_of(self.status):  # one event per failure streak and reason, not per retry
             kopf.warn(self.body, reason=reason, message=message)
         self._write(changes)

@@ -167,7 +167,7 @@ async def _sync(services: Services, state: SourceState, writer: outcome.StatusWr
         return
     assert error is not None
     services.metrics.record_failure(time.monotonic() - started)
-    writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at)
+    writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at, full=full)
 
 
 async def _credentials(services: Services, source: Source) -> Credentials | None:
