@@ -127,3 +127,9 @@ def test_hostile_or_broken_specs_are_invalid(changes: dict[str, Any]) -> None:
     plan = decide(body({**SPEC, **changes}), {}, SETTINGS, NOW)
     assert plan.action == "invalid" and plan.error
     assert "s3cret" not in plan.error  # the message never echoes a credential
+
+
+def test_a_full_reconcile_left_owed_is_done_by_the_retry() -> None:
+    owed = synced(phase="Failed", lastFullSyncTime=None, nextSyncTime="2024-05-01T11:59:00Z")
+    plan = decide(body(), owed, SETTINGS, NOW)
+    assert plan.action == "sync" and plan.full
