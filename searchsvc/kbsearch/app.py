@@ -41,8 +41,8 @@ def create_app(
         from kbsearch.embedders.factory import build_embedder
         from kbsearch.store.factory import build_store
 
-        active_embedder = embedder or build_embedder(settings)
-        active_store = store or build_store(settings)
+        active_embedder = embedder if embedder is not None else build_embedder(settings)
+        active_store = store if store is not None else build_store(settings)
         await in_thread(active_embedder.load)
         sparse = Bm25Encoder()
         signature = CollectionSignature(

@@ -62,7 +62,8 @@ class Settings(BaseSettings):
     chunk_overlap_chars: int = Field(0, ge=0, description="Characters shared by neighbouring chunks.")
 
     # Hybrid search
-    rrf_k: int = Field(60, ge=1, description="RRF constant k; larger flattens rank differences.")
+    # k=2 (also Qdrant's own default) scored best on SciFact train: 0.735 nDCG@10 vs 0.724 at 60.
+    rrf_k: int = Field(2, ge=1, description="RRF constant k; larger flattens rank differences.")
     search_candidates: int = Field(
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )
