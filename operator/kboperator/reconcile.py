@@ -141,15 +141,20 @@ async def tick(
         writer.announced(plan.reason)
     elif not stopped:
         assert plan.source is not None
-        await _sync(services, state, writer, plan.source, plan.full)
+        await _sync(services, state, writer, plan.source, plan.full, stopped)
 
 
-async def _sync(services: Services, state: SourceState, writer: outcome.StatusWriter, source: Source, full: bool) -> None:
+async def _sync(
+    services: Services, state: SourceState, writer: outcome.StatusWriter, source: Source, full: bool,
+    stopped: kopf.DaemonStopped,
+) -> None:
     started = time.monotonic()
     last_commit = state.status.get("lastSyncedCommit") if state.status else None
     result: SyncResult | None = None
     error: Exception | None = None
     async with state.lock, services.slots:
+        if stopped:  # deleted while queued: the cleanup may have run, a sync now would re-add documents
+            return
         try:
             credentials = await _credentials(services, source)
             engine = await services.engine(source.namespace, source.service)
