@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import hashlib
@@ -15,6 +14,7 @@ from kbsearch.errors import DocumentTooLargeError, InvalidRequestError, Overload
 from kbsearch.metrics import Metrics
 from kbsearch.models import ChunkPoint, DocumentRecord, ParsedDocument, SourceStats, chunk_point_id
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
+from kbsearch.services.batching import EmbeddingBatcher
 from kbsearch.services.locks import KeyedLocks
 from kbsearch.services.runtime import in_thread
 from kbsearch.sparse import Bm25Encoder
@@ -66,8 +66,7 @@ class DocumentService:
         self.max_pending_writes = max_pending_writes
         self._uri_locks = KeyedLocks()
         self._pending = 0
-        # One embedding batch at a time: parallel batches only fight over the same cores.
-        self._embed_slot = asyncio.Semaphore(1)
+        self._batcher = EmbeddingBatcher(embedder)
 
     async def put(self, request: PutDocumentRequest) -> PutDocumentResponse:
         size = len(request.content.encode("utf-8"))
@@ -168,8 +167,7 @@ class DocumentService:
         missing = list(dict.fromkeys(h for h in hashes if h not in by_hash))
         if missing:
             text_of = {hashes[i]: chunk.embed_text for i, chunk in enumerate(parsed.chunks)}
-            async with self._embed_slot:
-                vectors = await in_thread(self.embedder.embed_documents, [text_of[h] for h in missing])
+            vectors = await self._batcher.embed([text_of[h] for h in missing])
             by_hash.update(zip(missing, vectors, strict=True))
         return [by_hash[h] for h in hashes], len(missing)
 

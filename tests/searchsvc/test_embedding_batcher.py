@@ -1,0 +1,79 @@
+"""Concurrent documents share embedding calls, and each gets exactly its own vectors."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from kbsearch.services.batching import EmbeddingBatcher
+from tests.support.hashing import HashingEmbedder
+
+
+class GatedEmbedder(HashingEmbedder):
+    """Blocks its first call until released, so that later requests pile up behind it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.batches: list[list[str]] = []
+
+    def embed_documents(self, texts):
+        self.batches.append(list(texts))
+        if len(self.batches) == 1:
+            self.gate.wait(timeout=30)
+        return super().embed_documents(texts)
+
+
+async def test_requests_queued_behind_a_call_share_the_next_one():
+    embedder = GatedEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=64)
+    first = asyncio.create_task(batcher.embed(["first"]))
+    while not embedder.batches:
+        await asyncio.sleep(0.005)
+    rest = [asyncio.create_task(batcher.embed([f"doc {i} a", f"doc {i} b"])) for i in range(5)]
+    await asyncio.sleep(0.05)
+    embedder.gate.set()
+    results = await asyncio.gather(first, *rest)
+    assert len(embedder.batches) == 2
+    assert len(embedder.batches[1]) == 10
+    reference = HashingEmbedder()
+    assert results[0] == reference.embed_documents(["first"])
+    for i, vectors in enumerate(results[1:]):
+        assert vectors == reference.embed_documents([f"doc {i} a", f"doc {i} b"])
+
+
+async def test_batches_respect_the_cap_but_never_split_a_request():
+    embedder = GatedEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=4)
+    first = asyncio.create_task(batcher.embed(["x"]))
+    while not embedder.batches:
+        await asyncio.sleep(0.005)
+    big = asyncio.create_task(batcher.embed([f"t{i}" for i in range(6)]))
+    small = [asyncio.create_task(batcher.embed([f"s{i}"])) for i in range(3)]
+    await asyncio.sleep(0.05)
+    embedder.gate.set()
+    await asyncio.gather(first, big, *small)
+    assert [len(b) for b in embedder.batches] == [1, 6, 3]
+
+
+async def test_a_failed_call_fails_every_request_in_it_and_the_next_call_still_runs():
+    class FailingOnce(GatedEmbedder):
+        def embed_documents(self, texts):
+            self.batches.append(list(texts))
+            if len(self.batches) == 1:
+                self.gate.wait(timeout=30)
+                raise RuntimeError("model exploded")
+            return HashingEmbedder.embed_documents(self, texts)
+
+    embedder = FailingOnce()
+    batcher = EmbeddingBatcher(embedder)
+    doomed = asyncio.create_task(batcher.embed(["a"]))
+    while not embedder.batches:
+        await asyncio.sleep(0.005)
+    survivor = asyncio.create_task(batcher.embed(["b"]))
+    embedder.gate.set()
+    with pytest.raises(RuntimeError, match="exploded"):
+        await doomed
+    assert len(await survivor) == 1
