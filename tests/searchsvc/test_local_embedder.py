@@ -109,3 +109,23 @@ def test_nothing_is_loaded_before_load():
     with pytest.raises(RuntimeError):
         _ = embedder.dimensions
     assert embedder._st is None
+
+
+@pytest.mark.slow
+async def test_the_service_with_the_real_model_finds_by_meaning_where_keywords_fail(embedder, tmp_path):
+    """End to end through the HTTP API: dense and hybrid find the document, keyword cannot."""
+    from kbsearch.app import create_app
+    from kbsearch.settings import Settings
+    from tests.support.service import make_store, serve
+
+    app = create_app(Settings(data_dir=tmp_path), store=make_store("edge", tmp_path), embedder=embedder)
+    async with serve(app) as client:
+        for i, text in enumerate(DOCS):
+            response = await client.put("/api/v1/documents", json={"uri": f"doc-{i}.md", "content": text})
+            assert response.status_code == 200
+        found = {}
+        for mode in ("dense", "hybrid", "keyword"):
+            body = {"query": QUERY, "mode": mode, "limit": 3}
+            found[mode] = [r["uri"] for r in (await client.post("/api/v1/search", json=body)).json()["results"]]
+    assert found["dense"][0] == found["hybrid"][0] == f"doc-{RIGHT}.md"
+    assert f"doc-{RIGHT}.md" not in found["keyword"]
