@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--limit-queries", type=int, default=0, help="evaluate only the first N queries (smoke)")
     parser.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True, help="rrf_k x candidates table")
     parser.add_argument("--docs", type=int, default=0, help="smoke run: only the first N abstracts and the queries judged on them")
+    parser.add_argument("--sweep-candidates", type=int, nargs="+", default=list(SWEEP_CANDIDATES), help="candidates values to sweep")
     parser.add_argument("--fresh", action="store_true", help="drop the cached collection and ingest again")
     args = parser.parse_args(argv)
 
@@ -222,11 +223,12 @@ def _main(args, data: SciFact) -> dict[str, Any]:
     sweep: list[dict[str, Any]] = []
     if args.sweep:
         print(f"  sweep rrf_k x candidates (hybrid) ({load_text()})")
-        for candidates in SWEEP_CANDIDATES:
+        for candidates in args.sweep_candidates:
             for k in SWEEP_RRF_K:
                 settings = defaults.model_copy(update={"rrf_k": k, "search_candidates": candidates})
-                # the service uses max(candidates, limit): below 100 candidates, ask for 10 results
-                limit = 100 if candidates >= 100 else 10
+                # The service fuses max(candidates, limit) per stage, so below 100 candidates the
+                # request asks for `candidates` chunks (enough for a top-10 of documents; Recall@100 n/a).
+                limit = 100 if candidates >= 100 else candidates
                 with run_service(settings, embedder=cached) as svc:
                     row = evaluate(svc.base_url, data, query_ids, "hybrid", limit=limit)
                 row.update(rrf_k=k, candidates=candidates)
@@ -251,8 +253,8 @@ def _main(args, data: SciFact) -> dict[str, Any]:
     print_table(["mode", "nDCG@10", "Recall@100", "engine p50 ms", "engine p95 ms"],
                 [[m, r["ndcg@10"], r["recall@100"], r["engineMs"]["p50"], r["engineMs"]["p95"]] for m, r in modes.items()])
     if sweep:
-        print_table(["rrf_k", *[f"cand={c} nDCG@10" for c in SWEEP_CANDIDATES]],
-                    [[k, *[next(r["ndcg@10"] for r in sweep if r["rrf_k"] == k and r["candidates"] == c) for c in SWEEP_CANDIDATES]]
+        print_table(["rrf_k", *[f"cand={c} nDCG@10" for c in args.sweep_candidates]],
+                    [[k, *[next(r["ndcg@10"] for r in sweep if r["rrf_k"] == k and r["candidates"] == c) for c in args.sweep_candidates]]
                      for k in SWEEP_RRF_K])
         print(f"  best: rrf_k={result['bestSweep']['rrf_k']} candidates={result['bestSweep']['candidates']} "
               f"nDCG@10 {result['bestSweep']['ndcg@10']:.4f}")

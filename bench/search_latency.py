@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--chunks", type=int, default=20_000, help="collection size in chunks (default 20000)")
     parser.add_argument("--queries", type=int, default=300, help="queries per store (default 300, plus 10 warm-up)")
     parser.add_argument("--docs", type=int, default=0, help="use only the first N abstracts (smoke runs)")
+    parser.add_argument("--edge-passes", type=int, default=2, help="query passes on edge; the last is reported (default 2)")
     parser.add_argument("--skip-qdrant-local", action="store_true", help="edge only")
     args = parser.parse_args(argv)
 
@@ -103,6 +104,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     status = client.get("/api/v1/status").json()["store"]
                 print(f"  {name}: loaded {status['chunks']} chunks / {status['documents']} docs in {load_s:.1f} s; searching ...", flush=True)
                 run = measure(svc.base_url, queries)
+                if name == "edge" and args.edge_passes > 1:
+                    # the first pass runs right after a 20k-point load; report a later pass and keep the first
+                    first = run
+                    for _ in range(args.edge_passes - 1):
+                        run = measure(svc.base_url, queries)
+                    run["firstPassAfterLoad"] = first
                 run.update(loadSeconds=round(load_s, 1), chunks=status["chunks"], documents=status["documents"], load=load_average())
                 runs[name] = run
                 print(f"    engine p50 {run['engineMs']['p50']:.2f} ms p95 {run['engineMs']['p95']:.2f} ms; "
@@ -122,6 +129,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows.append([name, run["embedMs"]["p50"], run["embedMs"]["p95"], run["engineMs"]["p50"], run["engineMs"]["p95"],
                      run["roundTripMs"]["p50"], run["roundTripMs"]["p95"]])
     print_table(["store", "embed p50", "embed p95", "engine p50", "engine p95", "HTTP total p50", "HTTP total p95"], rows)
+    if "firstPassAfterLoad" in runs["edge"]:
+        f = runs["edge"]["firstPassAfterLoad"]
+        print(f"  edge first pass right after loading: embed p50/p95 {f['embedMs']['p50']}/{f['embedMs']['p95']}, "
+              f"engine p50/p95 {f['engineMs']['p50']}/{f['engineMs']['p95']} ms (the table shows the last of {args.edge_passes} passes)")
     print(f"  (ms) target edge engine p95 <= 20 ms: {'met' if edge_p95 <= 20 else 'NOT met'}")
     print(f"  -> {path}")
     return result
