@@ -6,8 +6,6 @@ ServiceError
 ├── RequestTooLargeError       413  a request body over the body limit
 ├── UnauthenticatedError       401  no or wrong bearer token
 ├── ForbiddenError             403  a token that may not do this
-├── NotFoundError              404
-├── ConflictError              409
 ├── OverloadedError            429  too much work queued; retry later
 └── UnavailableError           503  transient: store or embedder not usable now
     ├── NotReadyError               still starting up
@@ -36,6 +34,7 @@ class ServiceError(Exception):
 
     @property
     def retryable(self) -> bool:
+        """Whether the same request may succeed later (429 and 503)."""
         return self.status_code in (429, 503)
 
 
@@ -62,16 +61,6 @@ class UnauthenticatedError(ServiceError):
 class ForbiddenError(ServiceError):
     status_code = 403
     code = "FORBIDDEN"
-
-
-class NotFoundError(ServiceError):
-    status_code = 404
-    code = "NOT_FOUND"
-
-
-class ConflictError(ServiceError):
-    status_code = 409
-    code = "CONFLICT"
 
 
 class OverloadedError(ServiceError):

@@ -12,13 +12,24 @@ METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 MAX_METADATA_KEYS = 64
 MAX_METADATA_STRING = 4096
 
-Scalar = StrictStr | StrictBool | StrictInt | StrictFloat
+# Numbers must survive a round trip through the store unchanged (see also _int64 below).
+FiniteFloat = Annotated[StrictFloat, Field(allow_inf_nan=False)]
+Scalar = StrictStr | StrictBool | StrictInt | FiniteFloat
 MetadataValue = Scalar | list[StrictStr]
 Uri = Annotated[StrictStr, Field(min_length=1, max_length=2048)]
 
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _encodable(text: str) -> bool:
+    """JSON may carry lone surrogates (\\ud800), which are not text and cannot be stored."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_metadata(metadata: dict[str, object]) -> None:
@@ -29,15 +40,13 @@ def _check_metadata(metadata: dict[str, object]) -> None:
             raise ValueError(f"metadata key {key[:40]!r} must match {METADATA_KEY.pattern}")
         strings = value if isinstance(value, list) else [value]
         for item in strings:
-            if isinstance(item, str) and (len(item) > MAX_METADATA_STRING or "\x00" in item):
-                raise ValueError(f"metadata value of {key!r} is too long or contains NUL")
-            if isinstance(item, float) and item != item:  # NaN cannot be stored or compared
-                raise ValueError(f"metadata value of {key!r} is NaN")
+            if isinstance(item, str) and (len(item) > MAX_METADATA_STRING or "\x00" in item or not _encodable(item)):
+                raise ValueError(f"metadata value of {key!r} is too long, contains NUL or is not valid Unicode")
 
 
 def _check_uri(uri: str) -> str:
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
-        raise ValueError("uri must not contain control characters")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri) or not _encodable(uri):
+        raise ValueError("uri must not contain control characters or lone surrogates")
     return uri
 
 
@@ -53,7 +62,19 @@ class PutDocumentRequest(Body):
     def _no_nul(cls, content: str) -> str:
         if "\x00" in content:
             raise ValueError("content contains NUL characters; only text documents are accepted")
+        if not _encodable(content):
+            raise ValueError("content contains lone surrogate escapes; it is not valid Unicode text")
         return content
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _int64(cls, metadata: object) -> object:
+        # Checked before validation: a float field would otherwise take a huge int silently.
+        if isinstance(metadata, dict):
+            for key, value in metadata.items():
+                if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+                    raise ValueError(f"metadata value of {key!r} does not fit in a 64-bit integer")
+        return metadata
 
     @field_validator("metadata")
     @classmethod
@@ -143,8 +164,8 @@ class SearchRequest(Body):
     def _not_blank(cls, query: str) -> str:
         if not query.strip():
             raise ValueError("query must contain a non-whitespace character")
-        if "\x00" in query:
-            raise ValueError("query must not contain NUL characters")
+        if "\x00" in query or not _encodable(query):
+            raise ValueError("query must not contain NUL characters or lone surrogates")
         return query
 
 

@@ -70,6 +70,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        if self.read_token is not None and self.api_token is None:
+            raise ValueError("SEARCHSVC_READ_TOKEN without SEARCHSVC_API_TOKEN would leave writes open; set both")
         if self.store == "qdrant" and not self.qdrant_url:
             raise ValueError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
         lo, hi = self.chunk_range

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from kbsearch.errors import EmbedderUnavailableError
 from kbsearch.services.batching import EmbeddingBatcher
 from tests.support.hashing import HashingEmbedder
 
@@ -74,6 +75,7 @@ async def test_a_failed_call_fails_every_request_in_it_and_the_next_call_still_r
         await asyncio.sleep(0.005)
     survivor = asyncio.create_task(batcher.embed(["b"]))
     embedder.gate.set()
-    with pytest.raises(RuntimeError, match="exploded"):
+    with pytest.raises(EmbedderUnavailableError, match="RuntimeError") as failed:
         await doomed
+    assert str(failed.value.__cause__) == "model exploded"
     assert len(await survivor) == 1

@@ -646,3 +646,14 @@ def test_edge_group_commit_flushes_in_the_background(tmp_path):
         assert reopened.get_document("a.md") is not None
     finally:
         reopened.close()
+
+
+def test_reusable_vectors_are_found_by_the_hash_each_chunk_carries(store):
+    ingest(store, "docs/a.md", ["alpha text", "beta text", "gamma text"])
+    ingest(store, "docs/b.md", ["alpha text"])
+    found = store.reusable_vectors("docs/a.md", ["hash-docs/a.md-0", "hash-docs/a.md-2", "hash-docs/b.md-0", "nope"])
+    assert set(found) == {"hash-docs/a.md-0", "hash-docs/a.md-2"}  # only this document's chunks
+    expected = EMBEDDER.embed_documents(["alpha text", "gamma text"])
+    assert found["hash-docs/a.md-0"] == pytest.approx(expected[0])
+    assert found["hash-docs/a.md-2"] == pytest.approx(expected[1])
+    assert store.reusable_vectors("docs/a.md", []) == {}

@@ -58,6 +58,8 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if isinstance(exc.__cause__, ServiceError):  # raised while FastAPI read the body (size limit)
+        return await _service_error(request, exc.__cause__)
     if exc.status_code == 400 and "parsing the body" in str(exc.detail):
         # FastAPI's answer to a body that is not UTF-8: the same problem as malformed JSON.
         return error_response(422, "INVALID_JSON", "request body is not valid UTF-8 JSON")

@@ -60,7 +60,9 @@ async def search_get(
     try:
         request = SearchRequest(query=q, limit=limit, mode=mode, filter=filter_body)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "query"
-        raise InvalidRequestError(f"{field}: {first['msg']}") from exc
+        errors = [
+            {"field": ".".join(str(p) for p in e["loc"]) or "query", "message": e["msg"], "type": e["type"]}
+            for e in exc.errors()
+        ]
+        raise InvalidRequestError(f"{errors[0]['field']}: {errors[0]['message']}", details={"errors": errors}) from exc
     return await _run(request, service, response)

@@ -9,7 +9,7 @@ from kbsearch import __version__
 from kbsearch.api.auth import require_read
 from kbsearch.api.deps import _ready_state
 from kbsearch.api.errors import error_response
-from kbsearch.services.runtime import in_thread
+from kbsearch.services.runtime import store_call
 
 router = APIRouter(tags=["system"])
 
@@ -38,7 +38,7 @@ async def status(request: Request) -> dict:
     """Version, store, embedder and chunker settings, with live counts."""
     state = _ready_state(request)
     settings = state.settings
-    documents, chunks = await in_thread(state.store.count)
+    documents, chunks = await store_call(state.store.count)
     min_chars, max_chars = settings.chunk_range
     return {
         "version": __version__,

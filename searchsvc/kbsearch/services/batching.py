@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kbsearch.embedders.base import EmbeddingProvider
-from kbsearch.services.runtime import in_thread
+from kbsearch.services.runtime import embed_call
 
 
 @dataclass(slots=True)
@@ -43,7 +43,7 @@ class EmbeddingBatcher:
                 batch = self._take()
                 texts = [text for request in batch for text in request.texts]
                 try:
-                    vectors = await in_thread(self.embedder.embed_documents, texts)
+                    vectors = await embed_call(self.embedder.embed_documents, texts)
                 except Exception as exc:  # handed to every waiting request, raised in its PUT
                     for request in batch:
                         if not request.done.done():

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import binascii
 import hashlib
+import json
 import logging
 import uuid
 from datetime import UTC, datetime
@@ -12,11 +15,11 @@ from datetime import UTC, datetime
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import DocumentTooLargeError, InvalidRequestError, OverloadedError
 from kbsearch.metrics import Metrics
-from kbsearch.models import ChunkPoint, DocumentRecord, ParsedDocument, SourceStats, chunk_point_id
+from kbsearch.models import ChunkPoint, DocumentRecord, ParsedDocument, SourceStats
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
 from kbsearch.services.batching import EmbeddingBatcher
-from kbsearch.services.locks import KeyedLocks
-from kbsearch.services.runtime import in_thread
+from kbsearch.services.locks import KeyedLocks, SharedExclusiveLocks
+from kbsearch.services.runtime import in_thread, store_call
 from kbsearch.sparse import Bm25Encoder
 from kbsearch.store.base import VectorStore
 
@@ -24,6 +27,15 @@ log = logging.getLogger(__name__)
 
 # Upserts go to the store in slices so a 1 MiB document never builds one giant request.
 UPSERT_BATCH = 256
+
+
+# The checksum an interrupted write leaves on a document: it matches no content.
+INCOMPLETE = "sha256:incomplete"
+
+
+def canonical(metadata: dict) -> str:
+    """Metadata as typed JSON: `true` and `1`, or `1` and `1.0`, are different values here."""
+    return json.dumps(metadata, sort_keys=True)
 
 
 def sha256_hex(text: str) -> str:
@@ -65,6 +77,7 @@ class DocumentService:
         self.max_document_bytes = max_document_bytes
         self.max_pending_writes = max_pending_writes
         self._uri_locks = KeyedLocks()
+        self._source_gates = SharedExclusiveLocks()
         self._pending = 0
         self._batcher = EmbeddingBatcher(embedder)
 
@@ -82,7 +95,10 @@ class DocumentService:
             )
         self._pending += 1
         try:
-            async with self._uri_locks.hold(request.uri):
+            source = request.source_identifier
+            # The shared source gate keeps a bulk delete of this source from running between
+            # our chunk writes and our manifest write.
+            async with self._uri_locks.hold(request.uri), self._source_gate(source):
                 response = await self._put_locked(request)
         finally:
             self._pending -= 1
@@ -90,13 +106,16 @@ class DocumentService:
         self.metrics.chunks_embedded.inc(response.chunksEmbedded)
         return response
 
+    def _source_gate(self, source: str | None):
+        return self._source_gates.shared(source) if source else contextlib.nullcontext()
+
     async def _put_locked(self, request: PutDocumentRequest) -> PutDocumentResponse:
         checksum = "sha256:" + sha256_hex(request.content)
-        existing = await in_thread(self.store.get_document, request.uri)
+        existing = await store_call(self.store.get_document, request.uri)
         if (
             existing is not None
             and existing.checksum == checksum
-            and existing.metadata == request.metadata
+            and canonical(existing.metadata) == canonical(request.metadata)
             and existing.chunker == self.chunker.fingerprint
         ):
             return PutDocumentResponse(
@@ -105,9 +124,8 @@ class DocumentService:
 
         parsed: ParsedDocument = await in_thread(self.chunker.chunk, request.content)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
-        dense, embedded = await self._dense_vectors(request.uri, parsed, hashes, existing)
+        dense, embedded = await self._dense_vectors(request.uri, parsed, hashes, existing is not None)
         sparse = await in_thread(self.sparse.encode_documents, [c.embed_text for c in parsed.chunks])
-
         total = len(parsed.chunks)
         points = [
             ChunkPoint(
@@ -126,11 +144,6 @@ class DocumentService:
             )
             for i, chunk in enumerate(parsed.chunks)
         ]
-        # New chunks first, then the stale tail, then the manifest: a reader never sees a gap,
-        # and a crash before the manifest makes the next PUT redo the work.
-        for start in range(0, total, UPSERT_BATCH):
-            await in_thread(self.store.upsert_chunks, points[start : start + UPSERT_BATCH])
-        await in_thread(self.store.delete_chunks_from, request.uri, total)
         record = DocumentRecord(
             uri=request.uri,
             source_identifier=request.source_identifier,
@@ -142,7 +155,16 @@ class DocumentService:
             ingested_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             chunker=self.chunker.fingerprint,
         )
-        await in_thread(self.store.put_document, record)
+        try:
+            # New chunks first, then the stale tail, then the manifest: a reader never sees a
+            # gap, and a crash before the manifest makes the next PUT redo the work.
+            for start in range(0, total, UPSERT_BATCH):
+                await store_call(self.store.upsert_chunks, points[start : start + UPSERT_BATCH])
+            await store_call(self.store.delete_chunks_from, request.uri, total)
+            await store_call(self.store.put_document, record)
+        except Exception:
+            await self._abandon(request.uri, existing)
+            raise
         return PutDocumentResponse(
             uri=request.uri,
             status="created" if existing is None else "updated",
@@ -151,20 +173,28 @@ class DocumentService:
             chunksEmbedded=embedded,
         )
 
+    async def _abandon(self, uri: str, existing: DocumentRecord | None) -> None:
+        """After a failed write, leave nothing that looks complete (best effort: the store may be down).
+
+        A new document loses its partial chunks; an existing one keeps its old record with a
+        checksum that matches no content, so the listing shows it as stale and the next PUT,
+        even of the old content, rewrites it.
+        """
+        try:
+            if existing is None:
+                await store_call(self.store.delete_document, uri)
+            else:
+                await store_call(self.store.put_document, dataclasses.replace(existing, checksum=INCOMPLETE))
+        except Exception:  # the original failure is what the client must see
+            log.warning("could not mark an interrupted write", extra={"uri": uri}, exc_info=True)
+
     async def _dense_vectors(
-        self, uri: str, parsed: ParsedDocument, hashes: list[str], existing: DocumentRecord | None
+        self, uri: str, parsed: ParsedDocument, hashes: list[str], may_reuse: bool
     ) -> tuple[list[list[float]], int]:
         """Vectors for every chunk: reused where the text is unchanged, embedded in one batch otherwise."""
-        by_hash: dict[str, list[float]] = {}
-        if existing is not None:
-            old_index = {h: i for i, h in enumerate(existing.chunk_hashes)}
-            reusable = {h: old_index[h] for h in set(hashes) if h in old_index}
-            if reusable:
-                ids = {chunk_point_id(uri, i): h for h, i in reusable.items()}
-                found = await in_thread(self.store.get_dense_vectors, list(ids))
-                by_hash = {ids[point_id]: vector for point_id, vector in found.items()}
-
-        missing = list(dict.fromkeys(h for h in hashes if h not in by_hash))
+        unique = list(dict.fromkeys(hashes))
+        by_hash = await store_call(self.store.reusable_vectors, uri, unique) if may_reuse else {}
+        missing = [h for h in unique if h not in by_hash]
         if missing:
             text_of = {hashes[i]: chunk.embed_text for i, chunk in enumerate(parsed.chunks)}
             vectors = await self._batcher.embed([text_of[h] for h in missing])
@@ -173,12 +203,13 @@ class DocumentService:
 
     async def delete(self, uri: str) -> int:
         async with self._uri_locks.hold(uri):
-            deleted = await in_thread(self.store.delete_document, uri)
+            deleted = await store_call(self.store.delete_document, uri)
         self.metrics.chunks_deleted.inc(deleted)
         return deleted
 
     async def delete_source(self, source_identifier: str) -> tuple[int, int]:
-        documents, chunks = await in_thread(self.store.delete_source, source_identifier)
+        async with self._source_gates.exclusive(source_identifier):
+            documents, chunks = await store_call(self.store.delete_source, source_identifier)
         self.metrics.chunks_deleted.inc(chunks)
         log.info("source deleted", extra={"sourceIdentifier": source_identifier, "documents": documents})
         return documents, chunks
@@ -187,7 +218,7 @@ class DocumentService:
         self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
     ) -> tuple[list[DocumentRecord], str | None]:
         start = decode_cursor(cursor) if cursor else None
-        records, next_id = await in_thread(
+        records, next_id = await store_call(
             lambda: self.store.list_documents(
                 source_identifier=source_identifier, uri_prefix=uri_prefix, limit=limit, cursor=start
             )
@@ -195,4 +226,4 @@ class DocumentService:
         return records, encode_cursor(next_id) if next_id else None
 
     async def sources(self) -> list[SourceStats]:
-        return await in_thread(self.store.list_sources)
+        return await store_call(self.store.list_sources)

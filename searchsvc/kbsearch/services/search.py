@@ -9,7 +9,7 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchFilter, SearchHit
 from kbsearch.schemas import SearchRequest
-from kbsearch.services.runtime import in_thread
+from kbsearch.services.runtime import embed_call, store_call
 from kbsearch.sparse import Bm25Encoder
 from kbsearch.store.base import VectorStore
 
@@ -45,14 +45,14 @@ class SearchService:
 
     async def search(self, request: SearchRequest) -> SearchOutcome:
         started = time.perf_counter()
-        dense = await in_thread(self.embedder.embed_query, request.query) if request.mode != "keyword" else None
+        dense = await embed_call(self.embedder.embed_query, request.query) if request.mode != "keyword" else None
         sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
 
         raw = request.filter
         sources = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier
         search_filter = SearchFilter(source_identifiers=sources, uri_prefix=raw.uriPrefix, metadata=raw.metadata)
-        hits = await in_thread(
+        hits = await store_call(
             lambda: self.store.search(
                 mode=request.mode,
                 dense=dense,

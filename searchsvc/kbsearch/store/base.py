@@ -78,6 +78,14 @@ class VectorStore(ABC):
         """Dense vectors of the given chunk points that exist, by id."""
 
     @abstractmethod
+    def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
+        """Dense vectors of the stored chunks of `uri` whose text hash is one of `text_hashes`.
+
+        Keyed by the hash each point itself carries, so a vector is only reused for exactly
+        the text it was computed from, even after an interrupted write reshuffled the chunks.
+        """
+
+    @abstractmethod
     def upsert_chunks(self, points: list[ChunkPoint]) -> None: ...
 
     @abstractmethod

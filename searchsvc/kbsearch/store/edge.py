@@ -35,6 +35,7 @@ from kbsearch.store.base import (
     KIND_DOCUMENT,
     SOURCE,
     SPARSE_VECTOR,
+    TEXT_HASH,
     URI,
     VectorStore,
 )
@@ -245,6 +246,23 @@ class EdgeStore(VectorStore):
             return {}
         found = self._s.retrieve(list(point_ids), with_payload=False, with_vector=[DENSE_VECTOR])
         return {str(r.id): list(r.vector[DENSE_VECTOR]) for r in found if r.vector and DENSE_VECTOR in r.vector}
+
+    def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
+        if not text_hashes:
+            return {}
+        wanted = _filter([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))])
+        found: dict[str, list[float]] = {}
+        offset = None
+        while True:
+            page = qe.ScrollRequest(
+                offset=offset, limit=pl.SCROLL_PAGE, filter=wanted, with_payload=[TEXT_HASH], with_vector=[DENSE_VECTOR]
+            )
+            records, offset = self._s.scroll(page)
+            for record in records:
+                if record.vector and DENSE_VECTOR in record.vector:
+                    found[(record.payload or {})[TEXT_HASH]] = list(record.vector[DENSE_VECTOR])
+            if offset is None:
+                return found
 
     def list_documents(
         self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None

@@ -35,6 +35,7 @@ from kbsearch.store.base import (
     KIND_DOCUMENT,
     SOURCE,
     SPARSE_VECTOR,
+    TEXT_HASH,
     URI,
     VectorStore,
 )
@@ -193,6 +194,24 @@ class QdrantServerStore(VectorStore):
             for r in found
             if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector
         }
+
+    def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
+        if not text_hashes:
+            return {}
+        wanted = _filter([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))])
+        found: dict[str, list[float]] = {}
+        offset = None
+        with _unavailable_on_failure("read vectors"):
+            while True:
+                records, offset = self.client.scroll(
+                    self.collection, scroll_filter=wanted, limit=pl.SCROLL_PAGE, offset=offset,
+                    with_payload=[TEXT_HASH], with_vectors=[DENSE_VECTOR],
+                )
+                for record in records:
+                    if isinstance(record.vector, dict) and DENSE_VECTOR in record.vector:
+                        found[(record.payload or {})[TEXT_HASH]] = list(record.vector[DENSE_VECTOR])
+                if offset is None:
+                    return found
 
     def list_documents(
         self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
