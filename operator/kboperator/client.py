@@ -99,9 +99,10 @@ class SearchClient:
         with _contract("PUT /api/v1/documents"):
             return PutResult(status=str(body["status"]), checksum=str(body["checksum"]), chunks=int(body["chunks"]))
 
-    async def delete_document(self, uri: str) -> int:
-        """Delete one document; returns the chunks deleted (0 when it was absent)."""
-        body = await self._call("DELETE", "/api/v1/documents", params={"uri": uri})
+    async def delete_document(self, uri: str, source_id: str | None = None) -> int:
+        """Delete one document (only if it belongs to `source_id`, when given); returns chunks deleted."""
+        params = {"uri": uri} | ({"sourceIdentifier": source_id} if source_id else {})
+        body = await self._call("DELETE", "/api/v1/documents", params=params)
         with _contract("DELETE /api/v1/documents"):
             return int(body["chunksDeleted"])
 

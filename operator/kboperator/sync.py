@@ -117,7 +117,7 @@ class SyncEngine:
                 plan = await asyncio.to_thread(_full_plan, reader, checkout, listing)
         finally:
             await asyncio.to_thread(checkout.close)
-        tally = await self._apply(plan)
+        tally = await self._apply(plan, spec.source_id)
         documents = await self.client.source_document_count(spec.source_id)
         result = SyncResult(
             commit=checkout.head, full=plan.full, added=tally.added, modified=tally.modified,
@@ -134,7 +134,7 @@ class SyncEngine:
         )  # fmt: skip
         return result
 
-    async def _apply(self, plan: _Plan) -> _Tally:
+    async def _apply(self, plan: _Plan, source_id: str) -> _Tally:
         tally = _Tally(give_up_after=self.give_up_after)
         renamed_old = set(plan.renamed_from.values())
 
@@ -163,7 +163,8 @@ class SyncEngine:
             if tally.service_down:
                 return tally.skip(path, "deleted")
             try:
-                await self.client.delete_document(uri)
+                # Only our own copy: a document another source owns is not ours to remove.
+                await self.client.delete_document(uri, source_id)
             except (ServiceRejectedError, ServiceUnavailableError) as exc:
                 tally.record(path, "deleted", exc)
                 return

@@ -150,3 +150,26 @@ async def test_concurrent_puts_of_one_uri_never_mix_versions(api):
     assert sorted(r["chunkIndex"] for r in results) == list(range(record["chunks"]))
     assert all(r["content"] in winner for r in results)
     assert all(r["totalChunks"] == record["chunks"] for r in results)
+
+
+async def test_a_document_owned_by_another_source_is_409_and_deletes_respect_the_owner(api):
+    await put(api, "shared.md", "first", sourceIdentifier="a")
+    taken = await api.put(
+        "/api/v1/documents", json={"uri": "shared.md", "content": "second", "metadata": {"sourceIdentifier": "b"}}
+    )
+    assert taken.status_code == 409
+    assert taken.json()["error"]["code"] == "URI_OWNED_BY_OTHER_SOURCE"
+    assert taken.json()["error"]["details"] == {"owner": "a"}
+    unowned = await api.put("/api/v1/documents", json={"uri": "shared.md", "content": "third"})
+    assert unowned.status_code == 409
+
+    not_mine = await api.delete("/api/v1/documents", params={"uri": "shared.md", "sourceIdentifier": "b"})
+    assert not_mine.json() == {"uri": "shared.md", "chunksDeleted": 0}
+    [listed] = await list_all(api)
+    assert listed["checksum"] == sha("first")
+    mine = await api.delete("/api/v1/documents", params={"uri": "shared.md", "sourceIdentifier": "a"})
+    assert mine.json()["chunksDeleted"] == 1
+
+    await put(api, "loose.md", "no source yet")
+    adopted = await put(api, "loose.md", "no source yet", sourceIdentifier="b")
+    assert adopted["status"] == "updated"

@@ -21,7 +21,7 @@ from kbsearch.schemas import (
 )
 from kbsearch.services.documents import DocumentService
 
-ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 413, 422, 429, 503)}
+ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 409, 413, 422, 429, 503)}
 router = APIRouter(prefix="/api/v1", responses=ERRORS)
 Service = Annotated[DocumentService, Depends(documents_service)]
 
@@ -34,10 +34,15 @@ async def put_document(body: PutDocumentRequest, service: Service) -> PutDocumen
 
 @router.delete("/documents", dependencies=[Depends(require_write)], tags=["documents"])
 async def delete_document(
-    service: Service, uri: Annotated[str, Query(min_length=1, max_length=2048)]
+    service: Service,
+    uri: Annotated[str, Query(min_length=1, max_length=2048)],
+    sourceIdentifier: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
 ) -> DeleteDocumentResponse:
-    """Delete one document and all its chunks; deleting an absent document deletes 0."""
-    return DeleteDocumentResponse(uri=uri, chunksDeleted=await service.delete(uri))
+    """Delete one document and all its chunks; deleting an absent document deletes 0.
+
+    With `sourceIdentifier`, the document is deleted only if it belongs to that source.
+    """
+    return DeleteDocumentResponse(uri=uri, chunksDeleted=await service.delete(uri, sourceIdentifier))
 
 
 @router.get("/documents", dependencies=[Depends(require_read)], tags=["documents"])

@@ -13,7 +13,7 @@ import uuid
 from datetime import UTC, datetime
 
 from kbsearch.embedders.base import EmbeddingProvider
-from kbsearch.errors import DocumentTooLargeError, InvalidRequestError, OverloadedError
+from kbsearch.errors import ConflictError, DocumentTooLargeError, InvalidRequestError, OverloadedError
 from kbsearch.metrics import Metrics
 from kbsearch.models import ChunkPoint, DocumentRecord, ParsedDocument, SourceStats
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
@@ -112,6 +112,15 @@ class DocumentService:
     async def _put_locked(self, request: PutDocumentRequest) -> PutDocumentResponse:
         checksum = "sha256:" + sha256_hex(request.content)
         existing = await store_call(self.store.get_document, request.uri)
+        owner = existing.source_identifier if existing is not None else None
+        if owner is not None and owner != request.source_identifier:
+            # Two sources mirroring the same files would otherwise overwrite and delete each
+            # other's documents; the first owner keeps the URI until it lets go.
+            raise ConflictError(
+                f"document {request.uri!r} belongs to source {owner!r}; delete it from that source first",
+                code="URI_OWNED_BY_OTHER_SOURCE",
+                details={"owner": owner},
+            )
         if (
             existing is not None
             and existing.checksum == checksum
@@ -201,8 +210,13 @@ class DocumentService:
             by_hash.update(zip(missing, vectors, strict=True))
         return [by_hash[h] for h in hashes], len(missing)
 
-    async def delete(self, uri: str) -> int:
+    async def delete(self, uri: str, source_identifier: str | None = None) -> int:
+        """Delete one document; with a source given, only if the document belongs to it."""
         async with self._uri_locks.hold(uri):
+            if source_identifier is not None:
+                existing = await store_call(self.store.get_document, uri)
+                if existing is None or existing.source_identifier != source_identifier:
+                    return 0
             deleted = await store_call(self.store.delete_document, uri)
         self.metrics.chunks_deleted.inc(deleted)
         return deleted
