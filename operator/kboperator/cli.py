@@ -96,16 +96,21 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         spec = _spec(args)
         token = _env(args.token_env, "--token-env") if args.token_env else None
-        state = read_state(args.state, spec) if args.state else None
+        last_commit = read_state(args.state, spec, args.service) if args.state else None
         cache = RepoCache(args.cache_dir or _default_cache())
+        if args.state:
+            # Before syncing: a run that fails, or is killed, after changing part of the service
+            # leaves a full reconcile owed (see statefile), also if it replaces a state written
+            # for another spec or service, whose commit no longer describes the service.
+            _save_state(args, spec, last_commit, full_owed=True)
         async with SearchClient(args.service, token) as client:
-            result = await SyncEngine(client, cache).sync(spec, state, force_full=args.full)
+            result = await SyncEngine(client, cache).sync(spec, last_commit, force_full=args.full)
+        if result.ok and args.state:
+            _save_state(args, spec, result.commit)
     except (_ConfigError, *_CONFIG_ERRORS) as exc:
         return _fail(args, exc, EXIT_CONFIG)
     except SyncError as exc:
         return _fail(args, exc, EXIT_FAILED)
-    if result.ok and args.state:
-        write_state(args.state, spec, result.commit)
     _report(args, result)
     return EXIT_OK if result.ok else EXIT_FAILED
 
@@ -137,6 +142,13 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
         metadata=metadata,
         allow_local=True,  # the CLI runs as its user, on that user's files
     )
+
+
+def _save_state(args: argparse.Namespace, spec: SyncSpec, commit: str | None, *, full_owed: bool = False) -> None:
+    try:
+        write_state(args.state, spec, args.service, commit, full_owed=full_owed)
+    except OSError as exc:
+        raise _ConfigError(f"--state: cannot write {args.state}: {exc}") from None
 
 
 def _env(name: str, option: str) -> str:

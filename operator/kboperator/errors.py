@@ -1,11 +1,13 @@
 """The operator's exception tree: every error says whether retrying can help.
 
     SyncError                        base of everything the sync core raises
-    ├── InvalidSpecError             permanent: bad URL, ref or glob; a URL or ref starting
-    │                                with '-'; a local repository when local ones are not
-    │                                allowed; an unknown URL scheme. Fix the spec.
+    ├── InvalidSpecError             permanent: bad URL, ref, glob or schedule; a URL, ref,
+    │                                SSH user or host starting with '-'; a ref that does not
+    │                                exist or names no commit; a local repository when local
+    │                                ones are not allowed; an unknown URL scheme. Fix the spec.
     ├── RepositoryAuthError          permanent until the credentials (the Secret) change.
-    ├── RepositoryUnavailableError   transient: host unreachable, fetch failed, ref missing.
+    ├── RepositoryUnavailableError   transient: host unreachable, fetch failed.
+    ├── RepositoryReadError          transient: git could not read the cached clone.
     ├── MassDeletionRefusedError     permanent until the spec or the repository changes;
     │                                the message says why the sync refused to wipe a source.
     ├── ServiceUnavailableError      transient: the search service answered 429/5xx or the
@@ -39,6 +41,12 @@ class RepositoryAuthError(SyncError):
 
 class RepositoryUnavailableError(SyncError):
     """The repository could not be reached or fetched right now."""
+
+    transient = True
+
+
+class RepositoryReadError(SyncError):
+    """git could not read the cached clone (damaged, or the disk failed)."""
 
     transient = True
 

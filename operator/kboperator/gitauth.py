@@ -8,7 +8,10 @@
 - HTTPS token: an inline credential helper (`-c credential.helper=...`, on the command line,
   never in any config file) prints the user name and token from environment variables that
   exist only in that subprocess's environment. The default user name is `x-access-token`,
-  which GitHub, GitLab and Gitea accept with a token.
+  which GitHub, GitLab and Gitea accept with a token. It answers only when git asks for the
+  repository's own protocol and host (with its port): git follows a redirect of its first
+  request to any host, and would otherwise hand the token to whoever the server points it at.
+  Refusing redirects instead would break the harmless same-host ones (a renamed repository).
 - SSH key: written to a 0600 file in a private 0700 temp folder that is removed afterwards,
   used with `-i <file> -o IdentitiesOnly=yes`. With `known_hosts` given, the host key must
   match it (StrictHostKeyChecking=yes). Without it the first key seen is trusted and pinned in
@@ -28,6 +31,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kboperator.models import Credentials
 from kboperator.repourl import RepoLocation
@@ -37,9 +41,13 @@ log = logging.getLogger(__name__)
 DEFAULT_TOKEN_USERNAME = "x-access-token"
 _KEEP_GIT_VARS = ("GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "GIT_PROXY_SSL_CAINFO")
 _PROTOCOL = {"https": "https", "http": "http", "ssh": "ssh", "local": "file"}
-# The helper ignores `store`/`erase`, so git can never ask it to persist anything.
+# The helper ignores `store`/`erase`, so git can never ask it to persist anything. git writes
+# the request as `key=value` lines on stdin; the answer is empty for any other protocol or host.
 _HELPER = (
-    '!f() { test "$1" = get || return 0; '
+    '!f() { test "$1" = get || return 0; protocol=; host=; '
+    'while IFS= read -r line && test -n "$line"; do case "$line" in '
+    'protocol=*) protocol=${line#protocol=} ;; host=*) host=${line#host=} ;; esac; done; '
+    'test "$protocol" = "$KB_GIT_PROTOCOL" && test "$host" = "$KB_GIT_HOST" || return 0; '
     'printf "username=%s\\npassword=%s\\n" "$KB_GIT_USERNAME" "$KB_GIT_PASSWORD"; }; f'
 )
 
@@ -96,6 +104,9 @@ def git_call(
         if location.kind == "http":
             log.warning("sending a repository token over plain http to %s; prefer https", location.host)
         call.config.append(f"credential.helper={_HELPER}")
+        # What git sends as `host=`: the URL's authority exactly as written in the fetch URL.
+        call.env["KB_GIT_PROTOCOL"] = location.kind
+        call.env["KB_GIT_HOST"] = urlsplit(location.fetch_url).netloc
         call.env["KB_GIT_USERNAME"] = creds.username or DEFAULT_TOKEN_USERNAME
         call.env["KB_GIT_PASSWORD"] = creds.token
         call.secrets = (creds.token,)

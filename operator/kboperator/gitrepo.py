@@ -22,6 +22,7 @@ from pathlib import Path
 from kboperator.errors import (
     InvalidSpecError,
     RepositoryAuthError,
+    RepositoryReadError,
     RepositoryUnavailableError,
     SyncError,
 )
@@ -72,13 +73,13 @@ class RepoCache:
             if not (folder / "HEAD").is_file():
                 shutil.rmtree(folder, ignore_errors=True)  # a half-made clone from a crash
                 folder.mkdir(parents=True, exist_ok=True)
-                run_git(["init", "--bare", "--quiet", "--", str(folder)], env=base_env(), timeout=60)
+                try:
+                    run_git(["init", "--bare", "--quiet", "--", str(folder)], env=base_env(), timeout=60)
+                except GitFailed as exc:
+                    raise RepositoryReadError(f"creating the cached clone failed: {exc}") from None
             with git_call(location, repo.credentials, pinned_known_hosts=self.root / f"{key}.known_hosts") as call:
                 self._fetch(folder, location, ref, call)
-            head = run_git(["rev-parse", "--verify", "--quiet", f"{_FETCHED}^{{commit}}"], cwd=folder)
-            head_sha = head.decode().strip()
-            if not _SHA.match(head_sha):
-                raise InvalidSpecError(f"ref {ref!r} does not name a commit")
+            head_sha = _fetched_commit(folder, ref)
             is_tag = b"\ttag '" in (folder / "FETCH_HEAD").read_bytes()
         return Checkout(folder, location, ref, head_sha, is_tag=is_tag, timeout_s=self.timeout_s)
 
@@ -147,8 +148,8 @@ class Checkout:
         unique = sorted(set(shas))
         if not unique:
             return {}
-        out = run_git(["cat-file", "--batch-check=%(objectname) %(objectsize)"], cwd=self.folder,
-                      input="".join(f"{sha}\n" for sha in unique).encode(), timeout=self.timeout_s)  # fmt: skip
+        out = self._git("cat-file", "--batch-check=%(objectname) %(objectsize)",
+                        input="".join(f"{sha}\n" for sha in unique).encode())  # fmt: skip
         sizes = {}
         for line in out.decode().splitlines():
             sha, _, size = line.partition(" ")
@@ -157,7 +158,10 @@ class Checkout:
         return sizes
 
     def read_blob(self, sha: str) -> bytes:
-        return self._reader.read(self._object(sha))
+        try:
+            return self._reader.read(self._object(sha))
+        except (KeyError, OSError) as exc:  # a missing object, or the reader process died
+            raise RepositoryReadError(f"reading blob {sha} from the cached clone failed: {exc}") from None
 
     def has_commit(self, sha: str) -> bool:
         """True when the commit is in the clone (a force-push may have made it vanish)."""
@@ -187,17 +191,36 @@ class Checkout:
             raise ValueError(f"not an object id: {sha!r}")
         return sha
 
-    def _git(self, *args: str) -> bytes:
-        return run_git(list(args), cwd=self.folder, timeout=self.timeout_s)
+    def _git(self, *args: str, input: bytes | None = None) -> bytes:
+        # These read our own clone: a failure means a damaged cache (or disk), not a bad spec,
+        # and must reach status as a sync error rather than an unexpected exception.
+        try:
+            return run_git(list(args), cwd=self.folder, input=input, timeout=self.timeout_s)
+        except GitFailed as exc:
+            raise RepositoryReadError(f"reading the cached clone failed: {exc}") from None
+
+
+def _fetched_commit(folder: Path, ref: str) -> str:
+    try:
+        head = run_git(["rev-parse", "--verify", "--quiet", f"{_FETCHED}^{{commit}}"], cwd=folder)
+    except GitFailed as exc:
+        if exc.returncode == 1:  # --verify: the ref names a tree or a blob (a tag can), not a commit
+            raise InvalidSpecError(f"ref {ref!r} does not name a commit") from None
+        raise RepositoryReadError(f"reading the cached clone failed: {exc}") from None
+    head_sha = head.decode().strip()
+    if not _SHA.match(head_sha):
+        raise InvalidSpecError(f"ref {ref!r} does not name a commit")
+    return head_sha
 
 
 class GitFailed(Exception):
-    """A git command exited non-zero; `stderr` is already scrubbed of secrets."""
+    """A git command failed (`returncode` None: timed out); `stderr` is already scrubbed of secrets."""
 
-    def __init__(self, command: str, stderr: str) -> None:
+    def __init__(self, command: str, stderr: str, returncode: int | None = None) -> None:
         super().__init__(f"git {command} failed: {stderr}")
         self.command = command
         self.stderr = stderr
+        self.returncode = returncode
 
 
 def run_git(
@@ -228,7 +251,7 @@ def run_git(
         raise GitFailed(command, f"timed out after {timeout:.0f}s") from None
     if process.returncode != 0:
         text = scrub(err.decode("utf-8", "replace")).strip()
-        raise GitFailed(command, text[-600:] or f"exit status {process.returncode}")
+        raise GitFailed(command, text[-600:] or f"exit status {process.returncode}", process.returncode)
     return out
 
 
@@ -237,6 +260,8 @@ def _classify(exc: GitFailed, location: RepoLocation, ref: str) -> SyncError:
     where = location.display_url
     if "couldn't find remote ref" in text:
         return InvalidSpecError(f"ref {ref!r} was not found in {where}")
+    if "strange hostname" in text or "strange pathname" in text:  # git's own option-injection guard
+        return InvalidSpecError(f"git refused the address of {where}: {exc.stderr}")
     not_a_repo = "not a git repository" in text or "does not appear to be a git repository" in text
     if location.kind == "local" and not_a_repo:
         return InvalidSpecError(f"{where} is not a git repository")

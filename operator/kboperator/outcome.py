@@ -13,6 +13,7 @@ from kboperator.errors import (
     InvalidSpecError,
     MassDeletionRefusedError,
     RepositoryAuthError,
+    RepositoryReadError,
     RepositoryUnavailableError,
     ServiceAuthError,
     ServiceRejectedError,
@@ -31,6 +32,7 @@ _REASONS: tuple[tuple[type[Exception], str], ...] = (
     (SecretError, "SecretUnavailable"),
     (RepositoryAuthError, "RepositoryAuthFailed"),
     (RepositoryUnavailableError, "RepositoryUnavailable"),
+    (RepositoryReadError, "RepositoryReadFailed"),
     (MassDeletionRefusedError, "MassDeletionRefused"),
     (ServiceAuthError, "ServiceAuthFailed"),
     (ServiceUnavailableError, "ServiceUnavailable"),
@@ -83,6 +85,10 @@ class StatusWriter:
             changes["conditions"] = self._conditions((READY, None, "Pending", message), (SYNCED, None, "Pending", message))
         self._write(changes)
 
+    def interrupted(self) -> None:
+        """Syncing at start-up: the last process may have died half-way through applying a diff."""
+        self._write({"lastFullSyncTime": None})  # so the sync it owes is a full reconcile
+
     def suspended(self) -> None:
         """spec.suspend is true: nothing runs, nothing is planned."""
         documents = self.status.get("documentCount", 0)
@@ -133,17 +139,16 @@ class StatusWriter:
             message = f"{len(result.failed)} documents failed; retry at {format_time(retry_at)}"
             if reason_of(self.status) != "PartialSync":  # one event per failure streak, not per retry
                 kopf.warn(self.body, reason="SyncPartial", message=text)
-            if result.full:
-                changes["lastFullSyncTime"] = None  # a full reconcile is still owed: the retry does one
             changes.update({
+                # The commit stays, but part of the diff was applied: a diff from that commit no
+                # longer tells what the service lacks (a revert to it would look like no change).
+                "lastFullSyncTime": None,
                 "phase": Phase.FAILED.value, "consecutiveFailures": failures, "nextSyncTime": format_time(retry_at),
                 "conditions": self._conditions((READY, False, "PartialSync", message), (SYNCED, False, "PartialSync", text)),
             })
         self._write(changes)
 
-    def failed(
-        self, error: Exception, *, retry_at: datetime.datetime | None, attempted: bool = True, full: bool = False
-    ) -> None:
+    def failed(self, error: Exception, *, retry_at: datetime.datetime | None, attempted: bool = True) -> None:
         """A sync failed (or, not attempted, the spec is invalid); retry_at None: until the spec changes."""
         reason = failure_reason(error)
         when = "not retried until the spec changes" if retry_at is None else f"retry at {format_time(retry_at)}"
@@ -158,8 +163,8 @@ class StatusWriter:
             changes["lastHandledSyncRequest"] = self.request
         if attempted:
             changes["lastSyncTime"] = format_time(utcnow())
-        if full:
-            changes["lastFullSyncTime"] = None  # a full reconcile is still owed: the retry does one
+            # It may have failed after applying part of its changes: the retry reconciles fully.
+            changes["lastFullSyncTime"] = None
         if reason != reason_of(self.status):  # one event per failure streak and reason, not per retry
             kopf.warn(self.body, reason=reason, message=message)
         self._write(changes)

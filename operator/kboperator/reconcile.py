@@ -14,9 +14,10 @@ Retry policy:
   schedule), so a failure that needs a human is retried rarely, never in a tight loop;
 - an invalid spec (URL, ref, glob, schedule; a ref that does not exist; a local path that is
   not allowed): never retried until the spec or the sync-request annotation changes.
-A full reconcile is forced by a manual request, a change of the document set (specHash), and
-the periodic safety pass (FULL_RECONCILE_INTERVAL); the engine also does one on the first sync
-and when the last synced commit left the history.
+A full reconcile is forced by a manual request, a change of the document set (specHash), the
+periodic safety pass (FULL_RECONCILE_INTERVAL), any sync that did not succeed (outcome.py clears
+lastFullSyncTime: it may have applied part of its diff) and a sync interrupted by a restart; the
+engine also does one on the first sync and when the last synced commit left the history.
 """
 
 from __future__ import annotations
@@ -77,7 +78,10 @@ def decide(
     # An invalid spec (found here, or by git: an unknown ref) waits for the spec or a request to change.
     known_invalid = phase == Phase.FAILED and same_generation and outcome.reason_of(status) == "InvalidSpec"
     try:
-        source = parse_source(meta["namespace"], meta["name"], spec, allow_local=settings.allow_local_repositories)
+        source = parse_source(
+            meta["namespace"], meta["name"], spec,
+            allow_local=settings.allow_local_repositories, min_interval=settings.min_sync_interval_seconds,
+        )  # fmt: skip
     except InvalidSpecError as exc:
         return Plan("wait") if known_invalid and not manual else Plan("invalid", error=str(exc))
     if known_invalid and not manual:
@@ -124,6 +128,8 @@ async def tick(
     if first_call and writer.status.get("phase"):
         services.metrics.set_phase(writer.source_id, writer.status["phase"])  # after a restart
     now = utcnow()
+    if first_call and writer.status.get("phase") == Phase.SYNCING:
+        writer.interrupted()
     plan = decide(body, writer.status, services.settings, now)
     if plan.action == "wait":
         await _nap(state, stopped, plan.wait)
@@ -172,7 +178,7 @@ async def _sync(
         return
     assert error is not None
     services.metrics.record_failure(time.monotonic() - started)
-    writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at, full=full)
+    writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at)
 
 
 async def _credentials(services: Services, source: Source) -> Credentials | None:

@@ -5,7 +5,7 @@ Accepted URL forms:
 - `ssh://[user@]host[:port]/org/repo[.git]` and scp-like `user@host:org/repo[.git]`;
 - `file:///abs/path` and plain local paths, only when local repositories are allowed.
 Everything else (`git://`, `ext::`, `fd::` and other transports) is refused, and so is any
-URL or ref starting with '-', which git could read as an option.
+URL, ref, SSH user or host starting with '-', which git or ssh could read as an option.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def _parse_network(url: str, scheme: str) -> RepoLocation:
     path = _repo_path(parts.path)
     netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
     if scheme == "ssh":
+        _user(parts.username)
         user = f"{parts.username}@" if parts.username else ""
         fetch = f"ssh://{user}{netloc}/{parts.path.lstrip('/')}"
     else:
@@ -88,15 +89,20 @@ def _parse_network(url: str, scheme: str) -> RepoLocation:
 
 def _scp(url: str, match: re.Match[str]) -> RepoLocation:
     host = _host(match.group("host").strip("[]"), url)
-    user = match.group("user")
-    if user is not None and (user.startswith("-") or not user):
-        raise InvalidSpecError("the SSH user name must not start with '-'")
+    _user(match.group("user"))
     path = _repo_path(match.group("path"))
     return RepoLocation("ssh", url, host, path, url)
 
 
+def _user(user: str | None) -> None:
+    # git percent-decodes an ssh:// URL's user and host, so '%2D' is a '-' too. Refused here as an
+    # invalid spec: git would refuse it as well, but as a fetch failure, which is retried forever.
+    if user is not None and (not user or unquote(user).startswith("-")):
+        raise InvalidSpecError("the SSH user name must not be empty or start with '-' (ssh would read it as an option)")
+
+
 def _host(host: str, url: str) -> str:
-    if not host or host.startswith("-") or not _HOST.match(host if ":" not in host else f"[{host}]"):
+    if not host or unquote(host).startswith("-") or not _HOST.match(host if ":" not in host else f"[{host}]"):
         raise InvalidSpecError(f"the repository URL {url!r} has an invalid host")
     return host.lower()
 

@@ -80,9 +80,6 @@ class SourceState:
     seen: tuple[Any, Any] | None = None
     #: The status as this process last wrote it: the live body may lag behind our own patches.
     status: dict[str, Any] | None = None
-    #: Start-up jitter: an overdue scheduled sync waits until then (None once it is spent).
-    not_before: float | None = None
-    jittered: bool = False
 
 
 def source_state(memo: Any) -> SourceState:

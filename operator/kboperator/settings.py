@@ -30,6 +30,12 @@ class OperatorSettings(BaseSettings):
     startup_jitter_seconds: float = Field(
         30, ge=0, description="Overdue syncs at start-up are spread over this many seconds."
     )
+    min_sync_interval_seconds: float = Field(
+        60.0, ge=0, description=(
+            "Shortest schedule a source may have (for cron, the shortest gap between two runs); "
+            "a shorter one is an invalid spec."
+        ),
+    )
     metrics_port: int = Field(9090, ge=0, le=65535, description="Prometheus port; 0 disables metrics.")
     http_timeout_seconds: float = Field(60, gt=0, description="Timeout of one search service request.")
     http_max_attempts: int = Field(5, ge=1, description="Tries of one search service request (429/5xx/network).")

@@ -61,8 +61,13 @@ def service_ref(spec: Mapping[str, Any]) -> ServiceRef:
     return ServiceRef(service.get("url") or None, secret.get("name") or None, secret.get("key") or "token")
 
 
-def parse_source(namespace: str, name: str, spec: Mapping[str, Any], *, allow_local: bool) -> Source:
-    """Apply defaults and validate; InvalidSpecError says what is wrong, without secrets."""
+def parse_source(
+    namespace: str, name: str, spec: Mapping[str, Any], *, allow_local: bool, min_interval: float = 0.0
+) -> Source:
+    """Apply defaults and validate; InvalidSpecError says what is wrong, without secrets.
+
+    `min_interval`: the shortest schedule allowed, in seconds (see Schedule.parse).
+    """
     repository = spec.get("repository") or {}
     url = repository.get("url")
     if not isinstance(url, str) or not url:
@@ -95,7 +100,7 @@ def parse_source(namespace: str, name: str, spec: Mapping[str, Any], *, allow_lo
         sync=sync,
         ssh=location.kind == "ssh",
         secret_name=secret,
-        schedule=Schedule.parse(str(spec.get("schedule") or DEFAULT_SCHEDULE)),
+        schedule=Schedule.parse(str(spec.get("schedule") or DEFAULT_SCHEDULE), min_interval=min_interval),
         suspend=bool(spec.get("suspend", False)),
         deletion_policy=policy,
         service=service,

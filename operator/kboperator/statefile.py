@@ -1,7 +1,15 @@
-"""The `--state` file of knowledge-sync: the last synced commit, and the spec it was synced with."""
+"""The `--state` file of knowledge-sync: the last synced commit, and what it was synced with.
+
+The commit is only a starting point for the next diff when the file's key matches the run: the
+same document set (globs, ref, URL, size limit, metadata) *and* the same search service, since a
+different service holds none of those documents. `fullOwed` says that a run started from that
+commit and did not finish cleanly: it may have applied part of its diff (a deletion, say), so a
+diff from the commit no longer tells what the service lacks, and the next run reconciles fully.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -13,11 +21,16 @@ from kboperator.models import SyncSpec
 
 log = logging.getLogger(__name__)
 
-_VERSION = 1
+_VERSION = 2  # 1 had no service in its key and no fullOwed
 
 
-def read_state(path: Path, spec: SyncSpec) -> str | None:
-    """The last synced commit, or None (full reconcile) when there is none or the spec changed."""
+def state_key(spec: SyncSpec, service: str) -> str:
+    """What a stored commit is valid for; the operator's specHash hashes the same things."""
+    return hashlib.sha256(f"{spec.document_set_key()}|{service.rstrip('/')}".encode()).hexdigest()[:16]
+
+
+def read_state(path: Path, spec: SyncSpec, service: str) -> str | None:
+    """The commit to diff from, or None (full reconcile): no state, another spec or service, or owed."""
     try:
         state = json.loads(path.read_text())
     except FileNotFoundError:
@@ -26,24 +39,28 @@ def read_state(path: Path, spec: SyncSpec) -> str | None:
         log.warning("ignoring unreadable state file %s (%s); doing a full reconcile", path, exc)
         return None
     if not isinstance(state, dict) or state.get("version") != _VERSION:
-        log.warning("ignoring state file %s of an unknown format; doing a full reconcile", path)
+        log.warning("ignoring state file %s of an older or unknown format; doing a full reconcile", path)
         return None
-    if state.get("sourceId") != spec.source_id or state.get("documentSetKey") != spec.document_set_key():
-        # Globs, ref, URL, size limit or metadata changed: only a full reconcile removes orphans.
-        log.info("the spec changed since the state file was written; doing a full reconcile")
+    if state.get("sourceId") != spec.source_id or state.get("key") != state_key(spec, service):
+        # Globs, ref, URL, size limit, metadata or service changed: only a full reconcile removes orphans.
+        log.info("the spec or service changed since the state file was written; doing a full reconcile")
+        return None
+    if state.get("fullOwed"):
+        log.info("the last run did not finish cleanly; doing a full reconcile")
         return None
     commit = state.get("commit")
     return commit if isinstance(commit, str) else None
 
 
-def write_state(path: Path, spec: SyncSpec, commit: str) -> None:
+def write_state(path: Path, spec: SyncSpec, service: str, commit: str | None, *, full_owed: bool = False) -> None:
     """Write atomically (temp file in the same folder, fsync, rename): a crash leaves old or new."""
     state = {
         "version": _VERSION,
         "sourceId": spec.source_id,
-        "documentSetKey": spec.document_set_key(),
+        "key": state_key(spec, service),
         "commit": commit,
-        "syncedAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "fullOwed": full_owed,
+        "writtenAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)

@@ -17,11 +17,12 @@ import pytest
 
 from kbsearch.app import create_app
 from kbsearch.settings import Settings
-from tests.operator.kmock_support import KubeApi, KubeEmulator, running_operator
+from tests.operator.kmock_support import KubeApi, KubeEmulator, eventually, running_operator
 from tests.support.hashing import HashingEmbedder
 from tests.support.service import make_store, serve
 
 NAMESPACE = "kb"
+PACER = "pacer"
 SERVICE_URL = "http://searchsvc"
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
@@ -57,6 +58,11 @@ class GitRepo:
     def commit(self, message: str) -> str:
         self._git("add", "--all")
         self._git("commit", "--quiet", "--allow-empty", "-m", message)
+        return self._git("rev-parse", "HEAD").strip()
+
+    def revert(self) -> str:
+        """Undo the last commit with a new one: the tree goes back to what it was."""
+        self._git("revert", "--no-edit", "HEAD")
         return self._git("rev-parse", "HEAD").strip()
 
     def expected(self, *relpaths: str) -> dict[str, str]:
@@ -170,6 +176,23 @@ class World:
             if not cursor:
                 return documents
 
+    async def operator_kept_working(self, retries: int = 2) -> None:
+        """Positive proof that the operator's timers kept running: a pacer source retried `retries` more times.
+
+        The pacer fetches from a port nobody listens on, so it fails at once and is retried with
+        the same backoff and schedule machinery as every other source (its failures do not count
+        as successful syncs). A test that asserts that something did *not* happen waits for this
+        first, so a slow operator cannot make it pass.
+        """
+        if self.api.get(PACER) is None:
+            spec = {"repository": {"url": "http://127.0.0.1:9/pacer.git"}, "schedule": "@every 1s"}
+            await self.api.create(PACER, spec)
+        start = self.api.status(PACER).get("consecutiveFailures", 0)
+        await eventually(
+            lambda: self.api.status(PACER).get("consecutiveFailures", 0) >= start + retries,
+            what=f"{retries} more retries of the pacer source",
+        )
+
     def syncs(self, result: str) -> float:
         """The operator's kb_operator_syncs_total for one result."""
         value = self.memo["services"].metrics.registry.get_sample_value("kb_operator_syncs_total", {"result": result})
@@ -186,6 +209,7 @@ async def world(
         "CACHE_DIR": str(tmp_path / "cache"), "METRICS_PORT": "0", "STARTUP_JITTER_SECONDS": "0",
         "MAX_CONCURRENT_SYNCS": "2", "RETRY_BACKOFF_SECONDS": "0.2", "RETRY_BACKOFF_MAX_SECONDS": "1",
         "HTTP_MAX_ATTEMPTS": "2", "HTTP_BACKOFF_SECONDS": "0.01", "FULL_RECONCILE_INTERVAL": "3600",
+        "MIN_SYNC_INTERVAL_SECONDS": "0.5",  # the tests use `@every 1s`
     }.items():
         monkeypatch.setenv(f"KBOPERATOR_{key}", value)
     data = tmp_path / "service"

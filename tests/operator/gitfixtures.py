@@ -110,8 +110,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E40
 
 
 @contextlib.contextmanager
-def serve_git_http(project_root: Path, username: str, token: str) -> Iterator[str]:
-    """Serve the bare repositories under `project_root` at the yielded base URL; 401 without this token."""
+def serve_git_http(project_root: Path, username: str, token: str, seen: list[str] | None = None) -> Iterator[str]:
+    """Serve the bare repositories under `project_root` at the yielded base URL; 401 without this token.
+
+    `seen`, when given, collects the Authorization header of every request ("" when absent).
+    """
     expected = "Basic " + base64.b64encode(f"{username}:{token}".encode()).decode()
 
     class Handler(BaseHTTPRequestHandler):
@@ -126,6 +129,8 @@ def serve_git_http(project_root: Path, username: str, token: str) -> Iterator[st
 
         def _cgi(self) -> None:
             auth = self.headers.get("Authorization")
+            if seen is not None:
+                seen.append(auth or "")
             if auth != expected:
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", 'Basic realm="git"')
@@ -168,7 +173,33 @@ def serve_git_http(project_root: Path, username: str, token: str) -> Iterator[st
             self.end_headers()
             self.wfile.write(payload)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with _serving(Handler) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def serve_redirect(target: str) -> Iterator[str]:
+    """A server that answers every request with a 302 to the same path on `target` (another host)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", target + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_GET
+
+    with _serving(Handler) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -14,10 +14,11 @@ import pytest
 import uvicorn
 
 from kboperator.cli import main
+from kboperator.sync import SyncEngine
 from kbsearch.app import create_app
 from kbsearch.settings import Settings
 from tests.operator.servicefixtures import file_uri, sha256
-from tests.operator.gitfixtures import WorkRepo
+from tests.operator.gitfixtures import WorkRepo, git
 from tests.support.service import make_store
 from tests.support.hashing import HashingEmbedder
 
@@ -131,17 +132,53 @@ def test_without_state_every_run_is_a_full_reconcile(server: Server, repo: WorkR
 
 def test_failed_documents_exit_1_and_keep_the_state(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
     state = tmp_path / "state.json"
-    args = [*base_args(server, repo, tmp_path), "--state", str(state)]
+    args = [*base_args(server, repo, tmp_path), "--state", str(state), "--max-file-size", "2000000"]
     assert run(capsys, *args)[0] == 0
     before = state.read_text()
     repo.write("huge.md", "z" * (1_048_576 + 1))
     repo.commit()
-    code, out, err = run(capsys, *args, "--max-file-size", "2000000", "--json")
+    code, out, err = run(capsys, *args, "--json")
     assert code == 1
     failed = json.loads(out)["failed"]
     assert [f["path"] for f in failed] == ["huge.md"] and "DOCUMENT_TOO_LARGE" in failed[0]["reason"]
     assert "failed: huge.md" in err
-    assert state.read_text() == before  # the commit is not advanced past a failure
+    kept = json.loads(state.read_text())
+    assert kept["commit"] == json.loads(before)["commit"]  # the commit is not advanced past a failure
+    assert kept["fullOwed"] is True  # and the next run reconciles fully (the failed run changed things)
+
+
+def test_a_partial_run_then_a_revert_restores_what_the_partial_run_deleted(
+    server: Server, repo: WorkRepo, tmp_path: Path, capsys
+) -> None:
+    args = [*base_args(server, repo, tmp_path), "--state", str(tmp_path / "state.json"), "--max-file-size", "4000000"]
+    assert run(capsys, *args)[0] == 0
+    repo.remove("index.md")
+    repo.write("guide/setup.md", "s" * (1_048_576 + 1))  # past the service's 1 MiB limit: 413
+    repo.commit("delete index, grow setup")
+    code, out, _ = run(capsys, *args, "--json")
+    assert code == 1 and [f["path"] for f in json.loads(out)["failed"]] == ["guide/setup.md"]
+    assert file_uri(repo.path, "index.md") not in server.listing()  # the deletion did go through
+
+    git(repo.path, "revert", "--no-edit", "HEAD")  # back to the tree the state file's commit had
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    assert json.loads(out)["full"] is True and json.loads(out)["added"] == 1
+    assert server.listing() == expected(repo)
+
+
+def test_a_state_file_does_not_carry_over_to_another_service(
+    server: Server, repo: WorkRepo, tmp_path: Path, capsys
+) -> None:
+    state = tmp_path / "state.json"
+    assert run(capsys, *base_args(server, repo, tmp_path), "--state", str(state))[0] == 0
+    with Server(tmp_path / "new-service") as empty:  # a new, empty service; same repository and commit
+        code, out, err = run(capsys, *base_args(empty, repo, tmp_path), "--state", str(state), "--json")
+        assert code == 0, err
+        assert json.loads(out)["full"] is True
+        assert empty.listing() == expected(repo)
+        # and back on the first service the state written for the new one does not apply either
+        code, out, _ = run(capsys, *base_args(server, repo, tmp_path), "--state", str(state), "--json")
+        assert code == 0 and json.loads(out)["full"] is True
 
 
 @pytest.mark.parametrize(
@@ -188,3 +225,55 @@ def test_service_token_from_the_environment(tmp_path: Path, repo: WorkRepo, caps
         assert code == 0, err
         assert TOKEN not in err
         assert server.listing() == expected(repo)
+
+
+def test_a_failed_run_with_another_spec_voids_the_state_of_the_first(
+    server: Server, repo: WorkRepo, tmp_path: Path, capsys
+) -> None:
+    args = [*base_args(server, repo, tmp_path), "--state", str(tmp_path / "state.json")]
+    assert run(capsys, *args)[0] == 0
+    repo.write("huge.md", "h" * (1_048_576 + 1))  # skipped by default, a 413 with a higher limit
+    repo.commit()
+    # Narrowed: the full reconcile deletes guide/setup.md, then huge.md fails.
+    code, _, _ = run(capsys, *args, "--exclude", "guide/**", "--max-file-size", "4000000")
+    assert code == 1 and file_uri(repo.path, "guide/setup.md") not in server.listing()
+    # Back to the first spec: its commit no longer describes the service.
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    assert json.loads(out)["full"] is True
+    assert server.listing() == {uri: sha for uri, sha in expected(repo).items() if not uri.endswith("/huge.md")}
+
+
+class _Killed(BaseException):
+    """The job runner killing knowledge-sync half-way through a sync."""
+
+
+def test_a_run_killed_half_way_leaves_a_full_reconcile_owed(
+    server: Server, repo: WorkRepo, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state.json"
+    args = [*base_args(server, repo, tmp_path), "--state", str(state)]
+    assert run(capsys, *args)[0] == 0
+    commit = json.loads(state.read_text())["commit"]
+
+    async def killed(*_: object, **__: object) -> None:
+        raise _Killed
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SyncEngine, "sync", killed)
+        with pytest.raises(_Killed):
+            main(args)
+    assert json.loads(state.read_text()) | {"writtenAt": None} == {
+        "version": 2, "sourceId": SOURCE, "key": json.loads(state.read_text())["key"],
+        "commit": commit, "fullOwed": True, "writtenAt": None,
+    }
+    code, out, _ = run(capsys, *args, "--json")
+    assert code == 0 and json.loads(out)["full"] is True
+    assert json.loads(state.read_text())["fullOwed"] is False
+
+
+def test_an_unwritable_state_file_is_a_config_error(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    code, _, err = run(capsys, *base_args(server, repo, tmp_path), "--state", str(blocker / "state.json"))
+    assert code == 2 and "--state: cannot write" in err

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
+import kopf
 import pytest
 
+from kboperator import outcome, reconcile
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
+from kboperator.errors import RepositoryReadError, ServiceUnavailableError
+from kboperator.models import FileIssue, SyncResult
 from kboperator.reconcile import decide
+from kboperator.services import SourceState
 from kboperator.settings import OperatorSettings
 from kboperator.source import parse_source
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
-SETTINGS = OperatorSettings(full_reconcile_interval=86400)
+SETTINGS = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_seconds=60)
 SPEC = {"repository": {"url": "https://github.com/acme/docs"}, "schedule": "@every 1h"}
 
 
@@ -121,6 +128,8 @@ def test_an_announced_or_interrupted_sync_is_owed() -> None:
         {"searchService": {"url": "ftp://search"}},
         {"repository": {"url": "ext::sh -c id"}},
         {"repository": {"url": "https://user:s3cret@github.com/acme/docs"}},
+        {"repository": {"url": "ssh://-oProxyCommand=id@github.com/acme/docs"}},
+        {"repository": {"url": "ssh://%2DoProxyCommand=id@github.com/acme/docs"}},
     ],
 )
 def test_hostile_or_broken_specs_are_invalid(changes: dict[str, Any]) -> None:
@@ -133,3 +142,73 @@ def test_a_full_reconcile_left_owed_is_done_by_the_retry() -> None:
     owed = synced(phase="Failed", lastFullSyncTime=None, nextSyncTime="2024-05-01T11:59:00Z")
     plan = decide(body(), owed, SETTINGS, NOW)
     assert plan.action == "sync" and plan.full
+
+
+class _Metrics:
+    def set_phase(self, *_: object) -> None:
+        pass
+
+
+def _after(step: Callable[[outcome.StatusWriter], None], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The status once `step` wrote the outcome of a sync of a source synced at commit a…a."""
+    monkeypatch.setattr(kopf, "warn", lambda *_, **__: None)  # events need a running operator
+    monkeypatch.setattr(kopf, "info", lambda *_, **__: None)
+    state = SourceState(status=synced(nextSyncTime="2024-05-01T11:59:00Z"))
+    step(outcome.StatusWriter(SimpleNamespace(metrics=_Metrics()), state, body(), kopf.Patch()))  # type: ignore[arg-type]
+    assert state.status is not None
+    return state.status
+
+
+def _partial(full: bool) -> SyncResult:
+    return SyncResult(commit="b" * 40, full=full, added=0, modified=0, deleted=1, renamed=0, unchanged=0,
+                      skipped=[], failed=[FileIssue("y.md", "not ingested: 413")], documents=1, duration_s=0.1)  # fmt: skip
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_a_partial_sync_owes_a_full_reconcile(full: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The partial sync applied some changes (a deletion) but the commit stays: if the repository
+    # is then reverted to that commit, only a full reconcile notices what the service lost.
+    source = parse_source("kb", "docs", SPEC, allow_local=False)
+    status = _after(lambda writer: writer.synced(source, _partial(full), NOW, NOW), monkeypatch)
+    assert status["lastSyncedCommit"] == "a" * 40
+    plan = decide(body(), status, SETTINGS, NOW)
+    assert plan.action == "sync" and plan.full
+
+
+def test_a_failed_sync_owes_a_full_reconcile(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sync may fail after some documents went through (the read-back of the count, say).
+    error = ServiceUnavailableError("down")
+    status = _after(lambda writer: writer.failed(error, retry_at=NOW), monkeypatch)
+    plan = decide(body(), status, SETTINGS, NOW)
+    assert plan.action == "sync" and plan.full
+
+
+async def test_a_sync_interrupted_by_a_restart_is_redone_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Syncing at start-up: the last process may have died half-way through applying a diff. Here
+    # the schedule also changed meanwhile, so the first call only re-announces: the debt must be
+    # written down, not just remembered by this one call.
+    monkeypatch.setattr(reconcile, "_sync", None)  # this call must not sync
+    services = SimpleNamespace(settings=SETTINGS, metrics=_Metrics())
+    state, patch = SourceState(), kopf.Patch()
+    interrupted = body(dict(SPEC, schedule="@every 2h"), generation=2) | {"status": synced(phase="Syncing")}
+    await reconcile.tick(services, state, interrupted, patch, None)  # type: ignore[arg-type]
+    assert patch.status["phase"] == "Syncing" and patch.status["lastFullSyncTime"] is None
+    assert state.status is not None and decide(interrupted, state.status, SETTINGS, NOW).full
+    # A sync this process announced itself runs as planned.
+    assert not decide(body(), synced(phase="Syncing"), SETTINGS, NOW).full
+
+
+@pytest.mark.parametrize(("schedule", "interval"), [("@every 1ms", "0.001s"), ("@every 59s", "59s")])
+def test_a_schedule_below_the_minimum_interval_is_invalid(schedule: str, interval: str) -> None:
+    spec = dict(SPEC, schedule=schedule)
+    plan = decide(body(spec), {}, SETTINGS, NOW)
+    assert plan.action == "invalid"
+    assert interval in plan.error and "60s" in plan.error and "KBOPERATOR_MIN_SYNC_INTERVAL_SECONDS" in plan.error
+    assert decide(body(spec), failed("InvalidSpec"), SETTINGS, NOW).action == "wait"  # not retried
+    fast = OperatorSettings(min_sync_interval_seconds=0.5)
+    assert decide(body(dict(SPEC, schedule="@every 1s")), {}, fast, NOW).action == "sync"
+
+
+def test_a_damaged_clone_is_a_named_failure_not_an_internal_error() -> None:
+    assert outcome.failure_reason(RepositoryReadError("reading the cached clone failed")) == "RepositoryReadFailed"
+    assert outcome.failure_reason(RuntimeError("a bug")) == "InternalError"

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import stat
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
-from kboperator.errors import InvalidSpecError, RepositoryAuthError, RepositoryUnavailableError
+from kboperator.errors import InvalidSpecError, RepositoryAuthError, RepositoryReadError, RepositoryUnavailableError
 from kboperator.gitauth import git_call
 from kboperator.gitrepo import RepoCache
 from kboperator.models import Credentials, RepoSpec
 from kboperator.repourl import parse_repo_url
-from tests.operator.gitfixtures import WorkRepo, git, serve_git_http
+from tests.operator.gitfixtures import WorkRepo, git, serve_git_http, serve_redirect
 
 TOKEN = "ghp_S3cretT0kenValue_do_not_leak"
 
@@ -131,6 +133,13 @@ def test_a_missing_ref_is_a_spec_error(cache: RepoCache, work: WorkRepo) -> None
         open_local(cache, work, ref="no-such-branch")
 
 
+@pytest.mark.parametrize("target", ["HEAD:a.md", "HEAD^{tree}"])
+def test_a_tag_of_something_other_than_a_commit_is_a_spec_error(cache: RepoCache, work: WorkRepo, target: str) -> None:
+    git(work.path, "tag", "odd", git(work.path, "rev-parse", target))
+    with pytest.raises(InvalidSpecError, match="does not name a commit"):
+        open_local(cache, work, ref="odd")
+
+
 @pytest.mark.parametrize(
     ("url", "ref"),
     [
@@ -155,6 +164,24 @@ def test_option_injection_is_refused_before_git_runs(
     with pytest.raises(InvalidSpecError):
         cache.open("ns/src", spec, allow_local=True)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ssh://-oProxyCommand={command}@example.com/x/y",
+        "ssh://%2DoProxyCommand={command}@example.com/x/y",  # git or ssh might decode it
+        "ssh://git@-oProxyCommand={command}/x/y",
+    ],
+)
+def test_an_ssh_url_whose_user_or_host_is_an_option_is_invalid(cache: RepoCache, tmp_path: Path, url: str) -> None:
+    # Permanent, so never retried as an unreachable repository; and refused before git runs.
+    marker = tmp_path / "pwned"
+    spec = RepoSpec(url.format(command=quote(f"touch {marker}", safe="")))
+    with pytest.raises(InvalidSpecError):
+        cache.open("ns/src", spec, allow_local=False)
+    assert not marker.exists()
+    assert not list(cache.root.glob("*"))  # not even a clone was started
 
 
 @pytest.mark.parametrize("url", ["git://example.com/o/r", "ftp://example.com/o/r", "fd::17"])
@@ -272,3 +299,31 @@ def test_token_lives_only_in_the_subprocess_environment(tmp_path: Path) -> None:
         assert call.scrub(f"oops {TOKEN}") == "oops ***"
     assert "KB_GIT_PASSWORD" not in os.environ
     assert TOKEN not in repr(Credentials(token=TOKEN))
+
+
+def test_the_token_is_given_only_to_the_repository_host(cache: RepoCache, work: WorkRepo, tmp_path: Path) -> None:
+    # The repository's server redirects to another host, which asks for credentials.
+    root = tmp_path / "elsewhere"
+    root.mkdir()
+    git(root, "clone", "--bare", "--quiet", str(work.path), "org/private.git")
+    seen: list[str] = []
+    with serve_git_http(root, "robot", TOKEN, seen=seen) as elsewhere, serve_redirect(elsewhere) as base:
+        creds = Credentials(username="robot", token=TOKEN)
+        with pytest.raises(RepositoryAuthError):
+            cache.open("ns/src", RepoSpec(f"{base}/org/private.git", credentials=creds), allow_local=False)
+    assert seen, "git did not follow the redirect: the test proves nothing"
+    assert seen == [""] * len(seen)  # asked, and never answered with any credential
+
+
+def test_a_broken_clone_is_a_sync_error_not_a_crash(cache: RepoCache, work: WorkRepo) -> None:
+    with open_local(cache, work) as checkout:
+        first = checkout.head
+        shutil.rmtree(checkout.folder / "objects")  # a corrupted cache, or a full disk
+        with pytest.raises(RepositoryReadError, match="ls-tree"):
+            checkout.list_files()
+        with pytest.raises(RepositoryReadError):
+            checkout.diff(first)
+        with pytest.raises(RepositoryReadError):
+            checkout.blob_sizes([first])
+        with pytest.raises(RepositoryReadError):
+            checkout.read_blob(first)

@@ -44,3 +44,27 @@ def test_times_round_trip_to_the_second_in_utc() -> None:
     assert format_time(local) == "2024-01-01T12:30:00Z"
     assert parse_time("2024-01-01T12:30:00Z") == NOON
     assert parse_time(None) is None and parse_time("yesterday") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "minimum", "interval"),
+    [
+        ("@every 1ms", 60, "0.001s"),
+        ("@every 30s", 60, "30s"),
+        ("*/5 * * * *", 600, "300s"),
+        ("0,1 * * * *", 120, "60s"),  # uneven: the shortest gap counts, wherever it falls
+        ("58 23 * * *", 0, None),  # below any minimum only when the minimum is above it
+    ],
+)
+def test_schedules_firing_more_often_than_the_minimum_are_spec_errors(text: str, minimum: float, interval: str | None) -> None:
+    if interval is None:
+        assert Schedule.parse(text, min_interval=minimum).text == text
+        return
+    with pytest.raises(InvalidSpecError) as caught:
+        Schedule.parse(text, min_interval=minimum)
+    assert f"every {interval}" in str(caught.value) and f"{minimum:g}s" in str(caught.value)
+
+
+@pytest.mark.parametrize(("text", "minimum"), [("@every 1m", 60), ("* * * * *", 60), ("@hourly", 3600), ("0 9,17 * * 1-5", 3600)])
+def test_schedules_at_or_above_the_minimum_are_accepted(text: str, minimum: float) -> None:
+    assert Schedule.parse(text, min_interval=minimum).text == text

@@ -25,6 +25,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.max_concurrent_syncs == 4 and settings.cache_dir == Path("/var/cache/kb-operator")
     assert settings.full_reconcile_interval == 86400 and settings.startup_jitter_seconds == 30
     assert settings.metrics_port == 9090 and settings.http_timeout_seconds == 60
+    assert settings.min_sync_interval_seconds == 60
 
 
 def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,7 +33,9 @@ def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KBOPERATOR_SEARCH_TOKEN", "hunter2")
     monkeypatch.setenv("KBOPERATOR_ALLOW_LOCAL_REPOSITORIES", "true")
     monkeypatch.setenv("KBOPERATOR_MAX_CONCURRENT_SYNCS", "8")
+    monkeypatch.setenv("KBOPERATOR_MIN_SYNC_INTERVAL_SECONDS", "0.5")
     settings = OperatorSettings()
+    assert settings.min_sync_interval_seconds == 0.5
     assert settings.namespaces == ["docs", "team-a"] and not settings.clusterwide
     assert settings.allow_local_repositories and settings.max_concurrent_syncs == 8
     assert settings.search_token is not None and settings.search_token.get_secret_value() == "hunter2"
