@@ -58,10 +58,8 @@ def scifact_chunks(data: SciFact, embedder=None, *, target: int = 0, seed: int =
     row = 0
     for doc, p in parsed:
         uri = f"scifact:{doc['_id']}"
-        hashes = []
         for c in p.chunks:
             text_hash = hashlib.sha256(c.embed_text.encode()).hexdigest()
-            hashes.append(text_hash)
             points.append(ChunkPoint(
                 uri=uri, source_identifier="bench/scifact", chunk_index=c.index, total_chunks=len(p.chunks), text=c.text,
                 text_hash=text_hash, title=p.title, tags=p.tags, headings=c.headings, metadata={"docId": str(doc["_id"]), "sourceIdentifier": "bench/scifact"},
@@ -70,7 +68,7 @@ def scifact_chunks(data: SciFact, embedder=None, *, target: int = 0, seed: int =
             row += 1
         records.append(DocumentRecord(
             uri=uri, source_identifier="bench/scifact", checksum="sha256:" + hashlib.sha256(scifact_markdown(doc).encode()).hexdigest(),
-            chunks=len(p.chunks), chunk_hashes=hashes, metadata={"docId": str(doc["_id"]), "sourceIdentifier": "bench/scifact"},
+            chunks=len(p.chunks), metadata={"docId": str(doc["_id"]), "sourceIdentifier": "bench/scifact"},
             title=p.title, ingested_at="2026-01-01T00:00:00.000Z", chunker=chunker.fingerprint,
         ))
     real = len(points)

@@ -89,7 +89,6 @@ class DocumentRecord:
     source_identifier: str | None
     checksum: str  # "sha256:<hex>" of the content's UTF-8 bytes
     chunks: int
-    chunk_hashes: list[str]  # text_hash of each chunk, by index
     metadata: dict[str, MetadataValue]
     title: str | None
     ingested_at: str  # RFC 3339, UTC

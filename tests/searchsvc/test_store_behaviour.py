@@ -87,7 +87,6 @@ def make_record(
         source_identifier=source,
         checksum=f"sha256:{uri}",
         chunks=chunks,
-        chunk_hashes=[f"hash-{uri}-{i}" for i in range(chunks)],
         metadata=dict(metadata or {}),
         title=f"Title of {uri}",
         ingested_at=ingested_at,
@@ -631,7 +630,7 @@ def test_edge_group_commit_flushes_in_the_background(tmp_path):
     store.open(TEST_SIGNATURE)
     try:
         store.put_document(
-            DocumentRecord("a.md", "s", "sha256:x", 0, [], {}, None, "2026-01-01T00:00:00Z", "c")
+            DocumentRecord("a.md", "s", "sha256:x", 0, {}, None, "2026-01-01T00:00:00Z", "c")
         )
         assert store._dirty
         deadline = time.monotonic() + 10

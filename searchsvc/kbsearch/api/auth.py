@@ -10,10 +10,10 @@ from kbsearch.errors import ForbiddenError, UnauthenticatedError
 from kbsearch.settings import Settings
 
 
-def _presented_token(request: Request) -> str | None:
+def _presented_token(request: Request) -> str:
     header = request.headers.get("authorization")
     if not header:
-        return None
+        raise UnauthenticatedError("this endpoint needs a bearer token")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise UnauthenticatedError("the Authorization header must be 'Bearer <token>'")
@@ -29,8 +29,6 @@ def require_write(request: Request) -> None:
     if settings.api_token is None:
         return
     presented = _presented_token(request)
-    if presented is None:
-        raise UnauthenticatedError("this endpoint needs a bearer token")
     if _matches(presented, settings.api_token.get_secret_value()):
         return
     if settings.read_token is not None and _matches(presented, settings.read_token.get_secret_value()):
@@ -43,8 +41,6 @@ def require_read(request: Request) -> None:
     if settings.read_token is None:
         return
     presented = _presented_token(request)
-    if presented is None:
-        raise UnauthenticatedError("this endpoint needs a bearer token")
     for token in (settings.read_token, settings.api_token):
         if token is not None and _matches(presented, token.get_secret_value()):
             return

@@ -9,7 +9,7 @@ from kbsearch.services.documents import DocumentService
 from kbsearch.services.search import SearchService
 
 
-def _ready_state(request: Request):
+def ready_state(request: Request):
     state = request.app.state
     if not getattr(state, "ready", False):
         raise NotReadyError("the service is still starting: store or embedder not loaded yet")
@@ -17,8 +17,8 @@ def _ready_state(request: Request):
 
 
 def documents_service(request: Request) -> DocumentService:
-    return _ready_state(request).documents
+    return ready_state(request).documents
 
 
 def search_service(request: Request) -> SearchService:
-    return _ready_state(request).search
+    return ready_state(request).search

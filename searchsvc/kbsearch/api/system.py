@@ -7,7 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kbsearch import __version__
 from kbsearch.api.auth import require_read
-from kbsearch.api.deps import _ready_state
+from kbsearch.api.deps import ready_state
 from kbsearch.api.errors import error_response
 from kbsearch.services.runtime import store_call
 
@@ -36,7 +36,7 @@ async def metrics(request: Request) -> Response:
 @router.get("/api/v1/status", dependencies=[Depends(require_read)])
 async def status(request: Request) -> dict:
     """Version, store, embedder and chunker settings, with live counts."""
-    state = _ready_state(request)
+    state = ready_state(request)
     settings = state.settings
     documents, chunks = await store_call(state.store.count)
     min_chars, max_chars = settings.chunk_range

@@ -12,6 +12,7 @@ import logging
 import uuid
 from datetime import UTC, datetime
 
+from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConflictError, DocumentTooLargeError, InvalidRequestError, OverloadedError
 from kbsearch.metrics import Metrics
@@ -64,7 +65,7 @@ class DocumentService:
         store: VectorStore,
         embedder: EmbeddingProvider,
         sparse: Bm25Encoder,
-        chunker,  # kbsearch.chunker.MarkdownChunker
+        chunker: MarkdownChunker,
         metrics: Metrics,
         max_document_bytes: int,
         max_pending_writes: int,
@@ -158,7 +159,6 @@ class DocumentService:
             source_identifier=request.source_identifier,
             checksum=checksum,
             chunks=total,
-            chunk_hashes=hashes,
             metadata=request.metadata,
             title=parsed.title,
             ingested_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),

@@ -20,23 +20,21 @@ async def in_thread(func: Callable[..., T], *args: object) -> T:
     return await anyio.to_thread.run_sync(func, *args)
 
 
-async def store_call(func: Callable[..., T], *args: object) -> T:
-    """A store call whose vendor failure becomes a transient 503, never a 500."""
+async def _vendor_call(error: type[ServiceError], what: str, func: Callable[..., T], *args: object) -> T:
     try:
         return await in_thread(func, *args)
     except ServiceError:
         raise
     except Exception as exc:
-        log.exception("vector store call failed")
-        raise StoreUnavailableError(f"the vector store failed: {type(exc).__name__}") from exc
+        log.exception("%s call failed", what)
+        raise error(f"the {what} failed: {type(exc).__name__}") from exc
+
+
+async def store_call(func: Callable[..., T], *args: object) -> T:
+    """A store call whose vendor failure becomes a transient 503, never a 500."""
+    return await _vendor_call(StoreUnavailableError, "vector store", func, *args)
 
 
 async def embed_call(func: Callable[..., T], *args: object) -> T:
     """An embedder call whose failure becomes a transient 503, never a 500."""
-    try:
-        return await in_thread(func, *args)
-    except ServiceError:
-        raise
-    except Exception as exc:
-        log.exception("embedding call failed")
-        raise EmbedderUnavailableError(f"the embedder failed: {type(exc).__name__}") from exc
+    return await _vendor_call(EmbedderUnavailableError, "embedder", func, *args)

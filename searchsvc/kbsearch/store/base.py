@@ -45,7 +45,6 @@ HEADINGS = "headings"
 METADATA = "metadata"
 CHECKSUM = "checksum"
 CHUNKS = "chunks"
-CHUNK_HASHES = "chunkHashes"
 INGESTED_AT = "ingestedAt"
 CHUNKER = "chunker"
 

@@ -250,19 +250,12 @@ class EdgeStore(VectorStore):
     def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
         if not text_hashes:
             return {}
-        wanted = _filter([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))])
-        found: dict[str, list[float]] = {}
-        offset = None
-        while True:
-            page = qe.ScrollRequest(
-                offset=offset, limit=pl.SCROLL_PAGE, filter=wanted, with_payload=[TEXT_HASH], with_vector=[DENSE_VECTOR]
-            )
-            records, offset = self._s.scroll(page)
-            for record in records:
-                if record.vector and DENSE_VECTOR in record.vector:
-                    found[(record.payload or {})[TEXT_HASH]] = list(record.vector[DENSE_VECTOR])
-            if offset is None:
-                return found
+        wanted = [pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))]
+        return {
+            (r.payload or {})[TEXT_HASH]: list(r.vector[DENSE_VECTOR])
+            for r in self._scroll_all(wanted, payload=[TEXT_HASH], vector=[DENSE_VECTOR])
+            if r.vector and DENSE_VECTOR in r.vector
+        }
 
     def list_documents(
         self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
@@ -295,13 +288,18 @@ class EdgeStore(VectorStore):
         return pl.source_stats(documents, {str(hit.value): hit.count for hit in facet.hits})
 
     def _document_payloads(self, fields: list[str]) -> Iterator[dict[str, Any]]:
+        for record in self._scroll_all([pl.Match(KIND, KIND_DOCUMENT)], payload=fields):
+            yield record.payload or {}
+
+    def _scroll_all(self, conditions: list[pl.Condition], *, payload: list[str], vector: list[str] | bool = False):
+        """Every matching point, page by page."""
         offset = None
-        only_documents = _filter([pl.Match(KIND, KIND_DOCUMENT)])
         while True:
-            page = qe.ScrollRequest(offset=offset, limit=pl.SCROLL_PAGE, filter=only_documents, with_payload=fields)
+            page = qe.ScrollRequest(
+                offset=offset, limit=pl.SCROLL_PAGE, filter=_filter(conditions), with_payload=payload, with_vector=vector
+            )
             records, offset = self._s.scroll(page)
-            for record in records:
-                yield record.payload or {}
+            yield from records
             if offset is None:
                 return
 

@@ -19,7 +19,6 @@ from kbsearch.models import (
 )
 from kbsearch.store.base import (
     CHECKSUM,
-    CHUNK_HASHES,
     CHUNK_INDEX,
     CHUNKER,
     CHUNKS,
@@ -79,7 +78,6 @@ def document_payload(record: DocumentRecord) -> dict[str, Any]:
         SOURCE: record.source_identifier,
         CHECKSUM: record.checksum,
         CHUNKS: record.chunks,
-        CHUNK_HASHES: list(record.chunk_hashes),
         METADATA: dict(record.metadata),
         TITLE: record.title,
         INGESTED_AT: record.ingested_at,
@@ -93,7 +91,6 @@ def document_from_payload(payload: Mapping[str, Any]) -> DocumentRecord:
         source_identifier=payload.get(SOURCE),
         checksum=payload[CHECKSUM],
         chunks=payload[CHUNKS],
-        chunk_hashes=list(payload.get(CHUNK_HASHES) or []),
         metadata=dict(payload.get(METADATA) or {}),
         title=payload.get(TITLE),
         ingested_at=payload[INGESTED_AT],

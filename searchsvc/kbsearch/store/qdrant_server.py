@@ -198,20 +198,13 @@ class QdrantServerStore(VectorStore):
     def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
         if not text_hashes:
             return {}
-        wanted = _filter([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))])
-        found: dict[str, list[float]] = {}
-        offset = None
+        wanted = [pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))]
         with _unavailable_on_failure("read vectors"):
-            while True:
-                records, offset = self.client.scroll(
-                    self.collection, scroll_filter=wanted, limit=pl.SCROLL_PAGE, offset=offset,
-                    with_payload=[TEXT_HASH], with_vectors=[DENSE_VECTOR],
-                )
-                for record in records:
-                    if isinstance(record.vector, dict) and DENSE_VECTOR in record.vector:
-                        found[(record.payload or {})[TEXT_HASH]] = list(record.vector[DENSE_VECTOR])
-                if offset is None:
-                    return found
+            return {
+                (r.payload or {})[TEXT_HASH]: list(r.vector[DENSE_VECTOR])
+                for r in self._scroll_all(wanted, payload=[TEXT_HASH], vector=[DENSE_VECTOR])
+                if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector
+            }
 
     def list_documents(
         self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
@@ -246,14 +239,18 @@ class QdrantServerStore(VectorStore):
         return pl.source_stats(documents, {str(hit.value): hit.count for hit in facet.hits})
 
     def _document_payloads(self, fields: list[str]) -> Iterator[dict[str, Any]]:
+        for record in self._scroll_all([pl.Match(KIND, KIND_DOCUMENT)], payload=fields):
+            yield record.payload or {}
+
+    def _scroll_all(self, conditions: list[pl.Condition], *, payload: list[str], vector: list[str] | bool = False):
+        """Every matching point, page by page."""
         offset = None
-        only_documents = _filter([pl.Match(KIND, KIND_DOCUMENT)])
         while True:
             records, offset = self.client.scroll(
-                self.collection, scroll_filter=only_documents, limit=pl.SCROLL_PAGE, offset=offset, with_payload=fields
+                self.collection, scroll_filter=_filter(conditions), limit=pl.SCROLL_PAGE, offset=offset,
+                with_payload=payload, with_vectors=vector,
             )
-            for record in records:
-                yield record.payload or {}
+            yield from records
             if offset is None:
                 return
 
