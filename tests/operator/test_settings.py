@@ -32,6 +32,7 @@ def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KBOPERATOR_NAMESPACES", " docs, team-a ,,")
     monkeypatch.setenv("KBOPERATOR_SEARCH_TOKEN", "hunter2")
     monkeypatch.setenv("KBOPERATOR_ALLOW_LOCAL_REPOSITORIES", "true")
+    monkeypatch.setenv("KBOPERATOR_LOCAL_REPOSITORIES_ROOT", "/srv/git")
     monkeypatch.setenv("KBOPERATOR_MAX_CONCURRENT_SYNCS", "8")
     monkeypatch.setenv("KBOPERATOR_MIN_SYNC_INTERVAL_SECONDS", "0.5")
     settings = OperatorSettings()
