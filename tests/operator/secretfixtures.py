@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 
-from kboperator.kubesecrets import SECRET_TYPE_LABEL
 from tests.operator.kmock_support import KubeApi
+
+SECRET_TYPE_LABEL = "kb.knowledgebase.dev/secret-type"  # the contract, spelled out (see kubesecrets)
 
 
 async def create_secret(api: KubeApi, name: str, data: dict[str, str], secret_type: str | None) -> None:
