@@ -13,7 +13,9 @@ Retry policy:
   jitter, from RETRY_BACKOFF_SECONDS up to RETRY_BACKOFF_MAX_SECONDS (and never later than the
   schedule), so a failure that needs a human is retried rarely, never in a tight loop;
 - an invalid spec (URL, ref, glob, schedule; a ref that does not exist; a local path that is
-  not allowed): never retried until the spec or the sync-request annotation changes.
+  not allowed; a search service off the allow-list; a Secret without the opt-in label, or
+  bound by its `url` key to another URL): never retried until the spec or the sync-request
+  annotation changes.
 A full reconcile is forced by a manual request, a change of the document set (specHash), the
 periodic safety pass (FULL_RECONCILE_INTERVAL), any sync that did not succeed (outcome.py clears
 lastFullSyncTime: it may have applied part of its diff) and a sync interrupted by a restart; the
