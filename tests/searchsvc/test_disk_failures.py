@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from kbsearch.errors import StoreUnavailableError
 from kbsearch.store.edge import EdgeStore
-from kbsearch.store.health import DATA_DIR_GONE, DISK_FULL, FLUSH_FAILING
+from kbsearch.store.health import DATA_DIR_GONE, DISK_FULL, FLUSH_FAILING, StoreWatch
 from tests.searchsvc.conftest import TEST_SIGNATURE
 from tests.support.service_process import ServiceProcess
 from tests.support.smalldisk import MIB, SmallDisk
@@ -32,7 +33,8 @@ def document(topic: str, sections: int) -> str:
 
 
 def put(service: ServiceProcess, uri: str, content: str, source: str = "docs"):
-    return service.client.put("/api/v1/documents", json={"uri": uri, "content": content, "metadata": {"sourceIdentifier": source}})
+    body = {"uri": uri, "content": content, "metadata": {"sourceIdentifier": source}}
+    return service.client.put("/api/v1/documents", json=body)
 
 
 def search_uris(service: ServiceProcess, query: str) -> set[str]:
@@ -179,34 +181,64 @@ def test_a_deleted_data_directory_makes_the_service_unready_and_refuse_writes(tm
     assert logged_causes(service) == [DATA_DIR_GONE], "logged once for the whole streak"
 
 
+def test_a_write_under_way_may_finish_in_half_of_the_reserve_but_no_new_write_starts(disk):
+    directory = disk.host_path(disk.mountpoint)
+    watch = StoreWatch(directory, min_free_bytes=RESERVE_MB * MIB)
+    watch.start()
+    assert watch.problem() is None
+
+    disk.fill(leave_bytes=RESERVE_MB * MIB * 3 // 4)
+    assert watch.problem().cause == DISK_FULL
+    assert watch.problem(under_way=True) is None, "room left for the rest of a write and its cleanup"
+
+    disk.fill(leave_bytes=RESERVE_MB * MIB // 4)
+    assert watch.problem(under_way=True).cause == DISK_FULL
+
+
 def test_a_failing_flush_refuses_writes_logs_once_and_recovers_when_a_flush_succeeds(tmp_path, caplog):
-    store = EdgeStore(tmp_path, "test", flush_interval_s=3600)  # ticks are driven by hand below
+    store = EdgeStore(tmp_path, "test", flush_interval_s=3600)  # the test runs the flusher's ticks itself
     store.open(TEST_SIGNATURE)
     try:
         store.put_document(_record("kb://a"))
-        # Edge persists a flush through its segment files; a file it needs, gone, makes it fail.
-        segments = tmp_path / "test" / "segments"
-        hidden = tmp_path / "hidden"
-        segments.rename(hidden)
+        # A flush writes into the segment directories: moved away, every flush fails.
+        segments, moved = tmp_path / "test" / "segments", tmp_path / "moved"
+        segments.rename(moved)
         caplog.set_level(logging.INFO, logger="kbsearch.store.health")
         for _ in range(3):
-            with store._lock:
-                with pytest.raises(Exception):
-                    store._flush_locked()
+            store._tick()
         problem = store.write_problem()
         assert problem is not None and problem.details["cause"] == FLUSH_FAILING
-        with pytest.raises(type(problem)):
+        with pytest.raises(StoreUnavailableError):
             store.put_document(_record("kb://b"))
-        errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-        assert [r.cause for r in errors] == [FLUSH_FAILING]
+        assert [r.cause for r in caplog.records if r.levelno == logging.ERROR] == [FLUSH_FAILING]
 
-        hidden.rename(segments)
-        with store._lock:
-            store._flush_locked()
+        moved.rename(segments)
+        store._tick()
         assert store.write_problem() is None
         store.put_document(_record("kb://b"))
         assert store.get_document("kb://b") is not None
-        assert [r.message for r in caplog.records if r.levelno == logging.INFO] == ["the embedded store takes writes again"]
+        assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
+            "the embedded store takes writes again"
+        ]
+    finally:
+        store.close()
+
+
+def test_with_a_flush_per_write_a_failed_flush_answers_503_and_a_later_one_clears_it(tmp_path):
+    store = EdgeStore(tmp_path, "test", flush_interval_s=0)
+    store.open(TEST_SIGNATURE)
+    try:
+        segments, moved = tmp_path / "test" / "segments", tmp_path / "moved"
+        segments.rename(moved)
+        with pytest.raises(StoreUnavailableError) as refused:
+            store.put_document(_record("kb://a"))
+        assert refused.value.details["cause"] == FLUSH_FAILING
+        assert store.write_problem().details["cause"] == FLUSH_FAILING
+
+        moved.rename(segments)
+        store._tick()  # the flusher retries the failed flush (every second on its own)
+        assert store.write_problem() is None
+        assert store.get_document("kb://a") is not None, "a 503 after the update may have applied it: PUTs are idempotent"
     finally:
         store.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -206,22 +207,24 @@ class EdgeStore(VectorStore):
             self._s.flush()
         except Exception as exc:
             self._watch.flush_failed(exc)
-            self._watch.check()
-            raise StoreUnavailableError("the embedded store could not flush to disk", details={"retryAfterSeconds": 5}) from exc
+            problem = self._watch.check()  # FLUSH_FAILING, or the disk or directory behind it; logged once
+            raise (problem or self._watch.flush_problem()).error() from exc
         self._dirty = False
         self._watch.flush_succeeded()
 
     def _flush_periodically(self) -> None:
         tick = self._flush_interval_s or 1.0
         while not self._stop_flusher.wait(tick):
-            with self._lock:
-                if self._dirty and self._shard is not None:
-                    try:
-                        self._flush_locked()
-                    except StoreUnavailableError:
-                        pass  # recorded and logged; the next tick tries again
-            # Notices a full disk or a deleted directory, and recovery, with no request needed.
-            self._watch.check()
+            self._tick()
+
+    def _tick(self) -> None:
+        """One round of the flusher: flush if dirty, then look at the volume and the directory."""
+        with self._lock:
+            if self._dirty and self._shard is not None:
+                with contextlib.suppress(StoreUnavailableError):  # recorded and logged; the next tick retries
+                    self._flush_locked()
+        # Notices a full disk or a deleted directory, and the recovery, with no request needed.
+        self._watch.check()
 
     def upsert_chunks(self, points: list[ChunkPoint]) -> None:
         if not points:

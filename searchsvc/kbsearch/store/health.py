@@ -46,7 +46,7 @@ class StoreWatch:
     def __init__(self, path: Path, min_free_bytes: int) -> None:
         self.path = path
         self.min_free_bytes = min_free_bytes
-        self._identity: tuple[int, int] | None = None
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the directory opened
         self._flush_error: str | None = None
         self._logged: str | None = None  # the cause last logged; None: healthy
         self._log_lock = threading.Lock()
@@ -65,15 +65,21 @@ class StoreWatch:
         """Why writes must stop now, or None; `under_way` applies the lower floor of a started write."""
         if self._identity is None:
             return None  # not open
-        if _identity(self.path) != self._identity:
+        try:
+            identity = _identity(self.path)
+            free = free_bytes(self.path)
+        except OSError as exc:  # deleted between the two calls, or the volume itself fails
+            identity, free, detail = None, 0, f"{self.path}: {exc}"
+        else:
+            detail = f"{self.path} is gone or is another directory now"
+        if identity != self._identity:
             return StoreProblem(
                 DATA_DIR_GONE,
-                "the embedded store's data directory was deleted or replaced while the service ran; "
-                "writes cannot be persisted: restart the service",
+                "the embedded store's data directory was deleted, replaced or cannot be read while the "
+                "service ran; writes cannot be persisted: restart the service",
                 retry_after_s=30,
-                log_detail=f"{self.path} is gone or is another directory now",
+                log_detail=detail,
             )
-        free = free_bytes(self.path)
         floor = self.min_free_bytes // 2 if under_way else self.min_free_bytes
         if free < floor:
             return StoreProblem(
@@ -84,14 +90,15 @@ class StoreWatch:
                 details={"freeBytes": free, "minFreeBytes": self.min_free_bytes},
                 log_detail=str(self.path),
             )
-        if self._flush_error is not None:
-            return StoreProblem(
-                FLUSH_FAILING,
-                "the embedded store cannot flush its writes to disk; writes are refused until a flush succeeds",
-                retry_after_s=5,
-                log_detail=self._flush_error,
-            )
-        return None
+        return self.flush_problem() if self._flush_error is not None else None
+
+    def flush_problem(self) -> StoreProblem:
+        return StoreProblem(
+            FLUSH_FAILING,
+            "the embedded store cannot flush its writes to disk; writes are refused until a flush succeeds",
+            retry_after_s=5,
+            log_detail=self._flush_error or "",
+        )
 
     def check(self) -> StoreProblem | None:
         """`problem()` for a new write, logged when its cause starts and when writes work again."""
@@ -114,9 +121,6 @@ class StoreWatch:
             log.info("the embedded store takes writes again", extra={"previousCause": previous})
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
     return st.st_dev, st.st_ino
