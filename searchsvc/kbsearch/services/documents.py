@@ -242,6 +242,7 @@ class DocumentService:
         )
         if not await store_call(self.store.write_document, claim, existing.version if existing else None):
             return None  # another writer moved the record first; nothing of ours is stored
+        log.debug("write claimed", extra={"uri": uri, "version": claim.version, "total": total})
         final = dataclasses.replace(claim, checksum=prepared.checksum, chunks=total, ingested_at=now())
         try:
             for point in prepared.points:
