@@ -163,3 +163,42 @@ async def test_a_cancelled_write_still_finishes_before_its_locks_are_released(ap
     assert await counts(api) == (1, 300)
     body = {"query": "alpha", "limit": 100, "mode": "keyword", "filter": {"uriPrefix": "big.md"}}
     assert all("new" in r["content"] for r in (await api.post("/api/v1/search", json=body)).json()["results"])
+
+
+# --- start-up repair ------------------------------------------------------------------------------
+
+
+async def test_start_up_repairs_what_a_killed_process_left(store_opener, tmp_path, caplog):
+    """What a process killed mid-write leaves, on either store, is emptied before the first request."""
+    from kbsearch.app import create_app
+    from kbsearch.models import INCOMPLETE, CollectionSignature
+    from kbsearch.settings import Settings
+    from kbsearch.sparse import Bm25Encoder
+    from tests.searchsvc.test_store_behaviour import ingest, make_chunks, make_record, put_record
+    from tests.support.hashing import HashingEmbedder
+    from tests.support.service import serve
+
+    signature = CollectionSignature("hashing", "hashing-v1", 64, Bm25Encoder.name)
+    before = store_opener.open(signature)
+    ingest(before, "done.md", ["chunk text kept"], source="s")
+    # Killed after its claim and some chunks, and a create from before claims existed.
+    put_record(before, make_record("half.md", 0, source="s", checksum=INCOMPLETE, version=5))
+    before.upsert_chunks(make_chunks("half.md", ["chunk text a", "chunk text b"], source="s", version=5))
+    before.upsert_chunks(make_chunks("orphan.md", ["chunk text c"] * 3, source="s"))
+    before.close()
+
+    app = create_app(Settings(data_dir=tmp_path / "unused"), store=store_opener.new(), embedder=HashingEmbedder())
+    with caplog.at_level("INFO", logger="kbsearch.services.repair"):
+        async with serve(app) as client:
+            listed = {d["uri"]: d for d in (await client.get("/api/v1/documents")).json()["documents"]}
+            assert set(listed) == {"done.md", "half.md"}
+            assert (listed["half.md"]["checksum"], listed["half.md"]["chunks"]) == (INCOMPLETE, 0)
+            body = {"query": "chunk text", "limit": 100, "mode": "keyword"}
+            hits = (await client.post("/api/v1/search", json=body)).json()["results"]
+            assert [h["uri"] for h in hits] == ["done.md"]
+            status = (await client.get("/api/v1/sources/s")).json()
+            assert (status["documents"], status["chunks"], status["incompleteDocuments"]) == (2, 1, 1)
+            again = await put(client, "half.md", "chunk text a", sourceIdentifier="s")
+            assert again["status"] == "updated"  # never unchanged, whatever the content
+    [entry] = [r for r in caplog.records if r.getMessage() == "repaired interrupted writes"]
+    assert (entry.incompleteDocuments, entry.chunksOfIncomplete, entry.orphanedUris, entry.orphanChunks) == (1, 2, 1, 3)
