@@ -173,3 +173,23 @@ async def test_conflicting_puts_from_two_replicas_leave_one_whole_version(replic
     assert all(a.status_code == 200 or a.json()["error"]["code"] == "WRITE_CONFLICT" for a in answers)
     winner = await assert_consistent(first, shared, "hot.md", versions)
     assert answers[versions.index(winner)].status_code == 200  # the content stored was acknowledged
+
+
+async def test_a_metadata_change_racing_a_delete_never_leaves_a_record_without_chunks(replicas):
+    (first, second), shared = replicas
+    content = sections(4, tag="meta")
+    body = {"uri": "meta.md", "content": content, "metadata": {"sourceIdentifier": "s", "team": "a"}}
+    assert (await first.put("/api/v1/documents", json=body)).status_code == 200
+    first.view.pause_when = lambda name, args, kwargs: "before" if commit_upsert(name, args, kwargs) else None
+    body["metadata"]["team"] = "b"  # metadata alone: one record write
+    change = asyncio.create_task(first.put("/api/v1/documents", json=body))
+    await wait_paused(first.view)
+    assert (await second.delete("/api/v1/documents", params={"uri": "meta.md"})).status_code == 200
+    first.view.resume.set()
+    answer = await change
+
+    assert stored_chunks(shared, "meta.md") == {}
+    listed = (await second.get("/api/v1/documents")).json()["documents"]
+    # Absent, or listed incomplete so that the next sync sends it again; never complete without chunks.
+    assert all(d["checksum"] == "sha256:incomplete" and d["chunks"] == 0 for d in listed)
+    assert answer.status_code == 409 and answer.json()["error"]["code"] == "WRITE_CONFLICT"

@@ -180,7 +180,7 @@ class DocumentService:
                 record = dataclasses.replace(
                     existing, metadata=request.metadata, ingested_at=now(), write_id=uuid.uuid4().hex
                 )
-                if await run_to_completion(store_call(self.store.write_document, record, existing.version)):
+                if await run_to_completion(self._write_metadata(record, existing.version)):
                     return self._response(request, "updated", record, 0)
                 continue
             if prepared is None:
@@ -240,11 +240,12 @@ class DocumentService:
             version=next_version(existing),
             write_id=uuid.uuid4().hex,
         )
-        if not await store_call(self.store.write_document, claim, existing.version if existing else None):
-            return None  # another writer moved the record first; nothing of ours is stored
-        log.debug("write claimed", extra={"uri": uri, "version": claim.version, "total": total})
         final = dataclasses.replace(claim, checksum=prepared.checksum, chunks=total, ingested_at=now())
         try:
+            # Inside the try: a claim that landed but whose read-back failed is cleaned up too.
+            if not await store_call(self.store.write_document, claim, existing.version if existing else None):
+                return None  # another writer moved the record first; nothing of ours is stored
+            log.debug("write claimed", extra={"uri": uri, "version": claim.version, "total": total})
             for point in prepared.points:
                 point.version = claim.version
             for start in range(0, total, UPSERT_BATCH):
@@ -269,6 +270,17 @@ class DocumentService:
             await self._abandon(claim, existing is None)
             raise
         return final
+
+    async def _write_metadata(self, record: DocumentRecord, expected_version: int) -> bool:
+        """A record-only write (the chunks stay); False when another writer moved the record first."""
+        if not await store_call(self.store.write_document, record, expected_version):
+            return False
+        if await store_call(self.store.count_chunks, record.uri) != record.chunks:
+            # A conditional write recreates a record that a replica deleted meanwhile; without
+            # its chunks it must not look complete.
+            await self._abandon(dataclasses.replace(record, checksum=INCOMPLETE, chunks=0), False)
+            raise WriteConflictError(f"document {record.uri!r} was deleted while this write ran; retry")
+        return True
 
     async def _still_ours(self, claim: DocumentRecord) -> bool:
         stored = await store_call(self.store.get_document, claim.uri)
