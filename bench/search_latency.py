@@ -40,7 +40,7 @@ def load_store(store, chunk_set) -> float:
     for start in range(0, len(chunk_set.points), 256):
         store.upsert_chunks(chunk_set.points[start : start + 256])
     for record in chunk_set.records:
-        store.put_document(record)
+        store.write_document(record, None)
     return time.perf_counter() - started
 
 

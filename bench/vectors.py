@@ -62,7 +62,7 @@ def scifact_chunks(data: SciFact, embedder=None, *, target: int = 0, seed: int =
             text_hash = hashlib.sha256(c.embed_text.encode()).hexdigest()
             points.append(ChunkPoint(
                 uri=uri, source_identifier="bench/scifact", chunk_index=c.index, total_chunks=len(p.chunks), text=c.text,
-                text_hash=text_hash, title=p.title, tags=p.tags, headings=c.headings, metadata={"docId": str(doc["_id"]), "sourceIdentifier": "bench/scifact"},
+                text_hash=text_hash, title=p.title, tags=p.tags, headings=c.headings,
                 dense=dense[row].tolist(), sparse=sparse[row],
             ))
             row += 1
@@ -73,6 +73,15 @@ def scifact_chunks(data: SciFact, embedder=None, *, target: int = 0, seed: int =
         ))
     real = len(points)
     extra = augment(points, target - real, seed) if target > real else []
+    # Every chunk needs a record: the service's start-up repair deletes chunks without one.
+    records += [
+        DocumentRecord(
+            uri=p.uri, source_identifier=p.source_identifier, checksum="sha256:augmented", chunks=1,
+            metadata={"sourceIdentifier": "bench/augmented"}, title=p.title,
+            ingested_at="2026-01-01T00:00:00.000Z", chunker=chunker.fingerprint,
+        )
+        for p in extra
+    ]
     return ChunkSet(points=points + extra, records=records, origin=origin, real=real, augmented=len(extra))
 
 
@@ -93,7 +102,7 @@ def augment(points: list, count: int, seed: int) -> list:
         out.append(ChunkPoint(
             uri=f"scifact-aug:{j}", source_identifier="bench/augmented", chunk_index=0, total_chunks=1, text=src.text,
             text_hash=src.text_hash, title=src.title, tags=src.tags, headings=src.headings,
-            metadata={"sourceIdentifier": "bench/augmented"}, dense=v.tolist(), sparse=src.sparse,
+            dense=v.tolist(), sparse=src.sparse,
         ))
     return out
 

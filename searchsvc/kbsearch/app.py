@@ -17,6 +17,7 @@ from kbsearch.errors import ConfigurationError
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
 from kbsearch.services.documents import DocumentService
+from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
 from kbsearch.services.search import SearchService
 from kbsearch.settings import Settings
@@ -56,6 +57,8 @@ def create_app(
         except ConfigurationError as exc:
             log.error("cannot open the collection", extra={"reason": str(exc)})
             raise
+        # Before the first request: what a killed process left half-written is emptied now.
+        await in_thread(repair, active_store)
         min_chars, max_chars = settings.chunk_range
         chunker = MarkdownChunker(min_chars, max_chars, settings.chunk_overlap_chars)
         state = app.state

@@ -7,6 +7,7 @@ ServiceError
 ├── UnauthenticatedError       401  no or wrong bearer token
 ├── ForbiddenError             403  a token that may not do this
 ├── ConflictError              409  the document belongs to another source
+│   └── WriteConflictError          a concurrent write of the same document won; retry
 ├── OverloadedError            429  too much work queued; retry later
 └── UnavailableError           503  transient: store or embedder not usable now
     ├── NotReadyError               still starting up
@@ -67,6 +68,16 @@ class ForbiddenError(ServiceError):
 class ConflictError(ServiceError):
     status_code = 409
     code = "CONFLICT"
+
+
+class WriteConflictError(ConflictError):
+    """Transient, unlike the other 409s: a write from another replica won the race."""
+
+    code = "WRITE_CONFLICT"
+
+    @property
+    def retryable(self) -> bool:
+        return True
 
 
 class OverloadedError(ServiceError):

@@ -10,6 +10,10 @@ from typing import Literal
 POINT_ID_NAMESPACE = uuid.UUID("6f1f8a52-9a7c-4d8e-b0f4-2b7d0c1e5a31")
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
+
+# The checksum of a record whose write has not finished (or was interrupted): it matches no
+# content, so the next PUT of any content rewrites the document.
+INCOMPLETE = "sha256:incomplete"
 MetadataValue = str | int | float | bool | list[str]
 
 
@@ -61,7 +65,10 @@ class CollectionSignature:
 
 @dataclass(slots=True)
 class ChunkPoint:
-    """A chunk ready to be written: payload plus both vectors."""
+    """A chunk ready to be written: payload plus both vectors.
+
+    Metadata is not here: it lives once, on the document record.
+    """
 
     uri: str
     source_identifier: str | None
@@ -72,9 +79,9 @@ class ChunkPoint:
     title: str | None
     tags: list[str]
     headings: list[str]
-    metadata: dict[str, MetadataValue]
     dense: list[float]
     sparse: SparseVector
+    version: int = 0  # the record version of the write that made it (see DocumentRecord)
 
     @property
     def id(self) -> str:
@@ -93,6 +100,11 @@ class DocumentRecord:
     title: str | None
     ingested_at: str  # RFC 3339, UTC
     chunker: str  # chunker fingerprint: a settings change forces re-chunking
+    # Optimistic concurrency: every write claims the record with a higher version (a
+    # conditional write on the version it read) and a fresh write_id that tells two claims
+    # apart. Records written before versions existed read as version 0.
+    version: int = 0
+    write_id: str | None = None
 
     @property
     def id(self) -> str:
@@ -125,4 +137,15 @@ class SourceStats:
     source_identifier: str
     documents: int
     chunks: int
+    last_ingested_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """One source's counts, from engine counts filtered on the source."""
+
+    source_identifier: str
+    documents: int
+    chunks: int
+    incomplete_documents: int
     last_ingested_at: str | None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Literal
 
@@ -11,6 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 MAX_METADATA_KEYS = 64
 MAX_METADATA_STRING = 4096
+# Metadata is stored once per document, but still bounded as a whole: its JSON size (UTF-8
+# bytes, compact separators) and the items of all its lists together.
+MAX_METADATA_BYTES = 16_384
+MAX_METADATA_LIST_ITEMS = 256
 
 # Numbers must survive a round trip through the store unchanged (see also _int64 below).
 FiniteFloat = Annotated[StrictFloat, Field(allow_inf_nan=False)]
@@ -35,6 +40,11 @@ def _encodable(text: str) -> bool:
 def _check_metadata(metadata: dict[str, object]) -> None:
     if len(metadata) > MAX_METADATA_KEYS:
         raise ValueError(f"metadata has {len(metadata)} keys; at most {MAX_METADATA_KEYS} are allowed")
+    items = sum(len(value) for value in metadata.values() if isinstance(value, list))
+    if items > MAX_METADATA_LIST_ITEMS:
+        raise ValueError(
+            f"metadata lists hold {items} items together; at most {MAX_METADATA_LIST_ITEMS} are allowed"
+        )
     for key, value in metadata.items():
         if not METADATA_KEY.match(key):
             raise ValueError(f"metadata key {key[:40]!r} must match {METADATA_KEY.pattern}")
@@ -42,6 +52,9 @@ def _check_metadata(metadata: dict[str, object]) -> None:
         for item in strings:
             if isinstance(item, str) and (len(item) > MAX_METADATA_STRING or "\x00" in item or not _encodable(item)):
                 raise ValueError(f"metadata value of {key!r} is too long, contains NUL or is not valid Unicode")
+    size = len(json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is {size} bytes as JSON; at most {MAX_METADATA_BYTES} are allowed")
 
 
 def _check_uri(uri: str) -> str:
@@ -132,6 +145,17 @@ class SourceInfo(Body):
 
 class SourceList(Body):
     sources: list[SourceInfo]
+
+
+class SourceStatusInfo(Body):
+    """One source's counts: what the operator compares with what it synced (drift)."""
+
+    sourceIdentifier: str
+    documents: int
+    chunks: int
+    incompleteDocuments: int
+    lastIngestedAt: str | None
+    collectionEpoch: str
 
 
 class SearchFilterBody(Body):

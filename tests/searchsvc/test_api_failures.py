@@ -34,8 +34,22 @@ def fail_once(obj, name: str):
     setattr(obj, name, wrapper)
 
 
+def fail_commit_once(store):
+    """Make the final record write (the commit, not the incomplete claim) raise once."""
+    original = store.write_document
+    state = {"failed": False}
+
+    def wrapper(record, expected_version):
+        if not state["failed"] and record.checksum != "sha256:incomplete":
+            state["failed"] = True
+            raise Boom("injected failure")
+        return original(record, expected_version)
+
+    store.write_document = wrapper
+
+
 async def test_a_store_failure_is_a_503_and_a_new_document_leaves_no_orphans(api):
-    fail_once(api.app.state.store, "put_document")
+    fail_commit_once(api.app.state.store)
     response = await api.put("/api/v1/documents", json={"uri": "new.md", "content": sections(3)})
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "STORE_UNAVAILABLE"
@@ -47,11 +61,12 @@ async def test_a_store_failure_is_a_503_and_a_new_document_leaves_no_orphans(api
 async def test_an_interrupted_replacement_is_never_reported_unchanged(api):
     old = sections(2, tag="old")
     await put(api, "doc.md", old)
-    fail_once(api.app.state.store, "put_document")
+    fail_commit_once(api.app.state.store)
     response = await api.put("/api/v1/documents", json={"uri": "doc.md", "content": sections(4, tag="new")})
     assert response.status_code == 503
     [listed] = await list_all(api)
     assert listed["checksum"] == "sha256:incomplete"  # the listing shows it as stale
+    assert listed["chunks"] == 0 and await counts(api) == (1, 0)  # and search serves none of it
     again = await put(api, "doc.md", old)
     assert again["status"] == "updated"
     assert await counts(api) == (1, 2)
@@ -60,7 +75,7 @@ async def test_an_interrupted_replacement_is_never_reported_unchanged(api):
 async def test_vectors_are_reused_only_for_the_text_they_were_made_from(api):
     first = sections(2, tag="a")
     await put(api, "doc.md", first)
-    fail_once(api.app.state.store, "put_document")
+    fail_commit_once(api.app.state.store)
     shifted = sections(1, tag="b") + "\n" + first  # new text moves the old chunks to other indexes
     assert (await api.put("/api/v1/documents", json={"uri": "doc.md", "content": shifted})).status_code == 503
     done = await put(api, "doc.md", shifted)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -20,15 +21,18 @@ import qdrant_edge
 import kbsearch
 from kbsearch.errors import ConfigurationError, InvalidRequestError, StoreUnavailableError
 from kbsearch.models import (
+    INCOMPLETE,
     ChunkPoint,
     DocumentRecord,
     SearchFilter,
     SourceStats,
+    SourceStatus,
     SparseVector,
     chunk_point_id,
     document_point_id,
 )
 from kbsearch.settings import Settings
+from kbsearch.store import payloads as pl
 from kbsearch.store.base import VectorStore
 from kbsearch.store.edge import EdgeStore
 from kbsearch.store.factory import build_store
@@ -53,7 +57,7 @@ def sparse_query(text: str) -> SparseVector:
     return SparseVector(list(vector.indices), list(vector.values))
 
 
-def make_chunks(uri: str, texts: list[str], *, source: str | None, metadata: dict | None = None) -> list[ChunkPoint]:
+def make_chunks(uri: str, texts: list[str], *, source: str | None, version: int = 0) -> list[ChunkPoint]:
     dense = EMBEDDER.embed_documents(texts)
     return [
         ChunkPoint(
@@ -66,9 +70,9 @@ def make_chunks(uri: str, texts: list[str], *, source: str | None, metadata: dic
             title=f"Title of {uri}",
             tags=["t1"],
             headings=["Top", f"Section {i}"],
-            metadata=dict(metadata or {}),
             dense=dense[i],
             sparse=sparse_document(text),
+            version=version,
         )
         for i, text in enumerate(texts)
     ]
@@ -81,17 +85,28 @@ def make_record(
     source: str | None,
     ingested_at: str = "2026-01-01T00:00:00Z",
     metadata: dict | None = None,
+    version: int = 1,
+    checksum: str | None = None,
 ) -> DocumentRecord:
     return DocumentRecord(
         uri=uri,
         source_identifier=source,
-        checksum=f"sha256:{uri}",
+        checksum=checksum or f"sha256:{uri}",
         chunks=chunks,
         metadata=dict(metadata or {}),
         title=f"Title of {uri}",
         ingested_at=ingested_at,
         chunker="splitter-v1",
+        version=version,
+        write_id=uuid.uuid4().hex,
     )
+
+
+def put_record(store: VectorStore, record: DocumentRecord) -> DocumentRecord:
+    """Write a record over whatever record is stored (tests write one document at a time)."""
+    stored = store.get_document(record.uri)
+    assert store.write_document(record, stored.version if stored else None)
+    return record
 
 
 def ingest(
@@ -103,9 +118,12 @@ def ingest(
     metadata: dict | None = None,
     ingested_at: str = "2026-01-01T00:00:00Z",
 ) -> DocumentRecord:
-    store.upsert_chunks(make_chunks(uri, texts, source=source, metadata=metadata))
-    record = make_record(uri, len(texts), source=source, ingested_at=ingested_at, metadata=metadata)
-    store.put_document(record)
+    stored = store.get_document(uri)
+    version = stored.version + 1 if stored else 1
+    store.upsert_chunks(make_chunks(uri, texts, source=source, version=version))
+    store.delete_chunks(uri, None, version - 1)
+    record = make_record(uri, len(texts), source=source, ingested_at=ingested_at, metadata=metadata, version=version)
+    assert store.write_document(record, stored.version if stored else None)
     return record
 
 
@@ -117,11 +135,11 @@ def ingest_bulk(store: VectorStore, *, source: str, documents: int, chunks_each:
         uri = f"{source}/doc-{d}.md"
         store.upsert_chunks(
             [
-                ChunkPoint(uri, source, i, chunks_each, "bulk", f"h{i}", None, [], [], {}, dense, sparse)
+                ChunkPoint(uri, source, i, chunks_each, "bulk", f"h{i}", None, [], [], dense, sparse, 1)
                 for i in range(chunks_each)
             ]
         )
-        store.put_document(make_record(uri, chunks_each, source=source))
+        put_record(store, make_record(uri, chunks_each, source=source))
 
 
 def all_documents(store: VectorStore, *, limit: int = 1000, **filters) -> list[DocumentRecord]:
@@ -304,15 +322,180 @@ def test_upsert_then_read_back_records_and_vectors(store: VectorStore):
     assert store.count() == (1, 3)
 
 
-def test_delete_chunks_from_keeps_exactly_the_first_n(store: VectorStore):
-    ingest(store, "docs/a.md", [f"chunk number {i}" for i in range(10)])
-    ingest(store, "docs/b.md", [f"other chunk {i}" for i in range(10)])
+def chunk_texts(store: VectorStore, uri: str, indexes: range) -> dict[int, str]:
+    """The stored text of each chunk of `uri` that exists, by index (through search)."""
+    hits = store.search(
+        mode="keyword", dense=None, sparse=sparse_query("chunk text version"), filter=SearchFilter(uri_prefix=uri),
+        limit=100, candidates=100, rrf_k=60,
+    )
+    return {h.chunk_index: h.content for h in hits if h.uri == uri and h.chunk_index in indexes}
 
-    assert store.delete_chunks_from("docs/a.md", 4) == 6
-    assert store.delete_chunks_from("docs/a.md", 4) == 0
-    left = store.get_dense_vectors([chunk_point_id("docs/a.md", i) for i in range(10)])
-    assert sorted(left) == sorted(chunk_point_id("docs/a.md", i) for i in range(4))
-    assert store.count() == (2, 14)  # docs/b.md untouched, records untouched
+
+def test_delete_chunks_takes_a_version_range(store: VectorStore):
+    store.upsert_chunks(make_chunks("docs/a.md", ["chunk text 0", "chunk text 1"], source="s", version=3))
+    store.upsert_chunks(make_chunks("docs/a.md", ["x", "x", "chunk text 2", "chunk text 3"], source="s", version=5)[2:])
+    store.upsert_chunks(make_chunks("docs/b.md", ["other chunk text"], source="s", version=1))
+
+    assert store.count_chunks("docs/a.md") == 4
+    assert store.count_chunks("docs/a.md", 3) == 2 and store.count_chunks("docs/a.md", 5) == 2
+    assert store.delete_chunks("docs/a.md", None, 4) == 2  # the older version only
+    assert sorted(chunk_texts(store, "docs/a.md", range(10))) == [2, 3]
+    assert store.delete_chunks("docs/a.md", 5, 5) == 2
+    assert store.delete_chunks("docs/a.md") == 0
+    assert store.count() == (0, 1)  # docs/b.md untouched
+
+
+def test_a_record_is_written_only_over_the_version_its_writer_read(store: VectorStore):
+    first = make_record("docs/a.md", 0, source="s", version=10)
+    assert store.write_document(first, None)  # none stored: inserted
+    again = make_record("docs/a.md", 0, source="s", version=11)
+    assert not store.write_document(again, None)  # one is stored now
+    assert not store.write_document(again, 9)  # not the stored version
+    assert store.get_document("docs/a.md") == first
+    assert store.write_document(again, 10)
+    assert store.get_document("docs/a.md") == again
+
+    store.delete_record("docs/a.md", 10)  # an older version: kept
+    assert store.get_document("docs/a.md") == again
+    store.delete_record("docs/a.md", 11)
+    assert store.get_document("docs/a.md") is None
+
+
+def test_a_chunk_is_never_overwritten_by_an_older_version(store: VectorStore):
+    store.upsert_chunks(make_chunks("docs/a.md", ["chunk text new 0", "chunk text new 1"], source="s", version=7))
+    # A slower, older writer: its chunk 0 and 1 lose, its chunk 2 (absent) is inserted.
+    store.upsert_chunks(make_chunks("docs/a.md", ["chunk text old 0", "chunk text old 1", "chunk text old 2"], source="s", version=5))
+    assert chunk_texts(store, "docs/a.md", range(3)) == {0: "chunk text new 0", 1: "chunk text new 1", 2: "chunk text old 2"}
+    assert store.count_chunks("docs/a.md", 5) == 1
+    # The same or a newer version overwrites.
+    store.upsert_chunks(make_chunks("docs/a.md", ["chunk text same 0"], source="s", version=7))
+    store.upsert_chunks(make_chunks("docs/a.md", ["x", "chunk text newer 1"], source="s", version=9)[1:])
+    assert chunk_texts(store, "docs/a.md", range(2)) == {0: "chunk text same 0", 1: "chunk text newer 1"}
+
+
+def raw_upsert(store: VectorStore, point_id: str, payload: dict, dense: list[float] | None = None) -> None:
+    """A point written as an older version of the service did: straight through the vendor API."""
+    if isinstance(store, EdgeStore):
+        vectors = {"dense": dense} if dense else {}
+        store._s.update(qdrant_edge.UpdateOperation.upsert_points([qdrant_edge.Point(point_id, vectors, payload)]))
+    else:
+        from qdrant_client import models as qm
+
+        vectors = {"dense": dense} if dense else {}
+        store.client.upsert(store.collection, [qm.PointStruct(id=point_id, vector=vectors, payload=payload)])
+
+
+def test_points_from_before_versions_count_as_version_0(store: VectorStore):
+    uri = "docs/old.md"
+    raw_upsert(
+        store, document_point_id(uri),
+        {"kind": "document", "uri": uri, "sourceIdentifier": "s", "checksum": "sha256:old", "chunks": 1,
+         "metadata": {"team": "x"}, "title": None, "ingestedAt": "2025-01-01T00:00:00.000Z", "chunker": "c"},
+    )
+    raw_upsert(
+        store, chunk_point_id(uri, 0),
+        {"kind": "chunk", "uri": uri, "sourceIdentifier": "s", "chunkIndex": 0, "totalChunks": 1,
+         "content": "chunk text old", "textHash": "h", "title": None, "tags": [], "headings": [],
+         "metadata": {"team": "x"}},
+        dense=EMBEDDER.embed_query("chunk text old"),
+    )
+    old = store.get_document(uri)
+    assert (old.version, old.write_id, old.metadata) == (0, None, {"team": "x"})
+    assert store.count_chunks(uri, 0) == 1
+    store.upsert_chunks(make_chunks(uri, ["chunk text new"], source="s", version=4))  # overwrites it
+    assert store.count_chunks(uri, 4) == 1
+    assert store.write_document(make_record(uri, 1, source="s", version=4), 0)
+
+
+def test_the_collection_epoch_is_made_once_and_kept(store_opener: StoreOpener):
+    store = store_opener.open()
+    epoch = store.collection_epoch()
+    assert len(epoch) == 32 and int(epoch, 16) >= 0  # uuid4 hex
+    ingest(store, "docs/a.md", ["alpha"])
+    store.close()
+    assert store_opener.open().collection_epoch() == epoch
+
+    other = StoreOpener(store_opener.backend, store_opener.data_dir, collection="another")
+    try:
+        assert other.open().collection_epoch() != epoch  # a new collection, a new epoch
+    finally:
+        other.close_all()
+
+
+def test_a_collection_from_before_epochs_gets_one_on_open(store_opener: StoreOpener):
+    store = store_opener.open()
+    signature = {"kind": "collection", "embedderProvider": TEST_SIGNATURE.embedder_provider,
+                 "embedderModel": TEST_SIGNATURE.embedder_model, "dimensions": TEST_SIGNATURE.dimensions,
+                 "sparseEncoder": TEST_SIGNATURE.sparse_encoder}
+    raw_upsert(store, pl.SIGNATURE_POINT_ID, signature)  # as written before epochs existed
+    store.close()
+    reopened = store_opener.open()
+    epoch = reopened.collection_epoch()
+    reopened.close()
+    assert store_opener.open().collection_epoch() == epoch
+
+
+def test_source_status_counts_with_filters(store: VectorStore):
+    ingest(store, "a/1.md", ["x", "y"], source="alpha", ingested_at="2026-03-01T10:00:00.000Z")
+    ingest(store, "a/2.md", ["x"], source="alpha", ingested_at="2026-03-02T09:00:00.000Z")
+    ingest(store, "a/3.md", ["x"], source="alpha", ingested_at="2026-02-01T00:00:00.000Z")
+    put_record(store, make_record("a/4.md", 0, source="alpha", checksum=INCOMPLETE, ingested_at="2026-01-01T00:00:00.000Z"))
+    ingest(store, "b/1.md", ["x", "y", "z"], source="beta", ingested_at="2026-04-01T00:00:00.000Z")
+
+    assert store.source_status("alpha") == SourceStatus("alpha", 4, 4, 1, "2026-03-02T09:00:00.000Z")
+    assert store.source_status("beta") == SourceStatus("beta", 1, 3, 0, "2026-04-01T00:00:00.000Z")
+    assert store.source_status("nobody") == SourceStatus("nobody", 0, 0, 0, None)
+
+
+def test_repair_finds_incomplete_records_and_chunks_without_records(store: VectorStore):
+    ingest(store, "docs/done.md", ["x"])
+    put_record(store, make_record("docs/half.md", 0, source="s", checksum=INCOMPLETE, version=2))
+    store.upsert_chunks(make_chunks("docs/half.md", ["x", "y"], source="s", version=2))
+    store.upsert_chunks(make_chunks("docs/orphan.md", ["x", "y", "z"], source="s", version=1))
+
+    assert [r.uri for r in store.incomplete_documents()] == ["docs/half.md"]
+    assert sorted(store.chunk_uris()) == ["docs/done.md", "docs/half.md", "docs/orphan.md"]
+    assert store.existing_records(["docs/done.md", "docs/half.md", "docs/orphan.md", "nope"]) == {
+        "docs/done.md", "docs/half.md",
+    }
+
+
+# --- metadata: once per document ---------------------------------------------------------------
+
+
+def raw_chunk_payloads(store: VectorStore) -> list[dict]:
+    if isinstance(store, EdgeStore):
+        flt = qdrant_edge.Filter(must=[qdrant_edge.FieldCondition("kind", match=qdrant_edge.MatchValue("chunk"))])
+        records, _ = store._s.scroll(qdrant_edge.ScrollRequest(limit=10_000, filter=flt, with_payload=True))
+    else:
+        from qdrant_client import models as qm
+
+        flt = qm.Filter(must=[qm.FieldCondition(key="kind", match=qm.MatchValue(value="chunk"))])
+        records, _ = store.client.scroll(store.collection, scroll_filter=flt, limit=10_000, with_payload=True)
+    return [dict(r.payload or {}) for r in records]
+
+
+def test_metadata_is_stored_on_the_record_only(store: VectorStore):
+    metadata = {"team": "platform", "labels": ["a", "b"], "blob": "m" * 4000}
+    ingest(store, "docs/a.md", [f"chunk text {i}" for i in range(50)], metadata=metadata)
+    payloads = raw_chunk_payloads(store)
+    assert len(payloads) == 50 and not any("metadata" in p for p in payloads)
+    assert store.get_document("docs/a.md").metadata == metadata
+    hits = search(store, "chunk text", limit=5, metadata={"team": "platform"})
+    assert len(hits) == 5 and all(h.metadata == metadata for h in hits)
+
+
+def test_a_metadata_filter_past_the_cap_is_refused(store: VectorStore, monkeypatch):
+    monkeypatch.setattr(pl, "MAX_METADATA_FILTER_DOCUMENTS", 3)
+    for i in range(4):
+        ingest(store, f"docs/{i}.md", ["chunk text"], source="many" if i else "one", metadata={"team": "x"})
+    with pytest.raises(InvalidRequestError) as refused:
+        search(store, "chunk text", metadata={"team": "x"})
+    assert refused.value.code == "FILTER_TOO_BROAD" and refused.value.details == {"limit": 3}
+    assert "narrow it" in refused.value.message
+    # Narrowed by source, the same filter fits and still returns exactly `limit` hits.
+    hits = search(store, "chunk text", limit=2, metadata={"team": "x"}, source_identifiers=["many"])
+    assert len(hits) == 2 and {h.source_identifier for h in hits} == {"many"}
 
 
 def test_delete_document_removes_record_and_chunks(store: VectorStore):
@@ -539,8 +722,8 @@ def test_count_tracks_documents_and_chunks(store: VectorStore):
     ingest(store, "a.md", ["1", "2"])
     ingest(store, "b.md", ["1", "2", "3"], source=None)
     assert store.count() == (2, 5)
-    store.delete_chunks_from("b.md", 1)
-    assert store.count() == (2, 3)
+    store.delete_chunks("b.md")
+    assert store.count() == (2, 2)
 
 
 # --- qdrant server errors and the factory --------------------------------------------------------
@@ -629,8 +812,8 @@ def test_edge_group_commit_flushes_in_the_background(tmp_path):
     store = EdgeStore(tmp_path, "flush", flush_interval_s=0.05)
     store.open(TEST_SIGNATURE)
     try:
-        store.put_document(
-            DocumentRecord("a.md", "s", "sha256:x", 0, {}, None, "2026-01-01T00:00:00Z", "c")
+        store.write_document(
+            DocumentRecord("a.md", "s", "sha256:x", 0, {}, None, "2026-01-01T00:00:00Z", "c"), None
         )
         assert store._dirty
         deadline = time.monotonic() + 10

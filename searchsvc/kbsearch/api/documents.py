@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from kbsearch.api.auth import require_read, require_write
 from kbsearch.api.deps import documents_service
@@ -18,6 +18,7 @@ from kbsearch.schemas import (
     PutDocumentResponse,
     SourceInfo,
     SourceList,
+    SourceStatusInfo,
 )
 from kbsearch.services.documents import DocumentService
 
@@ -69,6 +70,23 @@ async def delete_source(sourceIdentifier: str, service: Service) -> DeleteSource
     """Delete every document of one source, however many chunks it has."""
     documents, chunks = await service.delete_source(sourceIdentifier)
     return DeleteSourceResponse(sourceIdentifier=sourceIdentifier, documentsDeleted=documents, chunksDeleted=chunks)
+
+
+@router.get("/sources/{sourceIdentifier:path}", dependencies=[Depends(require_read)], tags=["sources"])
+async def source_status(
+    service: Service, sourceIdentifier: Annotated[str, Path(min_length=1, max_length=512)]
+) -> SourceStatusInfo:
+    """One source's document, chunk and incomplete-document counts, with the collection epoch.
+
+    Engine counts filtered on the source, never a scan of the collection. A source with no
+    documents answers zeros, not 404: zero is what a reset collection looks like.
+    """
+    status, epoch = await service.source_status(sourceIdentifier)
+    return SourceStatusInfo(
+        sourceIdentifier=status.source_identifier, documents=status.documents, chunks=status.chunks,
+        incompleteDocuments=status.incomplete_documents, lastIngestedAt=status.last_ingested_at,
+        collectionEpoch=epoch,
+    )
 
 
 @router.get("/sources", dependencies=[Depends(require_read)], tags=["sources"])

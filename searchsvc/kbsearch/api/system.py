@@ -42,9 +42,12 @@ async def status(request: Request) -> dict:
     state = ready_state(request)
     settings = state.settings
     documents, chunks = await store_call(state.store.count)
+    epoch = await store_call(state.store.collection_epoch)
     min_chars, max_chars = settings.chunk_range
     return {
         "version": __version__,
+        # Changes only when the collection is re-created: a client that remembers it sees a reset.
+        "collectionEpoch": epoch,
         "store": {
             "backend": state.store.backend, "collection": state.store.collection,
             "documents": documents, "chunks": chunks,

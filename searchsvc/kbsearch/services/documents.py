@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import dataclasses
-import binascii
 import hashlib
 import json
 import logging
+import time
 import uuid
 from datetime import UTC, datetime
 
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
-from kbsearch.errors import ConflictError, DocumentTooLargeError, InvalidRequestError, OverloadedError
+from kbsearch.errors import (
+    ConflictError,
+    DocumentTooLargeError,
+    InvalidRequestError,
+    OverloadedError,
+    WriteConflictError,
+)
 from kbsearch.metrics import Metrics
-from kbsearch.models import ChunkPoint, DocumentRecord, ParsedDocument, SourceStats
+from kbsearch.models import INCOMPLETE, ChunkPoint, DocumentRecord, ParsedDocument, SourceStats, SourceStatus
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
 from kbsearch.services.batching import EmbeddingBatcher
 from kbsearch.services.locks import KeyedLocks, SharedExclusiveLocks
-from kbsearch.services.runtime import in_thread, store_call
+from kbsearch.services.runtime import in_thread, run_to_completion, store_call
 from kbsearch.sparse import Bm25Encoder
 from kbsearch.store.base import VectorStore
 
@@ -29,9 +36,11 @@ log = logging.getLogger(__name__)
 # Upserts go to the store in slices so a 1 MiB document never builds one giant request.
 UPSERT_BATCH = 256
 
+# Attempts to claim a record whose version moved between our read and our conditional write
+# (another replica wrote it); past them the client gets a retryable 409 WRITE_CONFLICT.
+CLAIM_ATTEMPTS = 3
 
-# The checksum an interrupted write leaves on a document: it matches no content.
-INCOMPLETE = "sha256:incomplete"
+__all__ = ["INCOMPLETE", "DocumentService"]
 
 
 def canonical(metadata: dict) -> str:
@@ -41,6 +50,24 @@ def canonical(metadata: dict) -> str:
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def next_version(previous: DocumentRecord | None) -> int:
+    """A version above the record's, and above any a deleted record of the URI had.
+
+    Microseconds since the epoch keep versions rising across a delete and re-create, so a
+    chunk left by an older write never outranks a newer one.
+    """
+    floor = time.time_ns() // 1000
+    return max(floor, (previous.version if previous is not None else 0) + 1)
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Superseded(Exception):
+    """Another writer claimed the record while this write ran; it owns the document now."""
 
 
 def encode_cursor(point_id: str) -> str:
@@ -59,6 +86,23 @@ def decode_cursor(cursor: str) -> str:
 
 
 class DocumentService:
+    """Writes, deletes and listings of documents.
+
+    A write touches the store in this order, so a process killed at any point leaves no chunk
+    without a record and no record that claims chunks it does not have:
+
+    1. claim: the record, marked incomplete (checksum INCOMPLETE, 0 chunks) with a new version,
+       written only over the version read before (a conditional write);
+    2. the chunks, in batches, tagged with that version;
+    3. the chunks of older versions: the stale tail of the previous content;
+    4. commit: the final record, written only if the claim is still ours.
+
+    Start-up repair (services/repair.py) empties any record still marked incomplete. In one
+    process the per-URI locks serialise writers; across replicas on one Qdrant server the
+    conditional writes do: the later claim wins, a chunk is never overwritten by an older
+    version, and the loser removes its own chunks and answers 409 WRITE_CONFLICT.
+    """
+
     def __init__(
         self,
         *,
@@ -119,26 +163,50 @@ class DocumentService:
 
     async def _put_locked(self, request: PutDocumentRequest) -> PutDocumentResponse:
         checksum = "sha256:" + sha256_hex(request.content)
-        existing = await store_call(self.store.get_document, request.uri)
-        owner = existing.source_identifier if existing is not None else None
-        if owner is not None and owner != request.source_identifier:
-            # Two sources mirroring the same files would otherwise overwrite and delete each
-            # other's documents; the first owner keeps the URI until it lets go.
-            raise ConflictError(
-                f"document {request.uri!r} belongs to source {owner!r}; delete it from that source first",
-                code="URI_OWNED_BY_OTHER_SOURCE",
-                details={"owner": owner},
+        prepared: _Prepared | None = None
+        for _ in range(CLAIM_ATTEMPTS):
+            existing = await store_call(self.store.get_document, request.uri)
+            owner = existing.source_identifier if existing is not None else None
+            if owner is not None and owner != request.source_identifier:
+                # Two sources mirroring the same files would otherwise overwrite and delete each
+                # other's documents; the first owner keeps the URI until it lets go.
+                raise ConflictError(
+                    f"document {request.uri!r} belongs to source {owner!r}; delete it from that source first",
+                    code="URI_OWNED_BY_OTHER_SOURCE",
+                    details={"owner": owner},
+                )
+            same_content = (
+                existing is not None and existing.checksum == checksum and existing.chunker == self.chunker.fingerprint
             )
-        if (
-            existing is not None
-            and existing.checksum == checksum
-            and canonical(existing.metadata) == canonical(request.metadata)
-            and existing.chunker == self.chunker.fingerprint
-        ):
-            return PutDocumentResponse(
-                uri=request.uri, status="unchanged", checksum=checksum, chunks=existing.chunks, chunksEmbedded=0
-            )
+            if same_content and canonical(existing.metadata) == canonical(request.metadata):
+                return PutDocumentResponse(
+                    uri=request.uri, status="unchanged", checksum=checksum, chunks=existing.chunks, chunksEmbedded=0
+                )
+            if same_content and owner == request.source_identifier:
+                # Only the metadata changed, and it lives on the record alone: one conditional write.
+                record = dataclasses.replace(
+                    existing, metadata=request.metadata, ingested_at=now(), write_id=uuid.uuid4().hex
+                )
+                if await run_to_completion(self._write_metadata(record, existing.version)):
+                    return self._response(request, "updated", record, 0)
+                continue
+            if prepared is None:
+                prepared = await self._prepare(request, checksum, existing)
+            outcome = await run_to_completion(self._write(request, prepared, existing))
+            if outcome is not None:
+                return self._response(request, "created" if existing is None else "updated", outcome, prepared.embedded)
+        raise WriteConflictError(
+            f"document {request.uri!r} kept changing under this write (another replica is writing it); retry",
+        )
 
+    @staticmethod
+    def _response(request: PutDocumentRequest, status: str, record: DocumentRecord, embedded: int) -> PutDocumentResponse:
+        return PutDocumentResponse(
+            uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunksEmbedded=embedded
+        )
+
+    async def _prepare(self, request: PutDocumentRequest, checksum: str, existing: DocumentRecord | None) -> _Prepared:
+        """Chunks and vectors, before anything is written: a cancellation here leaves no trace."""
         parsed: ParsedDocument = await in_thread(self.chunker.chunk, request.content)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
         dense, embedded = await self._dense_vectors(request.uri, parsed, hashes, existing is not None)
@@ -155,54 +223,101 @@ class DocumentService:
                 title=parsed.title,
                 tags=parsed.tags,
                 headings=chunk.headings,
-                metadata=request.metadata,
                 dense=dense[i],
                 sparse=sparse[i],
             )
             for i, chunk in enumerate(parsed.chunks)
         ]
-        record = DocumentRecord(
-            uri=request.uri,
+        return _Prepared(checksum=checksum, title=parsed.title, points=points, embedded=embedded)
+
+    async def _write(
+        self, request: PutDocumentRequest, prepared: _Prepared, existing: DocumentRecord | None
+    ) -> DocumentRecord | None:
+        """The store writes of one PUT; the final record, or None when the claim was lost at once."""
+        uri, total = request.uri, len(prepared.points)
+        claim = DocumentRecord(
+            uri=uri,
             source_identifier=request.source_identifier,
-            checksum=checksum,
-            chunks=total,
+            checksum=INCOMPLETE,
+            chunks=0,
             metadata=request.metadata,
-            title=parsed.title,
-            ingested_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            title=prepared.title,
+            ingested_at=now(),
             chunker=self.chunker.fingerprint,
+            version=next_version(existing),
+            write_id=uuid.uuid4().hex,
         )
+        final = dataclasses.replace(claim, checksum=prepared.checksum, chunks=total, ingested_at=now())
         try:
-            # New chunks first, then the stale tail, then the manifest: a reader never sees a
-            # gap, and a crash before the manifest makes the next PUT redo the work.
+            # Inside the try: a claim that landed but whose read-back failed is cleaned up too.
+            if not await store_call(self.store.write_document, claim, existing.version if existing else None):
+                return None  # another writer moved the record first; nothing of ours is stored
+            log.debug("write claimed", extra={"uri": uri, "version": claim.version, "total": total})
+            for point in prepared.points:
+                point.version = claim.version
             for start in range(0, total, UPSERT_BATCH):
-                await store_call(self.store.upsert_chunks, points[start : start + UPSERT_BATCH])
-            await store_call(self.store.delete_chunks_from, request.uri, total)
-            await store_call(self.store.put_document, record)
-        except Exception:
-            await self._abandon(request.uri, existing)
+                if start and not await self._still_ours(claim):
+                    raise _Superseded
+                await store_call(self.store.upsert_chunks, prepared.points[start : start + UPSERT_BATCH])
+                log.debug("chunks written", extra={"uri": uri, "written": min(start + UPSERT_BATCH, total), "total": total})
+            # Everything older than this write: the previous content's tail, or leftovers.
+            await store_call(self.store.delete_chunks, uri, None, claim.version - 1)
+            if not await store_call(self.store.write_document, final, claim.version):
+                raise _Superseded
+            if await store_call(self.store.count_chunks, uri, claim.version) != total:
+                # Only a bulk delete of the source, from another replica, removes chunks
+                # without claiming the record first.
+                raise _Superseded
+        except _Superseded:
+            await self._drop_own_chunks(claim)
+            raise WriteConflictError(
+                f"a concurrent write or delete of {uri!r} replaced this one; retry if this content must win"
+            ) from None
+        except BaseException:
+            await self._abandon(claim, existing is None)
             raise
-        return PutDocumentResponse(
-            uri=request.uri,
-            status="created" if existing is None else "updated",
-            checksum=checksum,
-            chunks=total,
-            chunksEmbedded=embedded,
-        )
+        return final
 
-    async def _abandon(self, uri: str, existing: DocumentRecord | None) -> None:
-        """After a failed write, leave nothing that looks complete (best effort: the store may be down).
+    async def _write_metadata(self, record: DocumentRecord, expected_version: int) -> bool:
+        """A record-only write (the chunks stay); False when another writer moved the record first."""
+        if not await store_call(self.store.write_document, record, expected_version):
+            return False
+        if await store_call(self.store.count_chunks, record.uri) != record.chunks:
+            # A conditional write recreates a record that a replica deleted meanwhile; without
+            # its chunks it must not look complete.
+            await self._abandon(dataclasses.replace(record, checksum=INCOMPLETE, chunks=0), False)
+            raise WriteConflictError(f"document {record.uri!r} was deleted while this write ran; retry")
+        return True
 
-        A new document loses its partial chunks; an existing one keeps its old record with a
-        checksum that matches no content, so the listing shows it as stale and the next PUT,
-        even of the old content, rewrites it.
+    async def _still_ours(self, claim: DocumentRecord) -> bool:
+        stored = await store_call(self.store.get_document, claim.uri)
+        return stored is not None and stored.write_id == claim.write_id
+
+    async def _drop_own_chunks(self, claim: DocumentRecord) -> None:
+        try:
+            await store_call(self.store.delete_chunks, claim.uri, claim.version, claim.version)
+            # A record we resurrected over a concurrent delete is ours to remove as well.
+            await store_call(self.store.delete_record, claim.uri, claim.version)
+        except Exception:
+            log.warning("could not remove the chunks of a superseded write", extra={"uri": claim.uri}, exc_info=True)
+
+    async def _abandon(self, claim: DocumentRecord, new: bool) -> None:
+        """After a failed write, leave no chunk a reader could trust (best effort: the store may be down).
+
+        A new document disappears again. An existing one keeps its record, incomplete with no
+        chunks, so the listing shows it stale and the next PUT, even of the old content,
+        rewrites it. If the store is unreachable now, start-up repair finishes the job.
         """
         try:
-            if existing is None:
-                await store_call(self.store.delete_document, uri)
+            emptied = dataclasses.replace(claim, write_id=uuid.uuid4().hex)
+            if await store_call(self.store.write_document, emptied, claim.version):
+                await store_call(self.store.delete_chunks, claim.uri, None, claim.version)
+                if new:
+                    await store_call(self.store.delete_record, claim.uri, claim.version)
             else:
-                await store_call(self.store.put_document, dataclasses.replace(existing, checksum=INCOMPLETE))
+                await self._drop_own_chunks(claim)
         except Exception:  # the original failure is what the client must see
-            log.warning("could not mark an interrupted write", extra={"uri": uri}, exc_info=True)
+            log.warning("could not mark an interrupted write", extra={"uri": claim.uri}, exc_info=True)
 
     async def _dense_vectors(
         self, uri: str, parsed: ParsedDocument, hashes: list[str], may_reuse: bool
@@ -221,18 +336,33 @@ class DocumentService:
         """Delete one document; with a source given, only if the document belongs to it."""
         await self._require_writable()
         async with self._uri_locks.hold(uri):
-            if source_identifier is not None:
-                existing = await store_call(self.store.get_document, uri)
-                if existing is None or existing.source_identifier != source_identifier:
-                    return 0
-            deleted = await store_call(self.store.delete_document, uri)
+            deleted = await run_to_completion(self._delete_locked(uri, source_identifier))
         self.metrics.chunks_deleted.inc(deleted)
         return deleted
+
+    async def _delete_locked(self, uri: str, source_identifier: str | None) -> int:
+        """Mark the record incomplete, then delete the chunks, then the record."""
+        for _ in range(CLAIM_ATTEMPTS):
+            existing = await store_call(self.store.get_document, uri)
+            if source_identifier is not None and (existing is None or existing.source_identifier != source_identifier):
+                return 0
+            if existing is None:
+                # No record: only chunks a killed process may have left, which no reader trusts.
+                return await store_call(self.store.delete_chunks, uri)
+            claim = dataclasses.replace(
+                existing, checksum=INCOMPLETE, chunks=0, version=next_version(existing), write_id=uuid.uuid4().hex
+            )
+            if not await store_call(self.store.write_document, claim, existing.version):
+                continue
+            deleted = await store_call(self.store.delete_chunks, uri, None, claim.version)
+            await store_call(self.store.delete_record, uri, claim.version)
+            return deleted
+        raise WriteConflictError(f"document {uri!r} kept changing under this delete (another replica is writing it); retry")
 
     async def delete_source(self, source_identifier: str) -> tuple[int, int]:
         await self._require_writable()
         async with self._source_gates.exclusive(source_identifier):
-            documents, chunks = await store_call(self.store.delete_source, source_identifier)
+            documents, chunks = await run_to_completion(store_call(self.store.delete_source, source_identifier))
         self.metrics.chunks_deleted.inc(chunks)
         log.info("source deleted", extra={"sourceIdentifier": source_identifier, "documents": documents})
         return documents, chunks
@@ -250,3 +380,16 @@ class DocumentService:
 
     async def sources(self) -> list[SourceStats]:
         return await store_call(self.store.list_sources)
+
+    async def source_status(self, source_identifier: str) -> tuple[SourceStatus, str]:
+        """One source's counts and the collection epoch they were read from."""
+        status = await store_call(self.store.source_status, source_identifier)
+        return status, await store_call(self.store.collection_epoch)
+
+
+@dataclasses.dataclass(slots=True)
+class _Prepared:
+    checksum: str
+    title: str | None
+    points: list[ChunkPoint]
+    embedded: int

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
+import asyncio
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
+import anyio
 import anyio.to_thread
 
 from kbsearch.errors import EmbedderUnavailableError, ServiceError, StoreUnavailableError
@@ -38,3 +39,27 @@ async def store_call(func: Callable[..., T], *args: object) -> T:
 async def embed_call(func: Callable[..., T], *args: object) -> T:
     """An embedder call whose failure becomes a transient 503, never a 500."""
     return await _vendor_call(EmbedderUnavailableError, "embedder", func, *args)
+
+
+async def run_to_completion(work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` to its end even if the caller is cancelled (a client that disconnected).
+
+    A store-write sequence must finish or clean up; an abandoned one would leave a half-written
+    document while the caller's locks are released. The caller waits, holding its locks, and
+    sees its cancellation only once the work is done.
+    """
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    # The shielded scope stops anyio (Starlette's task groups) from re-cancelling us in a
+    # loop; the except catches a plain asyncio cancel.
+    with anyio.CancelScope(shield=True):
+        while not task.done():
+            try:
+                await asyncio.wait({task})
+            except asyncio.CancelledError:
+                cancelled = True
+    if cancelled:
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("a write failed after its caller was cancelled", exc_info=task.exception())
+        raise asyncio.CancelledError
+    return task.result()

@@ -5,9 +5,16 @@ serialise their own writes where the vendor library needs it.
 
 Layout of one collection:
 - a *chunk* point per chunk: named vectors `dense` and `bm25` (sparse, IDF modifier), id
-  `chunk_point_id(uri, index)`;
-- a *document* point per document: no vectors, id `document_point_id(uri)`, the manifest;
-- one *collection* point holding the CollectionSignature, so a different embedder is refused.
+  `chunk_point_id(uri, index)`, and the `version` of the write that made it;
+- a *document* point per document: no vectors, id `document_point_id(uri)`, the manifest,
+  the document's metadata (stored once, never copied into chunks) and its `version`;
+- one *collection* point holding the CollectionSignature, so a different embedder is refused,
+  and the collection's epoch: a random id made when the collection is created.
+
+Writes are conditional where several writers could meet (replicas on one Qdrant server):
+a record is written only over the version its writer read, and a chunk is overwritten only
+by a write of the same or a higher version. Points written before versions existed have no
+`version` field and count as version 0.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from kbsearch.models import (
     SearchHit,
     SearchMode,
     SourceStats,
+    SourceStatus,
     SparseVector,
 )
 
@@ -48,9 +56,16 @@ CHECKSUM = "checksum"
 CHUNKS = "chunks"
 INGESTED_AT = "ingestedAt"
 CHUNKER = "chunker"
+VERSION = "version"
+WRITE_ID = "writeId"
+EPOCH = "epoch"
 
 # Keyword payload indexes every backend creates.
-KEYWORD_INDEXES = (KIND, URI, SOURCE)
+KEYWORD_INDEXES = (KIND, URI, SOURCE, CHECKSUM)
+
+# A metadata search filter is resolved to the URIs of the matching documents first; past
+# this many the request is refused (422) and must be narrowed by source or URI prefix.
+MAX_METADATA_FILTER_DOCUMENTS = 10_000
 
 
 class VectorStore(ABC):
@@ -78,6 +93,10 @@ class VectorStore(ABC):
         return None
 
     @abstractmethod
+    def collection_epoch(self) -> str:
+        """The random id stored with the signature when the collection was created (read live)."""
+
+    @abstractmethod
     def get_document(self, uri: str) -> DocumentRecord | None: ...
 
     @abstractmethod
@@ -93,14 +112,34 @@ class VectorStore(ABC):
         """
 
     @abstractmethod
-    def upsert_chunks(self, points: list[ChunkPoint]) -> None: ...
+    def write_document(self, record: DocumentRecord, expected_version: int | None) -> bool:
+        """Write `record` only if the stored record has `expected_version` (None: no record).
+
+        One conditional write in the engine, then a read back: True when the stored record is
+        now exactly this write (same write_id, version and checksum).
+        """
 
     @abstractmethod
-    def delete_chunks_from(self, uri: str, first_index: int) -> int:
-        """Delete the chunks of `uri` whose index is >= first_index; return how many."""
+    def delete_record(self, uri: str, version: int) -> None:
+        """Delete the record of `uri` if it still has `version`; its chunks are not touched."""
 
     @abstractmethod
-    def put_document(self, record: DocumentRecord) -> None: ...
+    def upsert_chunks(self, points: list[ChunkPoint]) -> None:
+        """Insert or overwrite chunks; an existing chunk of a higher version is left alone.
+
+        Every point of one call has the same uri and version.
+        """
+
+    @abstractmethod
+    def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
+        """Delete the chunks of `uri` whose version is within [lowest, highest] (None: open).
+
+        Returns how many were deleted.
+        """
+
+    @abstractmethod
+    def count_chunks(self, uri: str, version: int | None = None) -> int:
+        """Chunks of `uri`, or only those of one version."""
 
     @abstractmethod
     def delete_document(self, uri: str) -> int:
@@ -109,6 +148,18 @@ class VectorStore(ABC):
     @abstractmethod
     def delete_source(self, source_identifier: str) -> tuple[int, int]:
         """Delete every record and chunk of a source, with no cap; return (documents, chunks)."""
+
+    @abstractmethod
+    def incomplete_documents(self) -> list[DocumentRecord]:
+        """Records marked incomplete (an interrupted write), found through the checksum index."""
+
+    @abstractmethod
+    def chunk_uris(self) -> list[str]:
+        """Every URI that has at least one chunk (a facet over the uri index, not a scan)."""
+
+    @abstractmethod
+    def existing_records(self, uris: list[str]) -> set[str]:
+        """Those of `uris` that have a document record."""
 
     @abstractmethod
     def list_documents(
@@ -129,6 +180,10 @@ class VectorStore(ABC):
     def list_sources(self) -> list[SourceStats]: ...
 
     @abstractmethod
+    def source_status(self, source_identifier: str) -> SourceStatus:
+        """Counts for one source from filtered engine counts; zeros for an unknown source."""
+
+    @abstractmethod
     def count(self) -> tuple[int, int]:
         """(documents, chunks) in the collection."""
 
@@ -144,4 +199,10 @@ class VectorStore(ABC):
         candidates: int,
         rrf_k: int,
     ) -> list[SearchHit]:
-        """Top `limit` chunks. Hybrid fuses `candidates` dense and sparse hits with RRF(k)."""
+        """Top `limit` chunks. Hybrid fuses `candidates` dense and sparse hits with RRF(k).
+
+        A metadata filter is resolved to the URIs of the matching records first (at most
+        MAX_METADATA_FILTER_DOCUMENTS, else InvalidRequestError), so the engine still applies
+        every filter before ranking. Each hit carries its document's metadata, read from the
+        records of the hits in one retrieve.
+        """

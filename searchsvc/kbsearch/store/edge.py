@@ -23,6 +23,7 @@ from kbsearch.models import (
     SearchHit,
     SearchMode,
     SourceStats,
+    SourceStatus,
     SparseVector,
     document_point_id,
 )
@@ -30,12 +31,14 @@ from kbsearch.store import payloads as pl
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.base import (
+    CHECKSUM,
     CHUNK_INDEX,
     DENSE_VECTOR,
     INGESTED_AT,
     KIND,
     KIND_CHUNK,
     KIND_DOCUMENT,
+    METADATA,
     SOURCE,
     SPARSE_VECTOR,
     TEXT_HASH,
@@ -51,6 +54,10 @@ _INDEXES: dict[str, Any] = {
     URI: qe.KeywordIndexParams(prefix=True),
     SOURCE: qe.PayloadSchemaType.Keyword,
     CHUNK_INDEX: qe.IntegerIndexParams(lookup=True, range=True),
+    # Finds incomplete records at start-up without reading every payload.
+    CHECKSUM: qe.PayloadSchemaType.Keyword,
+    # Lets a source's latest ingest be read with one ordered scroll.
+    INGESTED_AT: qe.DatetimeIndexParams(),
 }
 
 
@@ -143,8 +150,10 @@ class EdgeStore(VectorStore):
         found = shard.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
         stored = pl.signature_from_payload(found[0].payload or {}) if found else None
         has_points = shard.count(qe.CountRequest(exact=True)) > 0
-        if pl.check_signature(f"'{self.collection}' at {self.path}", stored, has_points, signature):
-            point = _bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature))
+        pl.check_signature(f"'{self.collection}' at {self.path}", stored, has_points, signature)
+        if pl.epoch_from_payload(found[0].payload if found else None) is None:
+            # A new collection, or one from before epochs existed, gets its epoch once.
+            point = _bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature, pl.new_epoch()))
             shard.update(qe.UpdateOperation.upsert_points([point]))
         # Also on load, so a shard from an older version gains any index added since.
         present = shard.info().payload_schema
@@ -237,20 +246,32 @@ class EdgeStore(VectorStore):
             )
             for p in points
         ]
+        fence = _filter([pl.version_at_most(points[0].version)])
         with self._lock:
-            self._apply(qe.UpdateOperation.upsert_points(edge_points))
+            self._apply(qe.UpdateOperation.upsert_points(edge_points, condition=fence))
 
-    def put_document(self, record: DocumentRecord) -> None:
+    def write_document(self, record: DocumentRecord, expected_version: int | None) -> bool:
+        point = _bare_point(record.id, pl.document_payload(record))
+        condition = _filter(pl.record_version_is(expected_version))
         with self._lock:
-            self._apply(qe.UpdateOperation.upsert_points([_bare_point(record.id, pl.document_payload(record))]))
+            self._apply(qe.UpdateOperation.upsert_points([point], condition=condition))
+            return pl.same_write(self.get_document(record.uri), record)
 
-    def delete_chunks_from(self, uri: str, first_index: int) -> int:
-        doomed = [pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.Range(CHUNK_INDEX, gte=first_index)]
+    def delete_record(self, uri: str, version: int) -> None:
+        doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
+        with self._lock:
+            self._apply(qe.UpdateOperation.delete_points_by_filter(_filter(doomed)))
+
+    def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
+        doomed = pl.chunk_conditions(uri, lowest, highest)
         with self._lock:
             deleted = self._count(doomed)
             if deleted:
                 self._apply(qe.UpdateOperation.delete_points_by_filter(_filter(doomed)))
             return deleted
+
+    def count_chunks(self, uri: str, version: int | None = None) -> int:
+        return self._count(pl.chunk_conditions(uri, version, version))
 
     def delete_document(self, uri: str) -> int:
         with self._lock:
@@ -271,6 +292,13 @@ class EdgeStore(VectorStore):
         return self._s.count(qe.CountRequest(exact=True, filter=_filter(conditions)))
 
     # --- reads --------------------------------------------------------------------------
+
+    def collection_epoch(self) -> str:
+        found = self._s.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
+        epoch = pl.epoch_from_payload(found[0].payload if found else None)
+        if epoch is None:
+            raise RuntimeError(f"the collection at {self.path} has lost its signature point")
+        return epoch
 
     def get_document(self, uri: str) -> DocumentRecord | None:
         found = self._s.retrieve([document_point_id(uri)], with_payload=True, with_vector=False)
@@ -293,6 +321,41 @@ class EdgeStore(VectorStore):
             for r in self._scroll_all(wanted, payload=[TEXT_HASH], vector=[DENSE_VECTOR])
             if r.vector and DENSE_VECTOR in r.vector
         }
+
+    def incomplete_documents(self) -> list[DocumentRecord]:
+        return [pl.document_from_payload(r.payload) for r in self._scroll_all(pl.incomplete_conditions(), payload=True)]
+
+    def chunk_uris(self) -> list[str]:
+        # A facet over the uri index: distinct values, never a payload scan. The limit is an
+        # upper bound (every URI has a chunk), so none is dropped.
+        limit = max(self._count([pl.Match(KIND, KIND_CHUNK)]), 1)
+        facet = self._s.facet(qe.FacetRequest(URI, limit=limit, exact=True, filter=_filter([pl.Match(KIND, KIND_CHUNK)])))
+        return [str(hit.value) for hit in facet.hits]
+
+    def existing_records(self, uris: list[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(uris), pl.SCROLL_PAGE):
+            ids = [document_point_id(u) for u in uris[start : start + pl.SCROLL_PAGE]]
+            for r in self._s.retrieve(ids, with_payload=[KIND, URI], with_vector=False):
+                if (r.payload or {}).get(KIND) == KIND_DOCUMENT:
+                    found.add(r.payload[URI])
+        return found
+
+    def source_status(self, source_identifier: str) -> SourceStatus:
+        where = pl.source_conditions(source_identifier)
+        latest, _ = self._s.scroll(
+            qe.ScrollRequest(
+                limit=1, filter=_filter(where["documents"]), with_payload=[INGESTED_AT], with_vector=False,
+                order_by=qe.OrderBy(INGESTED_AT, direction=qe.Direction.Desc),
+            )
+        )
+        return SourceStatus(
+            source_identifier=source_identifier,
+            documents=self._count(where["documents"]),
+            chunks=self._count(where["chunks"]),
+            incomplete_documents=self._count(where["incomplete"]),
+            last_ingested_at=(latest[0].payload or {}).get(INGESTED_AT) if latest else None,
+        )
 
     def list_documents(
         self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
@@ -328,16 +391,21 @@ class EdgeStore(VectorStore):
         for record in self._scroll_all([pl.Match(KIND, KIND_DOCUMENT)], payload=fields):
             yield record.payload or {}
 
-    def _scroll_all(self, conditions: list[pl.Condition], *, payload: list[str], vector: list[str] | bool = False):
-        """Every matching point, page by page."""
-        offset = None
+    def _scroll_all(
+        self, conditions: list[pl.Condition], *, payload: list[str] | bool, vector: list[str] | bool = False,
+        at_most: int | None = None,
+    ):
+        """Every matching point, page by page (or the first `at_most`)."""
+        offset, seen = None, 0
         while True:
+            size = pl.SCROLL_PAGE if at_most is None else min(pl.SCROLL_PAGE, at_most - seen)
             page = qe.ScrollRequest(
-                offset=offset, limit=pl.SCROLL_PAGE, filter=_filter(conditions), with_payload=payload, with_vector=vector
+                offset=offset, limit=size, filter=_filter(conditions), with_payload=payload, with_vector=vector
             )
             records, offset = self._s.scroll(page)
             yield from records
-            if offset is None:
+            seen += len(records)
+            if offset is None or (at_most is not None and seen >= at_most):
                 return
 
     def count(self) -> tuple[int, int]:
@@ -354,7 +422,15 @@ class EdgeStore(VectorStore):
         candidates: int,
         rrf_k: int,
     ) -> list[SearchHit]:
-        where = _filter(pl.search_conditions(filter))
+        uris = None
+        if filter.metadata:
+            matched = self._scroll_all(
+                pl.metadata_record_conditions(filter), payload=[URI], at_most=pl.MAX_METADATA_FILTER_DOCUMENTS + 1
+            )
+            uris = pl.metadata_uris(r.payload or {} for r in matched)
+            if not uris:
+                return []
+        where = _filter(pl.search_conditions(filter, uris))
         dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
         # A query of stopwords only has no terms: it can match nothing, so it is not sent.
         sparse_query = (
@@ -381,7 +457,12 @@ class EdgeStore(VectorStore):
                     raise ValueError("dense search needs a dense query vector")
                 return []
             request = qe.QueryRequest(limit=limit, query=query, filter=where, with_payload=True, with_vector=False)
-        return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
+        hits = [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
+        if not hits:
+            return hits
+        ids = list({document_point_id(h.uri) for h in hits})
+        records = self._s.retrieve(ids, with_payload=[KIND, URI, METADATA], with_vector=False)
+        return pl.with_metadata(hits, (r.payload or {} for r in records))
 
 
 def _config(signature: CollectionSignature) -> qe.EdgeConfig:
@@ -400,8 +481,14 @@ def _filter(conditions: list[pl.Condition]) -> qe.Filter | None:
     return qe.Filter(must=[_condition(c) for c in conditions]) if conditions else None
 
 
-def _condition(condition: pl.Condition) -> qe.FieldCondition:
+def _condition(condition: pl.Condition) -> Any:
     match condition:
+        case pl.Missing(key):
+            return qe.IsEmptyCondition(key)
+        case pl.AnyOf(conditions):
+            return qe.Filter(should=[_condition(c) for c in conditions])
+        case pl.HasId(point_id):
+            return qe.HasIdCondition({point_id})
         case pl.Match(key, bool() as value):
             # qdrant-edge 0.9 converts a Python bool to the integer 1/0, which never matches a
             # stored boolean; numpy.bool_ is not an int, so it reaches the engine as a bool.

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kbsearch.errors import ConfigurationError, InvalidRequestError
 from kbsearch.models import (
+    INCOMPLETE,
     POINT_ID_NAMESPACE,
     ChunkPoint,
     CollectionSignature,
@@ -23,12 +24,14 @@ from kbsearch.store.base import (
     CHUNKER,
     CHUNKS,
     CONTENT,
+    EPOCH,
     HEADINGS,
     INGESTED_AT,
     KIND,
     KIND_CHUNK,
     KIND_COLLECTION,
     KIND_DOCUMENT,
+    MAX_METADATA_FILTER_DOCUMENTS,
     METADATA,
     SOURCE,
     TAGS,
@@ -36,6 +39,8 @@ from kbsearch.store.base import (
     TITLE,
     TOTAL_CHUNKS,
     URI,
+    VERSION,
+    WRITE_ID,
 )
 
 # The one point that holds the collection's signature; fixed so every open finds it.
@@ -67,7 +72,7 @@ def chunk_payload(point: ChunkPoint) -> dict[str, Any]:
         TITLE: point.title,
         TAGS: list(point.tags),
         HEADINGS: list(point.headings),
-        METADATA: dict(point.metadata),
+        VERSION: point.version,
     }
 
 
@@ -82,6 +87,8 @@ def document_payload(record: DocumentRecord) -> dict[str, Any]:
         TITLE: record.title,
         INGESTED_AT: record.ingested_at,
         CHUNKER: record.chunker,
+        VERSION: record.version,
+        WRITE_ID: record.write_id,
     }
 
 
@@ -95,10 +102,24 @@ def document_from_payload(payload: Mapping[str, Any]) -> DocumentRecord:
         title=payload.get(TITLE),
         ingested_at=payload[INGESTED_AT],
         chunker=payload[CHUNKER],
+        version=int(payload.get(VERSION) or 0),
+        write_id=payload.get(WRITE_ID),
+    )
+
+
+def same_write(stored: DocumentRecord | None, written: DocumentRecord) -> bool:
+    """Whether the read-back record is exactly the one a conditional write tried to store."""
+    return (
+        stored is not None
+        and stored.write_id == written.write_id
+        and stored.version == written.version
+        and stored.checksum == written.checksum
+        and stored.chunks == written.chunks
     )
 
 
 def hit_from_payload(point_id: Any, score: float, payload: Mapping[str, Any]) -> SearchHit:
+    """A hit without metadata: that lives on the record (see with_metadata)."""
     return SearchHit(
         id=str(point_id),
         score=float(score),
@@ -108,19 +129,35 @@ def hit_from_payload(point_id: Any, score: float, payload: Mapping[str, Any]) ->
         content=payload[CONTENT],
         title=payload.get(TITLE),
         headings=list(payload.get(HEADINGS) or []),
-        metadata=dict(payload.get(METADATA) or {}),
+        metadata={},
         source_identifier=payload.get(SOURCE),
     )
+
+
+def with_metadata(hits: list[SearchHit], record_payloads: Iterable[Mapping[str, Any]]) -> list[SearchHit]:
+    """The hits with the metadata of their document records."""
+    by_uri = {p[URI]: dict(p.get(METADATA) or {}) for p in record_payloads if p.get(KIND) == KIND_DOCUMENT}
+    return [replace(hit, metadata=by_uri.get(hit.uri, {})) for hit in hits]
 
 
 # --- signature --------------------------------------------------------------------------
 
 
-def signature_payload(signature: CollectionSignature) -> dict[str, Any]:
-    payload: dict[str, Any] = {KIND: KIND_COLLECTION}
+def signature_payload(signature: CollectionSignature, epoch: str) -> dict[str, Any]:
+    payload: dict[str, Any] = {KIND: KIND_COLLECTION, EPOCH: epoch}
     for key, attr in _SIGNATURE_FIELDS.items():
         payload[key] = getattr(signature, attr)
     return payload
+
+
+def new_epoch() -> str:
+    """A collection epoch: random, made once when the collection (or its signature) is created."""
+    return uuid.uuid4().hex
+
+
+def epoch_from_payload(payload: Mapping[str, Any] | None) -> str | None:
+    value = (payload or {}).get(EPOCH)
+    return value if isinstance(value, str) and value else None
 
 
 def signature_from_payload(payload: Mapping[str, Any]) -> CollectionSignature:
@@ -193,7 +230,61 @@ class Range:
     lte: float | None = None
 
 
-Condition = Match | MatchAny | Prefix | Range
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """The key is absent (or empty): how points from before a field existed are found."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    """At least one of the conditions holds."""
+
+    conditions: tuple[Match | MatchAny | Prefix | Range | Missing, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HasId:
+    point_id: str
+
+
+Condition = Match | MatchAny | Prefix | Range | Missing | AnyOf | HasId
+
+# A value no stored version has: a write conditional on it can only insert.
+_NO_VERSION = -1
+
+
+def version_at_most(version: int) -> Condition:
+    """Version <= `version`, counting a missing version (older data) as 0."""
+    return AnyOf((Range(VERSION, lte=float(version)), Missing(VERSION)))
+
+
+def version_between(lowest: int | None, highest: int | None) -> list[Condition]:
+    """Conditions for lowest <= version <= highest (None: open), a missing version being 0."""
+    if lowest is None and highest is None:
+        return []
+    bounded = Range(
+        VERSION,
+        gte=float(lowest) if lowest is not None else None,
+        lte=float(highest) if highest is not None else None,
+    )
+    if lowest is None or lowest <= 0:
+        return [AnyOf((bounded, Missing(VERSION)))]
+    return [bounded]
+
+
+def record_version_is(version: int | None) -> list[Condition]:
+    """The condition of a record write over `version` (None: only when no record exists)."""
+    if version is None:
+        return [Match(VERSION, _NO_VERSION)]
+    if version == 0:
+        return [AnyOf((Match(VERSION, 0), Missing(VERSION)))]
+    return [Match(VERSION, version)]
+
+
+def chunk_conditions(uri: str, lowest: int | None = None, highest: int | None = None) -> list[Condition]:
+    return [Match(KIND, KIND_CHUNK), Match(URI, uri), *version_between(lowest, highest)]
 
 
 def metadata_key(key: str) -> str:
@@ -202,17 +293,18 @@ def metadata_key(key: str) -> str:
     return f'{METADATA}."{key}"'
 
 
-def search_conditions(search_filter: SearchFilter) -> list[Condition]:
-    """Conditions (ANDed) for a search.
-
-    No kind condition is needed: only chunks have vectors, so record and signature points can
-    never be a nearest neighbour.
-    """
+def _scope_conditions(search_filter: SearchFilter) -> list[Condition]:
     conditions: list[Condition] = []
     if search_filter.source_identifiers is not None:
         conditions.append(MatchAny(SOURCE, list(search_filter.source_identifiers)))
     if search_filter.uri_prefix:
         conditions.append(Prefix(URI, search_filter.uri_prefix))
+    return conditions
+
+
+def metadata_record_conditions(search_filter: SearchFilter) -> list[Condition]:
+    """Conditions on document records for a search's metadata filter (with its scope)."""
+    conditions: list[Condition] = [Match(KIND, KIND_DOCUMENT), *_scope_conditions(search_filter)]
     for key, value in search_filter.metadata.items():
         path = metadata_key(key)
         if isinstance(value, bool | str):
@@ -221,6 +313,45 @@ def search_conditions(search_filter: SearchFilter) -> list[Condition]:
             # Numbers compare by value, so 2 matches a stored 2.0 and the reverse.
             conditions.append(Range(path, gte=float(value), lte=float(value)))
     return conditions
+
+
+def metadata_uris(payloads: Iterable[Mapping[str, Any]]) -> list[str]:
+    """URIs of the records a metadata filter matched; refused past the cap."""
+    uris = [p[URI] for p in payloads]
+    if len(uris) > MAX_METADATA_FILTER_DOCUMENTS:
+        raise InvalidRequestError(
+            f"the metadata filter matches more than {MAX_METADATA_FILTER_DOCUMENTS} documents; "
+            "narrow it with sourceIdentifier or uriPrefix",
+            code="FILTER_TOO_BROAD",
+            details={"limit": MAX_METADATA_FILTER_DOCUMENTS},
+        )
+    return uris
+
+
+def search_conditions(search_filter: SearchFilter, uris: list[str] | None = None) -> list[Condition]:
+    """Conditions (ANDed) on chunks for a search; `uris` are those a metadata filter matched.
+
+    No kind condition is needed: only chunks have vectors, so record and signature points can
+    never be a nearest neighbour.
+    """
+    conditions = _scope_conditions(search_filter)
+    if uris is not None:
+        conditions.append(MatchAny(URI, list(uris)))
+    return conditions
+
+
+def source_conditions(source_identifier: str) -> dict[str, list[Condition]]:
+    """The filters of one source's status: its records, its chunks, its incomplete records."""
+    source = Match(SOURCE, source_identifier)
+    return {
+        "documents": [Match(KIND, KIND_DOCUMENT), source],
+        "chunks": [Match(KIND, KIND_CHUNK), source],
+        "incomplete": [Match(KIND, KIND_DOCUMENT), source, Match(CHECKSUM, INCOMPLETE)],
+    }
+
+
+def incomplete_conditions() -> list[Condition]:
+    return [Match(KIND, KIND_DOCUMENT), Match(CHECKSUM, INCOMPLETE)]
 
 
 def document_conditions(source_identifier: str | None, uri_prefix: str | None) -> list[Condition]:
