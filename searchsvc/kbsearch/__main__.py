@@ -9,22 +9,23 @@ from pydantic import ValidationError
 
 
 def main() -> int:
-    import uvicorn
-
     from kbsearch.app import create_app
     from kbsearch.logging import configure_logging
-    from kbsearch.settings import Settings
+    from kbsearch.server import build_server
+    from kbsearch.settings import Settings, describe
 
     try:
         settings = Settings()
     except ValidationError as exc:
-        sys.stderr.write(f"invalid SEARCHSVC_* configuration:\n{exc}\n")
+        # describe() names each variable and never echoes a value: a token must not reach the log.
+        sys.stderr.write(f"invalid SEARCHSVC_* configuration:\n{describe(exc)}\n")
         return 2
     configure_logging(settings.log_level)
-    logging.getLogger(__name__).info(
-        "starting", extra={"host": settings.host, "port": settings.port, "store": settings.store}
-    )
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False)
+    log = logging.getLogger(__name__)
+    if settings.api_token is None:
+        log.warning("writes are open: SEARCHSVC_API_TOKEN is not set", extra={"host": settings.host})
+    log.info("starting", extra={"host": settings.host, "port": settings.port, "store": settings.store})
+    build_server(settings, create_app(settings)).run()
     return 0
 
 

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from kbsearch import __version__
 from kbsearch.api import documents, search, system
+from kbsearch.api.auth import AuthGate
 from kbsearch.api.errors import install_error_handlers
 from kbsearch.api.middleware import RequestContextMiddleware
 from kbsearch.chunker import MarkdownChunker
@@ -92,5 +93,9 @@ def create_app(
     app.include_router(system.router)
     app.include_router(documents.router)
     app.include_router(search.router)
-    app.add_middleware(RequestContextMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line
+    app.add_middleware(
+        RequestContextMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes,
+        body_timeout_s=settings.request_body_timeout_s,
+    )
     return app

@@ -6,6 +6,7 @@ ServiceError
 ├── RequestTooLargeError       413  a request body over the body limit
 ├── UnauthenticatedError       401  no or wrong bearer token
 ├── ForbiddenError             403  a token that may not do this
+├── RequestTimeoutError        408  the request body did not arrive in time
 ├── ConflictError              409  the document belongs to another source
 │   └── WriteConflictError          a concurrent write of the same document won; retry
 ├── OverloadedError            429  too much work queued; retry later
@@ -63,6 +64,11 @@ class UnauthenticatedError(ServiceError):
 class ForbiddenError(ServiceError):
     status_code = 403
     code = "FORBIDDEN"
+
+
+class RequestTimeoutError(ServiceError):
+    status_code = 408
+    code = "REQUEST_TIMEOUT"
 
 
 class ConflictError(ServiceError):

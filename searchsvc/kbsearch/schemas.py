@@ -6,7 +6,17 @@ import json
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
 
 # Keys become Qdrant JSON paths (quoted), so keep them to a safe alphabet.
 METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
@@ -21,11 +31,9 @@ MAX_METADATA_LIST_ITEMS = 256
 FiniteFloat = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 Scalar = StrictStr | StrictBool | StrictInt | FiniteFloat
 MetadataValue = Scalar | list[StrictStr]
-Uri = Annotated[StrictStr, Field(min_length=1, max_length=2048)]
 
-
-class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+# Room for the operator's "<namespace>/<name>" (63 + 1 + 253) and for hand-made identifiers.
+MAX_SOURCE_IDENTIFIER = 512
 
 
 def _encodable(text: str) -> bool:
@@ -35,6 +43,44 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _has_control(text: str) -> bool:
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in text)
+
+
+def check_source_identifier(value: str) -> str:
+    """The one rule for a sourceIdentifier, wherever it enters: body, query, path or filter.
+
+    It must fit in a URL path segment and a log line and round-trip through every store, so it
+    is non-empty, at most MAX_SOURCE_IDENTIFIER characters, free of control characters and of
+    lone surrogates, and free of U+FFFD: the mark a URL decoder leaves for bytes that were not UTF-8.
+    """
+    if not value:
+        raise ValueError("sourceIdentifier must not be empty")
+    if len(value) > MAX_SOURCE_IDENTIFIER:
+        raise ValueError(f"sourceIdentifier has {len(value)} characters; at most {MAX_SOURCE_IDENTIFIER} are allowed")
+    if _has_control(value):
+        raise ValueError("sourceIdentifier must not contain control characters")
+    if not _encodable(value) or "\ufffd" in value:
+        raise ValueError("sourceIdentifier must be valid UTF-8 text (no lone surrogates or U+FFFD)")
+    return value
+
+
+def _check_uri(uri: str) -> str:
+    if _has_control(uri) or not _encodable(uri):
+        raise ValueError("uri must not contain control characters or lone surrogates")
+    return uri
+
+
+SourceIdentifier = Annotated[StrictStr, AfterValidator(check_source_identifier)]
+"""A sourceIdentifier, checked by check_source_identifier; use it for every parameter that carries one."""
+Uri = Annotated[StrictStr, Field(min_length=1, max_length=2048), AfterValidator(_check_uri)]
+"""A document URI, or a prefix of one: no control characters, no lone surrogates."""
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def _check_metadata(metadata: dict[str, object]) -> None:
@@ -48,6 +94,8 @@ def _check_metadata(metadata: dict[str, object]) -> None:
     for key, value in metadata.items():
         if not METADATA_KEY.match(key):
             raise ValueError(f"metadata key {key[:40]!r} must match {METADATA_KEY.pattern}")
+        if key == "sourceIdentifier" and isinstance(value, str):
+            check_source_identifier(value)
         strings = value if isinstance(value, list) else [value]
         for item in strings:
             if isinstance(item, str) and (len(item) > MAX_METADATA_STRING or "\x00" in item or not _encodable(item)):
@@ -57,18 +105,10 @@ def _check_metadata(metadata: dict[str, object]) -> None:
         raise ValueError(f"metadata is {size} bytes as JSON; at most {MAX_METADATA_BYTES} are allowed")
 
 
-def _check_uri(uri: str) -> str:
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri) or not _encodable(uri):
-        raise ValueError("uri must not contain control characters or lone surrogates")
-    return uri
-
-
 class PutDocumentRequest(Body):
     uri: Uri
     content: StrictStr
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
-
-    _uri = field_validator("uri")(_check_uri)
 
     @field_validator("content")
     @classmethod
@@ -94,8 +134,8 @@ class PutDocumentRequest(Body):
     def _metadata(cls, metadata: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
         _check_metadata(metadata)
         source = metadata.get("sourceIdentifier")
-        if source is not None and (not isinstance(source, str) or not source):
-            raise ValueError("metadata.sourceIdentifier must be a non-empty string")
+        if source is not None and not isinstance(source, str):
+            raise ValueError("metadata.sourceIdentifier must be a string")
         return metadata
 
     @property
@@ -159,8 +199,9 @@ class SourceStatusInfo(Body):
 
 
 class SearchFilterBody(Body):
+    # Checked in _sources, not by the SourceIdentifier type, so that errors name this field, not a union branch.
     sourceIdentifier: StrictStr | list[StrictStr] | None = None
-    uriPrefix: Annotated[StrictStr, Field(min_length=1, max_length=2048)] | None = None
+    uriPrefix: Uri | None = None
     metadata: dict[str, Scalar] = Field(default_factory=dict)
 
     @field_validator("metadata")
@@ -174,6 +215,8 @@ class SearchFilterBody(Body):
     def _sources(cls, value: str | list[str] | None) -> str | list[str] | None:
         if isinstance(value, list) and not 1 <= len(value) <= 100:
             raise ValueError("sourceIdentifier list must hold 1 to 100 values")
+        for item in [value] if isinstance(value, str) else value or []:
+            check_source_identifier(item)
         return value
 
 

@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "SEARCHSVC_"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach `host`; a name other than localhost may resolve anywhere."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def describe(exc: ValidationError) -> str:
+    """One line per problem, naming the variable; never the value (it may be a token)."""
+    lines = []
+    for error in exc.errors(include_url=False, include_context=False, include_input=False):
+        variable = f"{ENV_PREFIX}{error['loc'][0]}".upper() if error["loc"] else ""
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"  {variable}: {message}" if variable else f"  {message}")
+    return "\n".join(lines)
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SEARCHSVC_", extra="ignore")
+    # Errors never show the input: a token's value must not reach a log or a terminal.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", hide_input_in_errors=True)
 
     # HTTP
     host: str = Field("127.0.0.1", description="Address to listen on.")
@@ -19,9 +43,18 @@ class Settings(BaseSettings):
     read_token: SecretStr | None = Field(
         None, description="Bearer token required for reads, when set. The API token also reads."
     )
+    allow_unauthenticated_writes: bool = Field(
+        False, description="Start without an API token on a non-loopback address, with writes open to all."
+    )
     max_document_bytes: int = Field(1_048_576, ge=1, description="Largest document content, in UTF-8 bytes.")
     max_body_bytes: int = Field(
         8 * 1_048_576, ge=1024, description="Largest request body; JSON escaping can inflate content."
+    )
+    request_header_timeout_s: float = Field(
+        10.0, gt=0, description="Seconds a client has to send a request's headers before the connection is closed."
+    )
+    request_body_timeout_s: float = Field(
+        60.0, gt=0, description="Seconds a client has to send a whole request body before a 408."
     )
     max_pending_writes: int = Field(
         64, ge=1, description="Writes queued beyond this are refused with 429 and Retry-After."
@@ -71,10 +104,32 @@ class Settings(BaseSettings):
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )
 
+    @field_validator("api_token", "read_token")
+    @classmethod
+    def _usable_token(cls, token: SecretStr | None) -> SecretStr | None:
+        # A token no request can present would refuse every call while the service looks healthy.
+        if token is None:
+            return None
+        value = token.get_secret_value()
+        if not value:
+            raise ValueError("is set but empty; unset it or give it a value")
+        if value != value.strip() or not all(0x20 <= ord(ch) < 0x7F for ch in value):
+            raise ValueError(
+                "must be printable ASCII without leading or trailing whitespace (often a trailing newline "
+                "from a file or `echo`); a bearer token like it could never match"
+            )
+        return token
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
         if self.read_token is not None and self.api_token is None:
             raise ValueError("SEARCHSVC_READ_TOKEN without SEARCHSVC_API_TOKEN would leave writes open; set both")
+        if self.api_token is None and not is_loopback(self.host) and not self.allow_unauthenticated_writes:
+            raise ValueError(
+                f"SEARCHSVC_HOST={self.host} is reachable from other machines and SEARCHSVC_API_TOKEN is not "
+                "set, so anyone there could write and delete documents: set SEARCHSVC_API_TOKEN, or "
+                "SEARCHSVC_ALLOW_UNAUTHENTICATED_WRITES=true to accept open writes"
+            )
         if self.store == "qdrant" and not self.qdrant_url:
             raise ValueError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
         lo, hi = self.chunk_range

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 
 from fastapi import Request
+from fastapi.routing import APIRoute
 
 from kbsearch.errors import ForbiddenError, UnauthenticatedError
 from kbsearch.settings import Settings
@@ -45,3 +47,43 @@ def require_read(request: Request) -> None:
         if token is not None and _matches(presented, token.get_secret_value()):
             return
     raise UnauthenticatedError("the bearer token is not valid")
+
+
+class AuthGate:
+    """ASGI middleware: a route's token check runs before the first byte of its body is read.
+
+    FastAPI reads and parses a body before it runs a route's dependencies, so without this an
+    unauthenticated client could make the service read and parse 8 MiB before its 401. The
+    routes' `require_write` / `require_read` dependencies stay the one declaration of who may
+    call what: when the routed request first asks for its body, the gate runs that same check.
+    Routes that take no body keep the check as a dependency only.
+    """
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        checked = False
+
+        async def receive_after_check():
+            nonlocal checked
+            if not checked:
+                checked = True
+                # Routing has put the matched route in the scope by now; a ServiceError raised
+                # here reaches the client as itself (see errors._http_error).
+                check = _check_of(scope.get("route"))
+                if check is not None:
+                    check(Request(scope))
+            return await receive()
+
+        await self.app(scope, receive_after_check, send)
+
+
+def _check_of(route) -> Callable[[Request], None] | None:
+    if not isinstance(route, APIRoute):
+        return None
+    calls = {dependency.call for dependency in route.dependant.dependencies}
+    return next((check for check in (require_write, require_read) if check in calls), None)

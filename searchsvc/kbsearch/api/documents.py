@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from kbsearch.api.auth import require_read, require_write
 from kbsearch.api.deps import documents_service
+from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
 from kbsearch.schemas import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -36,8 +37,8 @@ async def put_document(body: PutDocumentRequest, service: Service) -> PutDocumen
 @router.delete("/documents", dependencies=[Depends(require_write)], tags=["documents"])
 async def delete_document(
     service: Service,
-    uri: Annotated[str, Query(min_length=1, max_length=2048)],
-    sourceIdentifier: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    uri: UriQuery,
+    sourceIdentifier: SourceIdQuery = None,
 ) -> DeleteDocumentResponse:
     """Delete one document and all its chunks; deleting an absent document deletes 0.
 
@@ -49,8 +50,8 @@ async def delete_document(
 @router.get("/documents", dependencies=[Depends(require_read)], tags=["documents"])
 async def list_documents(
     service: Service,
-    sourceIdentifier: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
-    uriPrefix: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    sourceIdentifier: SourceIdQuery = None,
+    uriPrefix: UriPrefixQuery = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
 ) -> DocumentList:
@@ -65,8 +66,8 @@ async def list_documents(
     return DocumentList(documents=documents, nextCursor=next_cursor)
 
 
-@router.delete("/sources/{sourceIdentifier:path}", dependencies=[Depends(require_write)], tags=["sources"])
-async def delete_source(sourceIdentifier: str, service: Service) -> DeleteSourceResponse:
+@router.delete(f"/sources/{SOURCE_PATH}", dependencies=[Depends(require_write)], tags=["sources"])
+async def delete_source(sourceIdentifier: SourceIdPath, service: Service) -> DeleteSourceResponse:
     """Delete every document of one source, however many chunks it has."""
     documents, chunks = await service.delete_source(sourceIdentifier)
     return DeleteSourceResponse(sourceIdentifier=sourceIdentifier, documentsDeleted=documents, chunksDeleted=chunks)

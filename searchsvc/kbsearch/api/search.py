@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from kbsearch.api.auth import require_read
 from kbsearch.api.deps import search_service
+from kbsearch.api.params import SourceIdListQuery, UriPrefixQuery
 from kbsearch.errors import InvalidRequestError
 from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse, SearchResult
 from kbsearch.services.search import SearchService
@@ -48,8 +49,8 @@ async def search_get(
     q: Annotated[str, Query(min_length=1, max_length=1000)],
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid",
-    sourceIdentifier: Annotated[list[str] | None, Query()] = None,
-    uriPrefix: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    sourceIdentifier: SourceIdListQuery = None,
+    uriPrefix: UriPrefixQuery = None,
 ) -> SearchResponse:
     """The same search as POST, from query parameters."""
     filter_body: dict = {}

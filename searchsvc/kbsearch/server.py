@@ -1,0 +1,85 @@
+"""The HTTP server: uvicorn on its h11 protocol, with a deadline for headers and JSON for its own 400s.
+
+uvicorn arms no timer on a new connection, and any byte disarms its keep-alive timer, so a client
+that sends half a request line (or one header byte a minute) held a descriptor forever. The
+app's middleware bounds the body (SEARCHSVC_REQUEST_BODY_TIMEOUT_S); this protocol bounds what
+comes before it. Both hooks are uvicorn internals of H11Protocol (pinned to h11 for that reason);
+tests/searchsvc/test_http_server.py checks them against a served process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from kbsearch.settings import Settings
+
+_BAD_REQUEST = json.dumps(
+    {"error": {"code": "BAD_REQUEST", "message": "the request is not valid HTTP/1.1", "details": {}}}
+).encode()
+
+
+class BoundedH11Protocol(H11Protocol):
+    """H11Protocol that closes a connection whose request headers are not complete in time."""
+
+    header_timeout_s = 10.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._header_deadline: asyncio.TimerHandle | None = None
+        super().connection_made(transport)
+        self._follow_state()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._follow_state()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._follow_state()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _follow_state(self) -> None:
+        # IDLE: no complete request line and headers yet. The deadline runs from the moment the
+        # connection became idle and is not renewed by data, so dripping bytes does not extend it.
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            if self._header_deadline is None:
+                self._header_deadline = self.loop.call_later(self.header_timeout_s, self._expire)
+        else:
+            self._disarm()
+
+    def _disarm(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _expire(self) -> None:
+        self._header_deadline = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn's own answer to bytes h11 cannot parse is plain text; keep the service's error body.
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=_BAD_REQUEST),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
+
+
+def build_server(settings: Settings, app) -> uvicorn.Server:
+    """The uvicorn server `python -m kbsearch` runs, with the configured timeouts."""
+    protocol = type("BoundedH11Protocol", (BoundedH11Protocol,), {"header_timeout_s": settings.request_header_timeout_s})
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, http=protocol, log_config=None, access_log=False,
+    )
+    return uvicorn.Server(config)

@@ -1,0 +1,41 @@
+"""The search container's environment, as the chart renders it, is one the service accepts at start.
+
+The service refuses a non-loopback address without a write token, and tokens it could never
+match; the chart listens on 0.0.0.0, so every scenario must hand it a usable token.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from kbsearch.settings import Settings
+from tests.chart.helmchart import SCENARIOS, SEARCH, container, env_of, render
+
+# A Secret the chart does not render (an existing one) stands in with a token of the generated kind.
+EXTERNAL_VALUE = "A1b2C3d4" * 6
+
+
+def resolved_env(scenario: str) -> dict[str, str]:
+    manifests = render(scenario)
+    secrets = {s["metadata"]["name"]: s.get("data", {}) for s in manifests.all("Secret")}
+    env = {}
+    for name, var in env_of(container(manifests, "Deployment", SEARCH, "search")).items():
+        if "value" in var:
+            env[name] = var["value"]
+            continue
+        ref = var["valueFrom"]["secretKeyRef"]
+        data = secrets.get(ref["name"])
+        env[name] = base64.b64decode(data[ref["key"]]).decode() if data is not None else EXTERNAL_VALUE
+    return env
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_the_chart_gives_the_search_service_settings_it_starts_with(scenario, monkeypatch):
+    env = resolved_env(scenario)
+    assert env["SEARCHSVC_HOST"] == "0.0.0.0" and env["SEARCHSVC_API_TOKEN"]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.api_token is not None and not settings.allow_unauthenticated_writes
