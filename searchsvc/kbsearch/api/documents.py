@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Query
 
 from kbsearch.api.auth import require_read, require_write
 from kbsearch.api.deps import documents_service
@@ -73,10 +73,8 @@ async def delete_source(sourceIdentifier: SourceIdPath, service: Service) -> Del
     return DeleteSourceResponse(sourceIdentifier=sourceIdentifier, documentsDeleted=documents, chunksDeleted=chunks)
 
 
-@router.get("/sources/{sourceIdentifier:path}", dependencies=[Depends(require_read)], tags=["sources"])
-async def source_status(
-    service: Service, sourceIdentifier: Annotated[str, Path(min_length=1, max_length=512)]
-) -> SourceStatusInfo:
+@router.get(f"/sources/{SOURCE_PATH}", dependencies=[Depends(require_read)], tags=["sources"])
+async def source_status(sourceIdentifier: SourceIdPath, service: Service) -> SourceStatusInfo:
     """One source's document, chunk and incomplete-document counts, with the collection epoch.
 
     Engine counts filtered on the source, never a scan of the collection. A source with no
