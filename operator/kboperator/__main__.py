@@ -8,7 +8,11 @@ import kopf
 
 from kboperator.settings import OperatorSettings
 
-LIVENESS_ENDPOINT = "http://0.0.0.0:8080/healthz"
+
+
+def liveness_endpoint(port: int) -> str:
+    """kopf's liveness endpoint on all interfaces: the chart's probe calls it on this port."""
+    return f"http://0.0.0.0:{port}/healthz"
 
 
 def main() -> None:
@@ -21,7 +25,7 @@ def main() -> None:
         clusterwide=settings.clusterwide,
         namespaces=settings.namespaces,
         standalone=True,
-        liveness_endpoint=LIVENESS_ENDPOINT,
+        liveness_endpoint=liveness_endpoint(settings.health_port),
     )
 
 

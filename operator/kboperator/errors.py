@@ -4,7 +4,9 @@
     ├── InvalidSpecError             permanent: bad URL, ref, glob or schedule; a URL, ref,
     │                                SSH user or host starting with '-'; a ref that does not
     │                                exist or names no commit; a local repository when local
-    │                                ones are not allowed; an unknown URL scheme. Fix the spec.
+    │                                ones are not allowed (or outside their root); an unknown
+    │                                URL scheme; a search service off the allow-list; a Secret
+    │                                that did not opt in for its use (kubesecrets). Fix the spec.
     ├── RepositoryAuthError          permanent until the credentials (the Secret) change.
     ├── RepositoryUnavailableError   transient: host unreachable, fetch failed.
     ├── RepositoryReadError          transient: git could not read the cached clone.

@@ -13,11 +13,15 @@
   request to any host, and would otherwise hand the token to whoever the server points it at.
   Refusing redirects instead would break the harmless same-host ones (a renamed repository).
 - SSH key: written to a 0600 file in a private 0700 temp folder that is removed afterwards,
-  used with `-i <file> -o IdentitiesOnly=yes`. With `known_hosts` given, the host key must
-  match it (StrictHostKeyChecking=yes). Without it the first key seen is trusted and pinned in
-  a per-source file of the cache (StrictHostKeyChecking=accept-new): later changes are refused.
-- Without an SSH key the user's own ssh setup (agent, ~/.ssh/config) is used, in batch mode;
-  that is what the CLI on a laptop wants.
+  used with `-i <file> -o IdentitiesOnly=yes`.
+- SSH host keys (HostKeys): known hosts are configuration. A Secret's `known_hosts` and the
+  configured file (the chart mounts it from a ConfigMap) are checked with
+  StrictHostKeyChecking=yes: an unknown or changed host key is refused. Only with trust on
+  first use (the CLI's default; off in the operator unless configured) is an unknown key
+  accepted and pinned in a per-source file of the cache (StrictHostKeyChecking=accept-new),
+  which refuses later changes but does not outlive the cache.
+- Without an SSH key and without configured known hosts, the user's own ssh setup (agent,
+  ~/.ssh/config, ~/.ssh/known_hosts) is used, in batch mode; that is what the CLI on a laptop wants.
 """
 
 from __future__ import annotations
@@ -50,6 +54,14 @@ _HELPER = (
     'test "$protocol" = "$KB_GIT_PROTOCOL" && test "$host" = "$KB_GIT_HOST" || return 0; '
     'printf "username=%s\\npassword=%s\\n" "$KB_GIT_USERNAME" "$KB_GIT_PASSWORD"; }; f'
 )
+
+
+@dataclass(frozen=True)
+class HostKeys:
+    """How ssh checks a repository host's key (see the module docstring)."""
+
+    file: Path | None = None  # known hosts from configuration, read-only
+    trust_on_first_use: bool = True
 
 
 @dataclass
@@ -93,6 +105,7 @@ def git_call(
     credentials: Credentials | None,
     *,
     pinned_known_hosts: Path,
+    host_keys: HostKeys = HostKeys(),
 ) -> Iterator[GitCall]:
     """Everything a network git command needs; temp files are removed on exit."""
     call = GitCall(config=["credential.helper="], env=base_env(_PROTOCOL[location.kind]))
@@ -115,34 +128,42 @@ def git_call(
         return
     private_dir = Path(tempfile.mkdtemp(prefix="kb-git-"))  # mkdtemp makes it 0700
     try:
-        call.env["GIT_SSH_COMMAND"] = _ssh_command(creds, private_dir, pinned_known_hosts)
+        call.env["GIT_SSH_COMMAND"] = _ssh_command(creds, private_dir, pinned_known_hosts, host_keys)
         call.secrets = tuple(s for s in (creds.ssh_private_key,) if s)
         yield call
     finally:
         shutil.rmtree(private_dir, ignore_errors=True)
 
 
-def _ssh_command(creds: Credentials, private_dir: Path, pinned_known_hosts: Path) -> str:
+def _ssh_command(creds: Credentials, private_dir: Path, pinned_known_hosts: Path, host_keys: HostKeys) -> str:
     options = ["ssh", "-o", "BatchMode=yes"]
-    if not creds.ssh_private_key:
-        return shlex.join(options)
-    key_file = private_dir / "id"
-    _write_private(key_file, creds.ssh_private_key.rstrip("\n") + "\n")  # ssh needs the newline
+    configured = host_keys != HostKeys()  # the operator's; the CLI keeps the defaults
+    if not creds.ssh_private_key and not creds.known_hosts and not configured:
+        return shlex.join(options)  # the user's own ssh setup
+    files = [host_keys.file] if host_keys.file else []
     if creds.known_hosts:
         known_hosts = private_dir / "known_hosts"
         _write_private(known_hosts, creds.known_hosts.rstrip("\n") + "\n")
-        strict = "yes"
-    else:
+        files, strict = [known_hosts, *files], "yes"
+    elif host_keys.trust_on_first_use:
         pinned_known_hosts.parent.mkdir(parents=True, exist_ok=True)
-        known_hosts, strict = pinned_known_hosts, "accept-new"
-    options += [
-        "-F", os.devnull,
-        "-i", str(key_file),
-        "-o", "IdentitiesOnly=yes",
-        "-o", "IdentityAgent=none",
-        "-o", f"UserKnownHostsFile={known_hosts}",
-        "-o", f"StrictHostKeyChecking={strict}",
-    ]  # fmt: skip
+        # ssh pins a new key in the first file; a key listed in any of them must match.
+        files, strict = [pinned_known_hosts, *files], "accept-new"
+    else:
+        strict = "yes"
+    quoted = " ".join(f'"{path}"' for path in files or [Path(os.devnull)])
+    if creds.ssh_private_key:
+        key_file = private_dir / "id"
+        _write_private(key_file, creds.ssh_private_key.rstrip("\n") + "\n")  # ssh needs the newline
+        options += [
+            "-F", os.devnull,
+            "-i", str(key_file),
+            "-o", "IdentitiesOnly=yes",
+            "-o", "IdentityAgent=none",
+        ]  # fmt: skip
+    options += ["-o", f"UserKnownHostsFile={quoted}", "-o", f"StrictHostKeyChecking={strict}"]
+    if configured:  # the configured files are the only source: not the image's /etc/ssh
+        options += ["-o", f"GlobalKnownHostsFile={os.devnull}"]
     return shlex.join(options)
 
 

@@ -26,7 +26,7 @@ from kboperator.errors import (
     RepositoryUnavailableError,
     SyncError,
 )
-from kboperator.gitauth import GitCall, base_env, git_call
+from kboperator.gitauth import GitCall, HostKeys, base_env, git_call
 from kboperator.gitobjects import BlobReader, Change, TreeEntry, parse_diff, parse_ls_tree
 from kboperator.models import RepoSpec
 from kboperator.repourl import RepoLocation, parse_repo_url, validate_ref
@@ -51,11 +51,25 @@ _AUTH_HINTS = (
 
 
 class RepoCache:
-    """Bare clones under `root`, one per (source id, URL), fetched incrementally."""
+    """Bare clones under `root`, one per (source id, URL), fetched incrementally.
 
-    def __init__(self, root: str | os.PathLike[str], *, timeout_s: float = 600.0) -> None:
+    `local_root`: the one folder local repositories may be in (None: anywhere, for the CLI);
+    the cache itself is always refused, since it holds every other source's clone.
+    `host_keys`: how SSH host keys are checked.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        timeout_s: float = 600.0,
+        local_root: Path | None = None,
+        host_keys: HostKeys = HostKeys(),
+    ) -> None:
         self.root = Path(root)
         self.timeout_s = timeout_s
+        self.local_root = local_root
+        self.host_keys = host_keys
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -65,7 +79,9 @@ class RepoCache:
 
     def open(self, source_id: str, repo: RepoSpec, *, allow_local: bool) -> Checkout:
         """Validate the spec, fetch the ref and return a Checkout of its head. Blocking."""
-        location = parse_repo_url(repo.url, allow_local=allow_local)
+        location = parse_repo_url(
+            repo.url, allow_local=allow_local, local_root=self.local_root, forbidden=[self.root]
+        )
         ref = validate_ref(repo.ref)
         key = self.key(source_id, repo.url)
         folder = self.root / key
@@ -77,7 +93,8 @@ class RepoCache:
                     run_git(["init", "--bare", "--quiet", "--", str(folder)], env=base_env(), timeout=60)
                 except GitFailed as exc:
                     raise RepositoryReadError(f"creating the cached clone failed: {exc}") from None
-            with git_call(location, repo.credentials, pinned_known_hosts=self.root / f"{key}.known_hosts") as call:
+            pinned = self.root / f"{key}.known_hosts"
+            with git_call(location, repo.credentials, pinned_known_hosts=pinned, host_keys=self.host_keys) as call:
                 self._fetch(folder, location, ref, call)
             head_sha = _fetched_commit(folder, ref)
             is_tag = b"\ttag '" in (folder / "FETCH_HEAD").read_bytes()

@@ -43,8 +43,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     services.metrics.serve(config.metrics_port)
     memo["services"] = services
     logger.info(
-        "kb-operator: search service %s, %d sync slots, local repositories %s",
-        config.search_url, config.max_concurrent_syncs, "allowed" if config.allow_local_repositories else "refused",
+        "kb-operator: search service %s (also allowed: %s), %d sync slots, local repositories %s",
+        config.search_url, ", ".join(config.allowed_search_urls) or "none", config.max_concurrent_syncs,
+        f"allowed under {config.local_repositories_root}" if config.allow_local_repositories else "refused",
     )
 
 

@@ -19,7 +19,7 @@ from kboperator.errors import (
     ServiceRejectedError,
     ServiceUnavailableError,
 )
-from kboperator.kubesecrets import KubernetesUnavailableError, SecretError
+from kboperator.kubesecrets import KubernetesAccessError, KubernetesUnavailableError, SecretError
 from kboperator.models import SyncResult
 from kboperator.schedule import format_time, parse_time, utcnow
 from kboperator.services import Services, SourceState
@@ -38,6 +38,7 @@ _REASONS: tuple[tuple[type[Exception], str], ...] = (
     (ServiceUnavailableError, "ServiceUnavailable"),
     (ServiceRejectedError, "ServiceRejected"),
     (KubernetesUnavailableError, "KubernetesUnavailable"),
+    (KubernetesAccessError, "KubernetesAccessFailed"),
 )
 
 

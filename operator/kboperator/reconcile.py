@@ -13,7 +13,9 @@ Retry policy:
   jitter, from RETRY_BACKOFF_SECONDS up to RETRY_BACKOFF_MAX_SECONDS (and never later than the
   schedule), so a failure that needs a human is retried rarely, never in a tight loop;
 - an invalid spec (URL, ref, glob, schedule; a ref that does not exist; a local path that is
-  not allowed): never retried until the spec or the sync-request annotation changes.
+  not allowed; a search service off the allow-list; a Secret without the opt-in label, or
+  bound by its `url` key to another URL): never retried until the spec or the sync-request
+  annotation changes.
 A full reconcile is forced by a manual request, a change of the document set (specHash), the
 periodic safety pass (FULL_RECONCILE_INTERVAL), any sync that did not succeed (outcome.py clears
 lastFullSyncTime: it may have applied part of its diff) and a sync interrupted by a restart; the
@@ -30,20 +32,20 @@ import logging
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn
 
 import kopf
 
 from kboperator import outcome
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import InvalidSpecError, SyncError
-from kboperator.kubesecrets import repository_credentials
+from kboperator.kubesecrets import SecretError, repository_credentials
 from kboperator.models import Baseline, Credentials, SyncResult
 from kboperator.schedule import parse_time, utcnow
 from kboperator.services import Services, SourceState
 from kboperator.settings import OperatorSettings
-from kboperator.source import Source, parse_source, service_ref, source_id
+from kboperator.source import ServiceRef, Source, parse_source, service_ref, source_id
 from kboperator.status import Phase
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ def decide(
         source = parse_source(
             meta["namespace"], meta["name"], spec,
             allow_local=settings.allow_local_repositories, min_interval=settings.min_sync_interval_seconds,
+            services=settings.service_policy, local_root=settings.local_repositories_root,
+            forbidden=[settings.cache_dir],
         )  # fmt: skip
     except InvalidSpecError as exc:
         return Plan("wait") if known_invalid and not manual else Plan("invalid", error=str(exc))
@@ -167,10 +171,10 @@ async def _sync(
             return
         try:
             credentials = await _credentials(services, source)
-            engine = await services.engine(source.namespace, source.service)
-            result = await engine.sync(
-                source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline
-            )
+            async with services.engine(source.namespace, source.service) as engine:
+                result = await engine.sync(
+                    source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline
+                )
         except SyncError as exc:
             error = exc
         except Exception as exc:  # a bug must not stop this source's loop; it is shown in status
@@ -190,7 +194,7 @@ async def _sync(
 async def _credentials(services: Services, source: Source) -> Credentials | None:
     if not source.secret_name:
         return None
-    return await repository_credentials(services.secrets, source.namespace, source.secret_name, ssh=source.ssh)
+    return await repository_credentials(services.secrets, source.namespace, source.secret_name, source.location)
 
 
 def _retry_at(settings: OperatorSettings, source: Source, failures: int, now: datetime.datetime) -> datetime.datetime:
@@ -226,27 +230,68 @@ async def _stopping(stopped: kopf.DaemonStopped) -> None:
 async def cleanup(
     services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch, retry: int
 ) -> None:
-    """Run the deletion policy; a failure raises kopf.TemporaryError, so the finalizer stays."""
+    """Run the deletion policy; a failure raises kopf.TemporaryError, so the finalizer stays.
+
+    A cleanup never waits forever for a search-token Secret that cannot be used (the usual case:
+    the namespace is being deleted, and its Secrets went first). For the operator's own search
+    service it falls back to the operator's own token; for another service it gives up after
+    KBOPERATOR_CLEANUP_SECRET_ATTEMPTS attempts, with a Warning event: the documents stay.
+    An unreachable service is retried until it answers.
+    """
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}
     sid = source_id(meta["namespace"], meta["name"])
     writer = outcome.StatusWriter(services, state, body, patch)
     async with state.lock:  # a running sync finishes first, so it cannot re-add documents after us
         if (spec.get("deletionPolicy") or "Delete") == "Retain":
             kopf.info(body, reason="DocumentsRetained", message=f"deletionPolicy is Retain: the documents of {sid} stay indexed")
+            result = "success"
         else:
-            try:
-                engine = await services.engine(meta["namespace"], service_ref(spec))
-                documents, chunks = await engine.client.delete_source(sid)
-            except SyncError as exc:
-                delay = services.settings.backoff(retry + 1)
-                message = f"deleting the documents of {sid} failed, retrying in {delay:.0f}s: {exc}"
-                writer.cleanup_failed(message)
-                services.metrics.cleanups.labels(result="failed").inc()
-                raise kopf.TemporaryError(message, delay=delay) from None
-            kopf.info(body, reason="DocumentsDeleted", message=f"deleted {documents} documents ({chunks} chunks) of {sid}")
-    services.metrics.cleanups.labels(result="success").inc()
+            result = await _delete_documents(services, writer, body, sid, service_ref(spec), retry)
+    services.metrics.cleanups.labels(result=result).inc()
     services.metrics.set_phase(sid, None)
     url = (spec.get("repository") or {}).get("url")
     if isinstance(url, str):
         await asyncio.to_thread(services.repos.forget, sid, url)
 
+
+async def _delete_documents(
+    services: Services, writer: outcome.StatusWriter, body: Mapping[str, Any], sid: str, service: ServiceRef,
+    retry: int,
+) -> str:
+    """Delete a source's documents; returns the metric's result, or raises kopf.TemporaryError."""
+    namespace = (body.get("metadata") or {})["namespace"]
+    try:
+        try:
+            documents, chunks = await _delete_source(services, namespace, service, sid)
+        except (SecretError, InvalidSpecError) as exc:
+            if not (service.secret_name and services.policy.is_default(service.url)):
+                raise
+            # The operator's own service: its own token deletes the source's documents just as well.
+            log.warning("source %s: cleanup uses the operator's own token (%s)", sid, exc)
+            documents, chunks = await _delete_source(services, namespace, replace(service, secret_name=None), sid)
+    except (SecretError, InvalidSpecError) as exc:
+        attempts = retry + 1
+        if attempts >= services.settings.cleanup_secret_attempts:
+            kopf.warn(body, reason="DocumentsLeftBehind", message=(
+                f"gave up deleting the documents of {sid} after {attempts} attempts and released the "
+                f"finalizer; they stay in the search service: {exc}"
+            ))
+            return "abandoned"
+        _retry_cleanup(services, writer, sid, retry, exc)
+    except SyncError as exc:
+        _retry_cleanup(services, writer, sid, retry, exc)
+    kopf.info(body, reason="DocumentsDeleted", message=f"deleted {documents} documents ({chunks} chunks) of {sid}")
+    return "success"
+
+
+async def _delete_source(services: Services, namespace: str, service: ServiceRef, sid: str) -> tuple[int, int]:
+    async with services.engine(namespace, service) as engine:
+        return await engine.client.delete_source(sid)
+
+
+def _retry_cleanup(services: Services, writer: outcome.StatusWriter, sid: str, retry: int, exc: Exception) -> NoReturn:
+    delay = services.settings.backoff(retry + 1)
+    message = f"deleting the documents of {sid} failed, retrying in {delay:.0f}s: {exc}"
+    writer.cleanup_failed(message)
+    services.metrics.cleanups.labels(result="failed").inc()
+    raise kopf.TemporaryError(message, delay=delay) from None

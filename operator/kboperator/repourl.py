@@ -3,7 +3,9 @@
 Accepted URL forms:
 - `https://host[:port]/org/repo[.git]` (and `http://`, which never carries credentials);
 - `ssh://[user@]host[:port]/org/repo[.git]` and scp-like `user@host:org/repo[.git]`;
-- `file:///abs/path` and plain local paths, only when local repositories are allowed.
+- `file:///abs/path` and plain local paths, only when local repositories are allowed, and then
+  only inside the configured root (after resolving symlinks and `..`) and never inside the
+  clone cache, which holds every other source's repository.
 Everything else (`git://`, `ext::`, `fd::` and other transports) is refused, and so is any
 URL, ref, SSH user or host starting with '-', which git or ssh could read as an option.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -39,8 +42,14 @@ class RepoLocation:
     display_url: str  # credential-free, for the `repository` metadata and messages
 
 
-def parse_repo_url(url: str, *, allow_local: bool) -> RepoLocation:
-    """Classify and validate a repository URL; raise InvalidSpecError when it cannot be used."""
+def parse_repo_url(
+    url: str, *, allow_local: bool, local_root: Path | None = None, forbidden: Sequence[Path] = ()
+) -> RepoLocation:
+    """Classify and validate a repository URL; raise InvalidSpecError when it cannot be used.
+
+    A local repository must be inside `local_root` (when given: the operator always gives one)
+    and outside every folder in `forbidden` (the clone cache).
+    """
     if not isinstance(url, str) or not url.strip():
         raise InvalidSpecError("the repository URL is empty")
     if url != url.strip() or any(ord(c) < 0x20 or c == "\x7f" for c in url):
@@ -55,12 +64,12 @@ def parse_repo_url(url: str, *, allow_local: bool) -> RepoLocation:
         if name in ("https", "http", "ssh"):
             return _parse_network(url, name)
         if name == "file":
-            return _local(unquote(urlsplit(url).path), allow_local)
+            return _local(unquote(urlsplit(url).path), allow_local, local_root, forbidden)
         raise InvalidSpecError(f"unsupported URL scheme {name!r}: use https, ssh, or a local path")
     scp = _SCP.match(url)
     if scp and not url.startswith(("/", "./", "../", "~")):
         return _scp(url, scp)
-    return _local(url, allow_local)
+    return _local(url, allow_local, local_root, forbidden)
 
 
 def _parse_network(url: str, scheme: str) -> RepoLocation:
@@ -116,10 +125,16 @@ def _repo_path(raw: str) -> str:
     return path
 
 
-def _local(raw: str, allow_local: bool) -> RepoLocation:
+def _local(raw: str, allow_local: bool, local_root: Path | None, forbidden: Sequence[Path]) -> RepoLocation:
     if not allow_local:
         raise InvalidSpecError("local repositories are not allowed by this operator's configuration")
+    # resolve() follows every symlink and removes `..`: the checks below see the real folder,
+    # and git gets that real folder, not the path as written.
     folder = Path(os.path.expanduser(raw)).resolve()
+    if local_root is not None and not folder.is_relative_to(local_root.resolve()):
+        raise InvalidSpecError(f"the local repository {raw!r} is outside the allowed folder {str(local_root)!r}")
+    if any(folder.is_relative_to(place.resolve()) for place in forbidden):
+        raise InvalidSpecError(f"the local repository {raw!r} is inside the operator's clone cache")
     if not folder.is_dir():
         raise InvalidSpecError(f"the local repository {str(folder)!r} is not a folder")
     return RepoLocation("local", str(folder), None, str(folder), folder.as_uri())

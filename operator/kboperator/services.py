@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from kboperator.client import SearchClient
+from kboperator.engines import EngineCache
+from kboperator.gitauth import HostKeys
 from kboperator.gitrepo import RepoCache
 from kboperator.kubesecrets import SecretReader, service_token
 from kboperator.metrics import OperatorMetrics
@@ -32,38 +35,46 @@ class Services:
         self.settings = settings
         self.secrets = secrets
         self.metrics = metrics or OperatorMetrics()
-        self.repos = RepoCache(settings.cache_dir)
+        self.policy = settings.service_policy
+        host_keys = HostKeys(settings.ssh_known_hosts_file, trust_on_first_use=settings.ssh_trust_on_first_use)
+        self.repos = RepoCache(settings.cache_dir, local_root=settings.local_repositories_root, host_keys=host_keys)
         # The bound on concurrent syncs across all sources (one slow repository never holds up
         # more than one slot; each source also syncs at most once at a time, see SourceState).
         self.slots = asyncio.Semaphore(settings.max_concurrent_syncs)
         self._transport = transport  # tests reach an in-process search service through it
-        self._engines: dict[tuple[str, str], SyncEngine] = {}
+        self._engines = EngineCache(self._new_engine, settings.max_search_clients)
 
-    async def engine(self, namespace: str, service: ServiceRef) -> SyncEngine:
-        """The engine for a source's search service: the operator's default, or its override."""
-        url = service.url or self.settings.search_url
+    @asynccontextmanager
+    async def engine(self, namespace: str, service: ServiceRef) -> AsyncIterator[SyncEngine]:
+        """The engine for a source's search service, held for the block.
+
+        The URL must be allowed (InvalidSpecError, and nothing is read or sent, otherwise). The
+        token is the source's Secret's, else the operator's own for its own default service,
+        else none: the operator's token never goes anywhere else.
+        """
+        target = self.policy.target(service.url)
         token: str | None
         if service.secret_name:
-            token = await service_token(self.secrets, namespace, service.secret_name, service.secret_key)
-        elif service.url:
-            token = None  # an overriding URL without a Secret: do not send the default token elsewhere
-        else:
+            token = await service_token(self.secrets, namespace, service.secret_name, target)
+            identity = f"secret:{namespace}/{service.secret_name}"
+        elif target == self.policy.default:
             token = self.settings.search_token.get_secret_value() if self.settings.search_token else None
-        # Keyed by a digest so that tokens never sit in plain sight as dict keys.
-        key = (url, hashlib.sha256((token or "").encode()).hexdigest())
-        if key not in self._engines:
-            client = SearchClient(
-                url, token, transport=self._transport, timeout=self.settings.http_timeout_seconds,
-                max_attempts=self.settings.http_max_attempts, backoff_base=self.settings.http_backoff_seconds,
-            )
-            self._engines[key] = SyncEngine(client, self.repos)
-        return self._engines[key]
+            identity = "operator"
+        else:
+            token, identity = None, "none"
+        async with self._engines.lease(str(target), identity, token) as engine:
+            yield engine
+
+    def _new_engine(self, url: str, token: str | None) -> SyncEngine:
+        client = SearchClient(
+            url, token, transport=self._transport, timeout=self.settings.http_timeout_seconds,
+            max_attempts=self.settings.http_max_attempts, backoff_base=self.settings.http_backoff_seconds,
+        )
+        return SyncEngine(client, self.repos)
 
     async def close(self) -> None:
         """Close every HTTP client and stop serving metrics."""
-        for engine in self._engines.values():
-            await engine.client.aclose()
-        self._engines.clear()
+        await self._engines.close()
         self.secrets.close()
         self.metrics.close()
 

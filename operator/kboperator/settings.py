@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from kboperator.errors import InvalidSpecError
+from kboperator.urlscope import ServicePolicy, parse_service_url
 
 
 class OperatorSettings(BaseSettings):
@@ -19,8 +23,23 @@ class OperatorSettings(BaseSettings):
     namespaces: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated namespaces to watch; empty = cluster-wide."
     )
+    allowed_search_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description=(
+            "Comma-separated search service URL prefixes a KnowledgeSource may name (scheme, host, port, "
+            "path prefix); the default search URL is always allowed."
+        ),
+    )
     allow_local_repositories: bool = Field(
         False, description="Allow local paths and file:// URLs; they read the operator's own filesystem."
+    )
+    local_repositories_root: Path | None = Field(
+        None, description="The one folder local repositories must be in (required when they are allowed); never the cache."
+    )
+    ssh_known_hosts_file: Path | None = Field(
+        None, description="known_hosts that SSH host keys are checked against, with the Secret's own known_hosts."
+    )
+    ssh_trust_on_first_use: bool = Field(
+        False, description="Accept an unknown SSH host key and pin it in the cache (lost on restart); false refuses it."
     )
     max_concurrent_syncs: int = Field(4, ge=1, description="Syncs running at once across all sources.")
     cache_dir: Path = Field(Path("/var/cache/kb-operator"), description="Where the cached clones live.")
@@ -37,6 +56,16 @@ class OperatorSettings(BaseSettings):
         ),
     )
     metrics_port: int = Field(9090, ge=0, le=65535, description="Prometheus port; 0 disables metrics.")
+    health_port: int = Field(8080, ge=1, le=65535, description="Port of the liveness endpoint, /healthz.")
+    max_search_clients: int = Field(
+        32, ge=1, description="HTTP clients to search services kept open; the least recently used is closed beyond that."
+    )
+    cleanup_secret_attempts: int = Field(
+        5, ge=1, description=(
+            "Cleanup attempts while the source's search-token Secret is unusable (gone with its namespace); "
+            "then the finalizer is released with a warning and the documents stay."
+        ),
+    )
     http_timeout_seconds: float = Field(60, gt=0, description="Timeout of one search service request.")
     http_max_attempts: int = Field(5, ge=1, description="Tries of one search service request (429/5xx/network).")
     http_backoff_seconds: float = Field(0.5, gt=0, description="First backoff between those tries; doubles.")
@@ -48,12 +77,38 @@ class OperatorSettings(BaseSettings):
         3600, gt=0, description="Longest delay between retries of a failed sync or cleanup."
     )
 
-    @field_validator("namespaces", mode="before")
+    @field_validator("namespaces", "allowed_search_urls", mode="before")
     @classmethod
-    def _split_namespaces(cls, value: object) -> object:
+    def _split_list(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("search_url")
+    @classmethod
+    def _check_search_url(cls, value: str) -> str:
+        return _service_url(value)
+
+    @field_validator("allowed_search_urls")
+    @classmethod
+    def _check_allowed(cls, value: list[str]) -> list[str]:
+        return [_service_url(url) for url in value]
+
+    @model_validator(mode="after")
+    def _check_local_root(self) -> OperatorSettings:
+        if not self.allow_local_repositories:
+            return self
+        if self.local_repositories_root is None:
+            raise ValueError("KBOPERATOR_LOCAL_REPOSITORIES_ROOT is required when local repositories are allowed")
+        root, cache = self.local_repositories_root.resolve(), self.cache_dir.resolve()
+        if root.is_relative_to(cache):
+            raise ValueError("KBOPERATOR_LOCAL_REPOSITORIES_ROOT must not be inside KBOPERATOR_CACHE_DIR")
+        return self
+
+    @cached_property
+    def service_policy(self) -> ServicePolicy:
+        """The search services a source may name: search_url and allowed_search_urls."""
+        return ServicePolicy(self.search_url, self.allowed_search_urls)
 
     @property
     def clusterwide(self) -> bool:
@@ -65,3 +120,11 @@ class OperatorSettings(BaseSettings):
         exponent = max(failures - 1, 0)
         # Cap the exponent too, so that a long failure streak cannot overflow the float.
         return min(self.retry_backoff_seconds * 2 ** min(exponent, 32), self.retry_backoff_max_seconds)
+
+
+def _service_url(url: str) -> str:
+    """The URL in canonical form; a settings error (not an invalid spec) when it cannot be used."""
+    try:
+        return str(parse_service_url(url))
+    except InvalidSpecError as exc:
+        raise ValueError(str(exc)) from None

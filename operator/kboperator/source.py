@@ -4,29 +4,33 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from kboperator.documents import validate_spec
 from kboperator.errors import InvalidSpecError
 from kboperator.models import Credentials, RepoSpec, SyncSpec
-from kboperator.repourl import parse_repo_url, validate_ref
+from kboperator.repourl import RepoLocation, parse_repo_url, validate_ref
 from kboperator.schedule import Schedule
+from kboperator.urlscope import ServicePolicy
 
 DEFAULT_PATHS = ("**/*.md",)
 DEFAULT_SCHEDULE = "@every 1h"
 DEFAULT_MAX_FILE_SIZE = 1_048_576
+SEARCH_TOKEN_KEY = "token"
 _SERVICE_URL = re.compile(r"^https?://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?(/[^\s@]*)?$")
 
 
 @dataclass(frozen=True)
 class ServiceRef:
-    """A per-source search service override: a URL and where its token lives."""
+    """A per-source search service override: a URL, and the Secret holding its token (key `token`)."""
 
     url: str | None
     secret_name: str | None
-    secret_key: str
+    #: The deprecated spec.searchService.secretRef.key, when given: anything but `token` is invalid.
+    legacy_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Source:
     source_id: str
     namespace: str
     sync: SyncSpec  # without credentials: those are read only when a sync runs
+    location: RepoLocation
     ssh: bool
     secret_name: str | None
     schedule: Schedule
@@ -58,22 +63,32 @@ def service_ref(spec: Mapping[str, Any]) -> ServiceRef:
     """spec.searchService, leniently: cleanup needs it even when the rest of the spec is broken."""
     service = spec.get("searchService") or {}
     secret = service.get("secretRef") or {}
-    return ServiceRef(service.get("url") or None, secret.get("name") or None, secret.get("key") or "token")
+    return ServiceRef(service.get("url") or None, secret.get("name") or None, secret.get("key"))
 
 
 def parse_source(
-    namespace: str, name: str, spec: Mapping[str, Any], *, allow_local: bool, min_interval: float = 0.0
+    namespace: str,
+    name: str,
+    spec: Mapping[str, Any],
+    *,
+    allow_local: bool,
+    min_interval: float = 0.0,
+    services: ServicePolicy | None = None,
+    local_root: Path | None = None,
+    forbidden: Sequence[Path] = (),
 ) -> Source:
     """Apply defaults and validate; InvalidSpecError says what is wrong, without secrets.
 
-    `min_interval`: the shortest schedule allowed, in seconds (see Schedule.parse).
+    `min_interval`: the shortest schedule allowed, in seconds (see Schedule.parse);
+    `services`: the search services a source may name (None: any http(s) URL, for tests);
+    `local_root`, `forbidden`: where local repositories may and may not be (see parse_repo_url).
     """
     repository = spec.get("repository") or {}
     url = repository.get("url")
     if not isinstance(url, str) or not url:
         raise InvalidSpecError("spec.repository.url is required")
     ref = repository.get("ref") or "main"
-    location = parse_repo_url(url, allow_local=allow_local)
+    location = parse_repo_url(url, allow_local=allow_local, local_root=local_root, forbidden=forbidden)
     validate_ref(ref)
     sync = SyncSpec(
         source_id=source_id(namespace, name),
@@ -88,6 +103,13 @@ def parse_source(
     service = service_ref(spec)
     if service.url is not None and not _SERVICE_URL.match(service.url):
         raise InvalidSpecError(f"spec.searchService.url {service.url!r} is not an http(s) URL")
+    if services is not None:
+        services.target(service.url)
+    if service.legacy_key not in (None, SEARCH_TOKEN_KEY):
+        raise InvalidSpecError(
+            f"spec.searchService.secretRef.key {service.legacy_key!r} is not supported: the token is always "
+            f"read from the key {SEARCH_TOKEN_KEY!r}; remove the field and store the token under that key"
+        )
     policy = spec.get("deletionPolicy") or "Delete"
     if policy not in ("Delete", "Retain"):
         raise InvalidSpecError(f"spec.deletionPolicy must be Delete or Retain, not {policy!r}")
@@ -98,6 +120,7 @@ def parse_source(
         source_id=sync.source_id,
         namespace=namespace,
         sync=sync,
+        location=location,
         ssh=location.kind == "ssh",
         secret_name=secret,
         schedule=Schedule.parse(str(spec.get("schedule") or DEFAULT_SCHEDULE), min_interval=min_interval),

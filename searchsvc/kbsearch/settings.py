@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     edge_flush_interval_s: float = Field(
         1.0, ge=0, description="Embedded store: seconds between WAL fsyncs (group commit); 0 syncs every write."
     )
+    min_free_disk_mb: int = Field(
+        128, ge=1, description="Embedded store: below this many MiB free on the data volume, writes get 503."
+    )
     collection: str = Field("knowledge", pattern=r"^[A-Za-z0-9_-]{1,64}$", description="Collection name.")
     qdrant_url: str | None = Field(None, description="Qdrant server URL, for store=qdrant.")
     qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key.")

@@ -210,6 +210,7 @@ async def world(
         "MAX_CONCURRENT_SYNCS": "2", "RETRY_BACKOFF_SECONDS": "0.2", "RETRY_BACKOFF_MAX_SECONDS": "1",
         "HTTP_MAX_ATTEMPTS": "2", "HTTP_BACKOFF_SECONDS": "0.01", "FULL_RECONCILE_INTERVAL": "3600",
         "MIN_SYNC_INTERVAL_SECONDS": "0.5",  # the tests use `@every 1s`
+        "LOCAL_REPOSITORIES_ROOT": str(tmp_path / "repos"),  # where World.repo makes them
     }.items():
         monkeypatch.setenv(f"KBOPERATOR_{key}", value)
     data = tmp_path / "service"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -208,3 +209,11 @@ def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def ssh_config(command: str) -> dict[str, str]:
+    """What the real ssh makes of a GIT_SSH_COMMAND: `ssh -G` prints the options it would use."""
+    done = subprocess.run(
+        [*shlex.split(command), "-G", "git.example.com"], capture_output=True, text=True, check=True, timeout=30
+    )
+    return {key: value for key, _, value in (line.partition(" ") for line in done.stdout.splitlines())}

@@ -13,6 +13,8 @@ import jsonschema
 import pytest
 import yaml
 
+from kboperator.kubesecrets import REPOSITORY_KEYS, SEARCH_TOKEN_KEYS, SECRET_TYPE_LABEL
+
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "knowledgesources.yaml"
 EXAMPLES = sorted((ROOT / "crds" / "examples").glob("*.yaml"))
@@ -165,4 +167,35 @@ def test_repository_url_pattern(url: str, valid: bool) -> None:
 )
 def test_schedule_pattern(schedule: str, valid: bool) -> None:
     source = {"spec": {"repository": {"url": "https://github.com/o/r"}, "schedule": schedule}}
+    assert _validator().is_valid(source) is valid
+
+
+def _secrets(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "Secret"]
+
+
+def test_example_secrets_opt_in_for_their_use_with_fixed_keys() -> None:
+    """What a user copies must work: the operator ignores a Secret without the label, and other keys."""
+    uses = {"repository": set(REPOSITORY_KEYS), "search-token": set(SEARCH_TOKEN_KEYS)}
+    seen = set()
+    for path in EXAMPLES:
+        secrets = {s["metadata"]["name"]: s for s in _secrets(path)}
+        for source in _sources(path):
+            spec = source["spec"]
+            for use, ref in (("repository", spec["repository"].get("secretRef")),
+                             ("search-token", spec.get("searchService", {}).get("secretRef"))):
+                if not ref:
+                    continue
+                secret = secrets[ref["name"]]
+                assert secret["metadata"]["labels"] == {SECRET_TYPE_LABEL: use}, path.name
+                assert set(secret["stringData"]) <= uses[use], path.name
+                assert "key" not in ref, path.name
+                seen.add(use)
+    assert seen == set(uses)
+
+
+@pytest.mark.parametrize(("key", "valid"), [("token", True), ("api-token", False), ("", False)])
+def test_the_search_token_key_is_fixed(key: str, valid: bool) -> None:
+    source = {"spec": {"repository": {"url": "https://github.com/o/r"},
+                       "searchService": {"secretRef": {"name": "s", "key": key}}}}
     assert _validator().is_valid(source) is valid

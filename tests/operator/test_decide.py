@@ -103,7 +103,7 @@ def test_an_unknown_ref_found_by_git_is_not_retried_until_the_spec_changes() -> 
 def test_local_repositories_are_refused_unless_allowed(tmp_path: Any) -> None:
     spec = {"repository": {"url": str(tmp_path)}}
     assert decide(body(spec), {}, SETTINGS, NOW).action == "invalid"
-    allowed = OperatorSettings(allow_local_repositories=True)
+    allowed = OperatorSettings(allow_local_repositories=True, local_repositories_root=tmp_path)
     assert decide(body(spec), {}, allowed, NOW).action == "sync"
 
 

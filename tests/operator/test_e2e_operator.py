@@ -11,6 +11,7 @@ from kbsearch.app import create_app
 from kbsearch.settings import Settings
 from tests.operator.e2e_support import NAMESPACE, World
 from tests.operator.kmock_support import KubeApi, eventually
+from tests.operator.secretfixtures import create_secret
 from tests.support.hashing import HashingEmbedder
 from tests.support.service import make_store, serve
 
@@ -236,7 +237,7 @@ async def test_missing_secret_and_invalid_spec_fail_clearly(world: World) -> Non
     assert condition(missing, "Ready")["reason"] == "SecretUnavailable"
     assert "Secret kb/creds does not exist" in condition(missing, "Ready")["message"]
     assert missing.get("nextSyncTime")  # retried with backoff, in case the Secret appears
-    await world.api.create_secret("creds", {"username": "bot"})
+    await create_secret(world.api, "creds", {"username": "bot"}, "repository")
     keyless = await eventually(
         lambda: "has no 'token' key" in condition(world.api.status("nosecret"), "Ready")["message"]
         and world.api.status("nosecret"),
@@ -246,7 +247,7 @@ async def test_missing_secret_and_invalid_spec_fail_clearly(world: World) -> Non
     await has_event(world, "nosecret", "SecretUnavailable")
 
     # A token never shows up anywhere, even when the repository is unreachable.
-    await world.api.create_secret("token", {"token": "s3cr3t-t0ken-value"})
+    await create_secret(world.api, "token", {"token": "s3cr3t-t0ken-value"}, "repository")
     spec = {"repository": {"url": "https://127.0.0.1:9/acme/docs.git", "secretRef": {"name": "token"}}}
     await world.api.create("unreachable", spec)
     unreachable = await eventually(lambda: (s := world.api.status("unreachable")).get("phase") == "Failed" and s)

@@ -16,7 +16,7 @@ from kboperator.gitauth import git_call
 from kboperator.gitrepo import RepoCache
 from kboperator.models import Credentials, RepoSpec
 from kboperator.repourl import parse_repo_url
-from tests.operator.gitfixtures import WorkRepo, git, serve_git_http, serve_redirect
+from tests.operator.gitfixtures import WorkRepo, git, serve_git_http, serve_redirect, ssh_config
 
 TOKEN = "ghp_S3cretT0kenValue_do_not_leak"
 
@@ -286,9 +286,10 @@ def test_ssh_key_goes_to_a_private_temp_file_removed_afterwards(tmp_path: Path) 
         assert call.env["GIT_TERMINAL_PROMPT"] == "0" and call.env["GIT_ALLOW_PROTOCOL"] == "ssh"
     assert not key_file.exists() and not key_file.parent.exists()
     with git_call(location, Credentials(ssh_private_key="k"), pinned_known_hosts=pinned) as call:
-        # no known_hosts given: trust on first use, pinned per source so later changes fail
-        assert "StrictHostKeyChecking=accept-new" in call.env["GIT_SSH_COMMAND"]
-        assert f"UserKnownHostsFile={pinned}" in call.env["GIT_SSH_COMMAND"]
+        # no known_hosts given: trust on first use (the CLI's default), pinned per source so later changes fail
+        config = ssh_config(call.env["GIT_SSH_COMMAND"])
+        assert config["stricthostkeychecking"] == "accept-new"
+        assert config["userknownhostsfile"] == str(pinned)
 
 
 def test_token_lives_only_in_the_subprocess_environment(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KBOPERATOR_NAMESPACES", " docs, team-a ,,")
     monkeypatch.setenv("KBOPERATOR_SEARCH_TOKEN", "hunter2")
     monkeypatch.setenv("KBOPERATOR_ALLOW_LOCAL_REPOSITORIES", "true")
+    monkeypatch.setenv("KBOPERATOR_LOCAL_REPOSITORIES_ROOT", "/srv/git")
     monkeypatch.setenv("KBOPERATOR_MAX_CONCURRENT_SYNCS", "8")
     monkeypatch.setenv("KBOPERATOR_MIN_SYNC_INTERVAL_SECONDS", "0.5")
     settings = OperatorSettings()
@@ -69,3 +70,19 @@ def test_main_runs_kopf_with_the_settings(
     assert call["clusterwide"] is clusterwide
     assert call["namespaces"] == ([] if clusterwide else ["docs", "wiki"])
     assert call["liveness_endpoint"] == "http://0.0.0.0:8080/healthz" and call["standalone"] is True
+
+
+def test_main_serves_liveness_on_the_configured_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chart's probe calls operator.healthPort, passed as KBOPERATOR_HEALTH_PORT: kopf must listen there."""
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setenv("KBOPERATOR_HEALTH_PORT", "8181")
+    monkeypatch.setattr(kopf, "run", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(kopf, "configure", lambda **kwargs: None)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "level", root.level)
+    entrypoint.main()
+    (call,) = calls
+    assert call["liveness_endpoint"] == "http://0.0.0.0:8181/healthz"
+    monkeypatch.setenv("KBOPERATOR_HEALTH_PORT", "0")
+    with pytest.raises(ValueError):
+        OperatorSettings()

@@ -131,6 +131,9 @@ Refuse combinations that cannot work, with a message that says what to change.
 {{- if and (eq .Values.store.mode "external") (not .Values.store.external.url) }}
 {{- fail "store.mode=external needs store.external.url (e.g. https://qdrant.example.com:6333)." }}
 {{- end }}
+{{- if and .Values.operator.allowLocalRepositories (not .Values.operator.localRepositoriesRoot) }}
+{{- fail "operator.allowLocalRepositories=true needs operator.localRepositoriesRoot: the one folder (mounted into the operator) that local repositories must be in." }}
+{{- end }}
 {{- if and (eq .Values.embeddings.provider "openai") (not .Values.embeddings.openai.existingSecret) }}
 {{- fail "embeddings.provider=openai needs embeddings.openai.existingSecret: the name of a Secret holding the API key (key embeddings.openai.existingSecretKey)." }}
 {{- end }}

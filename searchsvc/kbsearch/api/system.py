@@ -9,7 +9,7 @@ from kbsearch import __version__
 from kbsearch.api.auth import require_read
 from kbsearch.api.deps import ready_state
 from kbsearch.api.errors import error_response
-from kbsearch.services.runtime import store_call
+from kbsearch.services.runtime import in_thread, store_call
 
 router = APIRouter(tags=["system"])
 
@@ -22,9 +22,12 @@ async def healthz() -> dict:
 
 @router.get("/readyz")
 async def readyz(request: Request):
-    """Store open and embedder loaded."""
+    """Store open and embedder loaded, and the store can take writes (reads go on either way)."""
     if not getattr(request.app.state, "ready", False):
         return error_response(503, "NOT_READY", "store or embedder not loaded yet")
+    problem = await in_thread(request.app.state.store.write_problem)
+    if problem is not None:
+        return error_response(503, problem.code, problem.message, problem.details)
     return {"status": "ready"}
 
 

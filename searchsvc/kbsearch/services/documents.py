@@ -94,6 +94,7 @@ class DocumentService:
                 f"{self._pending} writes are already queued; retry later",
                 details={"retryAfterSeconds": 1},
             )
+        await self._require_writable()
         self._pending += 1
         try:
             source = request.source_identifier
@@ -106,6 +107,12 @@ class DocumentService:
         self.metrics.documents_written.labels(response.status).inc()
         self.metrics.chunks_embedded.inc(response.chunksEmbedded)
         return response
+
+    async def _require_writable(self) -> None:
+        """Refuse a write before any work when the store says it cannot take one (503)."""
+        problem = await in_thread(self.store.write_problem)
+        if problem is not None:
+            raise problem
 
     def _source_gate(self, source: str | None):
         return self._source_gates.shared(source) if source else contextlib.nullcontext()
@@ -212,6 +219,7 @@ class DocumentService:
 
     async def delete(self, uri: str, source_identifier: str | None = None) -> int:
         """Delete one document; with a source given, only if the document belongs to it."""
+        await self._require_writable()
         async with self._uri_locks.hold(uri):
             if source_identifier is not None:
                 existing = await store_call(self.store.get_document, uri)
@@ -222,6 +230,7 @@ class DocumentService:
         return deleted
 
     async def delete_source(self, source_identifier: str) -> tuple[int, int]:
+        await self._require_writable()
         async with self._source_gates.exclusive(source_identifier):
             documents, chunks = await store_call(self.store.delete_source, source_identifier)
         self.metrics.chunks_deleted.inc(chunks)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from kbsearch.errors import StoreUnavailableError
 from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
@@ -68,6 +69,13 @@ class VectorStore(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def write_problem(self) -> StoreUnavailableError | None:
+        """Why the store refuses writes right now (a full disk, a vanished directory), or None.
+
+        Reads go on meanwhile. The default is for stores that report failures per call.
+        """
+        return None
 
     @abstractmethod
     def get_document(self, uri: str) -> DocumentRecord | None: ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from kbsearch.errors import ConfigurationError
+from kbsearch.errors import ConfigurationError, StoreUnavailableError
 from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
@@ -26,6 +27,8 @@ from kbsearch.models import (
     document_point_id,
 )
 from kbsearch.store import payloads as pl
+from kbsearch.store.diskspace import MIB, ensure_space_to_open
+from kbsearch.store.health import StoreWatch
 from kbsearch.store.base import (
     CHUNK_INDEX,
     DENSE_VECTOR,
@@ -59,7 +62,9 @@ class EdgeStore(VectorStore):
 
     backend = "edge"
 
-    def __init__(self, data_dir: Path, collection: str, *, flush_interval_s: float = 1.0) -> None:
+    def __init__(
+        self, data_dir: Path, collection: str, *, flush_interval_s: float = 1.0, min_free_bytes: int = 128 * MIB
+    ) -> None:
         self.collection = collection
         self.path = Path(data_dir) / collection
         self._lock_path = Path(data_dir) / f".{collection}.lock"
@@ -71,6 +76,7 @@ class EdgeStore(VectorStore):
         self._dirty = False
         self._stop_flusher = threading.Event()
         self._flusher: threading.Thread | None = None
+        self._watch = StoreWatch(self.path, min_free_bytes)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -81,6 +87,7 @@ class EdgeStore(VectorStore):
             self._take_directory()
             shard = None
             try:
+                ensure_space_to_open(self.path, self._watch.min_free_bytes)
                 shard = self._open_shard(signature)
                 self._prepare(shard, signature)
             except BaseException:
@@ -89,10 +96,11 @@ class EdgeStore(VectorStore):
                 self._release_directory()
                 raise
             self._shard = shard
-            if self._flush_interval_s > 0:
-                self._stop_flusher.clear()
-                self._flusher = threading.Thread(target=self._flush_periodically, name="edge-flush", daemon=True)
-                self._flusher.start()
+            self._watch.start()
+            # Also with flush_interval_s=0: it retries failed flushes and watches the disk.
+            self._stop_flusher.clear()
+            self._flusher = threading.Thread(target=self._flush_periodically, name="edge-flush", daemon=True)
+            self._flusher.start()
 
     def _take_directory(self) -> None:
         # Must happen before edge touches the shard: a load that edge refuses because the WAL
@@ -166,28 +174,57 @@ class EdgeStore(VectorStore):
         return self._shard
 
     # --- writes -------------------------------------------------------------------------
-    # update() appends to the WAL, which survives a process crash but is only fsync'ed by
-    # flush(). A flush costs 20-45 ms here, more than the rest of a document's write, so
-    # writes are group-committed: a background thread flushes at most every
-    # flush_interval_s, like a Qdrant server's own WAL flush. flush_interval_s=0 flushes
-    # after every write instead.
+    # Durability: update() appends to the write-ahead log, a memory-mapped file, so a write is
+    # acknowledged once it is in the log: it survives a killed process (the next open replays
+    # it) but is on disk only after flush() fsyncs it. A flush costs 20-45 ms here, more than
+    # the rest of a document's write, so writes are group-committed: a background thread
+    # flushes at most every flush_interval_s, like a Qdrant server's own WAL flush. An OS
+    # crash or power loss can therefore lose the writes of the last interval.
+    # flush_interval_s=0 flushes after every write instead.
+    #
+    # Health: every write first asks the StoreWatch (store/health.py) whether the volume has
+    # room, the directory is still the one opened, and the last flush worked; if not, it is
+    # refused with 503 before it touches a mapped page. A failed flush is retried every tick
+    # and refuses writes until one succeeds.
+
+    def write_problem(self) -> StoreUnavailableError | None:
+        problem = self._watch.check()
+        return problem.error() if problem is not None else None
 
     def _apply(self, operation: qe.UpdateOperation) -> None:
+        problem = self._watch.problem(under_way=True)
+        if problem is not None:
+            self._watch.check()  # logs the cause once
+            raise problem.error()
         self._s.update(operation)
-        if self._flush_interval_s > 0:
-            self._dirty = True
-        else:
+        self._dirty = True
+        if self._flush_interval_s == 0:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        """Flush under self._lock; a failure is recorded, logged once per streak, and raised."""
+        try:
             self._s.flush()
+        except Exception as exc:
+            self._watch.flush_failed(exc)
+            problem = self._watch.check()  # FLUSH_FAILING, or the disk or directory behind it; logged once
+            raise (problem or self._watch.flush_problem()).error() from exc
+        self._dirty = False
+        self._watch.flush_succeeded()
 
     def _flush_periodically(self) -> None:
-        while not self._stop_flusher.wait(self._flush_interval_s):
-            with self._lock:
-                if self._dirty and self._shard is not None:
-                    try:
-                        self._shard.flush()
-                        self._dirty = False
-                    except Exception:  # keep the flusher alive; the next tick tries again
-                        log.exception("flushing the embedded store failed")
+        tick = self._flush_interval_s or 1.0
+        while not self._stop_flusher.wait(tick):
+            self._tick()
+
+    def _tick(self) -> None:
+        """One round of the flusher: flush if dirty, then look at the volume and the directory."""
+        with self._lock:
+            if self._dirty and self._shard is not None:
+                with contextlib.suppress(StoreUnavailableError):  # recorded and logged; the next tick retries
+                    self._flush_locked()
+        # Notices a full disk or a deleted directory, and the recovery, with no request needed.
+        self._watch.check()
 
     def upsert_chunks(self, points: list[ChunkPoint]) -> None:
         if not points:

@@ -1,0 +1,143 @@
+"""The search service as a real process: `python -m kbsearch`, with the test hashing embedder.
+
+`python -m tests.support.service_process` runs kbsearch's own entry point (settings from the
+environment, JSON logging, uvicorn) and only swaps the embedder for the hashing one, so
+tests need no model. `ServiceProcess` starts it, waits for it and reads its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main() -> int:
+    import kbsearch.app
+    from kbsearch import __main__ as entry
+    from tests.support.hashing import HashingEmbedder
+
+    real_create_app = kbsearch.app.create_app
+
+    def create_app(settings=None, **overrides):
+        return real_create_app(settings, embedder=HashingEmbedder(), **overrides)
+
+    kbsearch.app.create_app = create_app  # entry.main imports it at call time
+    return entry.main()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServiceProcess:
+    """One run of the service; `prefix` wraps the command (for example nsenter into a mount namespace)."""
+
+    def __init__(self, log_path: Path, env: dict[str, str], *, prefix: list[str] | None = None) -> None:
+        self.port = free_port()
+        self.log_path = log_path
+        self._env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO / "searchsvc"), str(REPO)]),
+            "SEARCHSVC_HOST": "127.0.0.1",
+            "SEARCHSVC_PORT": str(self.port),
+            **env,
+        }
+        self._prefix = prefix or []
+        self.proc: subprocess.Popen | None = None
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
+
+    def start(self) -> ServiceProcess:
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [*self._prefix, sys.executable, "-m", "tests.support.service_process"],
+            env=self._env, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        return self
+
+    def wait_listening(self, deadline_s: float = 120) -> None:
+        """Until /healthz answers; fails at once if the process exits first."""
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"service exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                if self.client.get("/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"service did not listen within {deadline_s}s:\n{self.log_text()}")
+
+    def wait_ready(self, deadline_s: float = 120) -> None:
+        self.wait_listening(deadline_s)
+        self.poll_readyz(200, deadline_s)
+
+    def poll_readyz(self, status: int, deadline_s: float = 60) -> httpx.Response:
+        """Poll /readyz until it answers `status`; return that answer."""
+        end = time.monotonic() + deadline_s
+        while True:
+            response = self.client.get("/readyz")
+            if response.status_code == status or time.monotonic() > end:
+                assert response.status_code == status, response.text
+                return response
+            time.sleep(0.1)
+
+    def wait_exit(self, timeout_s: float = 120) -> int:
+        return self.proc.wait(timeout=timeout_s)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> bool:
+        """SIGTERM and wait; whether the shutdown was clean (the store closed and flushed)."""
+        if self.proc is None:
+            return False
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        clean = "Application shutdown complete." in self.log_text()  # uvicorn then re-raises SIGTERM
+        self._close()
+        return clean
+
+    def _close(self) -> None:
+        if not self._log.closed:
+            self._log.close()
+        self.client.close()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self._close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def log_entries(self) -> list[dict]:
+        """The JSON log lines (other lines, such as a fault report, are skipped)."""
+        entries = []
+        for line in self.log_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                continue
+        return entries
+
+
+if __name__ == "__main__":
+    sys.exit(main())
