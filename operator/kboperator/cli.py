@@ -1,8 +1,10 @@
 """`knowledge-sync`: the operator's sync engine without Kubernetes, for CI and cron.
 
-Exit status: 0 the service now matches the repository; 1 some documents failed (listed), or a
-transient problem (repository or service unreachable) stopped the sync; 2 a usage or
-configuration error (invalid spec, refused credentials, a refused mass deletion).
+Exit status: 0 the service now matches the repository, except for the files it lists as skipped
+(including those the service refused for good: too large, another source's URI, invalid); 1
+some documents failed (listed), or a transient problem (repository or service unreachable)
+stopped the sync; 2 a usage or configuration error (invalid spec, refused credentials, a refused
+mass deletion). With --state, exit 0 advances the state's commit, skips or not.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from kboperator.errors import (
     SyncError,
 )
 from kboperator.gitrepo import RepoCache
-from kboperator.models import Credentials, RepoSpec, SyncResult, SyncSpec
+from kboperator.models import Baseline, Credentials, RepoSpec, SyncResult, SyncSpec
 from kboperator.statefile import read_state, write_state
 from kboperator.sync import SyncEngine
 
@@ -96,7 +98,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         spec = _spec(args)
         token = _env(args.token_env, "--token-env") if args.token_env else None
-        last_commit = read_state(args.state, spec, args.service) if args.state else None
+        last_commit, baseline = read_state(args.state, spec, args.service) if args.state else (None, Baseline())
         cache = RepoCache(args.cache_dir or _default_cache())
         if args.state:
             # Before syncing: a run that fails, or is killed, after changing part of the service
@@ -104,9 +106,10 @@ async def _run(args: argparse.Namespace) -> int:
             # for another spec or service, whose commit no longer describes the service.
             _save_state(args, spec, last_commit, full_owed=True)
         async with SearchClient(args.service, token) as client:
-            result = await SyncEngine(client, cache).sync(spec, last_commit, force_full=args.full)
+            engine = SyncEngine(client, cache)
+            result = await engine.sync(spec, last_commit, force_full=args.full, baseline=baseline)
         if result.ok and args.state:
-            _save_state(args, spec, result.commit)
+            _save_state(args, spec, result.commit, baseline=result.baseline)
     except (_ConfigError, *_CONFIG_ERRORS) as exc:
         return _fail(args, exc, EXIT_CONFIG)
     except SyncError as exc:
@@ -144,9 +147,12 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
     )
 
 
-def _save_state(args: argparse.Namespace, spec: SyncSpec, commit: str | None, *, full_owed: bool = False) -> None:
+def _save_state(
+    args: argparse.Namespace, spec: SyncSpec, commit: str | None, *, full_owed: bool = False,
+    baseline: Baseline = Baseline(),
+) -> None:
     try:
-        write_state(args.state, spec, args.service, commit, full_owed=full_owed)
+        write_state(args.state, spec, args.service, commit, full_owed=full_owed, baseline=baseline)
     except OSError as exc:
         raise _ConfigError(f"--state: cannot write {args.state}: {exc}") from None
 
@@ -178,6 +184,8 @@ def _fail(args: argparse.Namespace, exc: Exception, code: int) -> int:
 
 
 def _report(args: argparse.Namespace, result: SyncResult) -> None:
+    for issue in result.rejected:
+        print(f"skipped: {issue.path}: {issue.reason}", file=sys.stderr)
     for issue in result.failed:
         print(f"failed: {issue.path}: {issue.reason}", file=sys.stderr)
     if args.json:

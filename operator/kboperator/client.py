@@ -2,9 +2,10 @@
 
 Every response's status is checked. 429, 5xx and network errors are retried with exponential
 backoff and full jitter (a 429's Retry-After is honoured); when retries run out the call raises
-ServiceUnavailableError. 401/403 raise ServiceAuthError; any other 4xx raises
-ServiceRejectedError with the service's error code and message. The token is sent only in the
-Authorization header and never logged.
+ServiceUnavailableError. 401/403 raise ServiceAuthError; a 409, 413 or 422 to a document write
+or delete raises DocumentRejectedError (that document can never succeed as it is); any other
+4xx raises ServiceRejectedError with the service's error code and message. The token is sent
+only in the Authorization header and never logged.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ from urllib.parse import quote
 import httpx
 
 from kboperator import __version__
-from kboperator.errors import ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
+from kboperator.errors import DocumentRejectedError, ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
 _RETRY_AFTER_CAP_S = 300.0  # a hostile or confused Retry-After must not park a sync for hours
+# What the service answers about one document's own content, URI or metadata (too large,
+# another source's URI, invalid): sending it again cannot help.
+_DOCUMENT_REJECTIONS = frozenset({409, 413, 422})
+# What a service without GET /api/v1/sources/{id} answers (405: only DELETE has that path).
+_NO_SUCH_ENDPOINT = frozenset({404, 405})
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,18 @@ class ListedDocument:
     checksum: str
     chunks: int
     metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SourceStats:
+    """GET /api/v1/sources/{id}: one source's counts, and the collection they live in."""
+
+    source_id: str
+    documents: int
+    chunks: int
+    incomplete: int  # documents whose last write was interrupted
+    last_ingested_at: str | None
+    epoch: str  # changes when the collection is re-created
 
 
 class SearchClient:
@@ -95,14 +113,14 @@ class SearchClient:
     async def put_document(self, uri: str, content: str, metadata: Mapping[str, Any]) -> PutResult:
         """Create or replace one document."""
         payload = {"uri": uri, "content": content, "metadata": dict(metadata)}
-        body = await self._call("PUT", "/api/v1/documents", json=payload)
+        body = await self._call("PUT", "/api/v1/documents", json=payload, document=True)
         with _contract("PUT /api/v1/documents"):
             return PutResult(status=str(body["status"]), checksum=str(body["checksum"]), chunks=int(body["chunks"]))
 
     async def delete_document(self, uri: str, source_id: str | None = None) -> int:
         """Delete one document (only if it belongs to `source_id`, when given); returns chunks deleted."""
         params = {"uri": uri} | ({"sourceIdentifier": source_id} if source_id else {})
-        body = await self._call("DELETE", "/api/v1/documents", params=params)
+        body = await self._call("DELETE", "/api/v1/documents", params=params, document=True)
         with _contract("DELETE /api/v1/documents"):
             return int(body["chunksDeleted"])
 
@@ -131,8 +149,26 @@ class SearchClient:
             if not cursor:
                 return documents
 
+    async def source_stats(self, source_id: str) -> SourceStats | None:
+        """One source's counts and the collection epoch; None from a service too old to tell."""
+        try:
+            body = await self._call("GET", f"/api/v1/sources/{quote(source_id, safe='')}")
+        except ServiceRejectedError as exc:
+            if exc.status in _NO_SUCH_ENDPOINT:
+                return None
+            raise
+        with _contract("GET /api/v1/sources/{sourceIdentifier}"):
+            return SourceStats(
+                source_id=str(body["sourceIdentifier"]), documents=int(body["documents"]), chunks=int(body["chunks"]),
+                incomplete=int(body["incompleteDocuments"]), last_ingested_at=body.get("lastIngestedAt"),
+                epoch=_nonempty(body["collectionEpoch"]),
+            )  # fmt: skip
+
     async def source_document_count(self, source_id: str) -> int:
-        """How many documents the service holds for a source (0 when it has none)."""
+        """How many documents the service holds for a source, from the list of every source.
+
+        Only for a service without GET /api/v1/sources/{id} (see source_stats): it lists all sources.
+        """
         body = await self._call("GET", "/api/v1/sources")
         with _contract("GET /api/v1/sources"):
             for source in body["sources"]:
@@ -140,8 +176,11 @@ class SearchClient:
                     return int(source["documents"])
             return 0
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        """Send with retries; return the decoded JSON body of a 2xx answer."""
+    async def _call(self, method: str, path: str, *, document: bool = False, **kwargs: Any) -> dict[str, Any]:
+        """Send with retries; return the decoded JSON body of a 2xx answer.
+
+        `document`: the request carries one document, which a 409/413/422 rejects for good.
+        """
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
             try:
@@ -166,7 +205,11 @@ class SearchClient:
                     )  # fmt: skip
                 await self._backoff(attempt, _retry_after(response) if status == 429 else None, f"{status} {code}")
                 continue
-            error = ServiceAuthError if status in (401, 403) else ServiceRejectedError
+            error: type[ServiceRejectedError | ServiceAuthError] = ServiceRejectedError
+            if status in (401, 403):
+                error = ServiceAuthError
+            elif document and status in _DOCUMENT_REJECTIONS:
+                error = DocumentRejectedError
             raise error(f"{status} {code}: {message}", status=status, code=code, details=details)
         raise AssertionError("unreachable")  # the loop always returns or raises
 
@@ -186,6 +229,12 @@ def _contract(call: str) -> Iterator[None]:
         yield
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ServiceUnavailableError(f"{call}: the answer does not follow the v1 contract ({exc!r})") from None
+
+
+def _nonempty(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value
 
 
 def _json_body(response: httpx.Response, method: str, path: str) -> dict[str, Any]:

@@ -14,8 +14,12 @@
     │                                the message says why the sync refused to wipe a source.
     ├── ServiceUnavailableError      transient: the search service answered 429/5xx or the
     │                                network failed, after all retries.
-    ├── ServiceRejectedError         the service refused one request with a 4xx: a per-file
-    │                                failure carrying the service's error code and message.
+    ├── ServiceRejectedError         the service refused one request with a 4xx: a failure
+    │   │                            carrying the service's error code and message (a 404
+    │   │                            or 405 says the URL is not a v1 search service).
+    │   └── DocumentRejectedError    permanent for this file: 409 (the URI belongs to another
+    │                                source), 413 (too large), 422 (invalid). The file is
+    │                                skipped, and tried again when it changes.
     └── ServiceAuthError             the service answered 401/403: the service token is wrong.
 
 Messages never contain credentials.
@@ -82,6 +86,10 @@ class ServiceUnavailableError(ServiceError):
 
 class ServiceRejectedError(ServiceError):
     """The service refused a request with a 4xx other than 401/403."""
+
+
+class DocumentRejectedError(ServiceRejectedError):
+    """The service refused one document for good (409, 413, 422): a skip, not a failure."""
 
 
 class ServiceAuthError(ServiceError):

@@ -78,13 +78,25 @@ class SyncSpec:
 
 @dataclass(frozen=True)
 class FileIssue:
-    """One file that was skipped or failed, and why."""
+    """One file that was skipped or failed, and why; `code` is the service's, when it refused it."""
 
     path: str
     reason: str
+    code: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
+        return {"path": self.path, "reason": self.reason} | ({"code": self.code} if self.code else {})
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the last successful sync left in the service; the drift check compares against it.
+
+    None means unknown (never synced, or synced by a version that did not record it): not checked.
+    """
+
+    epoch: str | None = None  # the collection's id: it changes when the collection is re-created
+    documents: int | None = None  # the source's document count right after that sync
 
 
 @dataclass(frozen=True)
@@ -93,7 +105,10 @@ class SyncResult:
 
     `unchanged` counts documents found equal (full reconcile) or answered `unchanged` by the
     service; `skipped` lists every skipped file on a full reconcile, and the changed ones on an
-    incremental sync; `documents` is read back from the service after the sync.
+    incremental sync: files the reader refused (binary, too large, ...) and files the service
+    refused for good (with its `code`); `documents` is read back from the service after the
+    sync. `baseline` is what the next sync's drift check compares against, `drift` why this
+    sync was a full reconcile instead of an incremental one (None: it was not for drift).
     """
 
     commit: str
@@ -107,14 +122,24 @@ class SyncResult:
     failed: list[FileIssue]
     documents: int
     duration_s: float
+    baseline: Baseline = Baseline()
+    drift: str | None = None
 
     @property
     def ok(self) -> bool:
-        """True when every document of the sync succeeded: only then may last_commit advance."""
+        """True when no document failed for a transient reason: only then may last_commit advance.
+
+        Skips do not count: a file the service refused for good is retried when it changes.
+        """
         return not self.failed
 
+    @property
+    def rejected(self) -> list[FileIssue]:
+        """The skips the search service decided (they carry its error code)."""
+        return [issue for issue in self.skipped if issue.code]
+
     def to_json(self) -> dict[str, Any]:
-        """The `knowledge-sync --json` object; `full` and `durationSeconds` are extras."""
+        """The `knowledge-sync --json` object; `full`, `drift` and `durationSeconds` are extras."""
         return {
             "commit": self.commit,
             "added": self.added,
@@ -126,5 +151,6 @@ class SyncResult:
             "failed": [issue.to_json() for issue in self.failed],
             "documents": self.documents,
             "full": self.full,
+            "drift": self.drift,
             "durationSeconds": round(self.duration_s, 3),
         }

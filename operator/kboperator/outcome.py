@@ -24,7 +24,7 @@ from kboperator.models import SyncResult
 from kboperator.schedule import format_time, parse_time, utcnow
 from kboperator.services import Services, SourceState
 from kboperator.source import Source, source_id
-from kboperator.status import READY, SYNCED, Phase, condition, issues, last_sync, merge_conditions, summary
+from kboperator.status import READY, SYNCED, Phase, condition, issues, last_sync, merge_conditions, summary, unlisted
 
 # Most specific first: the reason a failure shows in conditions and events.
 _REASONS: tuple[tuple[type[Exception], str], ...] = (
@@ -108,13 +108,22 @@ class StatusWriter:
         self._write(changes)
 
     def synced(self, source: Source, result: SyncResult, now: datetime.datetime, retry_at: datetime.datetime) -> None:
-        """A sync ran to the end; the commit advances only if every document succeeded, else retry_at."""
+        """A sync ran to the end; the commit advances unless a document failed (skips do not count), else retry_at."""
         text = summary(result)
         changes: dict[str, Any] = {
             "observedGeneration": self.generation, "lastSyncTime": format_time(now),
             "documentCount": result.documents, "lastSync": last_sync(result),
-            "skippedFiles": issues(result.skipped), "failedFiles": issues(result.failed),
+            "skippedFiles": issues(result.skipped), "skippedFilesOmitted": unlisted(result.skipped),
+            "failedFiles": issues(result.failed),
         }
+        if result.drift:
+            kopf.warn(self.body, reason="DriftDetected", message=f"full reconcile: {result.drift}")
+        if result.rejected:
+            first = result.rejected[0]
+            kopf.warn(self.body, reason="DocumentsRejected", message=(
+                f"{len(result.rejected)} files skipped, refused by the search service; they are tried again when "
+                f"they change. First: {first.path}: {first.reason}"
+            ))  # fmt: skip
         if self.request:
             changes["lastHandledSyncRequest"] = self.request
         previous = self.status.get("phase")
@@ -122,6 +131,8 @@ class StatusWriter:
             changes.update({
                 "phase": Phase.SYNCED.value, "lastSyncedCommit": result.commit, "shortCommit": result.commit[:12],
                 "specHash": source.spec_hash, "lastSuccessfulSyncTime": format_time(now), "consecutiveFailures": 0,
+                # What the next sync's drift check compares against (None: the service cannot tell).
+                "collectionEpoch": result.baseline.epoch, "expectedDocumentCount": result.baseline.documents,
                 "nextSyncTime": format_time(source.schedule.next_after(now)),
                 "conditions": self._conditions(
                     (READY, True, "SyncSucceeded", f"{result.documents} documents mirror commit {result.commit[:12]}"),

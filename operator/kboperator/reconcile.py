@@ -19,7 +19,9 @@ Retry policy:
 A full reconcile is forced by a manual request, a change of the document set (specHash), the
 periodic safety pass (FULL_RECONCILE_INTERVAL), any sync that did not succeed (outcome.py clears
 lastFullSyncTime: it may have applied part of its diff) and a sync interrupted by a restart; the
-engine also does one on the first sync and when the last synced commit left the history.
+engine also does one on the first sync, when the last synced commit left the history, and on
+drift: the service's collection epoch or the source's document count is no longer what the last
+successful sync left (status.collectionEpoch, status.expectedDocumentCount; see drift.py).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from kboperator import outcome
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import InvalidSpecError, SyncError
 from kboperator.kubesecrets import SecretError, repository_credentials
-from kboperator.models import Credentials, SyncResult
+from kboperator.models import Baseline, Credentials, SyncResult
 from kboperator.schedule import parse_time, utcnow
 from kboperator.services import Services, SourceState
 from kboperator.settings import OperatorSettings
@@ -159,7 +161,9 @@ async def _sync(
     stopped: kopf.DaemonStopped,
 ) -> None:
     started = time.monotonic()
-    last_commit = state.status.get("lastSyncedCommit") if state.status else None
+    status = state.status or {}
+    last_commit = status.get("lastSyncedCommit")
+    baseline = Baseline(epoch=status.get("collectionEpoch"), documents=status.get("expectedDocumentCount"))
     result: SyncResult | None = None
     error: Exception | None = None
     async with state.lock, services.slots:
@@ -168,7 +172,9 @@ async def _sync(
         try:
             credentials = await _credentials(services, source)
             async with services.engine(source.namespace, source.service) as engine:
-                result = await engine.sync(source.with_credentials(credentials), last_commit, force_full=full)
+                result = await engine.sync(
+                    source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline
+                )
         except SyncError as exc:
             error = exc
         except Exception as exc:  # a bug must not stop this source's loop; it is shown in status

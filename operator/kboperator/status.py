@@ -65,13 +65,18 @@ def merge_conditions(
 
 
 def issues(items: Iterable[FileIssue]) -> list[dict[str, str]]:
-    """A bounded status list of {path, reason}."""
+    """A bounded status list of {path, reason} and, when the service refused the file, its code."""
     listed = []
     for issue in items:
         if len(listed) == MAX_LISTED_FILES:
             break
-        listed.append({"path": issue.path, "reason": issue.reason[:500]})
+        listed.append({"path": issue.path, "reason": issue.reason[:500]} | ({"code": issue.code} if issue.code else {}))
     return listed
+
+
+def unlisted(items: Sequence[FileIssue]) -> int:
+    """How many of `items` a bounded status list leaves out."""
+    return max(0, len(items) - MAX_LISTED_FILES)
 
 
 def last_sync(result: SyncResult) -> dict[str, Any]:
@@ -87,7 +92,7 @@ def last_sync(result: SyncResult) -> dict[str, Any]:
         "skipped": len(result.skipped),
         "failed": len(result.failed),
         "durationSeconds": round(result.duration_s, 3),
-    }
+    } | ({"drift": result.drift[:MAX_MESSAGE]} if result.drift else {})
 
 
 def summary(result: SyncResult) -> str:
@@ -97,8 +102,13 @@ def summary(result: SyncResult) -> str:
         f"{result.renamed} renamed, {result.unchanged} unchanged, {len(result.skipped)} skipped, "
         f"{len(result.failed)} failed at {result.commit[:12]}"
     )
+    if result.drift:
+        text = f"full reconcile after drift ({result.drift}): {text}"
     if result.failed:
         first = result.failed[0]
         text += f"; first failure: {first.path}: {first.reason}"
+    if result.rejected:
+        first = result.rejected[0]
+        text += f"; {len(result.rejected)} refused by the search service, first: {first.path}: {first.reason}"
     return text
 

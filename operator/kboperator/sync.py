@@ -17,6 +17,19 @@ Only the caller advances its last synced commit, and only when `SyncResult.ok`. 
 change that alters the document set (`SyncSpec.document_set_key()` differs), the caller passes
 `force_full=True` (or no last commit): only a full reconcile removes the orphans.
 
+Drift (drift.py): before an incremental sync, the source's counts and the collection epoch are
+read from the service and compared with the caller's `Baseline` (what the last successful sync
+left: `SyncResult.baseline`); when they disagree the sync becomes a full reconcile and
+`SyncResult.drift` says why. A service too old to answer that endpoint is synced as before.
+
+A document the service refuses for good (DocumentRejectedError: 409, 413, 422) is a *skip*,
+listed with the service's code, not a failure: it does not hold the commit back, and the file
+is tried again when it changes (it is in the next diff) and on every full reconcile. After a
+413 the service's older copy, if any, is deleted: the file is not in the index, as for a file
+over the size limit of the spec. After a 422 it stays (the cause may be the metadata, not the
+file); after a 409 there is no copy of ours. Only failures that may pass (429, 5xx, network,
+timeouts; other 4xx, which say the URL is not a v1 search service) hold the commit back.
+
 When the service keeps failing (`give_up_after` documents in a row exhausted their retries),
 the remaining documents are reported failed without being attempted.
 """
@@ -29,11 +42,17 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from kboperator.client import ListedDocument, SearchClient
+from kboperator.client import ListedDocument, SearchClient, SourceStats
 from kboperator.documents import Document, DocumentReader, same_metadata, valid_path, validate_spec
-from kboperator.errors import MassDeletionRefusedError, ServiceRejectedError, ServiceUnavailableError
+from kboperator.drift import drift_reason
+from kboperator.errors import (
+    DocumentRejectedError,
+    MassDeletionRefusedError,
+    ServiceRejectedError,
+    ServiceUnavailableError,
+)
 from kboperator.gitrepo import Checkout, RepoCache
-from kboperator.models import FileIssue, SyncResult, SyncSpec
+from kboperator.models import Baseline, FileIssue, SyncResult, SyncSpec
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +81,7 @@ class _Tally:
     renamed: int = 0
     unchanged: int = 0
     failed: list[FileIssue] = field(default_factory=list)
+    rejected: list[FileIssue] = field(default_factory=list)
     unavailable_in_a_row: int = 0
 
     @property
@@ -82,6 +102,11 @@ class _Tally:
         self.failed.append(FileIssue(path, f"not {action}: {exc}"))
         return False
 
+    def reject(self, path: str, action: str, exc: DocumentRejectedError, note: str = "") -> None:
+        """The service refused this document for good: a skip with its code, not a failure."""
+        self.unavailable_in_a_row = 0  # it answered
+        self.rejected.append(FileIssue(path, f"not {action}, refused by the search service: {exc}{note}", exc.code))
+
     def skip(self, path: str, action: str) -> None:
         self.failed.append(FileIssue(path, f"not {action}: the search service is unavailable, not attempted"))
 
@@ -96,15 +121,26 @@ class SyncEngine:
         self.git = git
         self.concurrency = concurrency
         self.give_up_after = give_up_after
+        self._told_no_stats = False
 
-    async def sync(self, spec: SyncSpec, last_commit: str | None, *, force_full: bool = False) -> SyncResult:
-        """Sync one source. Raises SyncError subclasses for whole-sync failures (see errors.py)."""
+    async def sync(
+        self, spec: SyncSpec, last_commit: str | None, *, force_full: bool = False, baseline: Baseline | None = None
+    ) -> SyncResult:
+        """Sync one source. Raises SyncError subclasses for whole-sync failures (see errors.py).
+
+        `baseline`: what the last successful sync left (its result's `baseline`), for the drift check.
+        """
         started = time.monotonic()
         path_filter = validate_spec(spec)
         checkout = await asyncio.to_thread(self.git.open, spec.source_id, spec.repo, allow_local=spec.allow_local)
         try:
             reader = DocumentReader(spec, checkout, path_filter)
             incremental = bool(last_commit) and not force_full
+            before = await self._stats(spec.source_id)
+            drift = drift_reason(before, baseline or Baseline()) if incremental else None
+            if drift:
+                log.warning("source %s: drift detected, full reconcile: %s", spec.source_id, drift)
+                incremental = False
             if incremental:
                 incremental = await asyncio.to_thread(checkout.is_ancestor, last_commit)
                 if not incremental:
@@ -118,21 +154,36 @@ class SyncEngine:
         finally:
             await asyncio.to_thread(checkout.close)
         tally = await self._apply(plan, spec.source_id)
-        documents = await self.client.source_document_count(spec.source_id)
+        after = await self._stats(spec.source_id)
+        documents = after.documents if after else await self.client.source_document_count(spec.source_id)
         result = SyncResult(
             commit=checkout.head, full=plan.full, added=tally.added, modified=tally.modified,
             deleted=tally.deleted, renamed=tally.renamed, unchanged=plan.unchanged + tally.unchanged,
-            skipped=sorted(plan.skipped, key=lambda issue: issue.path),
+            skipped=sorted(plan.skipped + tally.rejected, key=lambda issue: issue.path),
             failed=sorted(tally.failed, key=lambda issue: issue.path),
             documents=documents, duration_s=time.monotonic() - started,
+            # The epoch read *before* the writes: if the collection was re-created meanwhile,
+            # the next sync sees another epoch and reconciles fully.
+            baseline=Baseline(epoch=before.epoch if before else None, documents=documents), drift=drift,
         )  # fmt: skip
         log.info(
-            "source %s synced to %s (%s): +%d ~%d -%d >%d =%d, %d skipped, %d failed, %d documents in %.2fs",
+            "source %s synced to %s (%s): +%d ~%d -%d >%d =%d, %d skipped (%d refused by the service), %d failed, "
+            "%d documents in %.2fs",
             spec.source_id, result.commit[:12], "full" if result.full else "incremental", result.added,
             result.modified, result.deleted, result.renamed, result.unchanged, len(result.skipped),
-            len(result.failed), result.documents, result.duration_s,
+            len(result.rejected), len(result.failed), result.documents, result.duration_s,
         )  # fmt: skip
         return result
+
+    async def _stats(self, source_id: str) -> SourceStats | None:
+        stats = await self.client.source_stats(source_id)
+        if stats is None and not self._told_no_stats:
+            self._told_no_stats = True
+            log.warning(
+                "the search service at %s has no GET /api/v1/sources/{id} (an older version): drift is not "
+                "detected until it is upgraded, only by the periodic full reconcile", self.client.base_url,
+            )  # fmt: skip
+        return stats
 
     async def _apply(self, plan: _Plan, source_id: str) -> _Tally:
         tally = _Tally(give_up_after=self.give_up_after)
@@ -143,6 +194,13 @@ class SyncEngine:
                 return tally.skip(doc.path, "ingested")
             try:
                 answer = await self.client.put_document(doc.uri, doc.content or "", doc.metadata)
+            except DocumentRejectedError as exc:
+                if exc.status == 413:  # the file outgrew the service: its older version goes too
+                    tally.reject(doc.path, "ingested", exc)
+                    return await drop_older(doc)
+                # 409: another source's URI, no copy of ours. 422: maybe the metadata; keep what is there.
+                tally.reject(doc.path, "ingested", exc, "" if exc.status == 409 else "; an earlier version stays")
+                return
             except (ServiceRejectedError, ServiceUnavailableError) as exc:
                 tally.record(doc.path, "ingested", exc)
                 return
@@ -159,12 +217,24 @@ class SyncEngine:
             else:
                 tally.unchanged += 1
 
+        async def drop_older(doc: Document) -> None:
+            try:
+                chunks = await self.client.delete_document(doc.uri, source_id)
+            except (ServiceRejectedError, ServiceUnavailableError) as exc:
+                tally.record(doc.path, "removed", exc)
+                return
+            if chunks:
+                tally.deleted += 1
+
         async def delete(uri: str, path: str) -> None:
             if tally.service_down:
                 return tally.skip(path, "deleted")
             try:
                 # Only our own copy: a document another source owns is not ours to remove.
                 await self.client.delete_document(uri, source_id)
+            except DocumentRejectedError as exc:  # a URI the service cannot hold: nothing to delete
+                tally.reject(path, "deleted", exc)
+                return
             except (ServiceRejectedError, ServiceUnavailableError) as exc:
                 tally.record(path, "deleted", exc)
                 return

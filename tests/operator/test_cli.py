@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import threading
 import time
@@ -17,6 +18,7 @@ from kboperator.cli import main
 from kboperator.sync import SyncEngine
 from kbsearch.app import create_app
 from kbsearch.settings import Settings
+from tests.operator.e2e_support import Faults
 from tests.operator.servicefixtures import file_uri, sha256
 from tests.operator.gitfixtures import WorkRepo, git
 from tests.support.service import make_store
@@ -28,14 +30,17 @@ TOKEN = "cli-service-token"
 
 
 class Server:
-    """The real app in a uvicorn thread; `url` is its base URL."""
+    """The real app in a uvicorn thread; `url` is its base URL, `faults` a switch in front of it."""
 
-    def __init__(self, data_dir: Path, **settings: object) -> None:
+    def __init__(self, data_dir: Path, port: int = 0, **settings: object) -> None:
         app = create_app(Settings(data_dir=data_dir, **settings), store=make_store("edge", data_dir), embedder=HashingEmbedder())
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none", lifespan="on")
+        self.faults = Faults(app)
+        if not port:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+        self.port = port
+        config = uvicorn.Config(self.faults, host="127.0.0.1", port=port, log_level="warning", ws="none", lifespan="on")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{port}"
@@ -130,18 +135,43 @@ def test_without_state_every_run_is_a_full_reconcile(server: Server, repo: WorkR
     assert server.listing() == expected(repo)
 
 
-def test_failed_documents_exit_1_and_keep_the_state(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
+def test_refused_documents_are_skipped_and_the_state_advances(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
     state = tmp_path / "state.json"
     args = [*base_args(server, repo, tmp_path), "--state", str(state), "--max-file-size", "2000000"]
     assert run(capsys, *args)[0] == 0
-    before = state.read_text()
-    repo.write("huge.md", "z" * (1_048_576 + 1))
+    repo.write("huge.md", "z" * (1_048_576 + 1))  # let through by the spec, refused by the service: 413
     repo.commit()
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["full"] is False and result["failed"] == []
+    assert [(f["path"], f["code"]) for f in result["skipped"]] == [("huge.md", "DOCUMENT_TOO_LARGE")]
+    assert "skipped: huge.md" in err
+    kept = json.loads(state.read_text())
+    assert kept["commit"] == repo.head() and kept["fullOwed"] is False  # the state advances past a skip
+    assert kept["expectedDocuments"] == 2
+
+    repo.write("index.md", "# Index, edited\n")
+    repo.commit()
+    code, out, err = run(capsys, *args, "--json")
+    result = json.loads(out)
+    assert code == 0 and result["full"] is False and result["modified"] == 1 and result["skipped"] == []
+    assert server.listing() == {uri: sha for uri, sha in expected(repo).items() if not uri.endswith("/huge.md")}
+
+
+def test_failed_documents_exit_1_and_keep_the_state(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
+    state = tmp_path / "state.json"
+    args = [*base_args(server, repo, tmp_path), "--state", str(state)]
+    assert run(capsys, *args)[0] == 0
+    before = state.read_text()
+    repo.write("flaky.md", "# Flaky\n")
+    repo.commit()
+    server.faults.failing_paths.add("flaky.md")  # the service answers 503 to it: a failure that may pass
     code, out, err = run(capsys, *args, "--json")
     assert code == 1
     failed = json.loads(out)["failed"]
-    assert [f["path"] for f in failed] == ["huge.md"] and "DOCUMENT_TOO_LARGE" in failed[0]["reason"]
-    assert "failed: huge.md" in err
+    assert [f["path"] for f in failed] == ["flaky.md"] and "503" in failed[0]["reason"]
+    assert "failed: flaky.md" in err
     kept = json.loads(state.read_text())
     assert kept["commit"] == json.loads(before)["commit"]  # the commit is not advanced past a failure
     assert kept["fullOwed"] is True  # and the next run reconciles fully (the failed run changed things)
@@ -150,20 +180,55 @@ def test_failed_documents_exit_1_and_keep_the_state(server: Server, repo: WorkRe
 def test_a_partial_run_then_a_revert_restores_what_the_partial_run_deleted(
     server: Server, repo: WorkRepo, tmp_path: Path, capsys
 ) -> None:
-    args = [*base_args(server, repo, tmp_path), "--state", str(tmp_path / "state.json"), "--max-file-size", "4000000"]
+    args = [*base_args(server, repo, tmp_path), "--state", str(tmp_path / "state.json")]
     assert run(capsys, *args)[0] == 0
     repo.remove("index.md")
-    repo.write("guide/setup.md", "s" * (1_048_576 + 1))  # past the service's 1 MiB limit: 413
-    repo.commit("delete index, grow setup")
+    repo.write("guide/setup.md", "# Setup, edited\n")
+    repo.commit("delete index, edit setup")
+    server.faults.failing_paths.add("guide/setup.md")
     code, out, _ = run(capsys, *args, "--json")
     assert code == 1 and [f["path"] for f in json.loads(out)["failed"]] == ["guide/setup.md"]
     assert file_uri(repo.path, "index.md") not in server.listing()  # the deletion did go through
 
+    server.faults.heal()
     git(repo.path, "revert", "--no-edit", "HEAD")  # back to the tree the state file's commit had
     code, out, err = run(capsys, *args, "--json")
     assert code == 0, err
     assert json.loads(out)["full"] is True and json.loads(out)["added"] == 1
     assert server.listing() == expected(repo)
+
+
+def test_a_reset_service_or_documents_deleted_behind_its_back_are_drift(
+    server: Server, repo: WorkRepo, tmp_path: Path, capsys
+) -> None:
+    state = tmp_path / "state.json"
+    args = [*base_args(server, repo, tmp_path), "--state", str(state), "--json"]
+    assert run(capsys, *args)[0] == 0
+    first = json.loads(state.read_text())
+    assert first["expectedDocuments"] == 2 and first["collectionEpoch"]
+
+    # Someone deletes a document with the service's API: no new commit, yet the next run repairs it.
+    gone = httpx.delete(f"{server.url}/api/v1/documents", params={"uri": file_uri(repo.path, "index.md")})
+    assert gone.status_code == 200 and gone.json()["chunksDeleted"] == 1
+    code, out, err = run(capsys, *args)
+    result = json.loads(out)
+    assert code == 0 and result["full"] is True and result["added"] == 1, err
+    assert "holds 1 documents" in result["drift"] and "drift detected" in err
+    assert server.listing() == expected(repo)
+
+    # The service's volume is lost; it comes back empty at the same URL.
+    server.__exit__()
+    shutil.rmtree(tmp_path / "service-data")
+    with Server(tmp_path / "service-data", port=server.port) as reset:
+        assert reset.listing() == {}
+        code, out, err = run(capsys, *args)
+        result = json.loads(out)
+        assert code == 0 and result["full"] is True and result["added"] == 2, err
+        assert "collection epoch" in result["drift"]
+        assert reset.listing() == expected(repo)
+        assert json.loads(state.read_text())["collectionEpoch"] != first["collectionEpoch"]
+        code, out, _ = run(capsys, *args)  # and then back to incremental runs
+        assert code == 0 and json.loads(out)["full"] is False and json.loads(out)["drift"] is None
 
 
 def test_a_state_file_does_not_carry_over_to_another_service(
@@ -232,16 +297,18 @@ def test_a_failed_run_with_another_spec_voids_the_state_of_the_first(
 ) -> None:
     args = [*base_args(server, repo, tmp_path), "--state", str(tmp_path / "state.json")]
     assert run(capsys, *args)[0] == 0
-    repo.write("huge.md", "h" * (1_048_576 + 1))  # skipped by default, a 413 with a higher limit
+    repo.write("flaky.md", "# Flaky\n")
     repo.commit()
-    # Narrowed: the full reconcile deletes guide/setup.md, then huge.md fails.
-    code, _, _ = run(capsys, *args, "--exclude", "guide/**", "--max-file-size", "4000000")
+    server.faults.failing_paths.add("flaky.md")
+    # Narrowed: the full reconcile deletes guide/setup.md, then flaky.md fails.
+    code, _, _ = run(capsys, *args, "--exclude", "guide/**")
     assert code == 1 and file_uri(repo.path, "guide/setup.md") not in server.listing()
     # Back to the first spec: its commit no longer describes the service.
+    server.faults.heal()
     code, out, err = run(capsys, *args, "--json")
     assert code == 0, err
     assert json.loads(out)["full"] is True
-    assert server.listing() == {uri: sha for uri, sha in expected(repo).items() if not uri.endswith("/huge.md")}
+    assert server.listing() == expected(repo)
 
 
 class _Killed(BaseException):
@@ -265,7 +332,7 @@ def test_a_run_killed_half_way_leaves_a_full_reconcile_owed(
             main(args)
     assert json.loads(state.read_text()) | {"writtenAt": None} == {
         "version": 2, "sourceId": SOURCE, "key": json.loads(state.read_text())["key"],
-        "commit": commit, "fullOwed": True, "writtenAt": None,
+        "commit": commit, "fullOwed": True, "collectionEpoch": None, "expectedDocuments": None, "writtenAt": None,
     }
     code, out, _ = run(capsys, *args, "--json")
     assert code == 0 and json.loads(out)["full"] is True

@@ -1,16 +1,22 @@
-"""SearchClient against the real search service app in-process: the v1 contract, errors, retries."""
+"""SearchClient against the real search service app in-process: the v1 contract, errors, retries.
+
+This pins what the operator relies on, including GET /api/v1/sources/{sourceIdentifier} (counts
+and the collection epoch, zeros for an unknown source, never 404) and `collectionEpoch` in GET
+/api/v1/status: an id that stays across restarts and changes when the collection is re-created.
+"""
 
 from __future__ import annotations
 
 import logging
 import random
+import shutil
 from pathlib import Path
 
 import httpx
 import pytest
 
-from kboperator.client import SearchClient
-from kboperator.errors import ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
+from kboperator.client import SearchClient, SourceStats
+from kboperator.errors import DocumentRejectedError, ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
 from tests.operator.servicefixtures import (  # noqa: F401  # fixtures are imported by name
     BASE_URL,
     asgi,
@@ -64,10 +70,24 @@ async def test_delete_source_and_count_with_a_slash_in_the_id(search_client: Sea
 
 
 async def test_oversize_document_is_rejected_with_the_service_code(search_client: SearchClient) -> None:
-    with pytest.raises(ServiceRejectedError) as caught:
+    with pytest.raises(DocumentRejectedError) as caught:  # for good: the sync skips the file
         await search_client.put_document("https://x/big.md", "x" * (1_048_576 + 1), META)
     assert caught.value.status == 413 and caught.value.code == "DOCUMENT_TOO_LARGE"
     assert "DOCUMENT_TOO_LARGE" in str(caught.value)
+
+
+async def test_a_uri_of_another_source_is_a_document_rejection(search_client: SearchClient) -> None:
+    await search_client.put_document("https://x/a.md", "alpha", {"sourceIdentifier": "team/first"})
+    with pytest.raises(DocumentRejectedError) as caught:
+        await search_client.put_document("https://x/a.md", "alpha", META)
+    assert caught.value.status == 409 and caught.value.code == "URI_OWNED_BY_OTHER_SOURCE"
+    assert "team/first" in str(caught.value)
+
+
+async def test_a_4xx_that_is_not_about_one_document_is_not_a_document_rejection(search_client: SearchClient) -> None:
+    with pytest.raises(ServiceRejectedError) as caught:
+        await search_client.list_documents("s" * 600)  # over the contract's 512 characters
+    assert caught.value.status == 422 and not isinstance(caught.value, DocumentRejectedError)
 
 
 async def test_invalid_request_is_rejected_not_retried(service: httpx.AsyncClient) -> None:
@@ -77,10 +97,67 @@ async def test_invalid_request_is_rejected_not_retried(service: httpx.AsyncClien
         sleeps.append(delay)
 
     async with SearchClient(BASE_URL, transport=asgi(service), sleep=sleep) as client:
-        with pytest.raises(ServiceRejectedError) as caught:
+        with pytest.raises(DocumentRejectedError) as caught:
             await client.put_document("u" * 2049, "text", META)
-    assert caught.value.status == 422 and caught.value.code
+        assert caught.value.status == 422 and caught.value.code
+        with pytest.raises(DocumentRejectedError) as caught:  # a delete of a URI the service cannot hold
+            await client.delete_document("u" * 2049, SOURCE)
+        assert caught.value.status == 422
     assert sleeps == []
+
+
+async def test_source_stats_count_one_source_in_the_collection_of_the_status(
+    search_client: SearchClient, service: httpx.AsyncClient
+) -> None:
+    odd = "team/a b#?%&+=;"  # reserved characters travel percent-encoded in the path
+    for i in range(3):
+        await search_client.put_document(f"https://x/{i}.md", f"doc {i}", {"sourceIdentifier": SOURCE})
+    await search_client.put_document("https://x/odd.md", "odd", {"sourceIdentifier": odd})
+    await search_client.put_document("https://x/keep.md", "keep", {"sourceIdentifier": "team/docs-other"})
+    epoch = (await service.get("/api/v1/status")).json()["collectionEpoch"]
+    assert isinstance(epoch, str) and epoch
+
+    stats = await search_client.source_stats(SOURCE)
+    assert stats is not None
+    assert (stats.source_id, stats.documents, stats.incomplete, stats.epoch) == (SOURCE, 3, 0, epoch)
+    assert stats.chunks >= 3 and isinstance(stats.last_ingested_at, str)
+    odd_stats = await search_client.source_stats(odd)
+    assert odd_stats is not None and (odd_stats.source_id, odd_stats.documents, odd_stats.epoch) == (odd, 1, epoch)
+    # An unknown source answers zeros, never 404: zero is what a reset collection looks like.
+    assert await search_client.source_stats("team/unknown") == SourceStats(
+        "team/unknown", documents=0, chunks=0, incomplete=0, last_ingested_at=None, epoch=epoch
+    )
+    await search_client.delete_source(SOURCE)
+    assert (await search_client.source_stats(SOURCE)).documents == 0  # type: ignore[union-attr]
+
+
+async def test_the_epoch_stays_across_restarts_and_changes_with_a_new_collection(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+
+    async def epochs() -> tuple[str, str | None]:
+        async with running_service("edge", data) as service:
+            async with SearchClient(BASE_URL, transport=asgi(service), sleep=no_sleep) as client:
+                await client.put_document("https://x/a.md", "alpha", META)
+                stats = await client.source_stats(SOURCE)
+            assert stats is not None
+            return (await service.get("/api/v1/status")).json()["collectionEpoch"], stats.epoch
+
+    first, seen = await epochs()
+    assert seen == first
+    assert (await epochs())[0] == first  # restarted on the same volume: the same collection
+    shutil.rmtree(data)
+    assert (await epochs())[0] != first  # re-created
+
+
+@pytest.mark.parametrize("status", [404, 405])
+async def test_a_service_without_source_stats_answers_none(status: int) -> None:
+    # An older service: 405, since only DELETE has that path; 404 from anything in between.
+    async def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.raw_path == b"/api/v1/sources/team%2Fdocs"
+        return httpx.Response(status, json={"error": {"code": "NOT_FOUND", "message": "no", "details": {}}})
+
+    async with SearchClient(BASE_URL, transport=httpx.MockTransport(handler), sleep=no_sleep) as client:
+        assert await client.source_stats(SOURCE) is None
 
 
 async def test_auth_errors(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

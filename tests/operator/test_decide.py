@@ -7,17 +7,19 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+import jsonschema
 import kopf
 import pytest
 
 from kboperator import outcome, reconcile
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import RepositoryReadError, ServiceUnavailableError
-from kboperator.models import FileIssue, SyncResult
+from kboperator.models import Baseline, FileIssue, SyncResult
 from kboperator.reconcile import decide
 from kboperator.services import SourceState
 from kboperator.settings import OperatorSettings
 from kboperator.source import parse_source
+from tests.operator.test_crd import _schema, _strict
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
 SETTINGS = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_seconds=60)
@@ -175,6 +177,58 @@ def test_a_partial_sync_owes_a_full_reconcile(full: bool, monkeypatch: pytest.Mo
     assert plan.action == "sync" and plan.full
 
 
+def test_refused_files_are_skips_the_commit_advances_and_the_next_sync_is_incremental(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events: list[tuple[str, str]] = []
+    source = parse_source("kb", "docs", SPEC, allow_local=False)
+    refused = [FileIssue(f"big/{i:02}.md", "not ingested, refused by the search service: 413 ...", "DOCUMENT_TOO_LARGE")
+               for i in range(60)]  # fmt: skip
+    result = SyncResult(
+        commit="b" * 40, full=False, added=1, modified=0, deleted=0, renamed=0, unchanged=0,
+        skipped=[FileIssue("a.png", "binary: contains NUL bytes"), *refused], failed=[], documents=5,
+        duration_s=0.1, baseline=Baseline(epoch="epoch-1", documents=5),
+    )  # fmt: skip
+
+    def synced_with_events(writer: outcome.StatusWriter) -> None:
+        monkeypatch.setattr(kopf, "warn", lambda _body, reason, message: events.append((reason, message)))
+        writer.synced(source, result, NOW, NOW)
+
+    status = _after(synced_with_events, monkeypatch)
+    assert status["phase"] == "Synced" and status["lastSyncedCommit"] == "b" * 40
+    assert (status["collectionEpoch"], status["expectedDocumentCount"]) == ("epoch-1", 5)
+    listed = status["skippedFiles"]
+    assert listed[0] == {"path": "a.png", "reason": "binary: contains NUL bytes"}
+    assert listed[1] == {"path": "big/00.md", "reason": refused[0].reason, "code": "DOCUMENT_TOO_LARGE"}
+    assert len(listed) == 50 and status["skippedFilesOmitted"] == 11 and status["lastSync"]["skipped"] == 61
+    assert [reason for reason, _ in events] == ["DocumentsRejected"]
+    assert "60 files skipped" in events[0][1]
+    assert "60 refused by the search service" in next(c for c in status["conditions"] if c["type"] == "Synced")["message"]
+    due = dict(status, nextSyncTime="2024-05-01T11:59:00Z")
+    plan = decide(body(), due, SETTINGS, NOW)
+    assert plan.action == "sync" and not plan.full  # the skips owe nothing
+
+
+def test_drift_is_shown_in_status_and_an_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[tuple[str, str]] = []
+    source = parse_source("kb", "docs", SPEC, allow_local=False)
+    why = "the collection epoch is 'e2', the last sync wrote to 'e1': the collection was re-created"
+    result = SyncResult(
+        commit="b" * 40, full=True, added=3, modified=0, deleted=0, renamed=0, unchanged=0, skipped=[], failed=[],
+        documents=3, duration_s=0.1, baseline=Baseline(epoch="e2", documents=3), drift=why,
+    )  # fmt: skip
+
+    def synced_with_events(writer: outcome.StatusWriter) -> None:
+        monkeypatch.setattr(kopf, "warn", lambda _body, reason, message: events.append((reason, message)))
+        writer.synced(source, result, NOW, NOW)
+
+    status = _after(synced_with_events, monkeypatch)
+    assert status["lastSync"]["drift"] == why and status["collectionEpoch"] == "e2"
+    assert events == [("DriftDetected", f"full reconcile: {why}")]
+    message = next(c for c in status["conditions"] if c["type"] == "Synced")["message"]
+    assert message.startswith(f"full reconcile after drift ({why})")
+
+
 def test_a_failed_sync_owes_a_full_reconcile(monkeypatch: pytest.MonkeyPatch) -> None:
     # A sync may fail after some documents went through (the read-back of the count, say).
     error = ServiceUnavailableError("down")
@@ -212,3 +266,21 @@ def test_a_schedule_below_the_minimum_interval_is_invalid(schedule: str, interva
 def test_a_damaged_clone_is_a_named_failure_not_an_internal_error() -> None:
     assert outcome.failure_reason(RepositoryReadError("reading the cached clone failed")) == "RepositoryReadFailed"
     assert outcome.failure_reason(RuntimeError("a bug")) == "InternalError"
+
+
+def test_every_status_field_written_is_declared_in_the_crd(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A structural schema prunes undeclared status fields: the drift baseline would be lost silently.
+    validator = jsonschema.Draft4Validator(_strict(_schema()["properties"]["status"]))
+    source = parse_source("kb", "docs", SPEC, allow_local=False)
+    result = SyncResult(
+        commit="b" * 40, full=True, added=1, modified=0, deleted=0, renamed=0, unchanged=0,
+        skipped=[FileIssue("a.png", "binary"), FileIssue("b.md", "413", "DOCUMENT_TOO_LARGE")],
+        failed=[], documents=1, duration_s=0.1, baseline=Baseline(epoch="e1", documents=1), drift="the epoch changed",
+    )  # fmt: skip
+    for step in (
+        lambda writer: writer.synced(source, result, NOW, NOW),
+        lambda writer: writer.synced(source, _partial(False), NOW, NOW),
+        lambda writer: writer.failed(ServiceUnavailableError("down"), retry_at=NOW),
+    ):
+        status = _after(step, monkeypatch)
+        assert not list(validator.iter_errors(status)), status

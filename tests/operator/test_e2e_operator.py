@@ -7,9 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from kboperator.crd import FINALIZER, SYNC_REQUEST_ANNOTATION
-from tests.operator.e2e_support import World
+from kbsearch.app import create_app
+from kbsearch.settings import Settings
+from tests.operator.e2e_support import NAMESPACE, World
 from tests.operator.kmock_support import KubeApi, eventually
 from tests.operator.secretfixtures import create_secret
+from tests.support.hashing import HashingEmbedder
+from tests.support.service import make_store, serve
 
 
 async def test_create_reaches_synced(world: World) -> None:
@@ -297,18 +301,75 @@ async def test_a_partial_sync_then_a_revert_converges(world: World) -> None:
     repo.write("x.md", "# X\n")
     repo.write("y.md", "# Y\n")
     first = repo.commit("x and y")
-    spec = {"repository": {"url": str(repo.path)}, "schedule": "@every 1s", "maxFileSizeBytes": 4_000_000}
-    await world.api.create("reverted", spec)
+    await world.api.create("reverted", {"repository": {"url": str(repo.path)}, "schedule": "@every 1s"})
     await eventually(synced_at(world, "reverted", first))
 
     repo.remove("x.md")
-    repo.write("y.md", "y" * (1_048_576 + 1))  # past the service's 1 MiB limit: a 413 for y.md
-    repo.commit("delete x, grow y")
+    repo.write("y.md", "# Y, edited\n")
+    world.faults.failing_paths.add("y.md")  # a 503 for y.md: a failure that may pass
+    repo.commit("delete x, edit y")
     partial = await eventually(lambda: (s := world.api.status("reverted")).get("failedFiles") and s, what="partial")
     assert partial["lastSyncedCommit"] == first and [f["path"] for f in partial["failedFiles"]] == ["y.md"]
     assert (await world.listing("reverted")).keys() == {"y.md"}  # the deletion of x.md went through
 
     # The tree is the synced commit's again: no diff from it, yet the service lacks x.md.
+    world.faults.heal()
     reverted = repo.revert()
     await eventually(synced_at(world, "reverted", reverted), what="converged after the revert")
     assert await world.listing("reverted") == repo.expected("x.md", "y.md")
+
+
+async def test_a_file_the_service_refuses_is_skipped_and_the_commit_advances(world: World) -> None:
+    repo = world.repo("refused")
+    repo.write("a.md", "# A\n")
+    repo.write("huge.md", "h" * (1_048_576 + 1))  # let through by the spec, past the service's 1 MiB: a 413
+    first = repo.commit("one")
+    spec = {"repository": {"url": str(repo.path)}, "schedule": "@every 1s", "maxFileSizeBytes": 4_000_000}
+    await world.api.create("refused", spec)
+
+    status = await eventually(synced_at(world, "refused", first), what="synced despite the refusal")
+    assert status["failedFiles"] == [] and status["consecutiveFailures"] == 0
+    assert [(f["path"], f["code"]) for f in status["skippedFiles"]] == [("huge.md", "DOCUMENT_TOO_LARGE")]
+    assert "413" in status["skippedFiles"][0]["reason"] and status["skippedFilesOmitted"] == 0
+    assert condition(status, "Ready")["status"] == "True"
+    await has_event(world, "refused", "DocumentsRejected")
+    assert await world.listing("refused") == repo.expected("a.md")
+
+    repo.write("a.md", "# A, edited\n")
+    second = repo.commit("two")
+    after = await eventually(synced_at(world, "refused", second), what="the next commit")
+    assert after["lastSync"]["full"] is False and after["lastSync"]["modified"] == 1  # no full retry owed
+    assert after["skippedFiles"] == []
+    assert await world.listing("refused") == repo.expected("a.md")
+
+
+async def test_a_service_that_lost_its_collection_is_refilled_at_the_next_sync(world: World) -> None:
+    repo = world.repo("drifted")
+    repo.write("a.md", "# A\n")
+    repo.write("b.md", "# B\n")
+    commit = repo.commit("two")
+    await world.api.create("drifted", {"repository": {"url": str(repo.path)}, "schedule": "@every 1s"})
+    before = await eventually(synced_at(world, "drifted", commit))
+    assert before["expectedDocumentCount"] == 2 and before["collectionEpoch"]
+
+    # The service URL now reaches a service with an empty collection (a lost volume, another
+    # release): no commit changes, yet the next scheduled sync notices and reconciles fully.
+    fresh = create_app(Settings(data_dir=world.tmp / "fresh"), store=make_store("edge", world.tmp / "fresh"),
+                       embedder=HashingEmbedder())  # fmt: skip
+    original = world.faults.app
+    async with serve(fresh) as service:
+        world.faults.app = fresh
+        try:
+            refilled = await eventually(
+                lambda: (s := world.api.status("drifted")).get("collectionEpoch") not in (None, before["collectionEpoch"])
+                and s, what="the drift noticed",
+            )
+            assert refilled["lastSync"]["full"] is True and refilled["lastSync"]["added"] == 2
+            assert "collection epoch" in refilled["lastSync"]["drift"] and refilled["lastSyncedCommit"] == commit
+            assert "full reconcile after drift" in condition(refilled, "Synced")["message"]
+            await has_event(world, "drifted", "DriftDetected")
+            params = {"sourceIdentifier": f"{NAMESPACE}/drifted"}
+            listed = (await service.get("/api/v1/documents", params=params)).json()["documents"]
+            assert {d["metadata"]["path"]: d["checksum"] for d in listed} == repo.expected("a.md", "b.md")
+        finally:
+            world.faults.app = original  # the fresh app stops with this block

@@ -35,9 +35,9 @@ async def test_the_first_owner_keeps_its_documents_and_the_second_sees_why(servi
     first = await engine.sync(spec(work, "ns1/a", include=("docs/**",)), None)
     assert first.ok
     second = await engine.sync(spec(work, "ns2/b"), None)
-    assert not second.ok
-    assert [issue.path for issue in second.failed] == ["docs/x.md"]
-    assert "ns1/a" in second.failed[0].reason  # the failure names the owner
+    assert second.ok  # a file another source owns is skipped, not retried until it changes
+    assert [(issue.path, issue.code) for issue in second.skipped] == [("docs/x.md", "URI_OWNED_BY_OTHER_SOURCE")]
+    assert "ns1/a" in second.skipped[0].reason  # the skip names the owner
 
     x_uri = file_uri(work.path, "docs/x.md")
     assert set(await listing(service, "ns1/a")) == {x_uri}

@@ -266,15 +266,78 @@ async def test_service_failing_for_a_while_then_converging(service: httpx.AsyncC
         assert (result.added, result.modified, result.deleted) == (8, 1, 1)
 
 
-async def test_a_per_file_4xx_fails_that_file_only(engine: SyncEngine, service, repo: WorkRepo) -> None:
+TOO_LARGE = "y" * (1_048_576 + 10)  # over the service's 1 MiB limit: a 413
+
+
+def refusals(result: SyncResult) -> dict[str, str | None]:
+    return {issue.path: issue.code for issue in result.skipped}
+
+
+async def test_files_the_service_refuses_for_good_are_skips_and_the_commit_advances(
+    engine: SyncEngine, service, repo: WorkRepo
+) -> None:
     repo.write("small.md", "small\n")
-    repo.write("huge.md", "y" * (1_048_576 + 10))  # over the service's 1 MiB limit
+    repo.write("huge.md", TOO_LARGE)
+    repo.write("shared.md", "# Shared\n")
+    repo.write("grows.md", "# Grows\n\nsmall for now\n")
     repo.commit()
-    result = await engine.sync(spec_for(repo, max_file_size=4_000_000), None)
-    assert not result.ok
-    assert [(issue.path, "DOCUMENT_TOO_LARGE" in issue.reason) for issue in result.failed] == [("huge.md", True)]
-    assert list(await listing(service, SOURCE)) == [file_uri(repo.path, "small.md")]
-    assert result.documents == 1
+    # Another source mirrors the same checkout and claimed shared.md first: its URI is theirs (409).
+    owner = await engine.sync(spec_for(repo, source_id="team/owner", include=("shared.md",)), None)
+    assert owner.ok and owner.documents == 1
+    spec = spec_for(repo, max_file_size=4_000_000)  # the spec lets through what the service will refuse
+
+    first = await engine.sync(spec, None)
+    assert first.ok and first.failed == []  # a refusal is not a failure: the caller advances its commit
+    assert refusals(first) == {"huge.md": "DOCUMENT_TOO_LARGE", "shared.md": "URI_OWNED_BY_OTHER_SOURCE"}
+    reasons = {issue.path: issue.reason for issue in first.skipped}
+    assert "413" in reasons["huge.md"] and "team/owner" in reasons["shared.md"]
+    await assert_mirrors(service, repo, first, keep=lambda p: p in ("small.md", "grows.md"))
+    assert list(await listing(service, "team/owner")) == [file_uri(repo.path, "shared.md")]
+
+    # A document that grows past the limit leaves the index (its older version would be stale).
+    repo.write("grows.md", TOO_LARGE)
+    repo.write("new.md", "# New\n")
+    repo.commit()
+    grown = await engine.sync(spec, first.commit, baseline=first.baseline)
+    assert grown.ok and not grown.full  # incremental: the files refused before are not sent again
+    assert refusals(grown) == {"grows.md": "DOCUMENT_TOO_LARGE"}
+    assert (grown.added, grown.deleted) == (1, 1)
+    await assert_mirrors(service, repo, grown, keep=lambda p: p in ("small.md", "new.md"))
+
+    # An unrelated change: nothing refused before is retried, nothing is listed.
+    repo.write("small.md", "small, edited\n")
+    repo.commit()
+    quiet = await engine.sync(spec, grown.commit, baseline=grown.baseline)
+    assert quiet.ok and not quiet.full and quiet.skipped == [] and quiet.modified == 1
+
+    # A refused file that changes again is in the next diff, and tried again.
+    repo.write("huge.md", "# Huge\n\nnot any more\n")
+    repo.commit()
+    shrunk = await engine.sync(spec, quiet.commit, baseline=quiet.baseline)
+    assert shrunk.ok and not shrunk.full and shrunk.added == 1 and shrunk.skipped == []
+    await assert_mirrors(service, repo, shrunk, keep=lambda p: p in ("small.md", "new.md", "huge.md"))
+
+    # A full reconcile tries every refused file again.
+    full = await engine.sync(spec, shrunk.commit, force_full=True)
+    assert full.ok and refusals(full) == {"grows.md": "DOCUMENT_TOO_LARGE", "shared.md": "URI_OWNED_BY_OTHER_SOURCE"}
+    await assert_mirrors(service, repo, full, keep=lambda p: p in ("small.md", "new.md", "huge.md"))
+
+
+async def test_invalid_documents_are_skipped_and_their_earlier_version_stays(
+    engine: SyncEngine, service, repo: WorkRepo
+) -> None:
+    repo.write("a.md", "# A\n")
+    repo.commit()
+    first = await engine.sync(spec_for(repo), None)
+    # A metadata value over the service's per-value limit: every PUT is refused with a 422.
+    result = await engine.sync(spec_for(repo, metadata={"note": "n" * 5000}), None)
+    assert result.ok and refusals(result) == {"a.md": "VALIDATION_ERROR"}
+    assert "an earlier version stays" in result.skipped[0].reason
+    # The cause may be the spec rather than the file: what the service held is not thrown away.
+    assert {uri: doc["checksum"] for uri, doc in (await listing(service, SOURCE)).items()} == {
+        file_uri(repo.path, "a.md"): sha256(b"# A\n")
+    }
+    assert result.documents == first.documents == 1
 
 
 @pytest.mark.parametrize(
