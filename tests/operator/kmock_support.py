@@ -349,7 +349,7 @@ def kubeconfig(kube: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @asynccontextmanager
 async def running_operator(
-    memo: kopf.Memo, *, namespaces: list[str] | None = None, timeout: float = 10
+    memo: kopf.Memo, *, namespaces: list[str] | None = None, timeout: float = 120
 ) -> AsyncIterator[kopf.Memo]:
     """The real kopf operator with kboperator's handlers, in this event loop (cluster-wide by default)."""
     import kboperator.handlers  # noqa: F401  # registers the handlers in kopf's default registry
@@ -454,8 +454,12 @@ class KubeApi:
         assert response.status < 300, f"{response.status}: {text}"
 
 
-async def eventually(check: Callable[[], Any], *, timeout: float = 15, what: str = "") -> Any:
-    """Poll `check` until it returns something truthy; fail with its last value after `timeout`."""
+async def eventually(check: Callable[[], Any], *, timeout: float = 120, what: str = "") -> Any:
+    """Poll `check` until it returns something truthy; fail after `timeout`.
+
+    The deadline only bounds a broken run: these waits take a second or two, but a loaded
+    machine (a full suite next to other work on two cores) can stretch them many times over.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:

@@ -79,7 +79,7 @@ async def test_a_watch_misses_nothing_and_replays_nothing_older_than_asked(kube:
     since = listing["metadata"]["resourceVersion"]
     async with kube.get(f"{BASE}?watch=true&resourceVersion={since}") as stream:
         await api.create("new", SPEC)
-        line = await asyncio.wait_for(stream.content.readline(), 5)
+        line = await asyncio.wait_for(stream.content.readline(), 60)
     event = json.loads(line)
     assert (event["type"], event["object"]["metadata"]["name"]) == ("ADDED", "new")
 
@@ -167,17 +167,17 @@ async def test_an_expired_watch_ends_with_410_and_an_old_version_is_gone(kube: K
     since = (await (await kube.get(BASE)).json())["metadata"]["resourceVersion"]
     async with kube.get(f"{BASE}?watch=true&resourceVersion={since}") as stream:
         await kube.expire_watches()
-        event = json.loads(await asyncio.wait_for(stream.content.readline(), 5))
-        assert await asyncio.wait_for(stream.content.readline(), 5) == b""  # the server closed the stream
+        event = json.loads(await asyncio.wait_for(stream.content.readline(), 60))
+        assert await asyncio.wait_for(stream.content.readline(), 60) == b""  # the server closed the stream
     assert event["type"] == "ERROR" and event["object"]["kind"] == "Status"
     assert event["object"]["code"] == 410 and event["object"]["reason"] == "Expired"
     async with kube.get(f"{BASE}?watch=true&resourceVersion={since}") as stream:  # too old now
-        event = json.loads(await asyncio.wait_for(stream.content.readline(), 5))
+        event = json.loads(await asyncio.wait_for(stream.content.readline(), 60))
     assert event["type"] == "ERROR" and event["object"]["code"] == 410
     assert kube.expired_watches == 2
     # A re-list gives a version to watch from again.
     since = (await (await kube.get(BASE)).json())["metadata"]["resourceVersion"]
     async with kube.get(f"{BASE}?watch=true&resourceVersion={since}") as stream:
         await api.create("c", SPEC)
-        event = json.loads(await asyncio.wait_for(stream.content.readline(), 5))
+        event = json.loads(await asyncio.wait_for(stream.content.readline(), 60))
     assert (event["type"], event["object"]["metadata"]["name"]) == ("ADDED", "c")
