@@ -11,8 +11,8 @@ kmock's stock emulator is not enough for kopf (see shared/notes/platform.md); th
    and a patch of `/status` touches nothing else;
 5. applies the CRD's structural schema (crds/, read at test time) to every KnowledgeSource
    write: prunes undeclared fields, applies defaults, refuses invalid objects with 422 (see
-   crdschema.py); what it pruned from or refused of the operator's writes is kept in
-   `schema_problems`;
+   crdschema.py); what it pruned from, refused of or ignored in the operator's writes (status
+   sent to the object, or anything but status sent to `/status`) is kept in `schema_problems`;
 6. knows the operator by its bearer token (the kubeconfig's), records each of its requests in
    `operator_requests`, and, once `rules` is set (the chart's RBAC, see rbac.py), answers 403
    to any request the rules do not allow and keeps it in `denied`;
@@ -143,6 +143,18 @@ class KubeEmulator(kmock.KubernetesEmulator):
             self.schema_problems += [f"{what} wrote {path}, which the CRD does not declare (pruned)" for path in pruned]
         return stored
 
+    def _note_ignored(self, request: kmock.Request) -> None:
+        """The parts of an operator's patch that the status subresource makes the server ignore."""
+        patch = request.data
+        if isinstance(patch, list):
+            paths = [op.get("path", "") for op in patch if op.get("op") != "test"]
+            touched = {path.split("/")[1] for path in paths if path.startswith("/")}
+        else:
+            touched = set(patch or {})
+        ignored = touched - {"status"} if request.subresource == "status" else touched & {"status"}
+        what = f"{_method(request)} {request.url.path}"
+        self.schema_problems += [f"{what} wrote {part}, which this endpoint ignores" for part in sorted(ignored)]
+
     async def expire_watches(self, resource: Any = KS) -> None:
         """Expire every watch of `resource` now, as a compaction does: each must re-list.
 
@@ -182,6 +194,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         old = copy.deepcopy(self._objects[key].raw)
         new = self._patched(old, request.data)
         has_status = "status" in self.resources[request.resource].subresources
+        if has_status and _is_operator(request):
+            self._note_ignored(request)
         if request.subresource == "status":
             new = dict(old, status=new.get("status")) if "status" in new else {k: v for k, v in old.items() if k != "status"}
         elif has_status:

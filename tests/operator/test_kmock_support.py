@@ -147,6 +147,23 @@ async def test_what_the_operator_wrote_that_the_crd_refused_or_pruned_is_kept(ku
     ]
 
 
+async def test_what_the_operator_sent_to_the_wrong_endpoint_is_kept(kube: KubeEmulator) -> None:
+    api = KubeApi(kube, "kb")
+    await api.create("a", SPEC)
+    assert await _patch(kube, f"{BASE}/a", {"status": {"phase": "Synced"}}, headers=AS_OPERATOR) == 200
+    assert await _patch(kube, f"{BASE}/a/status", {"spec": {"suspend": True}}, headers=AS_OPERATOR) == 200
+    version = api.get("a")["metadata"]["resourceVersion"]
+    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": version},
+           {"op": "add", "path": "/status", "value": {"phase": "Failed"}}]
+    assert await _patch(kube, f"{BASE}/a", ops, "json", headers=AS_OPERATOR) == 200
+    assert api.status("a") == {} and api.get("a")["spec"]["suspend"] is False  # all of it ignored
+    assert kube.schema_problems == [
+        f"PATCH {BASE}/a wrote status, which this endpoint ignores",
+        f"PATCH {BASE}/a/status wrote spec, which this endpoint ignores",
+        f"PATCH {BASE}/a wrote status, which this endpoint ignores",
+    ]
+
+
 async def test_an_object_stored_under_a_laxer_crd_can_still_have_its_status_written(kube: KubeEmulator) -> None:
     api = KubeApi(kube, "kb")
     await api.create("a", {"repository": {"url": URL, "ref": "--upload-pack=x"}}, checked=False)
