@@ -18,6 +18,7 @@ import pytest
 from kbsearch.app import create_app
 from kbsearch.settings import Settings
 from tests.operator.kmock_support import KubeApi, KubeEmulator, eventually, running_operator
+from tests.operator.rbac import chart_rules
 from tests.support.hashing import HashingEmbedder
 from tests.support.service import make_store, serve
 
@@ -132,12 +133,19 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
+#: How the chart installs the operator: watching listed namespaces (its Roles), or all (a ClusterRole).
+NAMESPACED, CLUSTERWIDE = "namespaced", "clusterwide"
+
+
 class World:
     """Everything an end-to-end test touches."""
 
-    def __init__(self, tmp: Path, kube: KubeEmulator, service: httpx.AsyncClient, faults: Faults) -> None:
+    def __init__(
+        self, tmp: Path, kube: KubeEmulator, service: httpx.AsyncClient, faults: Faults, mode: str = NAMESPACED
+    ) -> None:
         self.tmp = tmp
         self.kube = kube
+        self.mode = mode
         self.api = KubeApi(kube, NAMESPACE)
         self.service = service
         self.faults = faults
@@ -148,8 +156,9 @@ class World:
         """A fresh operator process, as after a pod restart: nothing kept in memory."""
         self.memo = kopf.Memo(search_transport=httpx.ASGITransport(app=self.faults))
         self._operator = AsyncExitStack()
-        # Namespaced, as the chart deploys it by default (what __main__ passes to kopf).
-        await self._operator.enter_async_context(running_operator(self.memo, namespaces=[NAMESPACE]))
+        # What __main__ passes to kopf for each of the chart's install modes.
+        namespaces = [NAMESPACE] if self.mode == NAMESPACED else None
+        await self._operator.enter_async_context(running_operator(self.memo, namespaces=namespaces))
 
     async def stop_operator(self) -> None:
         if self._operator is not None:
@@ -185,13 +194,18 @@ class World:
         first, so a slow operator cannot make it pass.
         """
         if self.api.get(PACER) is None:
-            spec = {"repository": {"url": "http://127.0.0.1:9/pacer.git"}, "schedule": "@every 1s"}
+            spec = {"repository": {"url": "https://127.0.0.1:9/pacer.git"}, "schedule": "@every 1s"}
             await self.api.create(PACER, spec)
         start = self.api.status(PACER).get("consecutiveFailures", 0)
         await eventually(
             lambda: self.api.status(PACER).get("consecutiveFailures", 0) >= start + retries,
             what=f"{retries} more retries of the pacer source",
         )
+
+    def api_problems(self) -> list[str]:
+        """What a real API server would have refused or dropped of the operator's requests."""
+        denied = [f"not allowed by the chart's {self.mode} RBAC rules: {r}" for r in dict.fromkeys(self.kube.denied)]
+        return denied + list(dict.fromkeys(self.kube.schema_problems))
 
     def syncs(self, result: str) -> float:
         """The operator's kb_operator_syncs_total for one result."""
@@ -201,11 +215,20 @@ class World:
 
 @pytest.fixture
 async def world(
-    tmp_path: Path, kube: KubeEmulator, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, tmp_path: Path, kube: KubeEmulator, kubeconfig: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[World]:
-    """The operator running against the emulator and the real service, tuned for fast retries."""
+    """The operator running against the emulator and the real service, tuned for fast retries.
+
+    Namespaced unless the test asks for `clusterwide` (parametrize "world" indirectly). The API
+    server allows only what the chart grants in that mode, and the teardown fails the test on any
+    request of the operator that RBAC refused or that the CRD's schema refused or pruned.
+    """
+    mode = getattr(request, "param", NAMESPACED)
+    kube.rules = chart_rules(mode, (NAMESPACE,))
     for key, value in {
-        "SEARCH_URL": SERVICE_URL, "NAMESPACES": NAMESPACE, "ALLOW_LOCAL_REPOSITORIES": "true",
+        "SEARCH_URL": SERVICE_URL, "NAMESPACES": NAMESPACE if mode == NAMESPACED else "",
+        "ALLOW_LOCAL_REPOSITORIES": "true",
         "CACHE_DIR": str(tmp_path / "cache"), "METRICS_PORT": "0", "STARTUP_JITTER_SECONDS": "0",
         "MAX_CONCURRENT_SYNCS": "2", "RETRY_BACKOFF_SECONDS": "0.2", "RETRY_BACKOFF_MAX_SECONDS": "1",
         "HTTP_MAX_ATTEMPTS": "2", "HTTP_BACKOFF_SECONDS": "0.01", "FULL_RECONCILE_INTERVAL": "3600",
@@ -217,9 +240,10 @@ async def world(
     app = create_app(Settings(data_dir=data), store=make_store("edge", data), embedder=HashingEmbedder())
     faults = Faults(app)
     async with serve(app) as client:
-        world = World(tmp_path, kube, client, faults)
+        world = World(tmp_path, kube, client, faults, mode)
         await world.start_operator()
         try:
             yield world
         finally:
             await world.stop_operator()
+        assert world.api_problems() == [], "\n".join(world.api_problems())

@@ -7,11 +7,20 @@ kmock's stock emulator is not enough for kopf (see shared/notes/platform.md); th
 3. subscribes a watch to changes before taking its snapshot, so nothing falls in between,
    and honours the watch's resourceVersion (lists report the current one), so a watch never
    replays a stale state that kopf has already patched past;
-4. keeps the status subresource apart: a patch of the object never touches status, and a
-   patch of `/status` touches nothing else.
-It still does no schema validation or defaulting (tests validate against the CRD themselves),
-ignores label and field selectors, and cannot parse a cluster-wide `/api/v1/namespaces` list:
-the operator disables kopf's namespace scanning, so it never asks for one.
+4. keeps the status subresource apart: a create or a patch of the object never sets status,
+   and a patch of `/status` touches nothing else;
+5. applies the CRD's structural schema (crds/, read at test time) to every KnowledgeSource
+   write: prunes undeclared fields, applies defaults, refuses invalid objects with 422 (see
+   crdschema.py); what it pruned from, refused of or ignored in the operator's writes (status
+   sent to the object, or anything but status sent to `/status`) is kept in `schema_problems`;
+6. knows the operator by its bearer token (the kubeconfig's), records each of its requests in
+   `operator_requests`, and, once `rules` is set (the chart's RBAC, see rbac.py), answers 403
+   to any request the rules do not allow and keeps it in `denied`;
+7. expires watches on demand (`expire_watches`): open streams end with an ERROR event holding
+   a 410 Status, and a watch from an older resourceVersion gets the same, so a client must
+   re-list, as after an etcd compaction.
+It ignores label and field selectors, evaluates no CEL rules, and cannot parse a cluster-wide
+`/api/v1/namespaces` list: the operator disables kopf's namespace scanning, so it never asks.
 
 `running_operator` runs the real kopf operator in the test's event loop with
 kopf.spawn_tasks/run_tasks (kopf.operator() would wait ~5 s at exit and cancel pytest's tasks).
@@ -40,21 +49,36 @@ import pytest
 import yaml
 from kmock import action
 
+from tests.operator.crdschema import StructuralSchema, knowledge_source_schema
+from tests.operator.rbac import ApiRequest, Rules, verb_of
+
 GROUP, VERSION, PLURAL = "kb.knowledgebase.dev", "v1alpha1", "knowledgesources"
 KS = kmock.resource(GROUP, VERSION, PLURAL)
 SECRETS = kmock.resource("", "v1", "secrets")
 EVENTS = kmock.resource("", "v1", "events")
 NAMESPACES = kmock.resource("", "v1", "namespaces")
 _VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+#: The operator's identity: its kubeconfig sends this bearer token; the test's own client none.
+OPERATOR_TOKEN = "kmock-operator-serviceaccount"
 
 
 class KubeEmulator(kmock.KubernetesEmulator):
-    """kmock's emulator with server-assigned metadata, a race-free watch and a status subresource."""
+    """kmock's emulator with server-assigned metadata, a race-free watch, a status subresource,
+    the CRD's schema, the chart's RBAC, and watch expiry."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self._versions = itertools.count(1)
         self._version = 0
+        self.schemas: dict[Any, StructuralSchema] = {KS: knowledge_source_schema()}
+        #: Objects the test writes skip validation while set: as if stored under an older, laxer CRD.
+        self.lax_for_users = False
+        self.schema_problems: list[str] = []
+        self.rules: Rules | None = None
+        self.operator_requests: list[ApiRequest] = []
+        self.denied: list[ApiRequest] = []
+        self._compacted: dict[Any, int] = {}
+        self.expired_watches = 0
         self.resources[KS] = kmock.ResourceInfo(
             kind="KnowledgeSource", singular="knowledgesource", namespaced=True,
             shortnames={"ks"}, verbs=_VERBS, subresources={"status"},
@@ -64,6 +88,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.resources[NAMESPACES] = kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs=_VERBS)
 
     async def _handle(self, request: kmock.Request) -> Any:
+        self._authorize(request)
         if request.resource is None or request.action not in (action.CREATE, action.UPDATE, action.DELETE):
             return await super()._handle(request)
         async with self._lock:
@@ -76,6 +101,70 @@ class KubeEmulator(kmock.KubernetesEmulator):
         # Skip the parent's own bookkeeping (done above) but keep its routing and responses.
         return await kmock.RawHandler._handle(self, request)
 
+    def _authorize(self, request: kmock.Request) -> None:
+        """Record the operator's requests; refuse those outside `rules` with 403, like RBAC."""
+        if not _is_operator(request):
+            return
+        resource = request.resource if request.resource is not None and request.resource.plural else None
+        seen = ApiRequest(
+            verb=_method(request).lower() if resource is None else verb_of(
+                _method(request), named=request.name is not None, watch=request.params.get("watch") in ("true", "1")
+            ),
+            group=None if resource is None else resource.group or "",
+            resource=None if resource is None else resource.plural,
+            subresource=request.subresource, namespace=request.namespace, name=request.name,
+            path=request.url.path,
+        )
+        self.operator_requests.append(seen)
+        if self.rules is not None and not self.rules.allows(seen):
+            self.denied.append(seen)
+            raise kmock.KubernetesError(403, "Forbidden", f"the operator's ServiceAccount cannot {seen}")
+
+    def _admit(
+        self, request: kmock.Request, body: dict[str, Any], old: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The object as the API server stores it: pruned and defaulted; 422 when invalid."""
+        schema = self.schemas.get(request.resource)
+        if schema is None:
+            return body
+        stored, pruned, causes = schema.admit(body, old)
+        operator = _is_operator(request)
+        what = f"{_method(request)} {request.url.path}"
+        if causes and (operator or not self.lax_for_users):
+            if operator:
+                self.schema_problems += [f"{what} refused: {c.field}: {c.message}" for c in causes]
+            name = body.get("metadata", {}).get("name", "")
+            message = f'{_kind(request)} "{name}" is invalid: ' + ", ".join(f"{c.field}: {c.message}" for c in causes)
+            raise kmock.KubernetesError(422, "Invalid", message, {
+                "name": name, "group": request.resource.group, "kind": _kind(request),
+                "causes": [c.as_status_cause() for c in causes],
+            })
+        if pruned and operator:
+            self.schema_problems += [f"{what} wrote {path}, which the CRD does not declare (pruned)" for path in pruned]
+        return stored
+
+    def _note_ignored(self, request: kmock.Request) -> None:
+        """The parts of an operator's patch that the status subresource makes the server ignore."""
+        patch = request.data
+        if isinstance(patch, list):
+            paths = [op.get("path", "") for op in patch if op.get("op") != "test"]
+            touched = {path.split("/")[1] for path in paths if path.startswith("/")}
+        else:
+            touched = set(patch or {})
+        ignored = touched - {"status"} if request.subresource == "status" else touched & {"status"}
+        what = f"{_method(request)} {request.url.path}"
+        self.schema_problems += [f"{what} wrote {part}, which this endpoint ignores" for part in sorted(ignored)]
+
+    async def expire_watches(self, resource: Any = KS) -> None:
+        """Expire every watch of `resource` now, as a compaction does: each must re-list.
+
+        The cluster's revision moves on (as other writes move it) and everything older is
+        compacted away: open streams end with 410, and so does any watch from an older version.
+        """
+        async with self._lock:
+            self._compacted[resource] = int(self._next_version())
+            await self._buses[resource].put({"type": "ERROR", "object": _gone(self._version)})
+
     async def _create(self, request: kmock.Request) -> None:
         body = copy.deepcopy(request.data)
         meta = body.setdefault("metadata", {})
@@ -85,6 +174,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         key = (request.resource, meta.get("namespace"), meta["name"])
         if key in self._objects and not self._objects[key].deleted:
             raise kmock.KubernetesError(409, "AlreadyExists", f"{meta['name']} already exists")
+        if "status" in self.resources[request.resource].subresources:
+            body.pop("status", None)  # set through /status only
+        body = self._admit(request, body)
+        meta = body["metadata"]
         meta.update(uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now())
         meta["resourceVersion"] = self._next_version()
         request.data.setdefault("metadata", {})["name"] = meta["name"]  # for the default responder
@@ -101,10 +194,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
         old = copy.deepcopy(self._objects[key].raw)
         new = self._patched(old, request.data)
         has_status = "status" in self.resources[request.resource].subresources
+        if has_status and _is_operator(request):
+            self._note_ignored(request)
         if request.subresource == "status":
             new = dict(old, status=new.get("status")) if "status" in new else {k: v for k, v in old.items() if k != "status"}
         elif has_status:
             new = {k: v for k, v in new.items() if k != "status"} | ({"status": old["status"]} if "status" in old else {})
+        new = self._admit(request, new, old)
         if new == old:
             return  # a no-op patch keeps the resourceVersion and emits no event, like the real API
         meta = new["metadata"]
@@ -162,6 +258,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         bus = self._buses[request.resource]
         since = request.params.get("resourceVersion", "")
         since_version = int(since) if since.isdigit() else 0
+        if since_version and since_version < self._compacted.get(request.resource, 0):
+            self.expired_watches += 1
+            yield {"type": "ERROR", "object": _gone(since_version)}
+            return
         async with self._lock:  # writers hold the lock: subscribe and snapshot atomically
             mark = await bus.mark()
             snapshot = [
@@ -174,6 +274,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
             for event in snapshot:
                 yield event
             async for event in bus.stream(since=mark):
+                if event.get("type") == "ERROR":  # expired: the stream ends here
+                    self.expired_watches += 1
+                    yield event
+                    return
                 meta = event.get("object", {}).get("metadata", {})
                 if self._selects(request, request.resource, meta.get("namespace"), meta.get("name")):
                     yield event
@@ -187,6 +291,27 @@ class KubeEmulator(kmock.KubernetesEmulator):
             and (request.namespace is None or namespace == request.namespace)
             and (request.name is None or name == request.name)
         )
+
+
+def _is_operator(request: kmock.Request) -> bool:
+    auth = {k.lower(): v for k, v in request.headers.items()}.get("authorization", "")
+    return auth == f"Bearer {OPERATOR_TOKEN}"
+
+
+def _method(request: kmock.Request) -> str:
+    return str(getattr(request.method, "value", request.method))
+
+
+def _kind(request: kmock.Request) -> str:
+    return f"{request.resource.plural}.{request.resource.group}"
+
+
+def _gone(version: int) -> dict[str, Any]:
+    """The Status a real API server streams when a watch's resourceVersion was compacted away."""
+    return {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f"too old resource version: {version}", "reason": "Expired", "code": 410,
+    }
 
 
 def _version_of(body: dict[str, Any]) -> int:
@@ -227,7 +352,7 @@ def kubeconfig(kube: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
         "clusters": [{"name": "kmock", "cluster": {"server": str(kube.url).rstrip("/")}}],
-        "users": [{"name": "kmock", "user": {}}],
+        "users": [{"name": "kmock", "user": {"token": OPERATOR_TOKEN}}],
         "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}],
     }))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
@@ -238,7 +363,7 @@ def kubeconfig(kube: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @asynccontextmanager
 async def running_operator(
-    memo: kopf.Memo, *, namespaces: list[str] | None = None, timeout: float = 10
+    memo: kopf.Memo, *, namespaces: list[str] | None = None, timeout: float = 120
 ) -> AsyncIterator[kopf.Memo]:
     """The real kopf operator with kboperator's handlers, in this event loop (cluster-wide by default)."""
     import kboperator.handlers  # noqa: F401  # registers the handlers in kopf's default registry
@@ -285,13 +410,22 @@ class KubeApi:
         self.namespace = namespace
         self.base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
 
-    async def create(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
-        body = {
+    async def create(
+        self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None, *, checked: bool = True
+    ) -> None:
+        """Create a KnowledgeSource; `checked=False` stores one the CRD refuses, as an older CRD let it be."""
+        self.kube.lax_for_users = not checked
+        try:
+            await self._ok(self.kube.post(self.base, json=self.body(name, spec, annotations)))
+        finally:
+            self.kube.lax_for_users = False
+
+    def body(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        return {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "KnowledgeSource",
             "metadata": {"name": name, "namespace": self.namespace, "annotations": annotations or {}},
             "spec": spec,
         }
-        await self._ok(self.kube.post(self.base, json=body))
 
     async def patch(self, name: str, changes: dict[str, Any]) -> None:
         headers = {"Content-Type": "application/merge-patch+json"}
@@ -334,8 +468,12 @@ class KubeApi:
         assert response.status < 300, f"{response.status}: {text}"
 
 
-async def eventually(check: Callable[[], Any], *, timeout: float = 15, what: str = "") -> Any:
-    """Poll `check` until it returns something truthy; fail with its last value after `timeout`."""
+async def eventually(check: Callable[[], Any], *, timeout: float = 120, what: str = "") -> Any:
+    """Poll `check` until it returns something truthy; fail after `timeout`.
+
+    The deadline only bounds a broken run: these waits take a second or two, but a loaded
+    machine (a full suite next to other work on two cores) can stretch them many times over.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:

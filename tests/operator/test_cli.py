@@ -35,19 +35,20 @@ class Server:
     def __init__(self, data_dir: Path, port: int = 0, **settings: object) -> None:
         app = create_app(Settings(data_dir=data_dir, **settings), store=make_store("edge", data_dir), embedder=HashingEmbedder())
         self.faults = Faults(app)
-        if not port:
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
-                port = probe.getsockname()[1]
-        self.port = port
+        # Bound here and handed to uvicorn: no other process can take the port in between. A
+        # given port is the one a previous Server used (a "reset" service at the same URL).
+        self.socket = socket.socket()
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.socket.bind(("127.0.0.1", port))
+        self.port = port = self.socket.getsockname()[1]
         config = uvicorn.Config(self.faults, host="127.0.0.1", port=port, log_level="warning", ws="none", lifespan="on")
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
         self.url = f"http://127.0.0.1:{port}"
 
     def __enter__(self) -> Server:
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # normally well under a second
         while not self.server.started:
             assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
             time.sleep(0.02)
@@ -55,7 +56,8 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
-        self.thread.join(timeout=30)
+        self.thread.join(timeout=120)
+        self.socket.close()
 
     def listing(self) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {TOKEN}"}

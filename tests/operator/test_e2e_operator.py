@@ -6,14 +6,19 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from kboperator.crd import FINALIZER, SYNC_REQUEST_ANNOTATION
+import pytest
+
+from kboperator.crd import FINALIZER, PLURAL, SYNC_REQUEST_ANNOTATION
 from kbsearch.app import create_app
 from kbsearch.settings import Settings
-from tests.operator.e2e_support import NAMESPACE, World
+from tests.operator.e2e_support import CLUSTERWIDE, NAMESPACE, NAMESPACED, World
 from tests.operator.kmock_support import KubeApi, eventually
 from tests.operator.secretfixtures import create_secret
 from tests.support.hashing import HashingEmbedder
 from tests.support.service import make_store, serve
+
+#: Run a test under both of the chart's install modes (and so against both sets of RBAC rules).
+both_modes = pytest.mark.parametrize("world", [NAMESPACED, CLUSTERWIDE], indirect=True)
 
 
 async def test_create_reaches_synced(world: World) -> None:
@@ -66,6 +71,7 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(c for c in status.get("conditions", []) if c["type"] == kind)
 
 
+@both_modes
 async def test_new_commits_are_reflected(world: World) -> None:
     repo = world.repo("changing")
     repo.write("README.md", "# One\n")
@@ -190,6 +196,7 @@ async def test_manual_sync_request_and_suspend(world: World) -> None:
     assert await world.listing("manual") == repo.expected("a.md", "b.md", "c.md")
 
 
+@both_modes
 async def test_deletion_policies(world: World) -> None:
     # One repository each: a document's URI is its identity in the service.
     repos, commits = {}, {}
@@ -225,6 +232,7 @@ async def test_deletion_policies(world: World) -> None:
     assert await world.listing("stubborn") == {}
 
 
+@both_modes
 async def test_missing_secret_and_invalid_spec_fail_clearly(world: World) -> None:
     repo = world.repo("strict")
     repo.write("a.md", "# A\n")
@@ -255,11 +263,12 @@ async def test_missing_secret_and_invalid_spec_fail_clearly(world: World) -> Non
     everything = json.dumps([world.api.get("unreachable"), world.api.events("unreachable")])
     assert "s3cr3t" not in everything
 
-    # Hostile and broken specs (the CRD refuses the first, but the emulator does not validate):
-    # Failed with the reason, and not retried until the spec changes.
+    # Hostile and broken specs: Failed with the reason, and not retried until the spec changes.
+    # The CRD refuses the first; it is stored anyway, as under an older CRD, to test the operator's own check.
     marker = world.tmp / "pwned"
     for name, ref in (("injection", f"--upload-pack=touch {marker}"), ("badref", "no-such-branch")):
-        await world.api.create(name, {"repository": {"url": str(repo.path), "ref": ref}, "schedule": "@every 1s"})
+        spec = {"repository": {"url": str(repo.path), "ref": ref}, "schedule": "@every 1s"}
+        await world.api.create(name, spec, checked=name != "injection")
     for name in ("injection", "badref"):
         status = await eventually(lambda n=name: (s := world.api.status(n)).get("phase") == "Failed" and s)
         assert condition(status, "Ready")["reason"] == "InvalidSpec" and "nextSyncTime" not in status
@@ -373,3 +382,39 @@ async def test_a_service_that_lost_its_collection_is_refilled_at_the_next_sync(w
             assert {d["metadata"]["path"]: d["checksum"] for d in listed} == repo.expected("a.md", "b.md")
         finally:
             world.faults.app = original  # the fresh app stops with this block
+
+
+async def test_a_permission_missing_from_the_chart_fails_the_run(world: World) -> None:
+    # The chart without `get secrets`: the API server refuses, and the run's teardown check says what.
+    world.kube.rules = world.kube.rules.without("", "secrets", "get")
+    await world.api.create_secret("creds", {"token": "t"})
+    spec = {"repository": {"url": "https://127.0.0.1:9/acme/docs.git", "secretRef": {"name": "creds"}}}
+    await world.api.create("locked", spec)
+    status = await eventually(lambda: (s := world.api.status("locked")).get("phase") == "Failed" and s)
+    assert condition(status, "Ready")["reason"] == "SecretUnavailable"
+    assert world.api_problems() == [
+        "not allowed by the chart's namespaced RBAC rules: "
+        "get secrets in namespace kb (/api/v1/namespaces/kb/secrets/creds)"
+    ]
+    world.kube.denied.clear()  # seen: the teardown would fail the test on it
+
+
+@both_modes
+async def test_an_expired_watch_is_relisted_and_a_later_change_handled(world: World) -> None:
+    repo = world.repo("watched")
+    repo.write("a.md", "# A\n")
+    first = repo.commit("one")
+    await world.api.create("watched", {"repository": {"url": str(repo.path)}, "schedule": "@every 1h"})
+    await eventually(synced_at(world, "watched", first))
+    repo.write("b.md", "# B\n")
+    second = repo.commit("two")
+    before = len(world.kube.operator_requests)
+
+    await world.kube.expire_watches()
+    # Made after the expiry: the old stream cannot deliver it, only a re-list (or a watch from it) can.
+    await world.api.annotate("watched", SYNC_REQUEST_ANNOTATION, "2024-05-01T10:00:00Z")
+
+    await eventually(synced_at(world, "watched", second), what="the requested sync after the expiry")
+    assert world.kube.expired_watches >= 1
+    after = world.kube.operator_requests[before:]
+    assert any(r.verb == "list" and r.resource == PLURAL for r in after), "the operator never re-listed"

@@ -69,7 +69,7 @@ def test_metrics_are_served_over_http_and_port_zero_disables_them() -> None:
     assert metrics.serving
     try:
         metrics.set_phase("ns/a", "Synced")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as response:
             text = response.read().decode()
     finally:
         metrics.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 
 import pytest
 from pydantic import ValidationError
@@ -104,20 +103,24 @@ async def test_an_embedder_failure_is_a_503_on_writes_and_searches(api):
 async def test_a_bulk_delete_waits_for_a_write_in_flight_to_its_source(api):
     store = api.app.state.store
     original = store.upsert_chunks
-    writing = threading.Event()
+    writing, proceed = threading.Event(), threading.Event()
 
-    def slow_upsert(points):
+    def held_upsert(points):
         writing.set()
-        time.sleep(0.3)
+        proceed.wait(timeout=300)  # the write stays in flight until the delete has had every chance
         return original(points)
 
-    store.upsert_chunks = slow_upsert
+    store.upsert_chunks = held_upsert
     write = asyncio.create_task(
         api.put("/api/v1/documents", json={"uri": "doc.md", "content": sections(3), "metadata": {"sourceIdentifier": "s"}})
     )
-    while not writing.is_set():
-        await asyncio.sleep(0.01)
-    deleted = await api.delete("/api/v1/sources/s")
+    assert await asyncio.to_thread(writing.wait, 300)
+    delete = asyncio.create_task(api.delete("/api/v1/sources/s"))
+    for _ in range(200):  # the delete runs as far as it can: up to the lock it must wait on
+        await asyncio.sleep(0)
+    assert not delete.done()
+    proceed.set()
+    deleted = await delete
     assert (await write).status_code == 200
     assert deleted.json() == {"sourceIdentifier": "s", "documentsDeleted": 1, "chunksDeleted": 3}
     assert await list_all(api) == []

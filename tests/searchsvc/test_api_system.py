@@ -142,7 +142,7 @@ async def test_writes_beyond_the_queue_bound_get_429_with_retry_after(tmp_path):
 
     class GatedEmbedder(HashingEmbedder):
         def embed_documents(self, texts):
-            gate.wait(timeout=30)
+            gate.wait(timeout=300)
             return super().embed_documents(texts)
 
     async with running_service("edge", tmp_path / "d", embedder=GatedEmbedder(), max_pending_writes=1) as client:

@@ -18,23 +18,33 @@ class GatedEmbedder(HashingEmbedder):
     def __init__(self) -> None:
         super().__init__()
         self.gate = threading.Event()
+        self.called = threading.Event()
         self.batches: list[list[str]] = []
 
     def embed_documents(self, texts):
         self.batches.append(list(texts))
         if len(self.batches) == 1:
-            self.gate.wait(timeout=30)
+            self.called.set()
+            self.gate.wait(timeout=300)
         return super().embed_documents(texts)
+
+    async def first_call_started(self) -> None:
+        assert await asyncio.to_thread(self.called.wait, 300), "the first embedding call never started"
+
+
+async def settle() -> None:
+    """Let every task started so far run until it blocks (a request queues in its first step)."""
+    for _ in range(50):
+        await asyncio.sleep(0)
 
 
 async def test_requests_queued_behind_a_call_share_the_next_one():
     embedder = GatedEmbedder()
     batcher = EmbeddingBatcher(embedder, max_batch=64)
     first = asyncio.create_task(batcher.embed(["first"]))
-    while not embedder.batches:
-        await asyncio.sleep(0.005)
+    await embedder.first_call_started()
     rest = [asyncio.create_task(batcher.embed([f"doc {i} a", f"doc {i} b"])) for i in range(5)]
-    await asyncio.sleep(0.05)
+    await settle()
     embedder.gate.set()
     results = await asyncio.gather(first, *rest)
     assert len(embedder.batches) == 2
@@ -49,11 +59,10 @@ async def test_batches_respect_the_cap_but_never_split_a_request():
     embedder = GatedEmbedder()
     batcher = EmbeddingBatcher(embedder, max_batch=4)
     first = asyncio.create_task(batcher.embed(["x"]))
-    while not embedder.batches:
-        await asyncio.sleep(0.005)
+    await embedder.first_call_started()
     big = asyncio.create_task(batcher.embed([f"t{i}" for i in range(6)]))
     small = [asyncio.create_task(batcher.embed([f"s{i}"])) for i in range(3)]
-    await asyncio.sleep(0.05)
+    await settle()
     embedder.gate.set()
     await asyncio.gather(first, big, *small)
     assert [len(b) for b in embedder.batches] == [1, 6, 3]
@@ -64,16 +73,17 @@ async def test_a_failed_call_fails_every_request_in_it_and_the_next_call_still_r
         def embed_documents(self, texts):
             self.batches.append(list(texts))
             if len(self.batches) == 1:
-                self.gate.wait(timeout=30)
+                self.called.set()
+                self.gate.wait(timeout=300)
                 raise RuntimeError("model exploded")
             return HashingEmbedder.embed_documents(self, texts)
 
     embedder = FailingOnce()
     batcher = EmbeddingBatcher(embedder)
     doomed = asyncio.create_task(batcher.embed(["a"]))
-    while not embedder.batches:
-        await asyncio.sleep(0.005)
+    await embedder.first_call_started()
     survivor = asyncio.create_task(batcher.embed(["b"]))
+    await settle()
     embedder.gate.set()
     with pytest.raises(EmbedderUnavailableError, match="RuntimeError") as failed:
         await doomed

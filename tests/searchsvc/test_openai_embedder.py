@@ -6,7 +6,6 @@ import hashlib
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,7 +33,8 @@ class Stub:
     dims: int = DEFAULT_DIMS  # when the request does not ask for a size
     force_dims: int | None = None  # answer with this size whatever was asked
     drop_last: bool = False
-    delay: float = 0.0
+    hang: bool = False  # never answer, until the test ends (a client timeout must fire)
+    released: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail(self, status: int, times: int = 1, **headers: str) -> None:
@@ -51,8 +51,8 @@ class Handler(BaseHTTPRequestHandler):
         with stub.lock:
             stub.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
             failure = stub.failures.pop(0) if stub.failures else None
-        if stub.delay:
-            time.sleep(stub.delay)
+        if stub.hang:
+            stub.released.wait(timeout=300)
         if failure is not None:
             status, headers = failure
             self._send(status, {"error": {"message": f"stub says {status}", "type": "stub", "code": None}}, headers)
@@ -101,6 +101,7 @@ def stub(monkeypatch) -> Iterator[tuple[Stub, str]]:
     try:
         yield server.stub, f"http://127.0.0.1:{server.server_address[1]}/v1"
     finally:
+        server.stub.released.set()
         server.shutdown()
         server.server_close()
         thread.join()
@@ -265,7 +266,7 @@ def test_connection_errors_are_retried_then_unavailable(make):
 
 def test_timeouts_are_retried_then_unavailable(stub, make):
     fake, _ = stub
-    fake.delay = 0.5
+    fake.hang = True  # no answer ever comes, however slow the machine: the timeout fires every time
     embedder = make(dimensions=4, max_retries=1, timeout=0.05)
     with pytest.raises(EmbedderUnavailableError, match="2 times") as caught:
         embedder.embed_documents(["x"])

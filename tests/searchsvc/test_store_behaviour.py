@@ -809,25 +809,35 @@ def test_edge_group_commit_flushes_in_the_background(tmp_path):
     """Writes are fsync'ed by the flusher within the interval, not one by one."""
     import time
 
-    store = EdgeStore(tmp_path, "flush", flush_interval_s=0.05)
+    record = DocumentRecord("a.md", "s", "sha256:x", 0, {}, None, "2026-01-01T00:00:00Z", "c")
+    # Not one by one: with the flusher an hour away, a write leaves the store to flush.
+    # (With a short interval the flusher may run before the check, on a loaded machine.)
+    lazy = EdgeStore(tmp_path / "lazy", "flush", flush_interval_s=3600)
+    lazy.open(TEST_SIGNATURE)
+    try:
+        lazy.write_document(record, None)
+        assert lazy._dirty
+    finally:
+        lazy.close()  # closing flushes it: it is read back below
+
+    # In the background: the flusher gets to it without another write or a close.
+    store = EdgeStore(tmp_path / "eager", "flush", flush_interval_s=0.05)
     store.open(TEST_SIGNATURE)
     try:
-        store.write_document(
-            DocumentRecord("a.md", "s", "sha256:x", 0, {}, None, "2026-01-01T00:00:00Z", "c"), None
-        )
-        assert store._dirty
-        deadline = time.monotonic() + 10
+        store.write_document(record, None)
+        deadline = time.monotonic() + 120  # normally 50 ms; generous for a loaded machine
         while store._dirty and time.monotonic() < deadline:
             time.sleep(0.01)
         assert not store._dirty
     finally:
         store.close()
-    reopened = EdgeStore(tmp_path, "flush")
-    reopened.open(TEST_SIGNATURE)
-    try:
-        assert reopened.get_document("a.md") is not None
-    finally:
-        reopened.close()
+    for path in ("lazy", "eager"):
+        reopened = EdgeStore(tmp_path / path, "flush")
+        reopened.open(TEST_SIGNATURE)
+        try:
+            assert reopened.get_document("a.md") is not None
+        finally:
+            reopened.close()
 
 
 def test_reusable_vectors_are_found_by_the_hash_each_chunk_carries(store):
