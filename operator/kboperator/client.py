@@ -197,13 +197,14 @@ class SearchClient:
             if 200 <= status < 300:
                 return _json_body(response, method, path)
             code, message, details = _error_of(response)
-            if status == 429 or status >= 500:
+            # A 409 with Retry-After (WRITE_CONFLICT) lost a race with another replica: retry it.
+            if status == 429 or status >= 500 or (status == 409 and "Retry-After" in response.headers):
                 if last:
                     raise ServiceUnavailableError(
                         f"{method} {path}: the search service answered {status} {code}: {message}",
                         status=status, code=code, details=details,
                     )  # fmt: skip
-                await self._backoff(attempt, _retry_after(response) if status == 429 else None, f"{status} {code}")
+                await self._backoff(attempt, _retry_after(response) if status != 503 else None, f"{status} {code}")
                 continue
             error: type[ServiceRejectedError | ServiceAuthError] = ServiceRejectedError
             if status in (401, 403):

@@ -223,6 +223,23 @@ async def test_429_honours_retry_after_and_network_errors_are_retried(service: h
     assert len(sleeps) == 3 and sleeps[0] >= 7
 
 
+async def test_a_lost_write_race_is_retried_not_skipped(service: httpx.AsyncClient) -> None:
+    # Another replica won the race for this URI: the service's WRITE_CONFLICT carries Retry-After.
+    sleeps: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    lost = httpx.Response(
+        409, headers={"Retry-After": "1"}, json={"error": {"code": "WRITE_CONFLICT", "message": "raced", "details": {}}}
+    )
+    transport = flaky(service, [lost])
+    async with SearchClient(BASE_URL, transport=transport, sleep=sleep, backoff_base=0.1) as client:
+        assert (await client.put_document("https://x/a.md", "alpha", META)).status == "created"
+    assert len(sleeps) == 1 and sleeps[0] >= 1
+    assert list(await listing(service, SOURCE)) == ["https://x/a.md"]
+
+
 async def test_retries_run_out_into_service_unavailable(service: httpx.AsyncClient) -> None:
     transport = flaky(service, [unavailable() for _ in range(3)])
     async with SearchClient(BASE_URL, transport=transport, sleep=no_sleep, max_attempts=3) as client:

@@ -145,6 +145,7 @@ async def test_a_slow_replica_never_mixes_its_chunks_into_a_newer_write(replicas
     assert fast_write.status_code == 200
     assert slow_answer.status_code == 409
     assert slow_answer.json()["error"]["code"] == "WRITE_CONFLICT"
+    assert slow_answer.headers["Retry-After"]  # the operator retries it rather than skipping the file
     # The loser's retry wins cleanly.
     assert (await put(first, "race.md", slow)).status_code == 200
     assert await assert_consistent(second, shared, "race.md", [slow]) == slow

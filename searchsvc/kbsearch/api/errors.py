@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kbsearch.errors import OverloadedError, ServiceError, UnauthenticatedError
+from kbsearch.errors import ServiceError, UnauthenticatedError
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
     headers = {}
     if isinstance(exc, UnauthenticatedError):
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, OverloadedError) or exc.status_code == 503:
+    if exc.retryable:  # 429, 503 and a lost write race: the same request may succeed later
         headers["Retry-After"] = str(exc.details.get("retryAfterSeconds", 1))
     if exc.status_code >= 500:
         log.warning("request failed", extra={"code": exc.code, "reason": exc.message})
