@@ -199,7 +199,7 @@ def test_a_failing_flush_refuses_writes_logs_once_and_recovers_when_a_flush_succ
     store = EdgeStore(tmp_path, "test", flush_interval_s=3600)  # the test runs the flusher's ticks itself
     store.open(TEST_SIGNATURE)
     try:
-        store.put_document(_record("kb://a"))
+        store.write_document(_record("kb://a"), None)
         # A flush writes into the segment directories: moved away, every flush fails.
         segments, moved = tmp_path / "test" / "segments", tmp_path / "moved"
         segments.rename(moved)
@@ -209,13 +209,13 @@ def test_a_failing_flush_refuses_writes_logs_once_and_recovers_when_a_flush_succ
         problem = store.write_problem()
         assert problem is not None and problem.details["cause"] == FLUSH_FAILING
         with pytest.raises(StoreUnavailableError):
-            store.put_document(_record("kb://b"))
+            store.write_document(_record("kb://b"), None)
         assert [r.cause for r in caplog.records if r.levelno == logging.ERROR] == [FLUSH_FAILING]
 
         moved.rename(segments)
         store._tick()
         assert store.write_problem() is None
-        store.put_document(_record("kb://b"))
+        store.write_document(_record("kb://b"), None)
         assert store.get_document("kb://b") is not None
         assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
             "the embedded store takes writes again"
@@ -231,7 +231,7 @@ def test_with_a_flush_per_write_a_failed_flush_answers_503_and_a_later_one_clear
         segments, moved = tmp_path / "test" / "segments", tmp_path / "moved"
         segments.rename(moved)
         with pytest.raises(StoreUnavailableError) as refused:
-            store.put_document(_record("kb://a"))
+            store.write_document(_record("kb://a"), None)
         assert refused.value.details["cause"] == FLUSH_FAILING
         assert store.write_problem().details["cause"] == FLUSH_FAILING
 
