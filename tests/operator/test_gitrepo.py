@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import stat
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -286,8 +287,22 @@ def test_a_fetch_that_hangs_is_killed_with_its_remote_helper(tmp_path: Path) -> 
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         cache = RepoCache(tmp_path / "cache", timeout_s=2)
-        with pytest.raises(RepositoryUnavailableError, match="timed out"):
-            cache.open("ns/src", RepoSpec(f"http://127.0.0.1:{port}/o/r.git"), allow_local=False)
+        spec = RepoSpec(f"http://127.0.0.1:{port}/o/r.git")
+        # In a daemon thread, so that a helper left alive (it keeps git's pipes open, and the
+        # wait for them never ends) fails the test instead of hanging it.
+        raised: list[BaseException] = []
+
+        def open_it() -> None:
+            try:
+                cache.open("ns/src", spec, allow_local=False)
+            except BaseException as exc:  # noqa: BLE001  # handed to the test thread
+                raised.append(exc)
+
+        opening = threading.Thread(target=open_it, daemon=True)
+        opening.start()
+        opening.join(60)
+        assert not opening.is_alive(), "the timed-out fetch never returned"
+        assert isinstance(raised[0], RepositoryUnavailableError) and "timed out" in str(raised[0])
         server.settimeout(30)
         connection, _ = server.accept()  # already queued: git connected before the timeout
         with connection:
