@@ -43,7 +43,7 @@ class CleanGit(Git):
         self.update_environment(**environment)
         self._timeout_s = timeout_s
 
-    def execute(  # type: ignore[override]  # one signature for GitPython's overloads
+    def execute(
         self,
         command: str | Sequence[Any],
         istream: Any = None,
@@ -95,7 +95,7 @@ class CleanGit(Git):
 class CacheRepo(Repo):
     """One bare clone of the cache, at exactly `folder`; its git runs in base_env() unless told otherwise."""
 
-    def __init__(self, folder: Path, *, timeout_s: float) -> None:  # noqa: PLW0231  # see the module docstring
+    def __init__(self, folder: Path, *, timeout_s: float) -> None:  # not super().__init__(): see the module docstring
         self.git_dir = str(folder)
         self._common_dir = ""
         self._bare = True

@@ -16,7 +16,8 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from git import BadName, Git, GitError, UnsafeProtocolError
+from git import BadName, Commit, Git, GitError, UnsafeProtocolError
+from git.compat import safe_decode
 
 from kboperator.errors import (
     InvalidSpecError,
@@ -82,19 +83,18 @@ class RepoCache:
 
     def open(self, source_id: str, repo: RepoSpec, *, allow_local: bool) -> Checkout:
         """Validate the spec, fetch the ref and return a Checkout of its head. Blocking."""
-        location = parse_repo_url(
-            repo.url, allow_local=allow_local, local_root=self.local_root, forbidden=[self.root]
-        )
+        location = parse_repo_url(repo.url, allow_local=allow_local, local_root=self.local_root, forbidden=[self.root])
         ref = validate_ref(repo.ref)
         key = self.key(source_id, repo.url)
         folder = self.root / key
         with self._lock(key):
-            if not (folder / "HEAD").is_file():
+            fresh = not (folder / "HEAD").is_file()
+            if fresh:
                 shutil.rmtree(folder, ignore_errors=True)  # a half-made clone from a crash
                 folder.mkdir(parents=True, exist_ok=True)
             clone = CacheRepo(folder, timeout_s=self.timeout_s)
             try:
-                if not (folder / "HEAD").is_file():
+                if fresh:
                     try:
                         clone.git.init(bare=True, quiet=True)
                     except GitFailed as exc:
@@ -183,21 +183,22 @@ class Checkout:
         return [c.with_sizes(sizes) for c in changes]
 
     def blob_sizes(self, shas: Iterable[str]) -> dict[str, int]:
+        unique = sorted({self._object(sha) for sha in shas})
         with self._lock:
-            try:
-                return {sha: self.clone.odb.info(bytes.fromhex(self._object(sha))).size for sha in sorted(set(shas))}
+            try:  # GitPython's long-lived `cat-file --batch-check`
+                return {sha: self.clone.odb.info(bytes.fromhex(sha)).size for sha in unique}
             except _READ_ERRORS as exc:
                 raise RepositoryReadError(f"reading blob sizes from the cached clone failed: {exc}") from None
 
     def read_blob(self, sha: str) -> bytes:
+        sha = self._object(sha)
         with self._lock:
-            try:
-                stream = self.clone.odb.stream(bytes.fromhex(self._object(sha)))
-                data: bytes = stream.read()  # read whole: the batch reader then serves the next request
+            try:  # GitPython's long-lived `cat-file --batch`: one process for every blob of a sync
+                _, kind, _, data = self.clone.git.get_object_data(sha)
             except _READ_ERRORS as exc:
                 raise RepositoryReadError(f"reading blob {sha} from the cached clone failed: {exc}") from None
-        if stream.type != b"blob":
-            raise RepositoryReadError(f"reading blob {sha} from the cached clone failed: it is a {stream.type.decode()}")
+        if safe_decode(kind) != "blob":  # typed str, returned as bytes
+            raise RepositoryReadError(f"reading blob {sha} from the cached clone failed: it is a {safe_decode(kind)}")
         return data
 
     def has_commit(self, sha: str) -> bool:
@@ -215,7 +216,8 @@ class Checkout:
         if not self.has_commit(old):
             return False
         try:
-            return self.clone.is_ancestor(old, self._commit(new))
+            ancestor, descendant = (Commit(self.clone, bytes.fromhex(sha)) for sha in (old, self._commit(new)))
+            return self.clone.is_ancestor(ancestor, descendant)
         except GitError:
             return False
 
@@ -230,10 +232,12 @@ class Checkout:
     def _git(self, command: str, *args: str) -> bytes:
         # These read our own clone: a failure means a damaged cache (or disk), not a bad spec,
         # and must reach status as a sync error rather than an unexpected exception.
+        run = getattr(self.clone.git, command)  # GitPython's `repo.git.ls_tree(...)` style
         try:
-            out: bytes = getattr(self.clone.git, command)(*args, stdout_as_string=False, strip_newline_in_stdout=False)
+            out: bytes = run(*args, stdout_as_string=False, strip_newline_in_stdout=False)
         except GitFailed as exc:
-            raise RepositoryReadError(f"reading the cached clone failed: git {command.replace('_', '-')}: {exc.detail}") from None
+            name = command.replace("_", "-")
+            raise RepositoryReadError(f"reading the cached clone failed: git {name}: {exc.detail}") from None
         return out
 
 
