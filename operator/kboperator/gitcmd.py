@@ -38,6 +38,9 @@ class GitFailed(GitCommandError):
 class CleanGit(Git):
     """GitPython's command object; every process it starts gets `environment()` and nothing else."""
 
+    # The git on PATH, as always: not a GIT_PYTHON_GIT_EXECUTABLE inherited at import time.
+    GIT_PYTHON_GIT_EXECUTABLE = "git"
+
     def __init__(self, working_dir: Path, environment: Mapping[str, str], *, timeout_s: float) -> None:
         super().__init__(working_dir)
         self.update_environment(**environment)
