@@ -6,7 +6,7 @@ Two places where GitPython reads the operator's own environment are replaced her
   or change variables but never drop one, so an inherited GIT_DIR, GIT_TRACE_CURL or
   GIT_CONFIG_PARAMETERS would reach git. `CleanGit.execute` starts the process itself, with
   `environment()` alone, in its own process group that a timeout kills whole (ssh and the
-  remote helpers too, which GitPython's own timeout finds with `pgrep`, absent from the image).
+  remote helpers too, which GitPython's own timeout can only find with `pgrep` or `ps`).
 - `Repo.__init__` reads GIT_DIR, GIT_COMMON_DIR, GIT_OBJECT_DIRECTORY and GIT_WORK_TREE from
   os.environ (in a git hook these point at another repository or a quarantine), so `CacheRepo`
   sets the few attributes it would set from the folder alone.
