@@ -1,11 +1,11 @@
-"""Git object records and the parsers for `ls-tree -z` / `diff-tree -z --raw` output."""
+"""Git object records and the parsers for `ls-tree -z` / `diff-tree -z --raw` output.
+
+Paths are kept byte-exact (undecodable bytes as surrogates), whatever they contain.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import threading
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 _KIND_BY_MODE = {"100644": "file", "100755": "file", "120000": "symlink", "160000": "submodule"}
 
@@ -77,55 +77,3 @@ def parse_diff(out: bytes) -> list[Change]:
             letter, old = "A", None
         changes.append(Change(letter, old, new))
     return changes
-
-
-class BlobReader:
-    """One long-lived `git cat-file --batch`, so reading thousands of blobs costs one process."""
-
-    def __init__(self, folder: Path, env: dict[str, str]) -> None:
-        self._folder = folder
-        self._env = env
-        self._process: subprocess.Popen[bytes] | None = None
-        self._lock = threading.Lock()  # the pipe protocol is strictly one request at a time
-
-    def read(self, sha: str) -> bytes:
-        with self._lock:
-            process = self._start()
-            assert process.stdin is not None and process.stdout is not None
-            process.stdin.write(sha.encode() + b"\n")
-            process.stdin.flush()
-            header = process.stdout.readline().split()
-            if len(header) != 3 or header[1] != b"blob":
-                raise KeyError(f"blob {sha} is not in the repository")
-            size = int(header[2])
-            data = process.stdout.read(size)
-            process.stdout.read(1)  # the newline after each object
-            if len(data) != size:
-                raise OSError(f"short read of blob {sha}")
-            return data
-
-    def close(self) -> None:
-        with self._lock:
-            process, self._process = self._process, None
-        if process is None:
-            return
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        process.stdout.close()
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        if self._process is None:
-            self._process = subprocess.Popen(
-                ["git", "cat-file", "--batch"],
-                cwd=self._folder,
-                env=self._env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
-        return self._process

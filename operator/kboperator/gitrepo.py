@@ -1,9 +1,8 @@
 """A cached bare clone per source: fetch one ref, list and read blobs, diff commits.
 
-Every git command runs as a subprocess with a clean environment (see gitauth). GitPython's
-runner always inherits os.environ and cannot drop variables such as a CI hook's GIT_DIR or
-GIT_TRACE_CURL, so this module drives the git CLI directly. Nothing is ever checked out: files
-are read from the object database, so a symlink in the repository is never followed.
+The clone is a GitPython repository (gitcmd.CacheRepo) whose git processes run with a clean
+environment (see gitauth and gitcmd). Nothing is ever checked out: files are read from the
+object database, so a symlink in the repository is never followed.
 """
 
 from __future__ import annotations
@@ -13,11 +12,12 @@ import logging
 import os
 import re
 import shutil
-import signal
-import subprocess
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
+
+from git import BadName, Commit, Git, GitError, UnsafeProtocolError
+from git.compat import safe_decode
 
 from kboperator.errors import (
     InvalidSpecError,
@@ -26,8 +26,9 @@ from kboperator.errors import (
     RepositoryUnavailableError,
     SyncError,
 )
-from kboperator.gitauth import GitCall, HostKeys, base_env, git_call
-from kboperator.gitobjects import BlobReader, Change, TreeEntry, parse_diff, parse_ls_tree
+from kboperator.gitauth import GitCall, HostKeys, git_call
+from kboperator.gitcmd import CacheRepo, GitFailed
+from kboperator.gitobjects import Change, TreeEntry, parse_diff, parse_ls_tree
 from kboperator.models import RepoSpec
 from kboperator.repourl import RepoLocation, parse_repo_url, validate_ref
 
@@ -48,6 +49,9 @@ _AUTH_HINTS = (
     "repository not found",
     "does not appear to be a git repository",
 )
+# What reading the object database can raise: git failed or died (GitError, OSError), or
+# answered `missing` or something unparsable (ValueError).
+_READ_ERRORS = (GitError, OSError, ValueError)
 
 
 class RepoCache:
@@ -79,26 +83,31 @@ class RepoCache:
 
     def open(self, source_id: str, repo: RepoSpec, *, allow_local: bool) -> Checkout:
         """Validate the spec, fetch the ref and return a Checkout of its head. Blocking."""
-        location = parse_repo_url(
-            repo.url, allow_local=allow_local, local_root=self.local_root, forbidden=[self.root]
-        )
+        location = parse_repo_url(repo.url, allow_local=allow_local, local_root=self.local_root, forbidden=[self.root])
         ref = validate_ref(repo.ref)
         key = self.key(source_id, repo.url)
         folder = self.root / key
         with self._lock(key):
-            if not (folder / "HEAD").is_file():
+            fresh = not (folder / "HEAD").is_file()
+            if fresh:
                 shutil.rmtree(folder, ignore_errors=True)  # a half-made clone from a crash
                 folder.mkdir(parents=True, exist_ok=True)
-                try:
-                    run_git(["init", "--bare", "--quiet", "--", str(folder)], env=base_env(), timeout=60)
-                except GitFailed as exc:
-                    raise RepositoryReadError(f"creating the cached clone failed: {exc}") from None
-            pinned = self.root / f"{key}.known_hosts"
-            with git_call(location, repo.credentials, pinned_known_hosts=pinned, host_keys=self.host_keys) as call:
-                self._fetch(folder, location, ref, call)
-            head_sha = _fetched_commit(folder, ref)
-            is_tag = b"\ttag '" in (folder / "FETCH_HEAD").read_bytes()
-        return Checkout(folder, location, ref, head_sha, is_tag=is_tag, timeout_s=self.timeout_s)
+            clone = CacheRepo(folder, timeout_s=self.timeout_s)
+            try:
+                if fresh:
+                    try:
+                        clone.git.init(bare=True, quiet=True)
+                    except GitFailed as exc:
+                        raise RepositoryReadError(f"creating the cached clone failed: {exc.detail}") from None
+                pinned = self.root / f"{key}.known_hosts"
+                with git_call(location, repo.credentials, pinned_known_hosts=pinned, host_keys=self.host_keys) as call:
+                    self._fetch(clone, location, ref, call)
+                head_sha = _fetched_commit(clone, ref)
+                is_tag = b"\ttag '" in (folder / "FETCH_HEAD").read_bytes()
+            except BaseException:
+                clone.close()
+                raise
+        return Checkout(clone, location, ref, head_sha, is_tag=is_tag)
 
     def forget(self, source_id: str, url: str) -> None:
         """Remove a source's clone, for when the source is deleted."""
@@ -107,17 +116,24 @@ class RepoCache:
             shutil.rmtree(self.root / key, ignore_errors=True)
             (self.root / f"{key}.known_hosts").unlink(missing_ok=True)
 
-    def _fetch(self, folder: Path, location: RepoLocation, ref: str, call: GitCall) -> None:
-        # '+' accepts force-pushes; only this one ref is fetched, and no tags ride along.
-        args = [
-            *(arg for option in call.config for arg in ("-c", option)),
-            "fetch", "--no-tags", "--no-recurse-submodules", "--quiet", "--",
-            location.fetch_url, f"+{ref}:{_FETCHED}",
-        ]  # fmt: skip
+    def _fetch(self, clone: CacheRepo, location: RepoLocation, ref: str, call: GitCall) -> None:
+        # GitPython's own guard against `ext::`-style transports, behind repourl's allow-list.
         try:
-            run_git(args, cwd=folder, env=call.env, timeout=self.timeout_s, scrub=call.scrub)
+            Git.check_unsafe_protocols(location.fetch_url)
+        except UnsafeProtocolError as exc:
+            raise InvalidSpecError(f"git refused the address of {location.display_url}: {exc}") from None
+        # The git CLI through GitPython's command object, not Remote.fetch: that needs the URL
+        # saved as a named remote in the clone's config and parses `fetch -v` output into
+        # FetchInfo, for nothing here: exactly one ref is fetched into a private ref (`+`
+        # accepts force-pushes, no tags ride along), and read back by _fetched_commit. The
+        # per-call `-c` options and environment carry the credentials (see gitauth).
+        try:
+            with clone.git.custom_environment(**call.env):
+                clone.git(c=call.config).fetch(
+                    "--no-tags", "--no-recurse-submodules", "--quiet", "--", location.fetch_url, f"+{ref}:{_FETCHED}"
+                )
         except GitFailed as exc:
-            raise _classify(exc, location, ref) from None
+            raise _classify(call.scrub(exc.detail), location, ref) from None
 
     def _lock(self, key: str) -> threading.Lock:
         with self._locks_guard:
@@ -125,18 +141,16 @@ class RepoCache:
 
 
 class Checkout:
-    """Read-only access to one fetched head. Close it (or use `with`) to stop the blob reader."""
+    """Read-only access to one fetched head. Close it (or use `with`) to stop its git readers."""
 
-    def __init__(
-        self, folder: Path, location: RepoLocation, ref: str, head: str, *, is_tag: bool, timeout_s: float
-    ) -> None:
-        self.folder = folder
+    def __init__(self, clone: CacheRepo, location: RepoLocation, ref: str, head: str, *, is_tag: bool) -> None:
+        self.clone = clone
+        self.folder = Path(clone.git_dir)
         self.location = location
         self.ref = ref
         self.head = head
         self.is_tag = is_tag
-        self.timeout_s = timeout_s
-        self._reader = BlobReader(folder, base_env())
+        self._lock = threading.Lock()  # GitPython's cat-file readers answer one request at a time
 
     def __enter__(self) -> Checkout:
         return self
@@ -145,16 +159,23 @@ class Checkout:
         self.close()
 
     def close(self) -> None:
-        self._reader.close()
+        with self._lock:
+            self.clone.close()
 
     def list_files(self, commit: str | None = None) -> list[TreeEntry]:
         """Every blob, symlink and submodule in the commit's tree, with sizes."""
-        out = self._git("ls-tree", "-r", "-l", "-z", "--full-tree", self._commit(commit))
-        return parse_ls_tree(out)
+        # `ls-tree`, not GitPython's Tree.traverse(): GitPython refuses a whole tree when one
+        # entry is named like git metadata on Windows or macOS (`git~1`, `.GIT.`) or has an odd
+        # mode, so one hostile file would stop the source; ls-tree lists it, and the document
+        # reader skips it. It also returns every size in the same pass.
+        return parse_ls_tree(self._git("ls_tree", "-r", "-l", "-z", "--full-tree", self._commit(commit)))
 
     def diff(self, old: str, new: str | None = None) -> list[Change]:
         """Changes from `old` to `new` (default head), renames detected, blob sizes filled."""
-        out = self._git("diff-tree", "-r", "-z", "--raw", "--no-abbrev", "-M", "--no-commit-id",
+        # `diff-tree --raw -z` parsed by gitobjects, not Commit.diff(): GitPython decodes that
+        # output as strict UTF-8 and returns an empty diff when one path is not UTF-8, which
+        # an incremental sync would take for "nothing changed".
+        out = self._git("diff_tree", "-r", "-z", "--raw", "--no-abbrev", "-M", "--no-commit-id",
                         self._commit(old), self._commit(new))  # fmt: skip
         changes = parse_diff(out)
         sides = [entry for c in changes for entry in (c.old, c.new) if entry is not None and entry.kind == "file"]
@@ -162,43 +183,43 @@ class Checkout:
         return [c.with_sizes(sizes) for c in changes]
 
     def blob_sizes(self, shas: Iterable[str]) -> dict[str, int]:
-        unique = sorted(set(shas))
-        if not unique:
-            return {}
-        out = self._git("cat-file", "--batch-check=%(objectname) %(objectsize)",
-                        input="".join(f"{sha}\n" for sha in unique).encode())  # fmt: skip
-        sizes = {}
-        for line in out.decode().splitlines():
-            sha, _, size = line.partition(" ")
-            if size.isdigit():
-                sizes[sha] = int(size)
-        return sizes
+        unique = sorted({self._object(sha) for sha in shas})
+        with self._lock:
+            try:  # GitPython's long-lived `cat-file --batch-check`
+                return {sha: self.clone.odb.info(bytes.fromhex(sha)).size for sha in unique}
+            except _READ_ERRORS as exc:
+                raise RepositoryReadError(f"reading blob sizes from the cached clone failed: {exc}") from None
 
     def read_blob(self, sha: str) -> bytes:
-        try:
-            return self._reader.read(self._object(sha))
-        except (KeyError, OSError) as exc:  # a missing object, or the reader process died
-            raise RepositoryReadError(f"reading blob {sha} from the cached clone failed: {exc}") from None
+        sha = self._object(sha)
+        with self._lock:
+            try:  # GitPython's long-lived `cat-file --batch`: one process for every blob of a sync
+                _, kind, _, data = self.clone.git.get_object_data(sha)
+            except _READ_ERRORS as exc:
+                raise RepositoryReadError(f"reading blob {sha} from the cached clone failed: {exc}") from None
+        if safe_decode(kind) != "blob":  # typed str, returned as bytes
+            raise RepositoryReadError(f"reading blob {sha} from the cached clone failed: it is a {safe_decode(kind)}")
+        return data
 
     def has_commit(self, sha: str) -> bool:
         """True when the commit is in the clone (a force-push may have made it vanish)."""
         if not _SHA.match(sha or ""):
             return False
-        try:
-            run_git(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=self.folder, timeout=self.timeout_s)
-        except GitFailed:
-            return False
-        return True
+        with self._lock:
+            try:
+                return bool(self.clone.odb.info(bytes.fromhex(sha)).type == b"commit")
+            except _READ_ERRORS:
+                return False
 
     def is_ancestor(self, old: str, new: str | None = None) -> bool:
         """True when `old` is in `new`'s history: a diff from it is an honest account of changes."""
         if not self.has_commit(old):
             return False
         try:
-            run_git(["merge-base", "--is-ancestor", old, self._commit(new)], cwd=self.folder, timeout=self.timeout_s)
-        except GitFailed:
+            ancestor, descendant = (Commit(self.clone, bytes.fromhex(sha)) for sha in (old, self._commit(new)))
+            return self.clone.is_ancestor(ancestor, descendant)
+        except GitError:
             return False
-        return True
 
     def _commit(self, commit: str | None) -> str:
         return self.head if commit is None else self._object(commit)
@@ -208,80 +229,44 @@ class Checkout:
             raise ValueError(f"not an object id: {sha!r}")
         return sha
 
-    def _git(self, *args: str, input: bytes | None = None) -> bytes:
+    def _git(self, command: str, *args: str) -> bytes:
         # These read our own clone: a failure means a damaged cache (or disk), not a bad spec,
         # and must reach status as a sync error rather than an unexpected exception.
+        run = getattr(self.clone.git, command)  # GitPython's `repo.git.ls_tree(...)` style
         try:
-            return run_git(list(args), cwd=self.folder, input=input, timeout=self.timeout_s)
+            out: bytes = run(*args, stdout_as_string=False, strip_newline_in_stdout=False)
         except GitFailed as exc:
-            raise RepositoryReadError(f"reading the cached clone failed: {exc}") from None
+            name = command.replace("_", "-")
+            raise RepositoryReadError(f"reading the cached clone failed: git {name}: {exc.detail}") from None
+        return out
 
 
-def _fetched_commit(folder: Path, ref: str) -> str:
+def _fetched_commit(clone: CacheRepo, ref: str) -> str:
     try:
-        head = run_git(["rev-parse", "--verify", "--quiet", f"{_FETCHED}^{{commit}}"], cwd=folder)
-    except GitFailed as exc:
-        if exc.returncode == 1:  # --verify: the ref names a tree or a blob (a tag can), not a commit
-            raise InvalidSpecError(f"ref {ref!r} does not name a commit") from None
+        target = clone.rev_parse(_FETCHED)
+        while target.type == "tag":  # an annotated tag: peel it to what it names
+            target = target.object
+        # The real type: a tag's header could claim `commit` for a tree.
+        is_commit = clone.odb.info(target.binsha).type == b"commit"
+    except BadName:
+        raise RepositoryReadError(f"the fetch of {ref!r} left no {_FETCHED} in the cached clone") from None
+    except _READ_ERRORS as exc:
         raise RepositoryReadError(f"reading the cached clone failed: {exc}") from None
-    head_sha = head.decode().strip()
-    if not _SHA.match(head_sha):
+    if not is_commit:
         raise InvalidSpecError(f"ref {ref!r} does not name a commit")
-    return head_sha
+    return target.hexsha
 
 
-class GitFailed(Exception):
-    """A git command failed (`returncode` None: timed out); `stderr` is already scrubbed of secrets."""
-
-    def __init__(self, command: str, stderr: str, returncode: int | None = None) -> None:
-        super().__init__(f"git {command} failed: {stderr}")
-        self.command = command
-        self.stderr = stderr
-        self.returncode = returncode
-
-
-def run_git(
-    args: Sequence[str],
-    *,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-    input: bytes | None = None,
-    timeout: float = 600.0,
-    scrub: Callable[[str], str] = lambda text: text,
-) -> bytes:
-    """Run git, return stdout; kill the whole process group on timeout (remote helpers too)."""
-    process = subprocess.Popen(
-        ["git", *args],
-        cwd=cwd,
-        env=env if env is not None else base_env(),
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    command = next((a for a in args if not a.startswith("-") and "=" not in a), "?")
-    try:
-        out, err = process.communicate(input, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise GitFailed(command, f"timed out after {timeout:.0f}s") from None
-    if process.returncode != 0:
-        text = scrub(err.decode("utf-8", "replace")).strip()
-        raise GitFailed(command, text[-600:] or f"exit status {process.returncode}", process.returncode)
-    return out
-
-
-def _classify(exc: GitFailed, location: RepoLocation, ref: str) -> SyncError:
-    text = exc.stderr.lower()
+def _classify(stderr: str, location: RepoLocation, ref: str) -> SyncError:
+    text = stderr.lower()
     where = location.display_url
     if "couldn't find remote ref" in text:
         return InvalidSpecError(f"ref {ref!r} was not found in {where}")
     if "strange hostname" in text or "strange pathname" in text:  # git's own option-injection guard
-        return InvalidSpecError(f"git refused the address of {where}: {exc.stderr}")
+        return InvalidSpecError(f"git refused the address of {where}: {stderr}")
     not_a_repo = "not a git repository" in text or "does not appear to be a git repository" in text
     if location.kind == "local" and not_a_repo:
         return InvalidSpecError(f"{where} is not a git repository")
     if any(hint in text for hint in _AUTH_HINTS):
-        return RepositoryAuthError(f"access to {where} was refused (or it does not exist): {exc.stderr}")
-    return RepositoryUnavailableError(f"fetching {where} failed: {exc.stderr}")
+        return RepositoryAuthError(f"access to {where} was refused (or it does not exist): {stderr}")
+    return RepositoryUnavailableError(f"fetching {where} failed: {stderr}")

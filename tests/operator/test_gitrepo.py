@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import stat
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -212,6 +214,101 @@ def test_inherited_git_environment_is_ignored(cache: RepoCache, work: WorkRepo, 
     monkeypatch.setenv("GIT_TRACE", "1")
     with open_local(cache, work) as checkout:
         assert checkout.head == work.head()
+
+
+def test_no_inherited_git_variable_reaches_git_or_gitpython(
+    cache: RepoCache, work: WorkRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pre-receive hook's quarantine, a worktree's common dir, traces and config injection:
+    # git would obey each of them, and so would GitPython's own Repo() for the first three.
+    elsewhere = WorkRepo(tmp_path / "elsewhere")
+    elsewhere.write("a.md", "# somebody else's\n")
+    elsewhere.commit("elsewhere")
+    trace = tmp_path / "trace.log"
+    home = tmp_path / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    redirect = f'[url "{elsewhere.path}"]\n\tinsteadOf = {work.path}\n'
+    (home / ".gitconfig").write_text(redirect)
+    (home / ".config" / "git" / "config").write_text(redirect)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(elsewhere.path / ".git" / "objects"))
+    monkeypatch.setenv("GIT_COMMON_DIR", str(elsewhere.path / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(elsewhere.path))
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", f"url.{elsewhere.path}.insteadOf")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(work.path))
+    first = work.head()
+    work.write("a.md", "# A, second\n")
+    second = work.commit("second")
+    with open_local(cache, work) as checkout:
+        assert checkout.head == second
+        entries = {e.path: e for e in checkout.list_files()}
+        assert checkout.read_blob(entries["a.md"].sha) == b"# A, second\n"
+        assert checkout.is_ancestor(first)
+        assert [(c.status, c.new.path) for c in checkout.diff(first)] == [("M", "a.md")]
+        assert (checkout.folder / "objects").is_dir() and not (checkout.folder / "worktree").exists()
+    assert not trace.exists()
+
+
+def test_a_tree_entry_gitpython_would_refuse_is_listed_not_fatal(cache: RepoCache, work: WorkRepo) -> None:
+    # `git~1` is git's own directory on Windows: GitPython's tree parser rejects the whole
+    # tree, git fetches it; the file is listed (the reader then skips or reads it as any other).
+    blob = git(work.path, "hash-object", "-w", "--stdin", input=b"odd\n")
+    ok = git(work.path, "rev-parse", "HEAD:a.md")
+    tree = git(work.path, "mktree", input=f"100644 blob {blob}\tgit~1\n100644 blob {ok}\ta.md\n".encode())
+    commit = git(work.path, "commit-tree", tree, "-p", "HEAD", "-m", "odd name")
+    git(work.path, "update-ref", "refs/heads/main", commit)
+    with open_local(cache, work) as checkout:
+        entries = {e.path: e for e in checkout.list_files()}
+        assert sorted(entries) == ["a.md", "git~1"]
+        assert checkout.read_blob(entries["a.md"].sha) == b"# A\n"
+
+
+def test_a_diff_with_a_path_that_is_not_utf8_is_complete(cache: RepoCache, work: WorkRepo) -> None:
+    # GitPython's Commit.diff() returns an empty diff here: an incremental sync would miss both.
+    (work.path / os.fsdecode(b"caf\xe9.md")).write_text("latin-1 name\n")
+    work.commit("odd name")
+    with open_local(cache, work) as checkout:
+        first = checkout.head
+    (work.path / os.fsdecode(b"caf\xe9.md")).unlink()
+    work.write("a.md", "# A changed\n")
+    work.commit("remove it")
+    with open_local(cache, work) as checkout:
+        changes = sorted((c.status, (c.old or c.new).path) for c in checkout.diff(first))
+    assert changes == [("D", os.fsdecode(b"caf\xe9.md")), ("M", "a.md")]
+
+
+def test_a_fetch_that_hangs_is_killed_with_its_remote_helper(tmp_path: Path) -> None:
+    # The server accepts and never answers. The timeout must kill git *and* git-remote-http,
+    # which holds the connection: the server then sees it close.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        cache = RepoCache(tmp_path / "cache", timeout_s=2)
+        spec = RepoSpec(f"http://127.0.0.1:{port}/o/r.git")
+        # In a daemon thread, so that a helper left alive (it keeps git's pipes open, and the
+        # wait for them never ends) fails the test instead of hanging it.
+        raised: list[BaseException] = []
+
+        def open_it() -> None:
+            try:
+                cache.open("ns/src", spec, allow_local=False)
+            except BaseException as exc:  # noqa: BLE001  # handed to the test thread
+                raised.append(exc)
+
+        opening = threading.Thread(target=open_it, daemon=True)
+        opening.start()
+        opening.join(60)
+        assert not opening.is_alive(), "the timed-out fetch never returned"
+        assert isinstance(raised[0], RepositoryUnavailableError) and "timed out" in str(raised[0])
+        server.settimeout(30)
+        connection, _ = server.accept()  # already queued: git connected before the timeout
+        with connection:
+            connection.settimeout(30)
+            while connection.recv(4096):  # the request; then end of stream once the helper is dead
+                pass
 
 
 def test_cache_folder_is_a_hash_per_source_and_url(cache: RepoCache, work: WorkRepo) -> None:
