@@ -56,6 +56,14 @@ def assert_store_unavailable(response, cause: str) -> None:
     assert error["details"]["cause"] == cause
 
 
+def assert_reads_only(response, cause: str) -> None:
+    """/readyz keeps the pod in its Service (reads work) and names why writes are refused."""
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["writes"]["code"] == "STORE_UNAVAILABLE" and body["writes"]["details"]["cause"] == cause
+
+
 def logged_causes(service: ServiceProcess) -> list[str]:
     return [e["cause"] for e in service.log_entries() if e.get("level") == "ERROR" and "cause" in e]
 
@@ -107,12 +115,12 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(tmp_path, disk, ser
     assert search_uris(service, "alpha") == {"kb://a"}
     assert listed_uris(service) == {"kb://a"}
     assert service.client.get("/api/v1/sources").status_code == 200
-    assert_store_unavailable(service.poll_readyz(503), DISK_FULL)
+    assert_reads_only(service.poll_readyz(200, state="degraded"), DISK_FULL)
     assert logged_causes(service).count(DISK_FULL) == 1, "the cause is logged once, not per request"
     assert service.alive()
 
     disk.free_all()
-    service.poll_readyz(200)
+    service.poll_readyz(200, state="ready")
     assert put(service, "kb://b", document("bravo", 150)).json()["status"] == "created"
     assert search_uris(service, "bravo") == {"kb://b"}
     assert listed_uris(service) == {"kb://a", "kb://b"}
@@ -130,13 +138,13 @@ def test_a_restart_on_a_nearly_full_disk_serves_reads_and_refuses_writes(tmp_pat
     disk.fill(leave_bytes=RESERVE_MB * MIB // 4)
     second = start(services, tmp_path / "second.log", data, disk)
     second.wait_listening()
-    assert_store_unavailable(second.poll_readyz(503), DISK_FULL)
+    assert_reads_only(second.poll_readyz(200, state="degraded"), DISK_FULL)
     assert search_uris(second, "alpha") == {"kb://a"}
     assert_store_unavailable(put(second, "kb://b", document("bravo", 3)), DISK_FULL)
     assert DISK_FULL in logged_causes(second)
 
     disk.free_all()
-    second.poll_readyz(200)
+    second.poll_readyz(200, state="ready")
     assert put(second, "kb://b", document("bravo", 3)).json()["status"] == "created"
 
 

@@ -84,13 +84,14 @@ class ServiceProcess:
         self.wait_listening(deadline_s)
         self.poll_readyz(200, deadline_s)
 
-    def poll_readyz(self, status: int, deadline_s: float = 60) -> httpx.Response:
-        """Poll /readyz until it answers `status`; return that answer."""
+    def poll_readyz(self, status: int, deadline_s: float = 60, *, state: str | None = None) -> httpx.Response:
+        """Poll /readyz until it answers `status` (and, given, body `status` == `state`); return that answer."""
         end = time.monotonic() + deadline_s
         while True:
             response = self.client.get("/readyz")
-            if response.status_code == status or time.monotonic() > end:
-                assert response.status_code == status, response.text
+            matches = response.status_code == status and (state is None or response.json().get("status") == state)
+            if matches or time.monotonic() > end:
+                assert matches, response.text
                 return response
             time.sleep(0.1)
 

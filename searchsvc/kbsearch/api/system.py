@@ -10,6 +10,7 @@ from kbsearch.api.auth import require_read
 from kbsearch.api.deps import ready_state
 from kbsearch.api.errors import error_response
 from kbsearch.services.runtime import in_thread, store_call
+from kbsearch.store.health import DATA_DIR_GONE
 
 router = APIRouter(tags=["system"])
 
@@ -22,13 +23,21 @@ async def healthz() -> dict:
 
 @router.get("/readyz")
 async def readyz(request: Request):
-    """Store open and embedder loaded, and the store can take writes (reads go on either way)."""
+    """Store open and embedder loaded; says why when the store refuses writes.
+
+    A full disk or a failing flush leaves reads working, so the pod stays in its Service
+    (200, status "degraded", the cause under "writes"); failing readiness there would cut every
+    read of a single replica too. A vanished data directory is not ready (503): nothing
+    written can be kept until a restart.
+    """
     if not getattr(request.app.state, "ready", False):
         return error_response(503, "NOT_READY", "store or embedder not loaded yet")
     problem = await in_thread(request.app.state.store.write_problem)
-    if problem is not None:
+    if problem is None:
+        return {"status": "ready"}
+    if problem.details.get("cause") == DATA_DIR_GONE:
         return error_response(503, problem.code, problem.message, problem.details)
-    return {"status": "ready"}
+    return {"status": "degraded", "writes": {"code": problem.code, "message": problem.message, "details": problem.details}}
 
 
 @router.get("/metrics")
