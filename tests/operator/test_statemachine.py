@@ -1,4 +1,4 @@
-"""When a source syncs: the pure decision behind the operator's timer."""
+"""The operator's state machine: every transition of the pure decision, and what its writes owe the next one."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ import jsonschema
 import kopf
 import pytest
 
-from kboperator import outcome, reconcile
+from kboperator import reconcile
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import RepositoryReadError, ServiceUnavailableError
 from kboperator.models import Baseline, FileIssue, SyncResult
-from kboperator.reconcile import decide
-from kboperator.services import SourceState
+from kboperator.reconcile import SourceState
 from kboperator.settings import OperatorSettings
 from kboperator.source import parse_source
+from kboperator.statemachine import Action, Decision, Reason, Trigger, decide, failure_reason
+from kboperator.status import StatusWriter
 from tests.operator.test_crd import _schema, _strict
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -48,74 +49,124 @@ def failed(reason: str, **changes: Any) -> dict[str, Any]:
     return synced(phase="Failed", conditions=[condition], **changes)
 
 
-def test_a_new_object_syncs_at_once() -> None:
-    plan = decide(body(), {}, SETTINGS, NOW)
-    assert (plan.action, plan.reason) == ("sync", "first sync")
+JITTER = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_seconds=60, startup_jitter_seconds=30)
+DUE = "2024-05-01T11:59:00Z"  # a nextSyncTime already past at NOW
+REF_DEV = dict(SPEC, repository={"url": SPEC["repository"]["url"], "ref": "dev"})  # another document set
+BAD_REF = {"repository": {"url": "https://github.com/acme/docs", "ref": "a..b"}}
+W, SU, INV, RE, ST, AN, SY, CL = (
+    Action.WAIT, Action.SUSPEND, Action.INVALID, Action.RESCHEDULE, Action.STAGGER, Action.ANNOUNCE, Action.SYNC,
+    Action.CLEANUP,
+)
+FIRST, ANNOUNCED, REQUESTED, CHANGED, SCHEDULED = (
+    Trigger.FIRST_SYNC, Trigger.ANNOUNCED, Trigger.REQUESTED, Trigger.SPEC_CHANGED, Trigger.SCHEDULED,
+)
+
+# (case, body, status, settings, restarted) -> (action, full, trigger, wait): one row per transition.
+TRANSITIONS: list[tuple[str, dict[str, Any], dict[str, Any], OperatorSettings, bool, tuple[Action, bool, Any, Any]]] = [
+    ("being deleted", body() | {"metadata": {**body()["metadata"], "deletionTimestamp": "t"}}, synced(), SETTINGS,
+     False, (CL, False, None, None)),
+    ("suspend, not yet written", body(dict(SPEC, suspend=True)), synced(), SETTINGS, False, (SU, False, None, None)),
+    ("suspend wins over a request", body(dict(SPEC, suspend=True), request="r1"), synced(), SETTINGS, False,
+     (SU, False, None, None)),
+    ("suspend, written for an older spec", body(dict(SPEC, suspend=True), 2), synced(phase="Suspended"), SETTINGS,
+     False, (SU, False, None, None)),
+    ("suspend, already written", body(dict(SPEC, suspend=True)), synced(phase="Suspended"), SETTINGS, False,
+     (W, False, None, None)),
+    ("invalid spec, new", body(BAD_REF), {}, SETTINGS, False, (INV, False, None, None)),
+    ("invalid spec, already failed", body(BAD_REF), failed("InvalidSpec"), SETTINGS, False, (W, False, None, None)),
+    ("invalid spec, requested again", body(BAD_REF, request="r1"), failed("InvalidSpec"), SETTINGS, False,
+     (INV, False, None, None)),
+    ("invalid spec, edited but still invalid", body(BAD_REF, 2), failed("InvalidSpec"), SETTINGS, False,
+     (INV, False, None, None)),
+    ("unknown ref found by git, waits", body(), failed("InvalidSpec", nextSyncTime=None), SETTINGS, False,
+     (W, False, None, None)),
+    ("unknown ref found by git, spec edited", body(REF_DEV, 2), failed("InvalidSpec"), SETTINGS, False,
+     (AN, True, CHANGED, None)),
+    ("unknown ref found by git, requested again", body(request="r1"), failed("InvalidSpec"), SETTINGS, False,
+     (AN, True, REQUESTED, None)),
+    ("new object", body(), {}, SETTINGS, False, (AN, False, FIRST, None)),
+    ("new object, first sight after a restart", body(), {}, JITTER, True, (AN, False, FIRST, None)),
+    ("announced", body(), synced(phase="Syncing"), SETTINGS, False, (SY, False, ANNOUNCED, None)),
+    ("announced, never synced", body(), {"phase": "Pending", "observedGeneration": 1}, SETTINGS, False,
+     (SY, False, ANNOUNCED, None)),
+    ("announced for an older spec", body(REF_DEV, 2), synced(phase="Syncing"), SETTINGS, False,
+     (AN, True, ANNOUNCED, None)),
+    ("announced, the safety pass due", body(), synced(phase="Syncing", lastFullSyncTime=None), SETTINGS, False,
+     (SY, True, ANNOUNCED, None)),
+    ("synced, waits for its time", body(), synced(), SETTINGS, False, (W, False, None, 1800)),
+    ("synced, due", body(), synced(nextSyncTime=DUE), SETTINGS, False, (AN, False, SCHEDULED, None)),
+    ("synced, no time planned", body(), synced(nextSyncTime=None), SETTINGS, False, (AN, False, SCHEDULED, None)),
+    ("synced, due, the safety pass due", body(), synced(nextSyncTime=DUE, lastFullSyncTime="2024-04-29T00:00:00Z"),
+     SETTINGS, False, (AN, True, SCHEDULED, None)),
+    ("synced, due, never fully", body(), synced(nextSyncTime=DUE, lastFullSyncTime=None), SETTINGS, False,
+     (AN, True, SCHEDULED, None)),
+    ("overdue at a restart", body(), synced(nextSyncTime=DUE), JITTER, True, (ST, False, SCHEDULED, 30)),
+    ("overdue at a restart, no jitter", body(), synced(nextSyncTime=DUE), SETTINGS.model_copy(
+        update={"startup_jitter_seconds": 0}), True, (AN, False, SCHEDULED, None)),
+    ("new request", body(request="r1"), synced(), SETTINGS, False, (AN, True, REQUESTED, None)),
+    ("new request at a restart", body(request="r1"), synced(), JITTER, True, (AN, True, REQUESTED, None)),
+    ("request already handled", body(request="r1"), synced(lastHandledSyncRequest="r1"), SETTINGS, False,
+     (W, False, None, 1800)),
+    ("document set changed", body(dict(SPEC, paths=["docs/**/*.md"]), 2), synced(), SETTINGS, False,
+     (AN, True, CHANGED, None)),
+    ("schedule changed", body(dict(SPEC, schedule="@every 5m"), 2), synced(), SETTINGS, False,
+     (RE, False, None, None)),
+    ("schedule changed while failing", body(dict(SPEC, schedule="@daily"), 2),
+     failed("RepositoryUnavailable", nextSyncTime="2024-05-01T12:00:40Z"), SETTINGS, False,
+     (AN, False, CHANGED, None)),
+    ("resumed", body(generation=2), synced(phase="Suspended"), SETTINGS, False, (AN, False, CHANGED, None)),
+    ("failing, waits for its backoff", body(), failed("RepositoryUnavailable", nextSyncTime="2024-05-01T12:00:40Z"),
+     SETTINGS, False, (W, False, None, 40)),
+    ("failing, retry due, full owed", body(), failed("ServiceUnavailable", nextSyncTime=DUE, lastFullSyncTime=None),
+     SETTINGS, False, (AN, True, SCHEDULED, None)),
+]
 
 
-def test_a_synced_source_waits_for_its_next_time() -> None:
-    plan = decide(body(), synced(), SETTINGS, NOW)
-    assert plan.action == "wait" and plan.wait == 1800
+@pytest.mark.parametrize(("case", "obj", "status", "settings", "restarted", "expected"), TRANSITIONS,
+                         ids=[row[0] for row in TRANSITIONS])  # fmt: skip
+def test_every_transition(
+    case: str, obj: dict[str, Any], status: dict[str, Any], settings: OperatorSettings, restarted: bool,
+    expected: tuple[Action, bool, Any, Any],
+) -> None:
+    decision = decide(obj, status, settings, NOW, restarted=restarted)
+    assert (decision.action, decision.full, decision.trigger, decision.wait) == expected
+    assert (decision.source is not None) == (decision.action in (RE, ST, AN, SY))
+    assert bool(decision.error) == (decision.action is INV)
 
 
-def test_the_schedule_drives_incremental_syncs_and_the_safety_pass_forces_a_full_one() -> None:
-    due = synced(nextSyncTime="2024-05-01T11:59:00Z")
-    assert (decide(body(), due, SETTINGS, NOW).action, decide(body(), due, SETTINGS, NOW).full) == ("sync", False)
-    stale = dict(due, lastFullSyncTime="2024-04-29T00:00:00Z")
-    assert decide(body(), stale, SETTINGS, NOW).full is True
+def test_every_action_has_a_row() -> None:
+    assert {row[-1][0] for row in TRANSITIONS} == set(Action)
 
 
-def test_a_new_sync_request_syncs_fully_once() -> None:
-    plan = decide(body(request="r1"), synced(), SETTINGS, NOW)
-    assert plan.action == "sync" and plan.full
-    assert decide(body(request="r1"), synced(lastHandledSyncRequest="r1"), SETTINGS, NOW).action == "wait"
+def test_the_trigger_is_shown_as_before() -> None:
+    assert decide(body(request="2024-05-01T12:00:00Z"), synced(), SETTINGS, NOW).why == "requested at 2024-05-01T12:00:00Z"
+    assert [Decision(AN, trigger=t).why for t in Trigger] == [
+        "first sync", "announced", "requested at None", "spec changed", "scheduled"
+    ]
 
 
-def test_a_document_set_change_syncs_fully_and_a_schedule_change_only_reschedules() -> None:
-    narrowed = dict(SPEC, paths=["docs/**/*.md"])
-    plan = decide(body(narrowed, generation=2), synced(), SETTINGS, NOW)
-    assert (plan.action, plan.full, plan.reason) == ("sync", True, "spec changed")
-    assert decide(body(dict(SPEC, schedule="@every 5m"), generation=2), synced(), SETTINGS, NOW).action == "reschedule"
-
-
-def test_suspend_wins_and_is_written_once() -> None:
-    spec = dict(SPEC, suspend=True)
-    assert decide(body(spec, request="r1"), synced(), SETTINGS, NOW).action == "suspend"
-    assert decide(body(spec, request="r1"), synced(phase="Suspended"), SETTINGS, NOW).action == "wait"
+def test_the_reasons_are_the_strings_users_see() -> None:
+    # Part of the user-visible contract: alerts and scripts match on them. Never rename one.
+    assert {r.value for r in Reason} == {
+        "Pending", "Suspended", "SyncSucceeded", "PartialSync", "CleanupFailed", "InvalidSpec", "SecretUnavailable",
+        "RepositoryAuthFailed", "RepositoryUnavailable", "RepositoryReadFailed", "MassDeletionRefused",
+        "ServiceAuthFailed", "ServiceUnavailable", "ServiceRejected", "KubernetesUnavailable",
+        "KubernetesAccessFailed", "InternalError", "SyncCompleted", "SyncPartial", "DriftDetected",
+        "DocumentsRejected", "DocumentsDeleted", "DocumentsRetained", "DocumentsLeftBehind",
+    }
 
 
 @pytest.mark.parametrize("ref", ["-oProxyCommand=sh", "a..b", "refs/heads/x.lock"])
-def test_an_invalid_spec_fails_once_and_waits_for_a_change(ref: str) -> None:
-    spec = {"repository": {"url": "https://github.com/acme/docs", "ref": ref}}
-    plan = decide(body(spec), {}, SETTINGS, NOW)
-    assert plan.action == "invalid" and "ref" in plan.error
-    assert decide(body(spec), failed("InvalidSpec"), SETTINGS, NOW).action == "wait"
-    assert decide(body(spec, request="again"), failed("InvalidSpec"), SETTINGS, NOW).action == "invalid"
-    assert decide(body(spec, generation=2), failed("InvalidSpec"), SETTINGS, NOW).action == "invalid"
-
-
-def test_an_unknown_ref_found_by_git_is_not_retried_until_the_spec_changes() -> None:
-    status = failed("InvalidSpec", nextSyncTime=None)
-    assert decide(body(), status, SETTINGS, NOW).action == "wait"
-    assert decide(body(dict(SPEC, repository={"url": SPEC["repository"]["url"], "ref": "dev"}), 2), status, SETTINGS, NOW).action == "sync"
+def test_an_invalid_ref_says_what_is_wrong(ref: str) -> None:
+    decision = decide(body({"repository": {"url": "https://github.com/acme/docs", "ref": ref}}), {}, SETTINGS, NOW)
+    assert decision.action is INV and "ref" in decision.error
 
 
 def test_local_repositories_are_refused_unless_allowed(tmp_path: Any) -> None:
     spec = {"repository": {"url": str(tmp_path)}}
-    assert decide(body(spec), {}, SETTINGS, NOW).action == "invalid"
+    assert decide(body(spec), {}, SETTINGS, NOW).action is INV
     allowed = OperatorSettings(allow_local_repositories=True, local_repositories_root=tmp_path)
-    assert decide(body(spec), {}, allowed, NOW).action == "sync"
-
-
-def test_a_failing_source_waits_for_its_backoff_but_a_spec_edit_retries_now() -> None:
-    status = failed("RepositoryUnavailable", nextSyncTime="2024-05-01T12:00:40Z", consecutiveFailures=3)
-    assert decide(body(), status, SETTINGS, NOW).wait == 40
-    assert decide(body(dict(SPEC, schedule="@daily"), generation=2), status, SETTINGS, NOW).action == "sync"
-
-
-def test_an_announced_or_interrupted_sync_is_owed() -> None:
-    for phase in ("Pending", "Syncing"):
-        assert decide(body(), synced(phase=phase), SETTINGS, NOW).action == "sync"
+    assert decide(body(spec), {}, allowed, NOW).action is AN
 
 
 @pytest.mark.parametrize(
@@ -135,15 +186,15 @@ def test_an_announced_or_interrupted_sync_is_owed() -> None:
     ],
 )
 def test_hostile_or_broken_specs_are_invalid(changes: dict[str, Any]) -> None:
-    plan = decide(body({**SPEC, **changes}), {}, SETTINGS, NOW)
-    assert plan.action == "invalid" and plan.error
-    assert "s3cret" not in plan.error  # the message never echoes a credential
+    decision = decide(body({**SPEC, **changes}), {}, SETTINGS, NOW)
+    assert decision.action is INV and decision.error
+    assert "s3cret" not in decision.error  # the message never echoes a credential
 
 
 def test_a_full_reconcile_left_owed_is_done_by_the_retry() -> None:
     owed = synced(phase="Failed", lastFullSyncTime=None, nextSyncTime="2024-05-01T11:59:00Z")
-    plan = decide(body(), owed, SETTINGS, NOW)
-    assert plan.action == "sync" and plan.full
+    decision = decide(body(), owed, SETTINGS, NOW)
+    assert decision.action is AN and decision.full
 
 
 class _Metrics:
@@ -151,14 +202,13 @@ class _Metrics:
         pass
 
 
-def _after(step: Callable[[outcome.StatusWriter], None], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def _after(step: Callable[[StatusWriter], None], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The status once `step` wrote the outcome of a sync of a source synced at commit a…a."""
     monkeypatch.setattr(kopf, "warn", lambda *_, **__: None)  # events need a running operator
     monkeypatch.setattr(kopf, "info", lambda *_, **__: None)
-    state = SourceState(status=synced(nextSyncTime="2024-05-01T11:59:00Z"))
-    step(outcome.StatusWriter(SimpleNamespace(metrics=_Metrics()), state, body(), kopf.Patch()))  # type: ignore[arg-type]
-    assert state.status is not None
-    return state.status
+    status = synced(nextSyncTime="2024-05-01T11:59:00Z")
+    step(StatusWriter(_Metrics(), status, body(), kopf.Patch()))  # type: ignore[arg-type]
+    return status
 
 
 def _partial(full: bool) -> SyncResult:
@@ -173,8 +223,8 @@ def test_a_partial_sync_owes_a_full_reconcile(full: bool, monkeypatch: pytest.Mo
     source = parse_source("kb", "docs", SPEC, allow_local=False)
     status = _after(lambda writer: writer.synced(source, _partial(full), NOW, NOW), monkeypatch)
     assert status["lastSyncedCommit"] == "a" * 40
-    plan = decide(body(), status, SETTINGS, NOW)
-    assert plan.action == "sync" and plan.full
+    decision = decide(body(), status, SETTINGS, NOW)
+    assert decision.action is AN and decision.full
 
 
 def test_refused_files_are_skips_the_commit_advances_and_the_next_sync_is_incremental(
@@ -190,7 +240,7 @@ def test_refused_files_are_skips_the_commit_advances_and_the_next_sync_is_increm
         duration_s=0.1, baseline=Baseline(epoch="epoch-1", documents=5),
     )  # fmt: skip
 
-    def synced_with_events(writer: outcome.StatusWriter) -> None:
+    def synced_with_events(writer: StatusWriter) -> None:
         monkeypatch.setattr(kopf, "warn", lambda _body, reason, message: events.append((reason, message)))
         writer.synced(source, result, NOW, NOW)
 
@@ -205,8 +255,8 @@ def test_refused_files_are_skips_the_commit_advances_and_the_next_sync_is_increm
     assert "60 files skipped" in events[0][1]
     assert "60 refused by the search service" in next(c for c in status["conditions"] if c["type"] == "Synced")["message"]
     due = dict(status, nextSyncTime="2024-05-01T11:59:00Z")
-    plan = decide(body(), due, SETTINGS, NOW)
-    assert plan.action == "sync" and not plan.full  # the skips owe nothing
+    decision = decide(body(), due, SETTINGS, NOW)
+    assert decision.action is AN and not decision.full  # the skips owe nothing
 
 
 def test_drift_is_shown_in_status_and_an_event(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -218,7 +268,7 @@ def test_drift_is_shown_in_status_and_an_event(monkeypatch: pytest.MonkeyPatch) 
         documents=3, duration_s=0.1, baseline=Baseline(epoch="e2", documents=3), drift=why,
     )  # fmt: skip
 
-    def synced_with_events(writer: outcome.StatusWriter) -> None:
+    def synced_with_events(writer: StatusWriter) -> None:
         monkeypatch.setattr(kopf, "warn", lambda _body, reason, message: events.append((reason, message)))
         writer.synced(source, result, NOW, NOW)
 
@@ -233,8 +283,8 @@ def test_a_failed_sync_owes_a_full_reconcile(monkeypatch: pytest.MonkeyPatch) ->
     # A sync may fail after some documents went through (the read-back of the count, say).
     error = ServiceUnavailableError("down")
     status = _after(lambda writer: writer.failed(error, retry_at=NOW), monkeypatch)
-    plan = decide(body(), status, SETTINGS, NOW)
-    assert plan.action == "sync" and plan.full
+    decision = decide(body(), status, SETTINGS, NOW)
+    assert decision.action is AN and decision.full
 
 
 async def test_a_sync_interrupted_by_a_restart_is_redone_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -245,7 +295,7 @@ async def test_a_sync_interrupted_by_a_restart_is_redone_in_full(monkeypatch: py
     services = SimpleNamespace(settings=SETTINGS, metrics=_Metrics())
     state, patch = SourceState(), kopf.Patch()
     interrupted = body(dict(SPEC, schedule="@every 2h"), generation=2) | {"status": synced(phase="Syncing")}
-    await reconcile.tick(services, state, interrupted, patch, None)  # type: ignore[arg-type]
+    await reconcile.run_loop_turn(services, state, interrupted, patch, None)  # type: ignore[arg-type]
     assert patch.status["phase"] == "Syncing" and patch.status["lastFullSyncTime"] is None
     assert state.status is not None and decide(interrupted, state.status, SETTINGS, NOW).full
     # A sync this process announced itself runs as planned.
@@ -255,17 +305,18 @@ async def test_a_sync_interrupted_by_a_restart_is_redone_in_full(monkeypatch: py
 @pytest.mark.parametrize(("schedule", "interval"), [("@every 1ms", "0.001s"), ("@every 59s", "59s")])
 def test_a_schedule_below_the_minimum_interval_is_invalid(schedule: str, interval: str) -> None:
     spec = dict(SPEC, schedule=schedule)
-    plan = decide(body(spec), {}, SETTINGS, NOW)
-    assert plan.action == "invalid"
-    assert interval in plan.error and "60s" in plan.error and "KBOPERATOR_MIN_SYNC_INTERVAL_SECONDS" in plan.error
-    assert decide(body(spec), failed("InvalidSpec"), SETTINGS, NOW).action == "wait"  # not retried
+    decision = decide(body(spec), {}, SETTINGS, NOW)
+    assert decision.action is INV
+    assert interval in decision.error and "60s" in decision.error
+    assert "KBOPERATOR_MIN_SYNC_INTERVAL_SECONDS" in decision.error
+    assert decide(body(spec), failed("InvalidSpec"), SETTINGS, NOW).action is W  # not retried
     fast = OperatorSettings(min_sync_interval_seconds=0.5)
-    assert decide(body(dict(SPEC, schedule="@every 1s")), {}, fast, NOW).action == "sync"
+    assert decide(body(dict(SPEC, schedule="@every 1s")), {}, fast, NOW).action is AN
 
 
 def test_a_damaged_clone_is_a_named_failure_not_an_internal_error() -> None:
-    assert outcome.failure_reason(RepositoryReadError("reading the cached clone failed")) == "RepositoryReadFailed"
-    assert outcome.failure_reason(RuntimeError("a bug")) == "InternalError"
+    assert failure_reason(RepositoryReadError("reading the cached clone failed")) == "RepositoryReadFailed"
+    assert failure_reason(RuntimeError("a bug")) == "InternalError"
 
 
 def test_every_status_field_written_is_declared_in_the_crd(monkeypatch: pytest.MonkeyPatch) -> None:
