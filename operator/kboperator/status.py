@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -63,7 +63,7 @@ def merge_conditions(
 
 def issues(items: Iterable[FileIssue]) -> list[dict[str, str]]:
     """A bounded status list of {path, reason} and, when the service refused the file, its code."""
-    listed = []
+    listed: list[dict[str, str]] = []
     for issue in items:
         if len(listed) == MAX_LISTED_FILES:
             break
@@ -183,7 +183,7 @@ class StatusWriter:
 
     def synced(self, source: Source, result: SyncResult, now: datetime.datetime, retry_at: datetime.datetime) -> None:
         """A sync ran to the end; the commit advances unless a document failed (skips do not count), else retry_at."""
-        text = summary(result)
+        text, short = summary(result), result.commit[:12]
         changes: dict[str, Any] = {
             "observedGeneration": self.generation, "lastSyncTime": format_time(now),
             "documentCount": result.documents, "lastSync": last_sync(result),
@@ -209,7 +209,7 @@ class StatusWriter:
                 "collectionEpoch": result.baseline.epoch, "expectedDocumentCount": result.baseline.documents,
                 "nextSyncTime": format_time(source.schedule.next_after(now)),
                 "conditions": self._conditions(
-                    (READY, True, Reason.SYNC_SUCCEEDED, f"{result.documents} documents mirror commit {result.commit[:12]}"),
+                    (READY, True, Reason.SYNC_SUCCEEDED, f"{result.documents} documents mirror commit {short}"),
                     (SYNCED, True, Reason.SYNC_SUCCEEDED, text),
                 ),
             })
@@ -267,7 +267,8 @@ class StatusWriter:
 
     def documents_retained(self) -> None:
         """deletionPolicy Retain: the cleanup leaves the documents."""
-        self._event(Reason.DOCUMENTS_RETAINED, f"deletionPolicy is Retain: the documents of {self.source_id} stay indexed")
+        message = f"deletionPolicy is Retain: the documents of {self.source_id} stay indexed"
+        self._event(Reason.DOCUMENTS_RETAINED, message)
 
     def documents_deleted(self, documents: int, chunks: int) -> None:
         """The cleanup deleted the source's documents."""
@@ -282,7 +283,7 @@ class StatusWriter:
 
     def _event(self, reason: Reason, message: str, *, warning: bool = False) -> None:
         post = kopf.warn if warning else kopf.info
-        post(self.body, reason=reason.value, message=message)
+        post(cast(kopf.Body, self.body), reason=reason.value, message=message)  # kopf reads only its metadata
 
     def _conditions(self, *updates: tuple[str, bool | None, Reason, str]) -> list[dict[str, Any]]:
         now = format_time(utcnow())

@@ -139,7 +139,8 @@ def test_every_action_has_a_row() -> None:
 
 
 def test_the_trigger_is_shown_as_before() -> None:
-    assert decide(body(request="2024-05-01T12:00:00Z"), synced(), SETTINGS, NOW).why == "requested at 2024-05-01T12:00:00Z"
+    requested = decide(body(request="2024-05-01T12:00:00Z"), synced(), SETTINGS, NOW)
+    assert requested.why == "requested at 2024-05-01T12:00:00Z"
     assert [Decision(AN, trigger=t).why for t in Trigger] == [
         "first sync", "announced", "requested at None", "spec changed", "scheduled"
     ]
