@@ -117,7 +117,7 @@ async def run_loop_turn(
         writer.interrupted()
     now = utcnow()
     decision = decide(body, writer.status, services.settings, now, restarted=restarted)
-    if decision.action in (Action.WAIT, Action.CLEANUP):  # a deleted object's timer only waits to be stopped
+    if decision.action in (Action.WAIT, Action.RETAIN, Action.DELETE):  # being deleted: wait to be stopped
         await _nap(state, stopped, decision.wait)
     elif decision.action is Action.STAGGER:
         await _nap(state, stopped, random.uniform(0, decision.wait or 0.0))
@@ -207,8 +207,10 @@ async def cleanup(
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}
     sid = source_id(meta["namespace"], meta["name"])
     writer = _writer(services, state, body, patch)
+    # RETAIN or DELETE: a body the cleanup handler sees always carries a deletionTimestamp.
+    decision = decide(body, writer.status, services.settings, utcnow())
     async with state.lock:  # a running sync finishes first, so it cannot re-add documents after us
-        if (spec.get("deletionPolicy") or "Delete") == "Retain":
+        if decision.action is Action.RETAIN:
             writer.documents_retained()
             result = "success"
         else:

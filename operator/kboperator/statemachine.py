@@ -2,13 +2,15 @@
 
 The state is status.phase (with the reason of the Synced condition), read against the object's
 spec, generation and sync-request annotation. `decide` maps it to one Action; reconcile.py runs
-the action and status.py writes what it did. First match wins, top to bottom:
+the action (the deletion ones in the cleanup handler; the loop only waits to be stopped) and
+status.py writes what it did. First match wins, top to bottom:
 
     input (spec, annotations, own status)             action        then (phase, reason)
     ------------------------------------------------  ------------  ------------------------------
-    metadata.deletionTimestamp set                    CLEANUP       object gone (the cleanup handler:
-                                                                    Retain keeps, Delete deletes documents;
-                                                                    the timer only waits to be stopped)
+    being deleted, deletionPolicy Retain              RETAIN        object gone, documents stay
+    being deleted (deletionPolicy Delete)             DELETE        object gone once its documents are
+                                                                    deleted; Ready=False CleanupFailed
+                                                                    while that fails (retried)
     spec.suspend, not yet written for this spec       SUSPEND       Suspended, Ready=False Suspended
     spec.suspend, already Suspended                   WAIT          (until woken)
     Failed/InvalidSpec for this generation, no new    WAIT          (until woken: spec or request change)
@@ -83,7 +85,8 @@ class Action(enum.Enum):
     STAGGER = "stagger"  # an overdue sync found at start-up: pause up to `wait` seconds first
     ANNOUNCE = "announce"  # a sync is due: show Pending/Syncing; the next call runs it
     SYNC = "sync"  # run the announced sync
-    CLEANUP = "cleanup"  # the object is being deleted: only the cleanup handler acts
+    RETAIN = "retain"  # the object is being deleted, its documents stay (deletionPolicy Retain)
+    DELETE = "delete"  # the object is being deleted: delete its documents first
 
 
 class Reason(str, enum.Enum):
@@ -197,7 +200,8 @@ def decide(
     """
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}
     if meta.get("deletionTimestamp"):
-        return Decision(Action.CLEANUP)
+        retain = (spec.get("deletionPolicy") or "Delete") == "Retain"
+        return Decision(Action.RETAIN if retain else Action.DELETE)
     generation = meta.get("generation")
     phase = status.get("phase")
     same_generation = status.get("observedGeneration") == generation

@@ -53,18 +53,30 @@ JITTER = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_secon
 DUE = "2024-05-01T11:59:00Z"  # a nextSyncTime already past at NOW
 REF_DEV = dict(SPEC, repository={"url": SPEC["repository"]["url"], "ref": "dev"})  # another document set
 BAD_REF = {"repository": {"url": "https://github.com/acme/docs", "ref": "a..b"}}
-W, SU, INV, RE, ST, AN, SY, CL = (
+W, SU, INV, RE, ST, AN, SY, KEEP, DEL = (
     Action.WAIT, Action.SUSPEND, Action.INVALID, Action.RESCHEDULE, Action.STAGGER, Action.ANNOUNCE, Action.SYNC,
-    Action.CLEANUP,
+    Action.RETAIN, Action.DELETE,
 )
 FIRST, ANNOUNCED, REQUESTED, CHANGED, SCHEDULED = (
     Trigger.FIRST_SYNC, Trigger.ANNOUNCED, Trigger.REQUESTED, Trigger.SPEC_CHANGED, Trigger.SCHEDULED,
 )
 
+
+
+def deleted(spec: dict[str, Any]) -> dict[str, Any]:
+    obj = body(spec)
+    return obj | {"metadata": {**obj["metadata"], "deletionTimestamp": "2024-05-01T11:00:00Z"}}
+
+
 # (case, body, status, settings, restarted) -> (action, full, trigger, wait): one row per transition.
 TRANSITIONS: list[tuple[str, dict[str, Any], dict[str, Any], OperatorSettings, bool, tuple[Action, bool, Any, Any]]] = [
-    ("being deleted", body() | {"metadata": {**body()["metadata"], "deletionTimestamp": "t"}}, synced(), SETTINGS,
-     False, (CL, False, None, None)),
+    ("being deleted", deleted(SPEC), synced(), SETTINGS, False, (DEL, False, None, None)),
+    ("being deleted, policy Retain", deleted(dict(SPEC, deletionPolicy="Retain")), synced(), SETTINGS, False,
+     (KEEP, False, None, None)),
+    ("being deleted while suspended", deleted(dict(SPEC, suspend=True)), synced(phase="Suspended"), SETTINGS, False,
+     (DEL, False, None, None)),
+    ("being deleted, spec invalid", deleted(BAD_REF), failed("InvalidSpec"), SETTINGS, False,
+     (DEL, False, None, None)),
     ("suspend, not yet written", body(dict(SPEC, suspend=True)), synced(), SETTINGS, False, (SU, False, None, None)),
     ("suspend wins over a request", body(dict(SPEC, suspend=True), request="r1"), synced(), SETTINGS, False,
      (SU, False, None, None)),
