@@ -31,7 +31,8 @@ a new generation that changes the document set or leaves Failed/Suspended (SPEC_
 nextSyncTime reached or absent (SCHEDULED).
 A due sync is full (a reconcile against the service's listing) when requested, when the
 document set changed (specHash), or when the safety pass is due (FULL_RECONCILE_INTERVAL, or
-lastFullSyncTime cleared: a failed, partial or interrupted sync may have applied part of a diff).
+lastFullSyncTime cleared: a failed, partial or interrupted sync may have applied part of a diff;
+`interrupted` tells the loop to clear it when it first finds a source Syncing after a restart).
 
 Reasons (`Reason`) are the exact strings written to conditions and events: a user-visible contract.
 """
