@@ -2,7 +2,7 @@
 
 - `configure` (startup): kopf settings, and the shared Services in memo;
 - `wake` (watch events that change the spec or the sync request): wakes the source's timer;
-- `sync` (timer): the per-source reconcile loop, one call at a time per object;
+- `sync` (timer): the per-source reconcile loop, one turn per call, one call at a time per object;
 - `cleanup` (deletion, behind the finalizer): the deletion policy, retried until it succeeds.
 
 For tests, memo may carry `search_transport`: an httpx transport to the search service.
@@ -18,11 +18,14 @@ import kopf
 from kboperator import reconcile
 from kboperator.crd import FINALIZER, GROUP, PLURAL, VERSION
 from kboperator.kubesecrets import SecretReader
-from kboperator.services import Services, source_state
+from kboperator.reconcile import source_state
+from kboperator.services import Services
 from kboperator.settings import OperatorSettings
 
-#: Pause between timer calls that did something. A call that has nothing to do waits inside.
-TICK_SECONDS = 0.5
+#: Pause between two turns of a source's loop. Not how often a source is looked at: a turn that
+#: has nothing to do waits inside itself (until its next time, a spec change, or stop; see
+#: reconcile.run_loop_turn), so this only spaces the turns that wrote a status change.
+TURN_PAUSE_SECONDS = 0.5
 
 
 @kopf.on.startup(id="configure")
@@ -66,9 +69,13 @@ async def wake(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     reconcile.notice(source_state(memo), body)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, id="sync", interval=TICK_SECONDS)
-async def sync(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any) -> None:
-    await reconcile.tick(memo["services"], source_state(memo), body, patch, stopped)
+# The source's loop: kopf runs the turns (a timer, not a daemon: kopf applies a handler's patch
+# only when the call returns, and every status change must reach the API at once).
+@kopf.timer(GROUP, VERSION, PLURAL, id="sync", interval=TURN_PAUSE_SECONDS)
+async def source_loop(
+    body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    await reconcile.run_loop_turn(memo["services"], source_state(memo), body, patch, stopped)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup")

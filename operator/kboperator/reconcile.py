@@ -1,10 +1,13 @@
-"""The reconcile loop of one KnowledgeSource: when to sync, the sync itself, and the cleanup.
+"""The reconcile loop of one KnowledgeSource: one turn of it, the sync itself, and the cleanup.
 
-The `sync` timer (handlers.py) calls `tick` over and over, never twice at once per object:
-- a call either waits (until the next planned time, a spec or annotation change, or stop),
-  or writes one status change and returns so that kopf applies it;
-- a due sync is first announced (phase Pending or Syncing) and run by the next call, under the
-  source's lock and one of the global sync slots.
+What to do is decided by statemachine.decide (the states are drawn there); what was done is
+written by status.StatusWriter. This module runs the actions.
+
+The loop: the `sync` timer (handlers.py) calls `run_loop_turn` over and over, never twice at once
+per object. A turn either waits (until the next planned time, a spec or annotation change, or
+stop), or writes one status change and returns so that kopf applies it. A due sync is first
+announced (phase Pending or Syncing) and run by the next turn, under the source's lock and one
+of the global sync slots.
 
 Retry policy:
 - success: the next sync is planned by the schedule;
@@ -16,12 +19,10 @@ Retry policy:
   not allowed; a search service off the allow-list; a Secret without the opt-in label, or
   bound by its `url` key to another URL): never retried until the spec or the sync-request
   annotation changes.
-A full reconcile is forced by a manual request, a change of the document set (specHash), the
-periodic safety pass (FULL_RECONCILE_INTERVAL), any sync that did not succeed (outcome.py clears
-lastFullSyncTime: it may have applied part of its diff) and a sync interrupted by a restart; the
-engine also does one on the first sync, when the last synced commit left the history, and on
-drift: the service's collection epoch or the source's document count is no longer what the last
-successful sync left (status.collectionEpoch, status.expectedDocumentCount; see drift.py).
+The engine also does a full reconcile on the first sync, when the last synced commit left the
+history, and on drift: the service's collection epoch or the source's document count is no
+longer what the last successful sync left (status.collectionEpoch, status.expectedDocumentCount;
+see drift.py).
 """
 
 from __future__ import annotations
@@ -32,80 +33,47 @@ import logging
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 import kopf
 
-from kboperator import outcome
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import InvalidSpecError, SyncError
 from kboperator.kubesecrets import SecretError, repository_credentials
 from kboperator.models import Baseline, Credentials, SyncResult
-from kboperator.schedule import parse_time, utcnow
-from kboperator.services import Services, SourceState
+from kboperator.schedule import utcnow
+from kboperator.services import Services
 from kboperator.settings import OperatorSettings
-from kboperator.source import ServiceRef, Source, parse_source, service_ref, source_id
-from kboperator.status import Phase
+from kboperator.source import ServiceRef, Source, service_ref, source_id
+from kboperator.statemachine import Action, decide, interrupted
+from kboperator.status import StatusWriter
 
 log = logging.getLogger(__name__)
 
 _MAX_NAP = 3600.0  # re-evaluate at least hourly, whatever the schedule says
-SCHEDULED = "scheduled"
 
 
-@dataclass(frozen=True)
-class Plan:
-    """What one timer call should do."""
+@dataclass
+class SourceState:
+    """What the operator remembers about one object between handler calls (in its kopf memo)."""
 
-    action: str  # wait | sync | suspend | invalid | reschedule
-    wait: float | None = None  # for "wait": seconds, or None to wait until woken
-    full: bool = False
-    reason: str = ""
-    source: Source | None = None
-    error: str = ""
+    #: Held while a sync or a cleanup runs: the two never overlap for one source.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Set when the spec or the sync-request annotation changes, to end a wait early.
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: (generation, sync request) last seen by the watch spy.
+    seen: tuple[Any, Any] | None = None
+    #: The status as this process last wrote it: the live body may lag behind our own patches.
+    status: dict[str, Any] | None = None
 
 
-def decide(
-    body: Mapping[str, Any], status: Mapping[str, Any], settings: OperatorSettings, now: datetime.datetime
-) -> Plan:
-    """The next step for one source, from its spec, annotations and our own last status."""
-    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
-    generation = meta.get("generation")
-    phase = status.get("phase")
-    same_generation = status.get("observedGeneration") == generation
-    request = (meta.get("annotations") or {}).get(SYNC_REQUEST_ANNOTATION)
-    manual = bool(request) and request != status.get("lastHandledSyncRequest")
-    if spec.get("suspend"):
-        stale = phase != Phase.SUSPENDED or not same_generation
-        return Plan("suspend") if stale else Plan("wait")
-    # An invalid spec (found here, or by git: an unknown ref) waits for the spec or a request to change.
-    known_invalid = phase == Phase.FAILED and same_generation and outcome.reason_of(status) == "InvalidSpec"
-    try:
-        source = parse_source(
-            meta["namespace"], meta["name"], spec,
-            allow_local=settings.allow_local_repositories, min_interval=settings.min_sync_interval_seconds,
-            services=settings.service_policy, local_root=settings.local_repositories_root,
-            forbidden=[settings.cache_dir],
-        )  # fmt: skip
-    except InvalidSpecError as exc:
-        return Plan("wait") if known_invalid and not manual else Plan("invalid", error=str(exc))
-    if known_invalid and not manual:
-        return Plan("wait")
-    synced_hash = status.get("specHash")
-    full = manual or bool(synced_hash and synced_hash != source.spec_hash) or _safety_due(status, settings, now)
-    if phase in (None, Phase.PENDING, Phase.SYNCING):
-        return Plan("sync", full=full, reason="first sync" if phase is None else "announced", source=source)
-    if manual:
-        return Plan("sync", full=True, reason=f"requested at {request}", source=source)
-    if not same_generation:
-        if source.spec_hash != synced_hash or phase in (Phase.FAILED, Phase.SUSPENDED):
-            return Plan("sync", full=full, reason="spec changed", source=source)
-        return Plan("reschedule", source=source)
-    planned = parse_time(status.get("nextSyncTime"))
-    if planned is None or now >= planned:
-        return Plan("sync", full=full, reason=SCHEDULED, source=source)
-    return Plan("wait", wait=(planned - now).total_seconds())
+def source_state(memo: Any) -> SourceState:
+    """The SourceState in a per-object kopf memo, created on first use."""
+    state: SourceState | None = memo.get("kb_source")
+    if state is None:
+        state = memo["kb_source"] = SourceState()
+    return state
 
 
 def _triggers(body: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -125,39 +93,44 @@ def notice(state: SourceState, body: Mapping[str, Any]) -> None:
     state.seen = _triggers(body)
 
 
-async def tick(
+def _writer(services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch) -> StatusWriter:
+    if state.status is None:  # first sight in this process: start from the object's own status
+        state.status = dict(body.get("status") or {})
+    return StatusWriter(services.metrics, state.status, body, patch)
+
+
+async def run_loop_turn(
     services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch, stopped: kopf.DaemonStopped
 ) -> None:
-    """One call of the source's timer: wait, or make one step and return."""
-    first_call = state.status is None
-    writer = outcome.StatusWriter(services, state, body, patch)  # takes the body's status on first use
-    if first_call and writer.status.get("phase"):
+    """One turn of the source's loop: decide, then wait, or make one step and return.
+
+    Shaped as turns, not as one endless coroutine, because kopf applies `patch` only when a
+    handler call returns: each status change must end a turn to reach the API (a kopf daemon
+    would hold its patch until it exits). The waiting is done inside the turn, woken early by
+    `notice`, since a kopf timer's interval is fixed while a source's next time is not.
+    """
+    restarted = state.status is None
+    writer = _writer(services, state, body, patch)
+    if restarted and writer.status.get("phase"):
         services.metrics.set_phase(writer.source_id, writer.status["phase"])  # after a restart
-    now = utcnow()
-    if first_call and writer.status.get("phase") == Phase.SYNCING:
+    if interrupted(writer.status, restarted):
         writer.interrupted()
-    plan = decide(body, writer.status, services.settings, now)
-    if plan.action == "wait":
-        await _nap(state, stopped, plan.wait)
-    elif plan.action == "suspend":
-        writer.suspended()
-    elif plan.action == "invalid":
-        writer.failed(InvalidSpecError(plan.error), retry_at=None, attempted=False)
-    elif plan.action == "reschedule":
-        assert plan.source is not None
-        writer.rescheduled(plan.source, now)
-    elif first_call and plan.reason == SCHEDULED and services.settings.startup_jitter_seconds > 0:
-        # An overdue sync found at start-up: spread them, so a restart does not sync everything at once.
-        await _nap(state, stopped, random.uniform(0, services.settings.startup_jitter_seconds))
-    elif writer.status.get("phase") not in (Phase.PENDING, Phase.SYNCING) or writer.stale_generation():
-        writer.announced(plan.reason)
-    elif not stopped:
-        assert plan.source is not None
-        await _sync(services, state, writer, plan.source, plan.full, stopped)
+    now = utcnow()
+    decision = decide(body, writer.status, services.settings, now, restarted=restarted)
+    if decision.action in (Action.WAIT, Action.RETAIN, Action.DELETE):  # being deleted: wait to be stopped
+        await _nap(state, stopped, decision.wait)
+    elif decision.action is Action.STAGGER:
+        await _nap(state, stopped, random.uniform(0, decision.wait or 0.0))
+    elif decision.action is Action.SYNC:
+        if not stopped:
+            assert decision.source is not None
+            await _sync(services, state, writer, decision.source, decision.full, stopped)
+    else:
+        writer.apply(decision, now)
 
 
 async def _sync(
-    services: Services, state: SourceState, writer: outcome.StatusWriter, source: Source, full: bool,
+    services: Services, state: SourceState, writer: StatusWriter, source: Source, full: bool,
     stopped: kopf.DaemonStopped,
 ) -> None:
     started = time.monotonic()
@@ -202,13 +175,6 @@ def _retry_at(settings: OperatorSettings, source: Source, failures: int, now: da
     return min(now + datetime.timedelta(seconds=delay), source.schedule.next_after(now))
 
 
-def _safety_due(status: Mapping[str, Any], settings: OperatorSettings, now: datetime.datetime) -> bool:
-    last_full = parse_time(status.get("lastFullSyncTime"))
-    if last_full is None:
-        return bool(status.get("lastSyncedCommit"))  # synced before, but never fully: do it now
-    return (now - last_full).total_seconds() >= settings.full_reconcile_interval
-
-
 async def _nap(state: SourceState, stopped: kopf.DaemonStopped, seconds: float | None) -> None:
     """Sleep until `seconds` pass, the source is woken, or the timer is stopped."""
     if not state.wake.is_set() and not stopped:
@@ -240,10 +206,12 @@ async def cleanup(
     """
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}
     sid = source_id(meta["namespace"], meta["name"])
-    writer = outcome.StatusWriter(services, state, body, patch)
+    writer = _writer(services, state, body, patch)
+    # RETAIN or DELETE: a body the cleanup handler sees always carries a deletionTimestamp.
+    decision = decide(body, writer.status, services.settings, utcnow())
     async with state.lock:  # a running sync finishes first, so it cannot re-add documents after us
-        if (spec.get("deletionPolicy") or "Delete") == "Retain":
-            kopf.info(body, reason="DocumentsRetained", message=f"deletionPolicy is Retain: the documents of {sid} stay indexed")
+        if decision.action is Action.RETAIN:
+            writer.documents_retained()
             result = "success"
         else:
             result = await _delete_documents(services, writer, body, sid, service_ref(spec), retry)
@@ -255,7 +223,7 @@ async def cleanup(
 
 
 async def _delete_documents(
-    services: Services, writer: outcome.StatusWriter, body: Mapping[str, Any], sid: str, service: ServiceRef,
+    services: Services, writer: StatusWriter, body: Mapping[str, Any], sid: str, service: ServiceRef,
     retry: int,
 ) -> str:
     """Delete a source's documents; returns the metric's result, or raises kopf.TemporaryError."""
@@ -272,15 +240,12 @@ async def _delete_documents(
     except (SecretError, InvalidSpecError) as exc:
         attempts = retry + 1
         if attempts >= services.settings.cleanup_secret_attempts:
-            kopf.warn(body, reason="DocumentsLeftBehind", message=(
-                f"gave up deleting the documents of {sid} after {attempts} attempts and released the "
-                f"finalizer; they stay in the search service: {exc}"
-            ))
+            writer.documents_left_behind(attempts, exc)
             return "abandoned"
         _retry_cleanup(services, writer, sid, retry, exc)
     except SyncError as exc:
         _retry_cleanup(services, writer, sid, retry, exc)
-    kopf.info(body, reason="DocumentsDeleted", message=f"deleted {documents} documents ({chunks} chunks) of {sid}")
+    writer.documents_deleted(documents, chunks)
     return "success"
 
 
@@ -289,7 +254,7 @@ async def _delete_source(services: Services, namespace: str, service: ServiceRef
         return await engine.client.delete_source(sid)
 
 
-def _retry_cleanup(services: Services, writer: outcome.StatusWriter, sid: str, retry: int, exc: Exception) -> NoReturn:
+def _retry_cleanup(services: Services, writer: StatusWriter, sid: str, retry: int, exc: Exception) -> NoReturn:
     delay = services.settings.backoff(retry + 1)
     message = f"deleting the documents of {sid} failed, retrying in {delay:.0f}s: {exc}"
     writer.cleanup_failed(message)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 
@@ -39,7 +37,7 @@ class Services:
         host_keys = HostKeys(settings.ssh_known_hosts_file, trust_on_first_use=settings.ssh_trust_on_first_use)
         self.repos = RepoCache(settings.cache_dir, local_root=settings.local_repositories_root, host_keys=host_keys)
         # The bound on concurrent syncs across all sources (one slow repository never holds up
-        # more than one slot; each source also syncs at most once at a time, see SourceState).
+        # more than one slot; each source also syncs at most once at a time, see reconcile.SourceState).
         self.slots = asyncio.Semaphore(settings.max_concurrent_syncs)
         self._transport = transport  # tests reach an in-process search service through it
         self._engines = EngineCache(self._new_engine, settings.max_search_clients)
@@ -77,25 +75,3 @@ class Services:
         await self._engines.close()
         self.secrets.close()
         self.metrics.close()
-
-
-@dataclass
-class SourceState:
-    """What the operator remembers about one object between handler calls (in its kopf memo)."""
-
-    #: Held while a sync or a cleanup runs: the two never overlap for one source.
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    #: Set when the spec or the sync-request annotation changes, to end a wait early.
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    #: (generation, sync request) last seen by the watch spy.
-    seen: tuple[Any, Any] | None = None
-    #: The status as this process last wrote it: the live body may lag behind our own patches.
-    status: dict[str, Any] | None = None
-
-
-def source_state(memo: Any) -> SourceState:
-    """The SourceState in a per-object kopf memo, created on first use."""
-    state = memo.get("kb_source")
-    if state is None:
-        state = memo["kb_source"] = SourceState()
-    return state

@@ -1,31 +1,28 @@
-"""KnowledgeSource status: phases, and conditions that follow the Kubernetes API conventions."""
+"""Writing what each step of the state machine did: status fields, conditions, events, the phase metric.
+
+`StatusWriter` consumes statemachine.py's decisions and the sync's result; the functions above it
+shape status fields (bounded lists, conditions that follow the Kubernetes API conventions).
+"""
 
 from __future__ import annotations
 
-import enum
+import datetime
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+import kopf
+
+from kboperator.crd import SYNC_REQUEST_ANNOTATION
+from kboperator.metrics import OperatorMetrics
 from kboperator.models import FileIssue, SyncResult
+from kboperator.schedule import format_time, parse_time, utcnow
+from kboperator.source import Source, source_id
+from kboperator.statemachine import READY, SYNCED, Action, Decision, Phase, Reason, failure_reason, reason_of
 
 #: Bounded lists in status: the CRD's maxItems, so that a huge repository cannot bloat the object.
 MAX_LISTED_FILES = 50
 #: Kubernetes caps a condition message at 32 KiB; stay well below it.
 MAX_MESSAGE = 2000
-
-
-class Phase(str, enum.Enum):
-    """Where a source is in its lifecycle (status.phase)."""
-
-    PENDING = "Pending"
-    SYNCING = "Syncing"
-    SYNCED = "Synced"
-    FAILED = "Failed"
-    SUSPENDED = "Suspended"
-
-
-READY = "Ready"
-SYNCED = "Synced"
 
 
 def condition(
@@ -66,7 +63,7 @@ def merge_conditions(
 
 def issues(items: Iterable[FileIssue]) -> list[dict[str, str]]:
     """A bounded status list of {path, reason} and, when the service refused the file, its code."""
-    listed = []
+    listed: list[dict[str, str]] = []
     for issue in items:
         if len(listed) == MAX_LISTED_FILES:
             break
@@ -112,3 +109,194 @@ def summary(result: SyncResult) -> str:
         text += f"; {len(result.rejected)} refused by the search service, first: {first.path}: {first.reason}"
     return text
 
+
+
+class StatusWriter:
+    """Puts one step's status changes and events into kopf's patch and into the source's own copy.
+
+    `status` is the source's status as this process last wrote it (the live body may lag behind
+    our own patches); it is updated in place.
+    """
+
+    def __init__(
+        self, metrics: OperatorMetrics, status: dict[str, Any], body: Mapping[str, Any], patch: kopf.Patch
+    ) -> None:
+        meta = body.get("metadata") or {}
+        self.metrics = metrics
+        self.body = body
+        self.patch = patch
+        self.generation = meta.get("generation")
+        self.source_id = source_id(meta.get("namespace", ""), meta.get("name", ""))
+        self.request = (meta.get("annotations") or {}).get(SYNC_REQUEST_ANNOTATION)
+        self.status = status
+
+    def failures(self) -> int:
+        """Failed attempts since the last success."""
+        return int(self.status.get("consecutiveFailures") or 0)
+
+    def apply(self, decision: Decision, now: datetime.datetime) -> None:
+        """Write the status change of a decision that runs nothing (see statemachine.py)."""
+        if decision.action is Action.SUSPEND:
+            self._suspended()
+        elif decision.action is Action.INVALID:
+            self._failed(Reason.INVALID_SPEC, decision.error or "InvalidSpecError", retry_at=None, attempted=False)
+        elif decision.action is Action.RESCHEDULE:
+            assert decision.source is not None
+            self._rescheduled(decision.source, now)
+        elif decision.action is Action.ANNOUNCE:
+            self._announced(decision.why)
+        else:
+            raise ValueError(f"{decision.action} writes nothing by itself")
+
+    def interrupted(self) -> None:
+        """Syncing at start-up: the last process may have died half-way through applying a diff."""
+        self._write({"lastFullSyncTime": None})  # so the sync it owes is a full reconcile
+
+    def _announced(self, why: str) -> None:
+        """A sync is due: show it before it runs (the next timer call runs it)."""
+        never_synced = not self.status.get("lastSyncTime")
+        phase = Phase.PENDING if never_synced else Phase.SYNCING
+        changes: dict[str, Any] = {"phase": phase.value, "observedGeneration": self.generation}
+        if not self.status.get("conditions"):
+            message = f"the first sync is queued ({why})"
+            changes["conditions"] = self._conditions(
+                (READY, None, Reason.PENDING, message), (SYNCED, None, Reason.PENDING, message)
+            )
+        self._write(changes)
+
+    def _suspended(self) -> None:
+        """spec.suspend is true: nothing runs, nothing is planned."""
+        documents = self.status.get("documentCount", 0)
+        message = f"spec.suspend is true: no sync runs; the {documents} documents already indexed stay"
+        self._write({
+            "phase": Phase.SUSPENDED.value, "observedGeneration": self.generation, "nextSyncTime": None,
+            "conditions": self._conditions((READY, False, Reason.SUSPENDED, message)),
+        })
+
+    def _rescheduled(self, source: Source, now: datetime.datetime) -> None:
+        """A spec change that keeps the document set (schedule, policy): plan the next sync anew."""
+        changes: dict[str, Any] = {"observedGeneration": self.generation}
+        if not self.failures():  # a failing source keeps its backoff
+            base = parse_time(self.status.get("lastSyncTime")) or now
+            changes["nextSyncTime"] = format_time(source.schedule.next_after(base))
+        self._write(changes)
+
+    def synced(self, source: Source, result: SyncResult, now: datetime.datetime, retry_at: datetime.datetime) -> None:
+        """A sync ran to the end; the commit advances unless a document failed (skips do not count), else retry_at."""
+        text, short = summary(result), result.commit[:12]
+        changes: dict[str, Any] = {
+            "observedGeneration": self.generation, "lastSyncTime": format_time(now),
+            "documentCount": result.documents, "lastSync": last_sync(result),
+            "skippedFiles": issues(result.skipped), "skippedFilesOmitted": unlisted(result.skipped),
+            "failedFiles": issues(result.failed),
+        }
+        if result.drift:
+            self._event(Reason.DRIFT_DETECTED, f"full reconcile: {result.drift}", warning=True)
+        if result.rejected:
+            first = result.rejected[0]
+            self._event(Reason.DOCUMENTS_REJECTED, (
+                f"{len(result.rejected)} files skipped, refused by the search service; they are tried again when "
+                f"they change. First: {first.path}: {first.reason}"
+            ), warning=True)  # fmt: skip
+        if self.request:
+            changes["lastHandledSyncRequest"] = self.request
+        previous = self.status.get("phase")
+        if result.ok:
+            changes.update({
+                "phase": Phase.SYNCED.value, "lastSyncedCommit": result.commit, "shortCommit": result.commit[:12],
+                "specHash": source.spec_hash, "lastSuccessfulSyncTime": format_time(now), "consecutiveFailures": 0,
+                # What the next sync's drift check compares against (None: the service cannot tell).
+                "collectionEpoch": result.baseline.epoch, "expectedDocumentCount": result.baseline.documents,
+                "nextSyncTime": format_time(source.schedule.next_after(now)),
+                "conditions": self._conditions(
+                    (READY, True, Reason.SYNC_SUCCEEDED, f"{result.documents} documents mirror commit {short}"),
+                    (SYNCED, True, Reason.SYNC_SUCCEEDED, text),
+                ),
+            })
+            if result.full:
+                changes["lastFullSyncTime"] = format_time(now)
+            changed = result.added + result.modified + result.deleted + result.renamed
+            if changed or previous != Phase.SYNCED:
+                self._event(Reason.SYNC_COMPLETED, text)
+            if result.deleted:
+                self._event(Reason.DOCUMENTS_DELETED, f"{result.deleted} documents deleted at {result.commit[:12]}")
+        else:
+            failures = self.failures() + 1
+            message = f"{len(result.failed)} documents failed; retry at {format_time(retry_at)}"
+            if reason_of(self.status) != Reason.PARTIAL_SYNC:  # one event per failure streak, not per retry
+                self._event(Reason.SYNC_PARTIAL, text, warning=True)
+            changes.update({
+                # The commit stays, but part of the diff was applied: a diff from that commit no
+                # longer tells what the service lacks (a revert to it would look like no change).
+                "lastFullSyncTime": None,
+                "phase": Phase.FAILED.value, "consecutiveFailures": failures, "nextSyncTime": format_time(retry_at),
+                "conditions": self._conditions(
+                    (READY, False, Reason.PARTIAL_SYNC, message), (SYNCED, False, Reason.PARTIAL_SYNC, text)
+                ),
+            })
+        self._write(changes)
+
+    def failed(self, error: Exception, *, retry_at: datetime.datetime | None) -> None:
+        """A sync failed; retry_at None: not until the spec changes."""
+        text = str(error) or type(error).__name__
+        self._failed(failure_reason(error), text, retry_at=retry_at, attempted=True)
+
+    def _failed(self, reason: Reason, text: str, *, retry_at: datetime.datetime | None, attempted: bool) -> None:
+        when = "not retried until the spec changes" if retry_at is None else f"retry at {format_time(retry_at)}"
+        message = f"{text}; {when}"
+        changes: dict[str, Any] = {
+            "phase": Phase.FAILED.value, "observedGeneration": self.generation,
+            "consecutiveFailures": self.failures() + 1,
+            "nextSyncTime": format_time(retry_at) if retry_at else None,
+            "conditions": self._conditions((READY, False, reason, message), (SYNCED, False, reason, message)),
+        }
+        if self.request:
+            changes["lastHandledSyncRequest"] = self.request
+        if attempted:
+            changes["lastSyncTime"] = format_time(utcnow())
+            # It may have failed after applying part of its changes: the retry reconciles fully.
+            changes["lastFullSyncTime"] = None
+        if reason != reason_of(self.status):  # one event per failure streak and reason, not per retry
+            self._event(reason, message, warning=True)
+        self._write(changes)
+
+    def cleanup_failed(self, message: str) -> None:
+        """The deletion policy could not run: say so (the finalizer stays)."""
+        self._write({"conditions": self._conditions((READY, False, Reason.CLEANUP_FAILED, message))})
+        self._event(Reason.CLEANUP_FAILED, message, warning=True)
+
+    def documents_retained(self) -> None:
+        """deletionPolicy Retain: the cleanup leaves the documents."""
+        message = f"deletionPolicy is Retain: the documents of {self.source_id} stay indexed"
+        self._event(Reason.DOCUMENTS_RETAINED, message)
+
+    def documents_deleted(self, documents: int, chunks: int) -> None:
+        """The cleanup deleted the source's documents."""
+        self._event(Reason.DOCUMENTS_DELETED, f"deleted {documents} documents ({chunks} chunks) of {self.source_id}")
+
+    def documents_left_behind(self, attempts: int, error: Exception) -> None:
+        """The cleanup gave up on a search-token Secret it cannot use: the finalizer goes, the documents stay."""
+        self._event(Reason.DOCUMENTS_LEFT_BEHIND, (
+            f"gave up deleting the documents of {self.source_id} after {attempts} attempts and released the "
+            f"finalizer; they stay in the search service: {error}"
+        ), warning=True)  # fmt: skip
+
+    def _event(self, reason: Reason, message: str, *, warning: bool = False) -> None:
+        post = kopf.warn if warning else kopf.info
+        post(cast(kopf.Body, self.body), reason=reason.value, message=message)  # kopf reads only its metadata
+
+    def _conditions(self, *updates: tuple[str, bool | None, Reason, str]) -> list[dict[str, Any]]:
+        now = format_time(utcnow())
+        previous = self.status.get("conditions")
+        fresh = [condition(previous, t, s, r.value, m, generation=self.generation, now=now) for t, s, r, m in updates]
+        return merge_conditions(previous, fresh)
+
+    def _write(self, changes: Mapping[str, Any]) -> None:
+        for key, value in changes.items():
+            self.patch.status[key] = value
+            if value is None:
+                self.status.pop(key, None)
+            else:
+                self.status[key] = value
+        if "phase" in changes:
+            self.metrics.set_phase(self.source_id, changes["phase"])

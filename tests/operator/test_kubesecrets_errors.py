@@ -12,7 +12,7 @@ import kubernetes.client
 import pytest
 
 from kboperator.kubesecrets import KubernetesAccessError, KubernetesUnavailableError, SecretError, SecretReader
-from kboperator.outcome import failure_reason
+from kboperator.statemachine import failure_reason
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from kboperator.errors import InvalidSpecError
 from kboperator.gitrepo import RepoCache
 from kboperator.models import RepoSpec
-from kboperator.reconcile import decide
+from kboperator.statemachine import decide
 from kboperator.settings import OperatorSettings
 from tests.operator.gitfixtures import WorkRepo
 
@@ -75,9 +75,9 @@ def test_the_operator_checks_the_root_before_any_sync(tmp_path: Path) -> None:
 
     def action(url: str) -> str:
         body = {"metadata": {"name": "docs", "namespace": "kb", "generation": 1}, "spec": {"repository": {"url": url}}}
-        return decide(body, {}, settings, NOW).action
+        return decide(body, {}, settings, NOW).action.value
 
-    assert action(str(inside)) == "sync"
+    assert action(str(inside)) == "announce"
     assert action(str(outside)) == action(f"{root}/../elsewhere") == action(str(tmp_path / "c")) == "invalid"
 
 
