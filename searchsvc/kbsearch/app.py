@@ -78,7 +78,10 @@ def create_app(
             yield
         finally:
             state.ready = False
-            await in_thread(active_store.close)
+            try:
+                await in_thread(active_store.close)
+            finally:
+                active_embedder.close()
 
     app = FastAPI(
         title="Knowledge search service",

@@ -307,6 +307,11 @@ class EdgeStore(VectorStore):
         return pl.document_from_payload(found[0].payload)
 
     def get_dense_vectors(self, point_ids: list[str]) -> dict[str, list[float]]:
+        """Dense vectors of the given chunk points that exist, by id.
+
+        Not part of VectorStore: the service reuses vectors by text hash (reusable_vectors); only
+        the benchmark (bench/vectors.py) reads an ingested Edge collection back by point id.
+        """
         if not point_ids:
             return {}
         found = self._s.retrieve(list(point_ids), with_payload=False, with_vector=[DENSE_VECTOR])

@@ -245,19 +245,6 @@ class QdrantServerStore(VectorStore):
             return None
         return pl.document_from_payload(found[0].payload)
 
-    def get_dense_vectors(self, point_ids: list[str]) -> dict[str, list[float]]:
-        if not point_ids:
-            return {}
-        with _unavailable_on_failure("read vectors"):
-            found = self.client.retrieve(
-                self.collection, list(point_ids), with_payload=False, with_vectors=[DENSE_VECTOR]
-            )
-        return {
-            str(r.id): list(r.vector[DENSE_VECTOR])
-            for r in found
-            if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector
-        }
-
     def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
         if not text_hashes:
             return {}
