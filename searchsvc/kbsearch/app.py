@@ -22,8 +22,8 @@ from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
 from kbsearch.services.search import SearchService
 from kbsearch.settings import Settings
-from kbsearch.sparse import Bm25Encoder
 from kbsearch.store.base import VectorStore
+from kbsearch.store.bm25 import Bm25Encoder
 
 log = logging.getLogger(__name__)
 
