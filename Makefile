@@ -24,16 +24,35 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test bench lint helm clean
+# The pinned sets that CI, `make install` and the images install: one per extra (pyproject.toml).
+# torch stays out of them (installed first, from TORCH_SPEC) but is held to TORCH_SPEC while
+# resolving, so that its own dependencies are those of the CPU build.
+LOCKS       := requirements/dev.txt requirements/search.txt requirements/operator.txt
+LOCK_TMP    := $(VENV)/torch-constraint.txt
+
+.PHONY: install run test bench lint lock helm clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements/dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || \
 	  $(PIP) install --quiet $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet -r requirements/dev.txt
+	$(PIP) install --quiet --no-deps -e .
 	touch $(STAMP)
+
+# Re-resolve every lock from pyproject.toml (newest versions its bounds allow), then `make install`.
+lock: $(STAMP)
+	echo "$(TORCH_SPEC)" > $(LOCK_TMP)
+	for extra in dev search operator; do \
+	  CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --upgrade --strip-extras \
+	    --no-emit-index-url --no-emit-find-links $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
+	    --unsafe-package torch --unsafe-package pip --unsafe-package setuptools \
+	    --constraint $(LOCK_TMP) --extra $$extra --output-file requirements/$$extra.txt pyproject.toml \
+	  && sed -i '/^kb-knowledge-base @ /d' requirements/$$extra.txt || exit 1; \
+	done
+	rm -f $(LOCK_TMP)
 
 helm: $(HELM)
 

@@ -32,7 +32,7 @@ class ChunkSet:
 
 def _signature():
     from kbsearch.models import CollectionSignature
-    from kbsearch.sparse import Bm25Encoder
+    from kbsearch.store.bm25 import Bm25Encoder
 
     return CollectionSignature("local", "all-MiniLM-L6-v2", 384, Bm25Encoder.name)
 
@@ -42,7 +42,7 @@ def scifact_chunks(data: SciFact, embedder=None, *, target: int = 0, seed: int =
     from kbsearch.chunker import MarkdownChunker
     from kbsearch.models import ChunkPoint, DocumentRecord, chunk_point_id
     from kbsearch.settings import Settings
-    from kbsearch.sparse import Bm25Encoder
+    from kbsearch.store.bm25 import Bm25Encoder
 
     settings = Settings()
     lo, hi = settings.chunk_range

@@ -33,9 +33,6 @@ from typing import Any
 class SyncError(Exception):
     """Base class of every error raised by the sync core."""
 
-    #: True when the same call may succeed later without anyone changing anything.
-    transient: bool = False
-
 
 class InvalidSpecError(SyncError):
     """The spec can never work as written."""
@@ -48,13 +45,9 @@ class RepositoryAuthError(SyncError):
 class RepositoryUnavailableError(SyncError):
     """The repository could not be reached or fetched right now."""
 
-    transient = True
-
 
 class RepositoryReadError(SyncError):
     """git could not read the cached clone (damaged, or the disk failed)."""
-
-    transient = True
 
 
 class MassDeletionRefusedError(SyncError):
@@ -80,8 +73,6 @@ class ServiceError(SyncError):
 
 class ServiceUnavailableError(ServiceError):
     """The service kept failing (429, 5xx or network) through every retry."""
-
-    transient = True
 
 
 class ServiceRejectedError(ServiceError):

@@ -141,7 +141,7 @@ class RepoCache:
 
 
 class Checkout:
-    """Read-only access to one fetched head. Close it (or use `with`) to stop its git readers."""
+    """Read-only access to one fetched head. Close it to stop its git readers."""
 
     def __init__(self, clone: CacheRepo, location: RepoLocation, ref: str, head: str, *, is_tag: bool) -> None:
         self.clone = clone
@@ -151,12 +151,6 @@ class Checkout:
         self.head = head
         self.is_tag = is_tag
         self._lock = threading.Lock()  # GitPython's cat-file readers answer one request at a time
-
-    def __enter__(self) -> Checkout:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def close(self) -> None:
         with self._lock:

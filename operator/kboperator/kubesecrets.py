@@ -61,8 +61,6 @@ class SecretNotAllowedError(InvalidSpecError):
 class KubernetesUnavailableError(SyncError):
     """The Kubernetes API did not answer; trying again later can help."""
 
-    transient = True
-
 
 class KubernetesAccessError(SyncError):
     """The operator's own access to the Kubernetes API is broken (TLS, configuration, credentials)."""

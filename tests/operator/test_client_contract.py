@@ -246,7 +246,6 @@ async def test_retries_run_out_into_service_unavailable(service: httpx.AsyncClie
         with pytest.raises(ServiceUnavailableError) as caught:
             await client.put_document("https://x/a.md", "alpha", META)
     assert caught.value.status == 503 and caught.value.code == "STORE_UNAVAILABLE"
-    assert caught.value.transient
     assert await listing(service, SOURCE) == {}
 
 

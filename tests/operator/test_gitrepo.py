@@ -8,6 +8,7 @@ import shutil
 import socket
 import stat
 import threading
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import quote
 
@@ -47,7 +48,7 @@ def test_fetch_lists_and_reads_without_checkout(cache: RepoCache, work: WorkRepo
     git(work.path, "add", "link.md")
     git(work.path, "update-index", "--add", "--cacheinfo", f"160000,{sub_sha},vendor/sub")
     git(work.path, "commit", "--quiet", "-m", "symlink and submodule")
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         assert checkout.head == work.head()
         entries = {e.path: e for e in checkout.list_files()}
         assert entries["a.md"].kind == "file" and entries["a.md"].size == 4
@@ -60,7 +61,7 @@ def test_fetch_lists_and_reads_without_checkout(cache: RepoCache, work: WorkRepo
 
 
 def test_incremental_fetch_and_typed_diff(cache: RepoCache, work: WorkRepo) -> None:
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         first = checkout.head
     work.write("a.md", "# A changed\n")
     work.move("docs/b.md", "docs/renamed.md")
@@ -69,7 +70,7 @@ def test_incremental_fetch_and_typed_diff(cache: RepoCache, work: WorkRepo) -> N
     work.commit("second")
     work.write("x.md", "x\n")
     work.commit("third")
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         assert checkout.head == work.head()
         changes = {(c.status, c.old.path if c.old else None, c.new.path if c.new else None): c for c in checkout.diff(first)}
     assert set(changes) == {
@@ -85,12 +86,12 @@ def test_incremental_fetch_and_typed_diff(cache: RepoCache, work: WorkRepo) -> N
 
 
 def test_rename_and_type_change_are_reported(cache: RepoCache, work: WorkRepo) -> None:
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         first = checkout.head
     work.move("docs/b.md", "guide/b.md")
     work.symlink("a.md", "/etc/hostname")
     work.commit("rename and type change")
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         changes = {c.status: c for c in checkout.diff(first)}
     assert changes["R"].old.path == "docs/b.md" and changes["R"].new.path == "guide/b.md"
     assert changes["T"].old.kind == "file" and changes["T"].new.kind == "symlink"
@@ -100,17 +101,17 @@ def test_force_push_is_detected(cache: RepoCache, work: WorkRepo) -> None:
     base = work.head()
     work.write("a.md", "doomed\n")
     doomed = work.commit("doomed")
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         assert checkout.is_ancestor(base)
     work.reset_hard(base)
     work.write("z.md", "rewritten\n")
     work.commit("rewritten history")
     work.gc_prune()
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         assert checkout.has_commit(doomed)  # still in our cache...
         assert not checkout.is_ancestor(doomed)  # ...but no longer in the branch's history
         assert checkout.is_ancestor(base)
-    with open_local(RepoCache(cache.root.parent / "fresh"), work) as checkout:
+    with closing(open_local(RepoCache(cache.root.parent / "fresh"), work)) as checkout:
         assert not checkout.has_commit(doomed)  # a fresh clone never saw it
         assert not checkout.is_ancestor(doomed)
         assert not checkout.has_commit("not-a-sha")
@@ -122,11 +123,11 @@ def test_tags_and_branches(cache: RepoCache, work: WorkRepo) -> None:
     git(work.path, "branch", "release/1.x")
     work.write("later.md", "later\n")
     work.commit("later")
-    with open_local(cache, work, ref="v1.0") as checkout:
+    with closing(open_local(cache, work, ref="v1.0")) as checkout:
         assert checkout.head == tagged and checkout.is_tag
-    with open_local(cache, work, ref="release/1.x") as checkout:
+    with closing(open_local(cache, work, ref="release/1.x")) as checkout:
         assert checkout.head == tagged and not checkout.is_tag
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         assert checkout.head == work.head()
 
 
@@ -212,7 +213,7 @@ def test_inherited_git_environment_is_ignored(cache: RepoCache, work: WorkRepo, 
     # As inside a CI hook: these would redirect or trace every git command we run.
     monkeypatch.setenv("GIT_DIR", str(work.path / "nowhere"))
     monkeypatch.setenv("GIT_TRACE", "1")
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         assert checkout.head == work.head()
 
 
@@ -243,7 +244,7 @@ def test_no_inherited_git_variable_reaches_git_or_gitpython(
     first = work.head()
     work.write("a.md", "# A, second\n")
     second = work.commit("second")
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         assert checkout.head == second
         entries = {e.path: e for e in checkout.list_files()}
         assert checkout.read_blob(entries["a.md"].sha) == b"# A, second\n"
@@ -261,7 +262,7 @@ def test_a_tree_entry_gitpython_would_refuse_is_listed_not_fatal(cache: RepoCach
     tree = git(work.path, "mktree", input=f"100644 blob {blob}\tgit~1\n100644 blob {ok}\ta.md\n".encode())
     commit = git(work.path, "commit-tree", tree, "-p", "HEAD", "-m", "odd name")
     git(work.path, "update-ref", "refs/heads/main", commit)
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         entries = {e.path: e for e in checkout.list_files()}
         assert sorted(entries) == ["a.md", "git~1"]
         assert checkout.read_blob(entries["a.md"].sha) == b"# A\n"
@@ -271,12 +272,12 @@ def test_a_diff_with_a_path_that_is_not_utf8_is_complete(cache: RepoCache, work:
     # GitPython's Commit.diff() returns an empty diff here: an incremental sync would miss both.
     (work.path / os.fsdecode(b"caf\xe9.md")).write_text("latin-1 name\n")
     work.commit("odd name")
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         first = checkout.head
     (work.path / os.fsdecode(b"caf\xe9.md")).unlink()
     work.write("a.md", "# A changed\n")
     work.commit("remove it")
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         changes = sorted((c.status, (c.old or c.new).path) for c in checkout.diff(first))
     assert changes == [("D", os.fsdecode(b"caf\xe9.md")), ("M", "a.md")]
 
@@ -312,7 +313,7 @@ def test_a_fetch_that_hangs_is_killed_with_its_remote_helper(tmp_path: Path) -> 
 
 
 def test_cache_folder_is_a_hash_per_source_and_url(cache: RepoCache, work: WorkRepo) -> None:
-    with open_local(cache, work, source="../../etc") as checkout:
+    with closing(open_local(cache, work, source="../../etc")) as checkout:
         assert checkout.folder.parent == cache.root
         assert checkout.folder.name == cache.key("../../etc", str(work.path))
     assert cache.key("a", str(work.path)) != cache.key("b", str(work.path))
@@ -338,7 +339,7 @@ def test_https_token_works_and_is_never_stored_or_logged(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     creds = Credentials(username="robot", token=TOKEN)
-    with cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False) as checkout:
+    with closing(cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False)) as checkout:
         assert checkout.head == work.head()
         config = (checkout.folder / "config").read_text()
         folder = checkout.folder
@@ -348,7 +349,7 @@ def test_https_token_works_and_is_never_stored_or_logged(
     work.write("more.md", "more\n")
     work.commit("more")
     git(http_remote_path(http_remote, work), "fetch", "--quiet", str(work.path), "+main:main")
-    with cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False) as checkout:
+    with closing(cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False)) as checkout:
         assert checkout.head == work.head()  # incremental fetch, same clone
         assert checkout.folder == folder
 
@@ -414,7 +415,7 @@ def test_the_token_is_given_only_to_the_repository_host(cache: RepoCache, work: 
 
 
 def test_a_broken_clone_is_a_sync_error_not_a_crash(cache: RepoCache, work: WorkRepo) -> None:
-    with open_local(cache, work) as checkout:
+    with closing(open_local(cache, work)) as checkout:
         first = checkout.head
         shutil.rmtree(checkout.folder / "objects")  # a corrupted cache, or a full disk
         with pytest.raises(RepositoryReadError, match="ls-tree"):

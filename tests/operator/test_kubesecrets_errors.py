@@ -60,22 +60,22 @@ def read_error(host: str) -> Exception:
 
 
 @pytest.mark.parametrize(
-    ("status", "kind", "transient", "words"),
+    ("status", "kind", "words"),
     [
-        (404, SecretError, False, "does not exist"),
-        (403, SecretError, False, "may not read"),
-        (401, KubernetesAccessError, False, "refused the operator's credentials"),
-        (400, KubernetesAccessError, False, "HTTP 400"),
-        (429, KubernetesUnavailableError, True, "HTTP 429"),
-        (500, KubernetesUnavailableError, True, "HTTP 500"),
-        (503, KubernetesUnavailableError, True, "HTTP 503"),
+        (404, SecretError, "does not exist"),
+        (403, SecretError, "may not read"),
+        (401, KubernetesAccessError, "refused the operator's credentials"),
+        (400, KubernetesAccessError, "HTTP 400"),
+        (429, KubernetesUnavailableError, "HTTP 429"),
+        (500, KubernetesUnavailableError, "HTTP 500"),
+        (503, KubernetesUnavailableError, "HTTP 503"),
     ],
 )
-def test_api_answers(api_server: tuple[str, list[int]], status: int, kind: type, transient: bool, words: str) -> None:
+def test_api_answers(api_server: tuple[str, list[int]], status: int, kind: type, words: str) -> None:
     address, statuses = api_server
     statuses.append(status)
     error = read_error(f"http://{address}")
-    assert type(error) is kind and error.transient is transient and words in str(error)
+    assert type(error) is kind and words in str(error)
     assert "Secret kb/creds" in str(error)
 
 
@@ -86,7 +86,7 @@ def test_tls_failure_is_a_broken_access_not_an_outage(
     statuses.append(200)
     caplog.set_level(logging.ERROR, logger="kboperator.kubesecrets")
     error = read_error(f"https://{address}")  # TLS to a server that speaks plain HTTP
-    assert isinstance(error, KubernetesAccessError) and not error.transient
+    assert type(error) is KubernetesAccessError
     assert "TLS" in str(error)
     assert failure_reason(error) == "KubernetesAccessFailed"
     assert [r.levelname for r in caplog.records] == ["ERROR"]  # reported once, loudly
@@ -94,10 +94,10 @@ def test_tls_failure_is_a_broken_access_not_an_outage(
 
 def test_a_bad_server_address_is_a_configuration_error() -> None:
     error = read_error("http://:80")  # no host
-    assert isinstance(error, KubernetesAccessError) and not error.transient
+    assert type(error) is KubernetesAccessError
 
 
 def test_no_answer_at_all_is_transient() -> None:
     error = read_error("http://127.0.0.1:9")  # nothing listens on the discard port
-    assert isinstance(error, KubernetesUnavailableError) and error.transient
+    assert type(error) is KubernetesUnavailableError
     assert failure_reason(error) == "KubernetesUnavailable"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ def refused(cache: RepoCache, url: str, words: str) -> None:
 def test_a_repository_inside_the_root_is_served(cache: RepoCache, root: Path) -> None:
     inside = repo(root / "team" / "notes")
     for url in (str(inside.path), inside.path.as_uri(), f"{root}/team/../team/notes"):
-        with cache.open("kb/notes", RepoSpec(url), allow_local=True) as checkout:
+        with closing(cache.open("kb/notes", RepoSpec(url), allow_local=True)) as checkout:
             assert checkout.head == inside.head()
 
 
@@ -58,7 +59,7 @@ def test_paths_outside_the_root_are_refused_after_resolving(cache: RepoCache, ro
 
 def test_another_sources_clone_in_the_cache_is_refused(cache: RepoCache, root: Path) -> None:
     private = repo(root / "private")
-    with cache.open("kb/private", RepoSpec(str(private.path)), allow_local=True) as checkout:
+    with closing(cache.open("kb/private", RepoSpec(str(private.path)), allow_local=True)) as checkout:
         clone = checkout.folder  # a bare repository holding that source's documents
     assert clone.parent == cache.root
     (root / "alias").symlink_to(clone)

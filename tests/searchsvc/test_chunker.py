@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kbsearch import chunker as chunker_module
-from kbsearch.chunker import MAX_CONTEXT_CHARS, MAX_TAGS_CHARS, MarkdownChunker
+from kbsearch.chunker import MarkdownChunker, markdown
+from kbsearch.chunker.embedtext import MAX_CONTEXT_CHARS, MAX_TAGS_CHARS
+from kbsearch.chunker.outline import MAX_HEADING_CHARS
 from kbsearch.models import ParsedDocument
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,7 +286,7 @@ def test_embed_text_context_is_bounded():
     for c in doc.chunks:
         context = c.embed_text[: len(c.embed_text) - len(c.text)]
         assert len(context) <= MAX_CONTEXT_CHARS + MAX_TAGS_CHARS + 2
-        assert all(len(h) <= chunker_module.MAX_HEADING_CHARS for h in c.headings)
+        assert all(len(h) <= MAX_HEADING_CHARS for h in c.headings)
 
 
 # --- sizes, overlap, fingerprint -----------------------------------------------------------
@@ -349,7 +350,7 @@ def test_fingerprint_changes_with_every_setting(monkeypatch):
         MarkdownChunker(500, 801, 0).fingerprint,
         MarkdownChunker(500, 800, 10).fingerprint,
     }
-    monkeypatch.setattr(chunker_module, "ALGORITHM_VERSION", chunker_module.ALGORITHM_VERSION + 1)
+    monkeypatch.setattr(markdown, "ALGORITHM_VERSION", markdown.ALGORITHM_VERSION + 1)
     others.add(MarkdownChunker(500, 800, 0).fingerprint)
     assert len(others) == 4 and base not in others
 

@@ -39,7 +39,7 @@ import httpx
 import kbsearch
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.models import INCOMPLETE, CollectionSignature
-from kbsearch.sparse import Bm25Encoder
+from kbsearch.store.bm25 import Bm25Encoder
 from kbsearch.store.edge import EdgeStore
 from tests.searchsvc.api_fixtures import sections
 

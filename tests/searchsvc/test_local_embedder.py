@@ -10,7 +10,7 @@ import pytest
 from kbsearch.embedders import local as local_module
 from kbsearch.embedders.local import LocalEmbedder
 from kbsearch.errors import ConfigurationError
-from kbsearch.sparse import Bm25Encoder
+from kbsearch.store.bm25 import Bm25Encoder
 
 QUERY = "How do I reset my password?"
 DOCS = [

@@ -338,3 +338,21 @@ def test_a_keyless_compatible_server_works(stub, make, monkeypatch):
     fake, _ = stub
     make(api_key=None, dimensions=4).embed_query("x")
     assert fake.requests[0]["auth"] is not None
+
+
+# --- lifetime ------------------------------------------------------------------------------
+
+
+def test_the_service_closes_the_embedders_http_client_at_shutdown(make, stub, tmp_path) -> None:
+    from fastapi.testclient import TestClient
+
+    from kbsearch.app import create_app
+    from kbsearch.settings import Settings
+    from tests.support.service import make_store
+
+    embedder = make()
+    app = create_app(Settings(data_dir=tmp_path), store=make_store("edge", tmp_path), embedder=embedder)
+    with TestClient(app) as client:
+        assert client.get("/readyz").status_code == 200
+        assert not embedder._client.is_closed()
+    assert embedder._client.is_closed(), "the OpenAI client's connection pool outlives the app"

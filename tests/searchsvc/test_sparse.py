@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kbsearch.models import SparseVector
-from kbsearch.sparse import Bm25Encoder
+from kbsearch.store.bm25 import Bm25Encoder
 
 
 @pytest.fixture(scope="module")

@@ -177,13 +177,14 @@ def test_open_creates_an_empty_collection(store: VectorStore):
 def test_a_reopened_store_keeps_its_data(store_opener: StoreOpener):
     store = store_opener.open()
     record = ingest(store, "docs/a.md", ["alpha beta", "gamma delta"], metadata={"team": "x"})
-    vectors = store.get_dense_vectors([chunk_point_id("docs/a.md", 0)])
+    vectors = store.reusable_vectors("docs/a.md", ["hash-docs/a.md-0"])
+    assert list(vectors) == ["hash-docs/a.md-0"]
     store.close()
 
     reopened = store_opener.open()
     assert reopened.get_document("docs/a.md") == record
     assert reopened.count() == (1, 2)
-    assert reopened.get_dense_vectors([chunk_point_id("docs/a.md", 0)]) == vectors
+    assert reopened.reusable_vectors("docs/a.md", ["hash-docs/a.md-0"]) == vectors
     assert [h.uri for h in search(reopened, "gamma delta", mode="keyword")] == ["docs/a.md"]
 
 
@@ -309,13 +310,12 @@ def test_upsert_then_read_back_records_and_vectors(store: VectorStore):
     assert store.get_document("docs/a.md") == record
     assert store.get_document("docs/missing.md") is None
 
-    wanted = [chunk_point_id("docs/a.md", i) for i in range(3)]
-    asked = wanted + [chunk_point_id("docs/a.md", 3), document_point_id("docs/a.md")]
-    vectors = store.get_dense_vectors(asked)
-    assert sorted(vectors) == sorted(wanted)  # missing chunk and vector-less record absent
+    wanted = [f"hash-docs/a.md-{i}" for i in range(3)]
+    vectors = store.reusable_vectors("docs/a.md", [*wanted, "hash-docs/a.md-3"])
+    assert sorted(vectors) == sorted(wanted)  # a hash no stored chunk carries is absent
     expected = EMBEDDER.embed_documents(["alpha beta", "gamma delta", "epsilon"])
-    for i, point_id in enumerate(wanted):
-        assert vectors[point_id] == pytest.approx(expected[i], abs=1e-6)
+    for i, text_hash in enumerate(wanted):
+        assert vectors[text_hash] == pytest.approx(expected[i], abs=1e-6)
 
     # Re-upserting the same ids replaces, never duplicates.
     ingest(store, "docs/a.md", ["alpha beta", "gamma delta", "epsilon"])
@@ -504,7 +504,7 @@ def test_delete_document_removes_record_and_chunks(store: VectorStore):
 
     assert store.delete_document("docs/a.md") == 3
     assert store.get_document("docs/a.md") is None
-    assert store.get_dense_vectors([chunk_point_id("docs/a.md", i) for i in range(3)]) == {}
+    assert store.reusable_vectors("docs/a.md", [f"hash-docs/a.md-{i}" for i in range(3)]) == {}
     assert store.count() == (1, 1)
     assert store.delete_document("docs/a.md") == 0
     assert store.delete_document("docs/never.md") == 0

@@ -16,6 +16,9 @@ class EmbeddingProvider(ABC):
     def load(self) -> None:  # noqa: B027 - optional hook
         """Do the heavy start-up work (load weights, check the endpoint). Called once."""
 
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what load() or the constructor opened (an HTTP client). Called once, at shutdown."""
+
     @abstractmethod
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order, computed in as few batched calls as possible."""

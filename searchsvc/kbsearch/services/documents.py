@@ -28,8 +28,8 @@ from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
 from kbsearch.services.batching import EmbeddingBatcher
 from kbsearch.services.locks import KeyedLocks, SharedExclusiveLocks
 from kbsearch.services.runtime import in_thread, run_to_completion, store_call
-from kbsearch.sparse import Bm25Encoder
 from kbsearch.store.base import VectorStore
+from kbsearch.store.bm25 import Bm25Encoder
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from kbsearch.metrics import Metrics
 from kbsearch.models import SearchFilter, SearchHit
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.runtime import embed_call, store_call
-from kbsearch.sparse import Bm25Encoder
 from kbsearch.store.base import VectorStore
+from kbsearch.store.bm25 import Bm25Encoder
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,10 +100,6 @@ class VectorStore(ABC):
     def get_document(self, uri: str) -> DocumentRecord | None: ...
 
     @abstractmethod
-    def get_dense_vectors(self, point_ids: list[str]) -> dict[str, list[float]]:
-        """Dense vectors of the given chunk points that exist, by id."""
-
-    @abstractmethod
     def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
         """Dense vectors of the stored chunks of `uri` whose text hash is one of `text_hashes`.
 

@@ -7,7 +7,6 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,12 @@ from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
     DocumentRecord,
-    SearchFilter,
     SearchHit,
     SearchMode,
-    SourceStats,
-    SourceStatus,
     SparseVector,
     document_point_id,
 )
 from kbsearch.store import payloads as pl
-from kbsearch.store.diskspace import MIB, ensure_space_to_open
-from kbsearch.store.health import StoreWatch
 from kbsearch.store.base import (
     CHECKSUM,
     CHUNK_INDEX,
@@ -38,13 +32,13 @@ from kbsearch.store.base import (
     KIND,
     KIND_CHUNK,
     KIND_DOCUMENT,
-    METADATA,
     SOURCE,
     SPARSE_VECTOR,
-    TEXT_HASH,
     URI,
-    VectorStore,
 )
+from kbsearch.store.diskspace import MIB, ensure_space_to_open
+from kbsearch.store.health import StoreWatch
+from kbsearch.store.points import PointStore
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 log = logging.getLogger(__name__)
@@ -61,7 +55,7 @@ _INDEXES: dict[str, Any] = {
 }
 
 
-class EdgeStore(VectorStore):
+class EdgeStore(PointStore):
     """A collection stored at `data_dir/collection`; only one process may open it at a time.
 
     `data_dir/.collection.lock` is held (flock) while the store is open.
@@ -300,137 +294,49 @@ class EdgeStore(VectorStore):
             raise RuntimeError(f"the collection at {self.path} has lost its signature point")
         return epoch
 
-    def get_document(self, uri: str) -> DocumentRecord | None:
-        found = self._s.retrieve([document_point_id(uri)], with_payload=True, with_vector=False)
-        if not found or (found[0].payload or {}).get(KIND) != KIND_DOCUMENT:
-            return None
-        return pl.document_from_payload(found[0].payload)
-
     def get_dense_vectors(self, point_ids: list[str]) -> dict[str, list[float]]:
+        """Dense vectors of the given chunk points that exist, by id.
+
+        Not part of VectorStore: the service reuses vectors by text hash (reusable_vectors); only
+        the benchmark (bench/vectors.py) reads an ingested Edge collection back by point id.
+        """
         if not point_ids:
             return {}
         found = self._s.retrieve(list(point_ids), with_payload=False, with_vector=[DENSE_VECTOR])
         return {str(r.id): list(r.vector[DENSE_VECTOR]) for r in found if r.vector and DENSE_VECTOR in r.vector}
 
-    def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
-        if not text_hashes:
-            return {}
-        wanted = [pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))]
-        return {
-            (r.payload or {})[TEXT_HASH]: list(r.vector[DENSE_VECTOR])
-            for r in self._scroll_all(wanted, payload=[TEXT_HASH], vector=[DENSE_VECTOR])
-            if r.vector and DENSE_VECTOR in r.vector
-        }
+    # --- the primitives of the shared reads (store/points.py) -------------------------------
 
-    def incomplete_documents(self) -> list[DocumentRecord]:
-        return [pl.document_from_payload(r.payload) for r in self._scroll_all(pl.incomplete_conditions(), payload=True)]
+    def _scroll_page(
+        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool,
+        vector: list[str] | bool,
+    ) -> tuple[list[Any], Any]:
+        page = qe.ScrollRequest(
+            offset=offset, limit=limit, filter=_filter(conditions), with_payload=payload, with_vector=vector
+        )
+        return self._s.scroll(page)
 
-    def chunk_uris(self) -> list[str]:
-        # A facet over the uri index: distinct values, never a payload scan. The limit is an
-        # upper bound (every URI has a chunk), so none is dropped.
-        limit = max(self._count([pl.Match(KIND, KIND_CHUNK)]), 1)
-        facet = self._s.facet(qe.FacetRequest(URI, limit=limit, exact=True, filter=_filter([pl.Match(KIND, KIND_CHUNK)])))
-        return [str(hit.value) for hit in facet.hits]
+    def _retrieve(self, ids: list[str], payload: list[str] | bool) -> list[Any]:
+        return self._s.retrieve(ids, with_payload=payload, with_vector=False)
 
-    def existing_records(self, uris: list[str]) -> set[str]:
-        found: set[str] = set()
-        for start in range(0, len(uris), pl.SCROLL_PAGE):
-            ids = [document_point_id(u) for u in uris[start : start + pl.SCROLL_PAGE]]
-            for r in self._s.retrieve(ids, with_payload=[KIND, URI], with_vector=False):
-                if (r.payload or {}).get(KIND) == KIND_DOCUMENT:
-                    found.add(r.payload[URI])
-        return found
+    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[str, int]:
+        facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=_filter(conditions)))
+        return {str(hit.value): hit.count for hit in facet.hits}
 
-    def source_status(self, source_identifier: str) -> SourceStatus:
-        where = pl.source_conditions(source_identifier)
+    def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
         latest, _ = self._s.scroll(
             qe.ScrollRequest(
-                limit=1, filter=_filter(where["documents"]), with_payload=[INGESTED_AT], with_vector=False,
-                order_by=qe.OrderBy(INGESTED_AT, direction=qe.Direction.Desc),
+                limit=1, filter=_filter(conditions), with_payload=[field], with_vector=False,
+                order_by=qe.OrderBy(field, direction=qe.Direction.Desc),
             )
         )
-        return SourceStatus(
-            source_identifier=source_identifier,
-            documents=self._count(where["documents"]),
-            chunks=self._count(where["chunks"]),
-            incomplete_documents=self._count(where["incomplete"]),
-            last_ingested_at=(latest[0].payload or {}).get(INGESTED_AT) if latest else None,
-        )
+        return (latest[0].payload or {}) if latest else None
 
-    def list_documents(
-        self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
-    ) -> tuple[list[DocumentRecord], str | None]:
-        request = qe.ScrollRequest(
-            offset=pl.parse_cursor(cursor),
-            limit=limit,
-            filter=_filter(pl.document_conditions(source_identifier, uri_prefix)),
-            with_payload=True,
-            with_vector=False,
-        )
-        records, next_offset = self._s.scroll(request)
-        documents = [pl.document_from_payload(r.payload) for r in records]
-        return documents, (str(next_offset) if next_offset is not None else None)
-
-    def list_sources(self) -> list[SourceStats]:
-        documents = pl.tally_documents(self._document_payloads([SOURCE, INGESTED_AT]))
-        if not documents:
-            return []
-        sources = list(documents)
-        # Restricted to the known sources, `limit=len(sources)` cannot drop any of them.
-        facet = self._s.facet(
-            qe.FacetRequest(
-                SOURCE,
-                limit=len(sources),
-                exact=True,
-                filter=_filter([pl.Match(KIND, KIND_CHUNK), pl.MatchAny(SOURCE, sources)]),
-            )
-        )
-        return pl.source_stats(documents, {str(hit.value): hit.count for hit in facet.hits})
-
-    def _document_payloads(self, fields: list[str]) -> Iterator[dict[str, Any]]:
-        for record in self._scroll_all([pl.Match(KIND, KIND_DOCUMENT)], payload=fields):
-            yield record.payload or {}
-
-    def _scroll_all(
-        self, conditions: list[pl.Condition], *, payload: list[str] | bool, vector: list[str] | bool = False,
-        at_most: int | None = None,
-    ):
-        """Every matching point, page by page (or the first `at_most`)."""
-        offset, seen = None, 0
-        while True:
-            size = pl.SCROLL_PAGE if at_most is None else min(pl.SCROLL_PAGE, at_most - seen)
-            page = qe.ScrollRequest(
-                offset=offset, limit=size, filter=_filter(conditions), with_payload=payload, with_vector=vector
-            )
-            records, offset = self._s.scroll(page)
-            yield from records
-            seen += len(records)
-            if offset is None or (at_most is not None and seen >= at_most):
-                return
-
-    def count(self) -> tuple[int, int]:
-        return self._count([pl.Match(KIND, KIND_DOCUMENT)]), self._count([pl.Match(KIND, KIND_CHUNK)])
-
-    def search(
-        self,
-        *,
-        mode: SearchMode,
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        filter: SearchFilter,
-        limit: int,
-        candidates: int,
-        rrf_k: int,
+    def _query(
+        self, *, mode: SearchMode, dense: list[float] | None, sparse: SparseVector | None,
+        conditions: list[pl.Condition], limit: int, candidates: int, rrf_k: int,
     ) -> list[SearchHit]:
-        uris = None
-        if filter.metadata:
-            matched = self._scroll_all(
-                pl.metadata_record_conditions(filter), payload=[URI], at_most=pl.MAX_METADATA_FILTER_DOCUMENTS + 1
-            )
-            uris = pl.metadata_uris(r.payload or {} for r in matched)
-            if not uris:
-                return []
-        where = _filter(pl.search_conditions(filter, uris))
+        where = _filter(conditions)
         dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
         # A query of stopwords only has no terms: it can match nothing, so it is not sent.
         sparse_query = (
@@ -457,13 +363,7 @@ class EdgeStore(VectorStore):
                     raise ValueError("dense search needs a dense query vector")
                 return []
             request = qe.QueryRequest(limit=limit, query=query, filter=where, with_payload=True, with_vector=False)
-        hits = [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
-        if not hits:
-            return hits
-        ids = list({document_point_id(h.uri) for h in hits})
-        records = self._s.retrieve(ids, with_payload=[KIND, URI, METADATA], with_vector=False)
-        return pl.with_metadata(hits, (r.payload or {} for r in records))
-
+        return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
 
 def _config(signature: CollectionSignature) -> qe.EdgeConfig:
     return qe.EdgeConfig(

@@ -7,7 +7,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from qdrant_client import QdrantClient
@@ -19,11 +19,8 @@ from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
     DocumentRecord,
-    SearchFilter,
     SearchHit,
     SearchMode,
-    SourceStats,
-    SourceStatus,
     SparseVector,
     document_point_id,
 )
@@ -36,13 +33,11 @@ from kbsearch.store.base import (
     KIND,
     KIND_CHUNK,
     KIND_DOCUMENT,
-    METADATA,
     SOURCE,
     SPARSE_VECTOR,
-    TEXT_HASH,
     URI,
-    VectorStore,
 )
+from kbsearch.store.points import PointStore
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 _INDEXES: dict[str, Any] = {
@@ -73,7 +68,7 @@ def _unavailable_on_failure(action: str) -> Iterator[None]:
         raise
 
 
-class QdrantServerStore(VectorStore):
+class QdrantServerStore(PointStore):
     """One collection on a Qdrant server; safe to share between replicas."""
 
     backend = "qdrant"
@@ -188,12 +183,12 @@ class QdrantServerStore(VectorStore):
         return pl.same_write(self.get_document(record.uri), record)
 
     def delete_record(self, uri: str, version: int) -> None:
-        doomed = _filter([pl.HasId(document_point_id(uri)), *pl.record_version_is(version)])
+        doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
         with self._lock, _unavailable_on_failure("delete a document record"):
             self._delete(doomed)
 
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
-        doomed = _filter(pl.chunk_conditions(uri, lowest, highest))
+        doomed = pl.chunk_conditions(uri, lowest, highest)
         with self._lock, _unavailable_on_failure("delete chunks"):
             deleted = self._count(doomed)
             if deleted:
@@ -202,28 +197,28 @@ class QdrantServerStore(VectorStore):
 
     def count_chunks(self, uri: str, version: int | None = None) -> int:
         with _unavailable_on_failure("count chunks"):
-            return self._count(_filter(pl.chunk_conditions(uri, version, version)))
+            return self._count(pl.chunk_conditions(uri, version, version))
 
     def delete_document(self, uri: str) -> int:
         with self._lock, _unavailable_on_failure("delete a document"):
-            deleted = self._count(_filter([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri)]))
-            self._delete(_filter([pl.Match(URI, uri)]))
+            deleted = self._count([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri)])
+            self._delete([pl.Match(URI, uri)])
             return deleted
 
     def delete_source(self, source_identifier: str) -> tuple[int, int]:
         source = pl.Match(SOURCE, source_identifier)
         with self._lock, _unavailable_on_failure("delete a source"):
-            documents = self._count(_filter([pl.Match(KIND, KIND_DOCUMENT), source]))
-            chunks = self._count(_filter([pl.Match(KIND, KIND_CHUNK), source]))
+            documents = self._count([pl.Match(KIND, KIND_DOCUMENT), source])
+            chunks = self._count([pl.Match(KIND, KIND_CHUNK), source])
             # One delete by filter: no page cap, however large the source.
-            self._delete(_filter([source]))
+            self._delete([source])
             return documents, chunks
 
-    def _count(self, where: qm.Filter) -> int:
-        return self.client.count(self.collection, count_filter=where, exact=True).count
+    def _count(self, conditions: list[pl.Condition]) -> int:
+        return self.client.count(self.collection, count_filter=_filter(conditions), exact=True).count
 
-    def _delete(self, where: qm.Filter) -> None:
-        self.client.delete(self.collection, points_selector=qm.FilterSelector(filter=where), wait=True)
+    def _delete(self, conditions: list[pl.Condition]) -> None:
+        self.client.delete(self.collection, points_selector=qm.FilterSelector(filter=_filter(conditions)), wait=True)
 
     # --- reads --------------------------------------------------------------------------
 
@@ -238,157 +233,39 @@ class QdrantServerStore(VectorStore):
             )
         return epoch
 
-    def get_document(self, uri: str) -> DocumentRecord | None:
-        with _unavailable_on_failure("read a document record"):
-            found = self.client.retrieve(self.collection, [document_point_id(uri)], with_payload=True)
-        if not found or (found[0].payload or {}).get(KIND) != KIND_DOCUMENT:
-            return None
-        return pl.document_from_payload(found[0].payload)
+    # --- the primitives of the shared reads (store/points.py) -------------------------------
 
-    def get_dense_vectors(self, point_ids: list[str]) -> dict[str, list[float]]:
-        if not point_ids:
-            return {}
-        with _unavailable_on_failure("read vectors"):
-            found = self.client.retrieve(
-                self.collection, list(point_ids), with_payload=False, with_vectors=[DENSE_VECTOR]
-            )
-        return {
-            str(r.id): list(r.vector[DENSE_VECTOR])
-            for r in found
-            if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector
-        }
+    def _guard(self, action: str) -> AbstractContextManager[None]:
+        return _unavailable_on_failure(action)
 
-    def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
-        if not text_hashes:
-            return {}
-        wanted = [pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))]
-        with _unavailable_on_failure("read vectors"):
-            return {
-                (r.payload or {})[TEXT_HASH]: list(r.vector[DENSE_VECTOR])
-                for r in self._scroll_all(wanted, payload=[TEXT_HASH], vector=[DENSE_VECTOR])
-                if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector
-            }
+    def _scroll_page(
+        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool,
+        vector: list[str] | bool,
+    ) -> tuple[list[Any], Any]:
+        return self.client.scroll(
+            self.collection, scroll_filter=_filter(conditions), limit=limit, offset=offset,
+            with_payload=payload, with_vectors=vector,
+        )
 
-    def incomplete_documents(self) -> list[DocumentRecord]:
-        with _unavailable_on_failure("find incomplete documents"):
-            return [
-                pl.document_from_payload(r.payload or {})
-                for r in self._scroll_all(pl.incomplete_conditions(), payload=True)
-            ]
+    def _retrieve(self, ids: list[str], payload: list[str] | bool) -> list[Any]:
+        return self.client.retrieve(self.collection, ids, with_payload=payload)
 
-    def chunk_uris(self) -> list[str]:
-        chunks = _filter([pl.Match(KIND, KIND_CHUNK)])
-        with _unavailable_on_failure("list the URIs of chunks"):
-            # A facet over the uri index; the chunk count bounds the distinct URIs, so none is dropped.
-            limit = max(self._count(chunks), 1)
-            facet = self.client.facet(self.collection, key=URI, facet_filter=chunks, limit=limit, exact=True)
-        return [str(hit.value) for hit in facet.hits]
+    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[str, int]:
+        facet = self.client.facet(self.collection, key=key, facet_filter=_filter(conditions), limit=limit, exact=True)
+        return {str(hit.value): hit.count for hit in facet.hits}
 
-    def existing_records(self, uris: list[str]) -> set[str]:
-        found: set[str] = set()
-        with _unavailable_on_failure("read document records"):
-            for start in range(0, len(uris), pl.SCROLL_PAGE):
-                ids = [document_point_id(u) for u in uris[start : start + pl.SCROLL_PAGE]]
-                for r in self.client.retrieve(self.collection, ids, with_payload=[KIND, URI]):
-                    if (r.payload or {}).get(KIND) == KIND_DOCUMENT:
-                        found.add(r.payload[URI])
-        return found
+    def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
+        latest, _ = self.client.scroll(
+            self.collection, scroll_filter=_filter(conditions), limit=1, with_payload=[field],
+            with_vectors=False, order_by=qm.OrderBy(key=field, direction=qm.Direction.DESC),
+        )
+        return (latest[0].payload or {}) if latest else None
 
-    def source_status(self, source_identifier: str) -> SourceStatus:
-        where = {name: _filter(conditions) for name, conditions in pl.source_conditions(source_identifier).items()}
-        with _unavailable_on_failure("count a source"):
-            latest, _ = self.client.scroll(
-                self.collection, scroll_filter=where["documents"], limit=1, with_payload=[INGESTED_AT],
-                with_vectors=False, order_by=qm.OrderBy(key=INGESTED_AT, direction=qm.Direction.DESC),
-            )
-            return SourceStatus(
-                source_identifier=source_identifier,
-                documents=self._count(where["documents"]),
-                chunks=self._count(where["chunks"]),
-                incomplete_documents=self._count(where["incomplete"]),
-                last_ingested_at=(latest[0].payload or {}).get(INGESTED_AT) if latest else None,
-            )
-
-    def list_documents(
-        self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
-    ) -> tuple[list[DocumentRecord], str | None]:
-        offset = pl.parse_cursor(cursor)
-        with _unavailable_on_failure("list documents"):
-            records, next_offset = self.client.scroll(
-                self.collection,
-                scroll_filter=_filter(pl.document_conditions(source_identifier, uri_prefix)),
-                limit=limit,
-                offset=offset,
-                with_payload=True,
-                with_vectors=False,
-            )
-        documents = [pl.document_from_payload(r.payload or {}) for r in records]
-        return documents, (str(next_offset) if next_offset is not None else None)
-
-    def list_sources(self) -> list[SourceStats]:
-        with _unavailable_on_failure("list sources"):
-            documents = pl.tally_documents(self._document_payloads([SOURCE, INGESTED_AT]))
-            if not documents:
-                return []
-            sources = list(documents)
-            # Restricted to the known sources, `limit=len(sources)` cannot drop any of them.
-            facet = self.client.facet(
-                self.collection,
-                key=SOURCE,
-                facet_filter=_filter([pl.Match(KIND, KIND_CHUNK), pl.MatchAny(SOURCE, sources)]),
-                limit=len(sources),
-                exact=True,
-            )
-        return pl.source_stats(documents, {str(hit.value): hit.count for hit in facet.hits})
-
-    def _document_payloads(self, fields: list[str]) -> Iterator[dict[str, Any]]:
-        for record in self._scroll_all([pl.Match(KIND, KIND_DOCUMENT)], payload=fields):
-            yield record.payload or {}
-
-    def _scroll_all(
-        self, conditions: list[pl.Condition], *, payload: list[str] | bool, vector: list[str] | bool = False,
-        at_most: int | None = None,
-    ):
-        """Every matching point, page by page (or the first `at_most`)."""
-        offset, seen = None, 0
-        while True:
-            size = pl.SCROLL_PAGE if at_most is None else min(pl.SCROLL_PAGE, at_most - seen)
-            records, offset = self.client.scroll(
-                self.collection, scroll_filter=_filter(conditions), limit=size, offset=offset,
-                with_payload=payload, with_vectors=vector,
-            )
-            yield from records
-            seen += len(records)
-            if offset is None or (at_most is not None and seen >= at_most):
-                return
-
-    def count(self) -> tuple[int, int]:
-        with _unavailable_on_failure("count points"):
-            documents = self._count(_filter([pl.Match(KIND, KIND_DOCUMENT)]))
-            chunks = self._count(_filter([pl.Match(KIND, KIND_CHUNK)]))
-        return documents, chunks
-
-    def search(
-        self,
-        *,
-        mode: SearchMode,
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        filter: SearchFilter,
-        limit: int,
-        candidates: int,
-        rrf_k: int,
+    def _query(
+        self, *, mode: SearchMode, dense: list[float] | None, sparse: SparseVector | None,
+        conditions: list[pl.Condition], limit: int, candidates: int, rrf_k: int,
     ) -> list[SearchHit]:
-        uris = None
-        if filter.metadata:
-            with _unavailable_on_failure("resolve a metadata filter"):
-                matched = self._scroll_all(
-                    pl.metadata_record_conditions(filter), payload=[URI], at_most=pl.MAX_METADATA_FILTER_DOCUMENTS + 1
-                )
-                uris = pl.metadata_uris(r.payload or {} for r in matched)
-            if not uris:
-                return []
-        where = _filter(pl.search_conditions(filter, uris))
+        where = _filter(conditions)
         stages: list[tuple[Any, str]] = []
         if dense is not None and mode in ("hybrid", "dense"):
             stages.append((list(dense), DENSE_VECTOR))
@@ -400,22 +277,15 @@ class QdrantServerStore(VectorStore):
         if not stages:
             return []
         common: dict[str, Any] = {"query_filter": where, "limit": limit, "with_payload": True, "with_vectors": False}
-        with _unavailable_on_failure("search"):
-            if mode == "hybrid":
-                prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using in stages]
-                response = self.client.query_points(
-                    self.collection, prefetch=prefetch, query=qm.RrfQuery(rrf=qm.Rrf(k=rrf_k)), **common
-                )
-            else:
-                query, using = stages[0]
-                response = self.client.query_points(self.collection, query=query, using=using, **common)
-            hits = [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in response.points]
-            if not hits:
-                return hits
-            ids = list({document_point_id(h.uri) for h in hits})
-            records = self.client.retrieve(self.collection, ids, with_payload=[KIND, URI, METADATA])
-        return pl.with_metadata(hits, (r.payload or {} for r in records))
-
+        if mode == "hybrid":
+            prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using in stages]
+            response = self.client.query_points(
+                self.collection, prefetch=prefetch, query=qm.RrfQuery(rrf=qm.Rrf(k=rrf_k)), **common
+            )
+        else:
+            query, using = stages[0]
+            response = self.client.query_points(self.collection, query=query, using=using, **common)
+        return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in response.points]
 
 def _bare_point(point_id: str, payload: dict[str, Any]) -> qm.PointStruct:
     """A point with no vectors: document records and the signature."""

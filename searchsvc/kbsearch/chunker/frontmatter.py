@@ -1,0 +1,75 @@
+"""Front matter: a leading YAML (`---`) or TOML (`+++`) block, and the title and tags it names."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+# Front matter larger than this is not parsed (it is kept as body text): real front matter is a
+# few lines, and the cap bounds YAML/TOML parse time on hostile input.
+MAX_FRONT_MATTER_CHARS = 64 * 1024
+
+_YAML_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+_TOML_CLOSE = re.compile(r"^\+\+\+[ \t]*$", re.MULTILINE)
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """Front matter as a mapping, and the body after it.
+
+    Front matter that does not parse, or is not a mapping, stays in the body: a leading `---` is
+    also legal markdown (a thematic break, or a setext underline below it), and its text must
+    remain searchable rather than vanish silently.
+    """
+    first = text.find("\n")
+    if first < 0:
+        return {}, text
+    opener = text[:first].rstrip(" \t")
+    parse: Callable[[str], Any]
+    if opener == "---":
+        closer, parse = _YAML_CLOSE, _parse_yaml
+    elif opener == "+++":
+        closer, parse = _TOML_CLOSE, tomllib.loads
+    else:
+        return {}, text
+    match = closer.search(text, first + 1, first + 1 + MAX_FRONT_MATTER_CHARS + 8)
+    # The search window may end mid-line: a closer must be a whole line.
+    if match is None or (match.end() < len(text) and text[match.end()] != "\n"):
+        return {}, text
+    raw = text[first + 1 : match.start()]
+    try:
+        data = parse(raw)
+    except Exception:  # any parser failure (syntax, recursion, bad types) means "not front matter"
+        return {}, text
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        return {}, text
+    body_start = match.end() + 1 if match.end() < len(text) else match.end()
+    return data, text[body_start:]
+
+
+def _parse_yaml(raw: str) -> Any:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(raw, Loader=loader)  # noqa: S506 - a safe loader, the C one when available
+
+
+def front_matter_title(meta: dict[str, Any]) -> str | None:
+    title = meta.get("title")
+    if isinstance(title, str) and title.strip():
+        return " ".join(title.split())
+    return None
+
+
+def front_matter_tags(meta: dict[str, Any]) -> list[str]:
+    raw = meta.get("tags")
+    if isinstance(raw, str):
+        items = raw.split(",")
+    elif isinstance(raw, list):
+        items = [item for item in raw if isinstance(item, str)]
+    else:
+        return []
+    return list(dict.fromkeys(tag.strip() for tag in items if tag.strip()))

@@ -1,0 +1,211 @@
+"""The reads both backends share, written once over a few engine primitives.
+
+A backend (edge.py, qdrant_server.py) supplies the vendor calls: count, scroll one page,
+retrieve by id, facet, read the newest point, and the ranked query itself. Everything built
+from them (paging, source counts, listings, the metadata pre-filter of a search, the metadata
+of its hits) lives here, so the two backends cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from kbsearch.models import (
+    DocumentRecord,
+    SearchFilter,
+    SearchHit,
+    SearchMode,
+    SourceStats,
+    SourceStatus,
+    SparseVector,
+    document_point_id,
+)
+from kbsearch.store import payloads as pl
+from kbsearch.store.base import (
+    DENSE_VECTOR,
+    INGESTED_AT,
+    KIND,
+    KIND_CHUNK,
+    KIND_DOCUMENT,
+    MAX_METADATA_FILTER_DOCUMENTS,
+    METADATA,
+    SOURCE,
+    TEXT_HASH,
+    URI,
+    VectorStore,
+)
+
+
+class PointStore(VectorStore):
+    """A VectorStore whose reads are made of the primitives below (records: `.id`, `.payload`, `.vector`)."""
+
+    def _guard(self, action: str) -> AbstractContextManager[None]:
+        """Where the engine's own failures become StoreUnavailableError; `action` names the read."""
+        return nullcontext()
+
+    # --- primitives -----------------------------------------------------------------------
+
+    @abstractmethod
+    def _count(self, conditions: list[pl.Condition]) -> int:
+        """Exact count of the matching points."""
+
+    @abstractmethod
+    def _scroll_page(
+        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool,
+        vector: list[str] | bool,
+    ) -> tuple[list[Any], Any]:
+        """One page of matching points in id order, and the offset of the next (None at the end)."""
+
+    @abstractmethod
+    def _retrieve(self, ids: list[str], payload: list[str] | bool) -> list[Any]:
+        """The points of `ids` that exist, without vectors."""
+
+    @abstractmethod
+    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[str, int]:
+        """Distinct values of an indexed `key` among the matching points, with their counts (exact)."""
+
+    @abstractmethod
+    def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
+        """The `field` payload of the matching point with the greatest `field`, or None."""
+
+    @abstractmethod
+    def _query(
+        self, *, mode: SearchMode, dense: list[float] | None, sparse: SparseVector | None,
+        conditions: list[pl.Condition], limit: int, candidates: int, rrf_k: int,
+    ) -> list[SearchHit]:
+        """The ranked chunks (without metadata); a query of stopwords only is never sent."""
+
+    # --- shared reads -----------------------------------------------------------------------
+
+    def get_document(self, uri: str) -> DocumentRecord | None:
+        with self._guard("read a document record"):
+            found = self._retrieve([document_point_id(uri)], True)
+        if not found or (found[0].payload or {}).get(KIND) != KIND_DOCUMENT:
+            return None
+        return pl.document_from_payload(found[0].payload)
+
+    def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
+        if not text_hashes:
+            return {}
+        wanted: list[pl.Condition] = [
+            pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))
+        ]
+        with self._guard("read vectors"):
+            return {
+                (r.payload or {})[TEXT_HASH]: list(r.vector[DENSE_VECTOR])
+                for r in self._scroll_all(wanted, payload=[TEXT_HASH], vector=[DENSE_VECTOR])
+                if r.vector and DENSE_VECTOR in r.vector
+            }
+
+    def incomplete_documents(self) -> list[DocumentRecord]:
+        with self._guard("find incomplete documents"):
+            return [
+                pl.document_from_payload(r.payload or {})
+                for r in self._scroll_all(pl.incomplete_conditions(), payload=True)
+            ]
+
+    def chunk_uris(self) -> list[str]:
+        chunks: list[pl.Condition] = [pl.Match(KIND, KIND_CHUNK)]
+        with self._guard("list the URIs of chunks"):
+            # A facet over the uri index: distinct values, never a payload scan. The chunk count
+            # bounds the distinct URIs (every URI has a chunk), so none is dropped.
+            return list(self._facet(URI, chunks, max(self._count(chunks), 1)))
+
+    def existing_records(self, uris: list[str]) -> set[str]:
+        found: set[str] = set()
+        with self._guard("read document records"):
+            for start in range(0, len(uris), pl.SCROLL_PAGE):
+                ids = [document_point_id(u) for u in uris[start : start + pl.SCROLL_PAGE]]
+                for r in self._retrieve(ids, [KIND, URI]):
+                    if (r.payload or {}).get(KIND) == KIND_DOCUMENT:
+                        found.add(r.payload[URI])
+        return found
+
+    def source_status(self, source_identifier: str) -> SourceStatus:
+        where = pl.source_conditions(source_identifier)
+        with self._guard("count a source"):
+            latest = self._newest_payload(where["documents"], INGESTED_AT)
+            return SourceStatus(
+                source_identifier=source_identifier,
+                documents=self._count(where["documents"]),
+                chunks=self._count(where["chunks"]),
+                incomplete_documents=self._count(where["incomplete"]),
+                last_ingested_at=(latest or {}).get(INGESTED_AT),
+            )
+
+    def list_documents(
+        self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[DocumentRecord], str | None]:
+        offset = pl.parse_cursor(cursor)
+        with self._guard("list documents"):
+            records, next_offset = self._scroll_page(
+                pl.document_conditions(source_identifier, uri_prefix), offset=offset, limit=limit, payload=True,
+                vector=False,
+            )
+        documents = [pl.document_from_payload(r.payload or {}) for r in records]
+        return documents, (str(next_offset) if next_offset is not None else None)
+
+    def list_sources(self) -> list[SourceStats]:
+        with self._guard("list sources"):
+            documents = pl.tally_documents(self._document_payloads([SOURCE, INGESTED_AT]))
+            if not documents:
+                return []
+            sources = list(documents)
+            # Restricted to the known sources, `limit=len(sources)` cannot drop any of them.
+            chunks = self._facet(SOURCE, [pl.Match(KIND, KIND_CHUNK), pl.MatchAny(SOURCE, sources)], len(sources))
+        return pl.source_stats(documents, chunks)
+
+    def count(self) -> tuple[int, int]:
+        with self._guard("count points"):
+            return self._count([pl.Match(KIND, KIND_DOCUMENT)]), self._count([pl.Match(KIND, KIND_CHUNK)])
+
+    def search(
+        self,
+        *,
+        mode: SearchMode,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        filter: SearchFilter,
+        limit: int,
+        candidates: int,
+        rrf_k: int,
+    ) -> list[SearchHit]:
+        uris = None
+        if filter.metadata:
+            with self._guard("resolve a metadata filter"):
+                matched = self._scroll_all(
+                    pl.metadata_record_conditions(filter), payload=[URI], at_most=MAX_METADATA_FILTER_DOCUMENTS + 1
+                )
+                uris = pl.metadata_uris(r.payload or {} for r in matched)
+            if not uris:
+                return []
+        with self._guard("search"):
+            hits = self._query(
+                mode=mode, dense=dense, sparse=sparse, conditions=pl.search_conditions(filter, uris), limit=limit,
+                candidates=candidates, rrf_k=rrf_k,
+            )
+            if not hits:
+                return hits
+            records = self._retrieve(list({document_point_id(h.uri) for h in hits}), [KIND, URI, METADATA])
+        return pl.with_metadata(hits, (r.payload or {} for r in records))
+
+    def _document_payloads(self, fields: list[str]) -> Iterator[dict[str, Any]]:
+        for record in self._scroll_all([pl.Match(KIND, KIND_DOCUMENT)], payload=fields):
+            yield record.payload or {}
+
+    def _scroll_all(
+        self, conditions: list[pl.Condition], *, payload: list[str] | bool, vector: list[str] | bool = False,
+        at_most: int | None = None,
+    ) -> Iterator[Any]:
+        """Every matching point, page by page (or the first `at_most`)."""
+        offset, seen = None, 0
+        while True:
+            size = pl.SCROLL_PAGE if at_most is None else min(pl.SCROLL_PAGE, at_most - seen)
+            records, offset = self._scroll_page(conditions, offset=offset, limit=size, payload=payload, vector=vector)
+            yield from records
+            seen += len(records)
+            if offset is None or (at_most is not None and seen >= at_most):
+                return
