@@ -76,10 +76,10 @@ class CachedEmbedder(EmbeddingProvider):
                 name = type(self.inner).__name__
                 raise RuntimeError(f"{name} returned {len(fresh)} vectors for {len(missing)} texts")
             with self._lock:
-                for key, vector in zip(missing, fresh, strict=True):
-                    stored = array("f", vector)
-                    found[key] = stored
-                    self._entries[key] = stored
+                for key, floats in zip(missing, fresh, strict=True):
+                    packed = array("f", floats)
+                    found[key] = packed
+                    self._entries[key] = packed
                     self._entries.move_to_end(key)
                 while len(self._entries) > self.max_entries:
                     self._entries.popitem(last=False)
