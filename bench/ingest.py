@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--big-kb", type=int, default=100, help="size of the 1-line-edit file in KB (default 100)")
     args = parser.parse_args(argv)
 
-    
+
     data = load_scifact(args.scifact)
     docs = list(markdown_documents(data, args.docs))
     print(f"[ingest] {len(docs)} generated markdown docs, {sum(len(t.encode()) for _, t in docs) / 1e6:.2f} MB ({load_text()})")

@@ -35,9 +35,9 @@ from bench.common import (
     local_embedder,
     print_table,
     run_service,
-    service_cache,
     scifact_markdown,
     server_timing,
+    service_cache,
     summary_ms,
     write_result,
 )

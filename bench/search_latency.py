@@ -73,11 +73,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from qdrant_client import QdrantClient
 
+    from bench.vectors import scifact_chunks
     from kbsearch.settings import Settings
     from kbsearch.store.edge import EdgeStore
     from kbsearch.store.qdrant_server import QdrantServerStore
-
-    from bench.vectors import scifact_chunks
 
     data = load_scifact(args.scifact)
     if args.docs:

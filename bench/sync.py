@@ -197,7 +197,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from kboperator.gitrepo import RepoCache
     from kboperator.models import RepoSpec, SyncSpec
     from kboperator.sync import SyncEngine
-
     from kbsearch.settings import Settings
 
     data = load_scifact(args.scifact)

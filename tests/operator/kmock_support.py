@@ -332,7 +332,7 @@ def _merge(old: Any, patch: Any) -> Any:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- fixtures and helpers for tests that run the operator against the emulator -------------

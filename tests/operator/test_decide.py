@@ -21,7 +21,7 @@ from kboperator.settings import OperatorSettings
 from kboperator.source import parse_source
 from tests.operator.test_crd import _schema, _strict
 
-NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_seconds=60)
 SPEC = {"repository": {"url": "https://github.com/acme/docs"}, "schedule": "@every 1h"}
 

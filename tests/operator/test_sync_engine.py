@@ -14,6 +14,7 @@ from kboperator.errors import InvalidSpecError, MassDeletionRefusedError
 from kboperator.gitrepo import RepoCache
 from kboperator.models import RepoSpec, SyncResult, SyncSpec
 from kboperator.sync import SyncEngine
+from tests.operator.gitfixtures import WorkRepo
 from tests.operator.servicefixtures import (  # noqa: F401  # fixtures are imported by name
     BASE_URL,
     asgi,
@@ -23,7 +24,6 @@ from tests.operator.servicefixtures import (  # noqa: F401  # fixtures are impor
     service,
     sha256,
 )
-from tests.operator.gitfixtures import WorkRepo
 
 SOURCE = "team/handbook"
 

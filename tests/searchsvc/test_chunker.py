@@ -17,10 +17,7 @@ from kbsearch.chunker import MAX_CONTEXT_CHARS, MAX_TAGS_CHARS, MarkdownChunker
 from kbsearch.models import ParsedDocument
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDS = (
-    "cluster operator helm chart values namespace pod service ingress secret config map volume "
-    "replica deployment rollout upgrade install search index chunk vector embedding query"
-).split()
+WORDS = ["cluster", "operator", "helm", "chart", "values", "namespace", "pod", "service", "ingress", "secret", "config", "map", "volume", "replica", "deployment", "rollout", "upgrade", "install", "search", "index", "chunk", "vector", "embedding", "query"]
 
 
 def prose(paragraphs: int, seed: int = 1, lo: int = 80, hi: int = 250) -> str:
