@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results[name] = result
         rows.append([name, *headline(name, result), f"{time.perf_counter() - started:.0f}"])
-    write_result("summary", {"quick": args.quick, "rows": [dict(zip(("benchmark", "figure", "target", "verdict", "seconds"), r)) for r in rows]})
+    columns = ("benchmark", "figure", "target", "verdict", "seconds")
+    write_result("summary", {"quick": args.quick, "rows": [dict(zip(columns, r, strict=True)) for r in rows]})
     print(f"\n[run_all] summary ({'QUICK smoke sizes' if args.quick else 'full sizes'}; end {load_text(load_average())})")
     print_table(["benchmark", "figure", "target", "verdict", "s"], rows)
     return 1 if failed else 0

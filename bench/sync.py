@@ -72,11 +72,11 @@ def make_repo(repo: Path, data, files: int, per_file: int = 3) -> dict[str, Any]
         target.write_text(text, encoding="utf-8")
 
     first = int(files * 0.6)
-    for path, (_, text) in zip(paths[:first], docs[:first]):
+    for path, (_, text) in zip(paths[:first], docs[:first], strict=True):
         write(path, text)
     git(repo, "add", "-A")
     git(repo, "commit", "--quiet", "-m", "Add the first documents")
-    for path, (_, text) in zip(paths[first:], docs[first:]):
+    for path, (_, text) in zip(paths[first:], docs[first:], strict=True):
         write(path, text)
     (repo / "README.txt").write_text("Generated benchmark repository (not markdown: outside the globs).\n")
     git(repo, "add", "-A")

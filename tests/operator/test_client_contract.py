@@ -17,13 +17,11 @@ import pytest
 
 from kboperator.client import SearchClient, SourceStats
 from kboperator.errors import DocumentRejectedError, ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
-from tests.operator.servicefixtures import (  # noqa: F401  # fixtures are imported by name
+from tests.operator.servicefixtures import (
     BASE_URL,
     asgi,
     listing,
     no_sleep,
-    search_client,
-    service,
     sha256,
 )
 from tests.support.service import running_service

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from kbsearch.schemas import MAX_METADATA_BYTES, MAX_METADATA_LIST_ITEMS
-from tests.searchsvc.api_fixtures import api, counts, list_all, put, sections, sha  # noqa: F401
+from tests.searchsvc.api_fixtures import counts, list_all, put, sections, sha
 from tests.support.service import running_service
 
 # --- metadata ----------------------------------------------------------------------------------
@@ -26,7 +26,7 @@ async def test_a_list_of_100000_strings_is_refused_before_any_work(api):
 
 
 @pytest.mark.parametrize(
-    "metadata, limit",
+    ("metadata", "limit"),
     [
         ({f"k{i}": ["v"] * 10 for i in range(MAX_METADATA_LIST_ITEMS // 10 + 1)}, f"at most {MAX_METADATA_LIST_ITEMS}"),
         ({f"k{i}": "é" * 2000 for i in range(5)}, f"at most {MAX_METADATA_BYTES} are allowed"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.searchsvc.api_fixtures import api, put  # noqa: F401
+from tests.searchsvc.api_fixtures import put
 
 DOCS = {
     "https://git.example/team/blob/main/install.md": (

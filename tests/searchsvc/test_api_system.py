@@ -10,7 +10,7 @@ import pytest
 from kbsearch.app import create_app
 from kbsearch.errors import ConfigurationError
 from kbsearch.settings import Settings
-from tests.searchsvc.api_fixtures import api, list_all, put, sections  # noqa: F401
+from tests.searchsvc.api_fixtures import list_all, put, sections
 from tests.support.hashing import HashingEmbedder
 from tests.support.service import make_store, running_service, serve
 

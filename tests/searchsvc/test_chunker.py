@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -329,13 +330,13 @@ def test_max_size_holds_on_mixed_markdown():
 def test_overlap():
     text = prose(60, lo=40, hi=90)
     plain = MarkdownChunker(200, 300, overlap=0).chunk(text).chunks
-    assert all(b.start >= a.end for a, b in zip(plain, plain[1:]))
+    assert all(b.start >= a.end for a, b in itertools.pairwise(plain))
     shared = MarkdownChunker(200, 300, overlap=60).chunk(text).chunks
-    overlaps = [a.end - b.start for a, b in zip(shared, shared[1:])]
+    overlaps = [a.end - b.start for a, b in itertools.pairwise(shared)]
     # The splitter treats overlap as a maximum and uses it only where it fits the capacity.
     assert max(overlaps) > 0
     assert all(o <= 60 for o in overlaps)
-    assert all(b.start > a.start for a, b in zip(shared, shared[1:]))
+    assert all(b.start > a.start for a, b in itertools.pairwise(shared))
 
 
 def test_fingerprint_changes_with_every_setting(monkeypatch):

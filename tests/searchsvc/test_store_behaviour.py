@@ -310,7 +310,7 @@ def test_upsert_then_read_back_records_and_vectors(store: VectorStore):
     assert store.get_document("docs/missing.md") is None
 
     wanted = [chunk_point_id("docs/a.md", i) for i in range(3)]
-    asked = wanted + [chunk_point_id("docs/a.md", 3), document_point_id("docs/a.md")]
+    asked = [*wanted, chunk_point_id("docs/a.md", 3), document_point_id("docs/a.md")]
     vectors = store.get_dense_vectors(asked)
     assert sorted(vectors) == sorted(wanted)  # missing chunk and vector-less record absent
     expected = EMBEDDER.embed_documents(["alpha beta", "gamma delta", "epsilon"])
@@ -636,7 +636,7 @@ def corpus(store: VectorStore) -> VectorStore:
 
 
 @pytest.mark.parametrize(
-    "query, mode, top",
+    ("query", "mode", "top"),
     [
         ("kubernetes pods scheduled onto nodes", "dense", ("guides/kubernetes.md", 0)),
         ("vacuum dead tuples", "keyword", ("guides/postgres.md", 0)),
@@ -668,7 +668,7 @@ K, P, C = "guides/kubernetes.md", "guides/postgres.md", "notes/cooking.md"
 
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
 @pytest.mark.parametrize(
-    "flt, expected",
+    ("flt", "expected"),
     [
         ({}, {K, P, C}),
         ({"source_identifiers": ["db"]}, {P}),
