@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections.abc import Iterator
 
 from bench.common import SciFact
-import itertools
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 

@@ -148,8 +148,7 @@ async def test_a_cancelled_write_still_finishes_before_its_locks_are_released(ap
 
     store.upsert_chunks = paused_upsert
     write = asyncio.create_task(api.put("/api/v1/documents", json={"uri": "big.md", "content": new}))
-    while not entered.is_set():
-        await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(entered.wait, 60), "the write never reached the store"
     write.cancel()
     await asyncio.sleep(0)  # let the cancellation reach the handler before the batch returns
     release.set()

@@ -354,7 +354,7 @@ def test_fingerprint_changes_with_every_setting(monkeypatch):
 
 @pytest.mark.parametrize("args", [(0, 10, 0), (20, 10, 0), (10, 20, 10), (10, 20, -1)])
 def test_invalid_settings(args):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^need [01] <= "):
         MarkdownChunker(*args)
 
 

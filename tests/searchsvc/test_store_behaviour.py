@@ -785,7 +785,7 @@ def test_qdrant_server_errors_are_store_unavailable(failing_server, code):
 
 def test_qdrant_client_errors_are_not_store_unavailable(failing_server):
     store = QdrantServerStore.from_url(failing_server(400), None, 2, collection="kb")
-    with pytest.raises(Exception) as failed:
+    with pytest.raises(Exception) as failed:  # noqa: PT011 - any type but the transient one
         store.open(TEST_SIGNATURE)
     assert not isinstance(failed.value, StoreUnavailableError)  # a bad request is not transient
     store.close()

@@ -79,7 +79,7 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error")
+    log.error("unhandled error", exc_info=exc)
     return error_response(500, "INTERNAL_ERROR", "the service hit an unexpected error; it has been logged")
 
 

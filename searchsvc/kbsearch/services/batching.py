@@ -44,7 +44,7 @@ class EmbeddingBatcher:
                 texts = [text for request in batch for text in request.texts]
                 try:
                     vectors = await embed_call(self.embedder.embed_documents, texts)
-                except Exception as exc:  # handed to every waiting request, raised in its PUT
+                except Exception as exc:  # noqa: BLE001 - handed to every waiting request, raised in its PUT
                     for request in batch:
                         if not request.done.done():
                             request.done.set_exception(exc)
