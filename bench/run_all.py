@@ -41,7 +41,10 @@ def headline(name: str, r: dict[str, Any]) -> tuple[str, str, str]:
         return fig, "overhead <= 10%", met(r["target"]["met"])
     if name == "search_latency":
         e = r["runs"]["edge"]
-        fig = f"edge engine p50 {e['engineMs']['p50']} / p95 {e['engineMs']['p95']} ms, embed p50 {e['embedMs']['p50']} ms"
+        fig = (
+            f"edge engine p50 {e['engineMs']['p50']} / p95 {e['engineMs']['p95']} ms, "
+            f"embed p50 {e['embedMs']['p50']} ms"
+        )
         if "qdrant-local" in r["runs"]:
             q = r["runs"]["qdrant-local"]
             fig += f"; qdrant-local engine p50 {q['engineMs']['p50']} / p95 {q['engineMs']['p95']} ms"

@@ -241,7 +241,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "repository": shape, "sizeNote": f"{shape['files']} files, {shape['bytes'] / 1e6:.1f} MB"
         + ("" if args.files >= 2000 and shape["bytes"] >= 9_000_000 else " (REDUCED: the issue's size is >= 2000 files, ~10 MB)"),
         "engine": "kboperator.sync.SyncEngine (as used by knowledge-sync)", "concurrency": args.concurrency,
-        "service": "real kbsearch app over HTTP on 127.0.0.1, local MiniLM, Qdrant Edge, fresh app and empty embed cache",
+        "service": (
+            "real kbsearch app over HTTP on 127.0.0.1, local MiniLM, Qdrant Edge, fresh app and empty embed cache"
+        ),
         "runs": runs, "gitAlone": git_full, "sourcesAfter": listed,
         "incrementalToFullRatio": round(ratio, 5), "target": {"ratioMax": 0.01, "met": ratio <= 0.01},
     }

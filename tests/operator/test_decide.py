@@ -163,7 +163,8 @@ def _after(step: Callable[[outcome.StatusWriter], None], monkeypatch: pytest.Mon
 
 def _partial(full: bool) -> SyncResult:
     return SyncResult(commit="b" * 40, full=full, added=0, modified=0, deleted=1, renamed=0, unchanged=0,
-                      skipped=[], failed=[FileIssue("y.md", "not ingested: 413")], documents=1, duration_s=0.1)  # fmt: skip
+                      skipped=[], failed=[FileIssue("y.md", "not ingested: 413")],
+                      documents=1, duration_s=0.1)  # fmt: skip
 
 
 @pytest.mark.parametrize("full", [False, True])
