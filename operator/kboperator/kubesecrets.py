@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 import kubernetes.client
 import kubernetes.config
 import urllib3.exceptions
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from kboperator.errors import InvalidSpecError, SyncError
 from kboperator.models import Credentials

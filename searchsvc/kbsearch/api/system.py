@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kbsearch import __version__
@@ -15,20 +18,20 @@ router = APIRouter(tags=["system"])
 
 
 @router.get("/healthz")
-async def healthz() -> dict:
+async def healthz() -> dict[str, str]:
     """The process is alive."""
     return {"status": "ok"}
 
 
 @router.get("/readyz")
-async def readyz(request: Request):
+async def readyz(request: Request) -> JSONResponse:
     """Store open and embedder loaded, and the store can take writes (reads go on either way)."""
     if not getattr(request.app.state, "ready", False):
         return error_response(503, "NOT_READY", "store or embedder not loaded yet")
     problem = await in_thread(request.app.state.store.write_problem)
     if problem is not None:
         return error_response(503, problem.code, problem.message, problem.details)
-    return {"status": "ready"}
+    return JSONResponse({"status": "ready"})
 
 
 @router.get("/metrics")
@@ -37,7 +40,7 @@ async def metrics(request: Request) -> Response:
 
 
 @router.get("/api/v1/status", dependencies=[Depends(require_read)])
-async def status(request: Request) -> dict:
+async def status(request: Request) -> dict[str, Any]:
     """Version, store, embedder and chunker settings, with live counts."""
     state = ready_state(request)
     settings = state.settings

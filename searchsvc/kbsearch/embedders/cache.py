@@ -33,7 +33,7 @@ class CachedEmbedder(EmbeddingProvider):
         self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[_Key, array] = OrderedDict()
+        self._entries: OrderedDict[_Key, array[float]] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -57,7 +57,7 @@ class CachedEmbedder(EmbeddingProvider):
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         prefix = (self.inner.provider, self.inner.model)
         keys = [(*prefix, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()) for text in texts]
-        found: dict[_Key, array] = {}
+        found: dict[_Key, array[float]] = {}
         missing: dict[_Key, str] = {}  # insertion-ordered, one entry per distinct missing text
         with self._lock:
             for key, text in zip(keys, texts, strict=True):

@@ -12,7 +12,9 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
@@ -44,7 +46,7 @@ CLAIM_ATTEMPTS = 3
 __all__ = ["INCOMPLETE", "DocumentService"]
 
 
-def canonical(metadata: dict) -> str:
+def canonical(metadata: Mapping[str, Any]) -> str:
     """Metadata as typed JSON: `true` and `1`, or `1` and `1.0`, are different values here."""
     return json.dumps(metadata, sort_keys=True)
 
@@ -159,7 +161,7 @@ class DocumentService:
         if problem is not None:
             raise problem
 
-    def _source_gate(self, source: str | None):
+    def _source_gate(self, source: str | None) -> contextlib.AbstractAsyncContextManager[None]:
         return self._source_gates.shared(source) if source else contextlib.nullcontext()
 
     async def _put_locked(self, request: PutDocumentRequest) -> PutDocumentResponse:
