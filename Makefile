@@ -30,7 +30,7 @@ export TOKENIZERS_PARALLELISM := false
 LOCKS       := requirements/dev.txt requirements/search.txt requirements/operator.txt
 LOCK_TMP    := $(VENV)/torch-constraint.txt
 
-.PHONY: install run test bench lint lock helm clean
+.PHONY: install run test bench lint fmt lock helm clean
 
 install: $(STAMP)
 
@@ -74,14 +74,26 @@ run: $(STAMP)
 	$(PY) -m kbsearch
 
 test: $(STAMP) $(HELM)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(PY) -m pytest
 
 bench: $(STAMP)
 	$(PY) -m bench.run_all --scifact ../shared/eval/scifact-train
 
+# The checks `make test` runs first, without the tests.
 lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# Rewrites files: import order and other safe fixes, then the formatter.
+fmt: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
 clean:
-	rm -rf $(VENV) $(TOOLS) .pytest_cache
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ def _section(doc: dict[str, str], rng: random.Random, level: int = 2) -> str:
     # two or three paragraphs from the abstract's sentences
     cut = sorted(rng.sample(range(1, len(parts)), k=min(2, len(parts) - 1))) if len(parts) > 2 else []
     bounds = [0, *cut, len(parts)]
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         out += [" ".join(parts[a:b]), ""]
     shape = rng.random()
     if shape < 0.35 and len(parts) >= 3:

@@ -125,10 +125,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--big-kb", type=int, default=100, help="size of the 1-line-edit file in KB (default 100)")
     args = parser.parse_args(argv)
 
-    
+
     data = load_scifact(args.scifact)
     docs = list(markdown_documents(data, args.docs))
-    print(f"[ingest] {len(docs)} generated markdown docs, {sum(len(t.encode()) for _, t in docs) / 1e6:.2f} MB ({load_text()})")
+    print(f"[ingest] {len(docs)} generated markdown docs, "
+        f"{sum(len(t.encode()) for _, t in docs) / 1e6:.2f} MB ({load_text()})")
     embedder = local_embedder()  # loaded once, outside every timing
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         settings = settings_for(Path(tmp) / "cold")
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cache = service_cache(embedder, settings.embed_cache_size)  # as the service builds it by default
         with run_service(settings, embedder=cache) as svc:
             cold = pipeline(svc.base_url, docs, args.workers, svc.times)
-        print(f"    {cold['docsPerSecond']} docs/s, {cold['chunksPerSecond']} chunks/s, {cold['chunksEmbedded']} embedded ({load_text()})")
+        print(f"    {cold['docsPerSecond']} docs/s, {cold['chunksPerSecond']} chunks/s, "
+            f"{cold['chunksEmbedded']} embedded ({load_text()})")
 
         print("  raw LocalEmbedder again, one call per document (the pipeline's batching) ...", flush=True)
         raw_doc_load = load_average()

@@ -35,9 +35,9 @@ from bench.common import (
     local_embedder,
     print_table,
     run_service,
-    service_cache,
     scifact_markdown,
     server_timing,
+    service_cache,
     summary_ms,
     write_result,
 )
@@ -140,7 +140,8 @@ def ensure_ingested(data: SciFact, embedder, *, fresh: bool) -> dict[str, Any]:
         fingerprint = status["chunker"]["fingerprint"]
         have = status["store"]["documents"]
         if meta and meta.get("chunker") == fingerprint and have == len(data.corpus):
-            print(f"  corpus already ingested in {data_dir()} ({have} documents, {status['store']['chunks']} chunks): skipping ingest")
+            print(f"  corpus already ingested in {data_dir()} "
+                f"({have} documents, {status['store']['chunks']} chunks): skipping ingest")
             return {**meta, "reused": True}
         print(f"  ingesting {len(data.corpus)} abstracts through PUT /api/v1/documents ({have} already present)")
         record = ingest(svc.base_url, data, fingerprint)
@@ -249,7 +250,8 @@ def _main(args, data: SciFact) -> dict[str, Any]:
         result["bestSweep"] = {"rrf_k": best["rrf_k"], "candidates": best["candidates"], "ndcg@10": best["ndcg@10"]}
     path = write_result(NAME, result)
 
-    print(f"\n[retrieval] SciFact train, {len(query_ids)} queries, rrf_k={defaults.rrf_k}, candidates={defaults.search_candidates} ({load_text()})")
+    print(f"\n[retrieval] SciFact train, {len(query_ids)} queries, rrf_k={defaults.rrf_k}, "
+        f"candidates={defaults.search_candidates} ({load_text()})")
     print_table(["mode", "nDCG@10", "Recall@100", "engine p50 ms", "engine p95 ms"],
                 [[m, r["ndcg@10"], r["recall@100"], r["engineMs"]["p50"], r["engineMs"]["p95"]] for m, r in modes.items()])
     if sweep:
@@ -259,8 +261,10 @@ def _main(args, data: SciFact) -> dict[str, Any]:
         print(f"  best: rrf_k={result['bestSweep']['rrf_k']} candidates={result['bestSweep']['candidates']} "
               f"nDCG@10 {result['bestSweep']['ndcg@10']:.4f}")
     ing = ingest_record
-    print(f"  ingest: {ing['documents']} docs / {ing.get('chunksInStore', ing['chunks'])} chunks in {ing['seconds']:.0f} s"
-          f"{' (cached from an earlier run)' if ing['reused'] else ''}; target hybrid >= 0.70 and best: {'met' if result['target']['met'] else 'NOT met'}")
+    print(f"  ingest: {ing['documents']} docs / {ing.get('chunksInStore', ing['chunks'])} chunks "
+          f"in {ing['seconds']:.0f} s"
+          f"{' (cached from an earlier run)' if ing['reused'] else ''}; "
+        f"target hybrid >= 0.70 and best: {'met' if result['target']['met'] else 'NOT met'}")
     print(f"  -> {path}")
     return result
 

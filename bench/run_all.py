@@ -41,7 +41,10 @@ def headline(name: str, r: dict[str, Any]) -> tuple[str, str, str]:
         return fig, "overhead <= 10%", met(r["target"]["met"])
     if name == "search_latency":
         e = r["runs"]["edge"]
-        fig = f"edge engine p50 {e['engineMs']['p50']} / p95 {e['engineMs']['p95']} ms, embed p50 {e['embedMs']['p50']} ms"
+        fig = (
+            f"edge engine p50 {e['engineMs']['p50']} / p95 {e['engineMs']['p95']} ms, "
+            f"embed p50 {e['embedMs']['p50']} ms"
+        )
         if "qdrant-local" in r["runs"]:
             q = r["runs"]["qdrant-local"]
             fig += f"; qdrant-local engine p50 {q['engineMs']['p50']} / p95 {q['engineMs']['p95']} ms"
@@ -82,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results[name] = result
         rows.append([name, *headline(name, result), f"{time.perf_counter() - started:.0f}"])
-    write_result("summary", {"quick": args.quick, "rows": [dict(zip(("benchmark", "figure", "target", "verdict", "seconds"), r)) for r in rows]})
+    columns = ("benchmark", "figure", "target", "verdict", "seconds")
+    write_result("summary", {"quick": args.quick, "rows": [dict(zip(columns, r, strict=True)) for r in rows]})
     print(f"\n[run_all] summary ({'QUICK smoke sizes' if args.quick else 'full sizes'}; end {load_text(load_average())})")
     print_table(["benchmark", "figure", "target", "verdict", "s"], rows)
     return 1 if failed else 0

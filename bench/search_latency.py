@@ -73,17 +73,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from qdrant_client import QdrantClient
 
+    from bench.vectors import scifact_chunks
     from kbsearch.settings import Settings
     from kbsearch.store.edge import EdgeStore
     from kbsearch.store.qdrant_server import QdrantServerStore
-
-    from bench.vectors import scifact_chunks
 
     data = load_scifact(args.scifact)
     if args.docs:
         data.corpus = data.corpus[: args.docs]
     queries = list(data.queries.values())[: args.queries + WARMUP]
-    print(f"[search_latency] {args.chunks} chunks target, {len(queries) - WARMUP} queries (+{WARMUP} warm-up) ({load_text()})")
+    print(f"[search_latency] {args.chunks} chunks target, "
+        f"{len(queries) - WARMUP} queries (+{WARMUP} warm-up) ({load_text()})")
     embedder = local_embedder()  # uncached: every query is really embedded
     chunk_set = scifact_chunks(data, embedder, target=args.chunks)
     corpus = (f"{chunk_set.real} real SciFact chunks (dense vectors: {chunk_set.origin}; sparse: Bm25Encoder) "
@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 load_s = load_store(svc.app.state.store, chunk_set)
                 with http_client(svc.base_url) as client:
                     status = client.get("/api/v1/status").json()["store"]
-                print(f"  {name}: loaded {status['chunks']} chunks / {status['documents']} docs in {load_s:.1f} s; searching ...", flush=True)
+                print(f"  {name}: loaded {status['chunks']} chunks / {status['documents']} docs "
+                    f"in {load_s:.1f} s; searching ...", flush=True)
                 run = measure(svc.base_url, queries)
                 if name == "edge" and args.edge_passes > 1:
                     # the first pass runs right after a 20k-point load; report a later pass and keep the first
@@ -122,7 +123,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "target": {"edgeEngineP95MsMax": 20, "met": edge_p95 <= 20},
     }
     path = write_result(NAME, result)
-    print(f"\n[search_latency] hybrid, limit 10, {len(chunk_set.points)} chunks, {len(queries) - WARMUP} queries ({load_text()})")
+    print(f"\n[search_latency] hybrid, limit 10, {len(chunk_set.points)} chunks, "
+        f"{len(queries) - WARMUP} queries ({load_text()})")
     print(f"  corpus: {corpus}")
     rows = []
     for name, run in runs.items():
@@ -132,7 +134,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if "firstPassAfterLoad" in runs["edge"]:
         f = runs["edge"]["firstPassAfterLoad"]
         print(f"  edge first pass right after loading: embed p50/p95 {f['embedMs']['p50']}/{f['embedMs']['p95']}, "
-              f"engine p50/p95 {f['engineMs']['p50']}/{f['engineMs']['p95']} ms (the table shows the last of {args.edge_passes} passes)")
+              f"engine p50/p95 {f['engineMs']['p50']}/{f['engineMs']['p95']} ms "
+            f"(the table shows the last of {args.edge_passes} passes)")
     print(f"  (ms) target edge engine p95 <= 20 ms: {'met' if edge_p95 <= 20 else 'NOT met'}")
     print(f"  -> {path}")
     return result

@@ -72,11 +72,11 @@ def make_repo(repo: Path, data, files: int, per_file: int = 3) -> dict[str, Any]
         target.write_text(text, encoding="utf-8")
 
     first = int(files * 0.6)
-    for path, (_, text) in zip(paths[:first], docs[:first]):
+    for path, (_, text) in zip(paths[:first], docs[:first], strict=True):
         write(path, text)
     git(repo, "add", "-A")
     git(repo, "commit", "--quiet", "-m", "Add the first documents")
-    for path, (_, text) in zip(paths[first:], docs[first:]):
+    for path, (_, text) in zip(paths[first:], docs[first:], strict=True):
         write(path, text)
     (repo / "README.txt").write_text("Generated benchmark repository (not markdown: outside the globs).\n")
     git(repo, "add", "-A")
@@ -197,7 +197,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from kboperator.gitrepo import RepoCache
     from kboperator.models import RepoSpec, SyncSpec
     from kboperator.sync import SyncEngine
-
     from kbsearch.settings import Settings
 
     data = load_scifact(args.scifact)
@@ -242,7 +241,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "repository": shape, "sizeNote": f"{shape['files']} files, {shape['bytes'] / 1e6:.1f} MB"
         + ("" if args.files >= 2000 and shape["bytes"] >= 9_000_000 else " (REDUCED: the issue's size is >= 2000 files, ~10 MB)"),
         "engine": "kboperator.sync.SyncEngine (as used by knowledge-sync)", "concurrency": args.concurrency,
-        "service": "real kbsearch app over HTTP on 127.0.0.1, local MiniLM, Qdrant Edge, fresh app and empty embed cache",
+        "service": (
+            "real kbsearch app over HTTP on 127.0.0.1, local MiniLM, Qdrant Edge, fresh app and empty embed cache"
+        ),
         "runs": runs, "gitAlone": git_full, "sourcesAfter": listed,
         "incrementalToFullRatio": round(ratio, 5), "target": {"ratioMax": 0.01, "met": ratio <= 0.01},
     }

@@ -131,11 +131,9 @@ def _dense_vectors(ids: list[str], texts: list[str], key: str, embedder) -> tupl
 
 
 def _from_retrieval_store(ids: list[str]) -> tuple[np.ndarray | None, str]:
-    from kbsearch.store.edge import EdgeStore
-
-    from bench.retrieval import COLLECTION, data_dir
 
     from bench.common import dir_in_use, exclusive_dir
+    from bench.retrieval import COLLECTION, data_dir
 
     path = Path(data_dir())
     if not (path / COLLECTION).is_dir():

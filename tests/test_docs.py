@@ -29,7 +29,7 @@ def expected_default(field) -> str:
     return f"`{value}`"
 
 
-@pytest.mark.parametrize("settings_class,prefix", settings_classes())
+@pytest.mark.parametrize(("settings_class", "prefix"), settings_classes())
 def test_every_setting_is_documented_with_its_default(settings_class, prefix):
     wrong = {}
     for name, field in settings_class.model_fields.items():

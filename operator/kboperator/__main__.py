@@ -9,7 +9,6 @@ import kopf
 from kboperator.settings import OperatorSettings
 
 
-
 def liveness_endpoint(port: int) -> str:
     """kopf's liveness endpoint on all interfaces: the chart's probe calls it on this port."""
     return f"http://0.0.0.0:{port}/healthz"

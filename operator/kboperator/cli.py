@@ -191,7 +191,7 @@ def _report(args: argparse.Namespace, result: SyncResult) -> None:
     if args.json:
         print(json.dumps(result.to_json()))
         return
-    counts = {k: v for k, v in result.to_json().items() if type(v) is int}  # noqa: E721 (bool is not a count)
+    counts = {k: v for k, v in result.to_json().items() if type(v) is int}
     summary = " ".join(f"{key}={value}" for key, value in counts.items())
     print(f"{'converged' if result.ok else 'partial'} at {result.commit[:12]}: {summary} "
           f"skipped={len(result.skipped)} failed={len(result.failed)}")  # fmt: skip

@@ -50,8 +50,11 @@ def checksum_of(data: bytes) -> str:
 
 def same_metadata(listed: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
     """Equal except for keys that change on every sync."""
-    strip = lambda m: {k: v for k, v in m.items() if k not in _VOLATILE_KEYS}  # noqa: E731
-    return strip(listed) == strip(desired)
+    return _stable(listed) == _stable(desired)
+
+
+def _stable(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k not in _VOLATILE_KEYS}
 
 
 def validate_spec(spec: SyncSpec) -> PathFilter:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 import kubernetes.client
 import kubernetes.config
 import urllib3.exceptions
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from kboperator.errors import InvalidSpecError, SyncError
 from kboperator.models import Credentials
@@ -95,7 +95,7 @@ class SecretReader:
         where = f"Secret {namespace}/{name}"
         try:
             secret = self._api.read_namespaced_secret(name, namespace, _request_timeout=30)
-        except Exception as exc:  # classified below; a bug is re-raised as it is
+        except Exception as exc:  # noqa: BLE001 - classified below; a bug is re-raised as it is
             raise _classified(exc, where) from None
         labels = (secret.metadata.labels if secret.metadata else None) or {}
         if labels.get(SECRET_TYPE_LABEL) != secret_type:

@@ -18,19 +18,19 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DESCRIPTORS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 # Cron gaps are measured from a fixed instant, so a spec cannot turn valid or invalid with the
 # clock; a Monday at midnight, a second early so that its own minute counts.
-_CRON_REFERENCE = datetime.datetime(2001, 1, 1, tzinfo=datetime.timezone.utc) - datetime.timedelta(seconds=1)
+_CRON_REFERENCE = datetime.datetime(2001, 1, 1, tzinfo=datetime.UTC) - datetime.timedelta(seconds=1)
 _CRON_SAMPLES = 1500
 _CRON_SPAN = datetime.timedelta(days=32)  # every hour, weekday and day-of-month pattern recurs
 
 
 def utcnow() -> datetime.datetime:
     """The current time, timezone-aware, in UTC."""
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def format_time(when: datetime.datetime) -> str:
     """RFC 3339 with a Z, to the second, as Kubernetes writes times."""
-    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str | None) -> datetime.datetime | None:
@@ -85,7 +85,7 @@ class Schedule:
         """The first planned time strictly after `when`."""
         if self.interval is not None:
             return when + datetime.timedelta(seconds=self.interval)
-        return croniter(self.text, when.astimezone(datetime.timezone.utc)).get_next(datetime.datetime)
+        return croniter(self.text, when.astimezone(datetime.UTC)).get_next(datetime.datetime)
 
 
 @functools.lru_cache(maxsize=256)  # the timer re-parses every spec on each call

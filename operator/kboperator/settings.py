@@ -119,7 +119,7 @@ class OperatorSettings(BaseSettings):
         """The delay before retry number `failures` (1-based): exponential and capped."""
         exponent = max(failures - 1, 0)
         # Cap the exponent too, so that a long failure streak cannot overflow the float.
-        return min(self.retry_backoff_seconds * 2 ** min(exponent, 32), self.retry_backoff_max_seconds)
+        return min(self.retry_backoff_seconds * 2.0 ** min(exponent, 32), self.retry_backoff_max_seconds)
 
 
 def _service_url(url: str) -> str:

@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kboperator.models import Baseline, SyncSpec
@@ -50,7 +50,7 @@ def read_state(path: Path, spec: SyncSpec, service: str) -> tuple[str | None, Ba
     epoch, documents = state.get("collectionEpoch"), state.get("expectedDocuments")
     baseline = Baseline(
         epoch=epoch if isinstance(epoch, str) and epoch else None,
-        documents=documents if type(documents) is int and documents >= 0 else None,  # noqa: E721 (not a bool)
+        documents=documents if type(documents) is int and documents >= 0 else None,
     )
     if state.get("sourceId") != spec.source_id or state.get("key") != state_key(spec, service):
         # Globs, ref, URL, size limit, metadata or service changed: only a full reconcile removes orphans.
@@ -76,7 +76,7 @@ def write_state(
         "fullOwed": full_owed,
         "collectionEpoch": baseline.epoch,
         "expectedDocuments": baseline.documents,
-        "writtenAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "writtenAt": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)

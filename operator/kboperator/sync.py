@@ -37,6 +37,7 @@ the remaining documents are reported failed without being attempted.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -135,19 +136,18 @@ class SyncEngine:
         checkout = await asyncio.to_thread(self.git.open, spec.source_id, spec.repo, allow_local=spec.allow_local)
         try:
             reader = DocumentReader(spec, checkout, path_filter)
-            incremental = bool(last_commit) and not force_full
+            since = None if force_full else last_commit  # an incremental sync's starting commit
             before = await self._stats(spec.source_id)
-            drift = drift_reason(before, baseline or Baseline()) if incremental else None
+            drift = drift_reason(before, baseline or Baseline()) if since else None
             if drift:
                 log.warning("source %s: drift detected, full reconcile: %s", spec.source_id, drift)
-                incremental = False
-            if incremental:
-                incremental = await asyncio.to_thread(checkout.is_ancestor, last_commit)
-                if not incremental:
-                    log.info("source %s: commit %s is not in the history of %s; full reconcile",
-                             spec.source_id, last_commit, checkout.head)  # fmt: skip
-            if incremental:
-                plan = await asyncio.to_thread(_incremental_plan, reader, checkout, last_commit)
+                since = None
+            if since and not await asyncio.to_thread(checkout.is_ancestor, since):
+                log.info("source %s: commit %s is not in the history of %s; full reconcile",
+                         spec.source_id, since, checkout.head)  # fmt: skip
+                since = None
+            if since:
+                plan = await asyncio.to_thread(_incremental_plan, reader, checkout, since)
             else:
                 listing = await self.client.list_documents(spec.source_id)
                 plan = await asyncio.to_thread(_full_plan, reader, checkout, listing)
@@ -191,13 +191,15 @@ class SyncEngine:
 
         async def put(doc: Document) -> None:
             if tally.service_down:
-                return tally.skip(doc.path, "ingested")
+                tally.skip(doc.path, "ingested")
+                return
             try:
                 answer = await self.client.put_document(doc.uri, doc.content or "", doc.metadata)
             except DocumentRejectedError as exc:
                 if exc.status == 413:  # the file outgrew the service: its older version goes too
                     tally.reject(doc.path, "ingested", exc)
-                    return await drop_older(doc)
+                    await drop_older(doc)
+                    return
                 # 409: another source's URI, no copy of ours. 422: maybe the metadata; keep what is there.
                 tally.reject(doc.path, "ingested", exc, "" if exc.status == 409 else "; an earlier version stays")
                 return
@@ -228,7 +230,8 @@ class SyncEngine:
 
         async def delete(uri: str, path: str) -> None:
             if tally.service_down:
-                return tally.skip(path, "deleted")
+                tally.skip(path, "deleted")
+                return
             try:
                 # Only our own copy: a document another source owns is not ours to remove.
                 await self.client.delete_document(uri, source_id)
@@ -243,8 +246,8 @@ class SyncEngine:
                 tally.deleted += 1
 
         # New documents first, then removals: a rename never leaves a window with neither URI.
-        await _bounded([lambda d=doc: put(d) for doc in plan.puts.values()], self.concurrency)
-        await _bounded([lambda u=uri, p=path: delete(u, p) for uri, path in plan.deletes.items()], self.concurrency)
+        await _bounded([functools.partial(put, doc) for doc in plan.puts.values()], self.concurrency)
+        await _bounded([functools.partial(delete, uri, path) for uri, path in plan.deletes.items()], self.concurrency)
         return tally
 
 

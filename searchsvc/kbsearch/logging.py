@@ -25,9 +25,7 @@ class JsonFormatter(logging.Formatter):
         rid = request_id.get()
         if rid:
             entry["requestId"] = rid
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
-                entry[key] = value
+        entry.update((k, v) for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_"))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -83,7 +84,7 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-def _check_metadata(metadata: dict[str, object]) -> None:
+def _check_metadata(metadata: Mapping[str, object]) -> None:
     if len(metadata) > MAX_METADATA_KEYS:
         raise ValueError(f"metadata has {len(metadata)} keys; at most {MAX_METADATA_KEYS} are allowed")
     items = sum(len(value) for value in metadata.values() if isinstance(value, list))

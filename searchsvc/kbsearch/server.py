@@ -14,6 +14,7 @@ import json
 
 import h11
 import uvicorn
+from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from kbsearch.settings import Settings
@@ -76,7 +77,7 @@ class BoundedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def build_server(settings: Settings, app) -> uvicorn.Server:
+def build_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:
     """The uvicorn server `python -m kbsearch` runs, with the configured timeouts."""
     protocol = type("BoundedH11Protocol", (BoundedH11Protocol,), {"header_timeout_s": settings.request_header_timeout_s})
     config = uvicorn.Config(

@@ -144,9 +144,7 @@ def _unchanged(path: Any, new: Any, old: Any) -> bool:
 
 def _at(value: Any, path: Any, missing: object) -> Any:
     for part in path:
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+        if (isinstance(value, dict) and part in value) or (isinstance(value, list) and isinstance(part, int) and part < len(value)):
             value = value[part]
         else:
             return missing

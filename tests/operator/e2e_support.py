@@ -93,14 +93,17 @@ class Faults:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         if self.down:
-            return await self._refuse(send)
+            await self._refuse(send)
+            return
         if scope["method"] == "PUT" and self.failing_paths:
             body = await _read_body(receive)
             path = json.loads(body or b"{}").get("metadata", {}).get("path")
             if path in self.failing_paths:
-                return await self._refuse(send)
+                await self._refuse(send)
+                return
             receive = _replay(body)
         await self.app(scope, receive, send)
 

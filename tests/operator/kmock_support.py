@@ -332,7 +332,7 @@ def _merge(old: Any, patch: Any) -> Any:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- fixtures and helpers for tests that run the operator against the emulator -------------
@@ -363,7 +363,7 @@ def kubeconfig(kube: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @asynccontextmanager
 async def running_operator(
-    memo: kopf.Memo, *, namespaces: list[str] | None = None, timeout: float = 120
+    memo: kopf.Memo, *, namespaces: list[str] | None = None, timeout: float = 120  # noqa: ASYNC109 - bounds the start
 ) -> AsyncIterator[kopf.Memo]:
     """The real kopf operator with kboperator's handlers, in this event loop (cluster-wide by default)."""
     import kboperator.handlers  # noqa: F401  # registers the handlers in kopf's default registry
@@ -455,11 +455,10 @@ class KubeApi:
 
     def events(self, name: str) -> list[dict[str, Any]]:
         """Events about one object, oldest first."""
-        found = [
+        return [
             obj.raw for key, obj in self.kube.objects.items()
             if key[0] == EVENTS and not obj.deleted and obj.raw.get("involvedObject", {}).get("name") == name
         ]
-        return found
 
     @staticmethod
     async def _ok(request: Any) -> None:
@@ -468,7 +467,7 @@ class KubeApi:
         assert response.status < 300, f"{response.status}: {text}"
 
 
-async def eventually(check: Callable[[], Any], *, timeout: float = 120, what: str = "") -> Any:
+async def eventually(check: Callable[[], Any], *, timeout: float = 120, what: str = "") -> Any:  # noqa: ASYNC109 - a polling deadline
     """Poll `check` until it returns something truthy; fail after `timeout`.
 
     The deadline only bounds a broken run: these waits take a second or two, but a loaded

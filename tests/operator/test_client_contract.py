@@ -17,13 +17,11 @@ import pytest
 
 from kboperator.client import SearchClient, SourceStats
 from kboperator.errors import DocumentRejectedError, ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
-from tests.operator.servicefixtures import (  # noqa: F401  # fixtures are imported by name
+from tests.operator.servicefixtures import (
     BASE_URL,
     asgi,
     listing,
     no_sleep,
-    search_client,
-    service,
     sha256,
 )
 from tests.support.service import running_service
@@ -34,7 +32,7 @@ META = {"sourceIdentifier": SOURCE, "path": "a.md"}
 
 async def test_put_reports_created_updated_unchanged(search_client: SearchClient) -> None:
     first = await search_client.put_document("https://x/a.md", "# A\n\nalpha", META)
-    assert (first.status, first.checksum) == ("created", sha256("# A\n\nalpha".encode()))
+    assert (first.status, first.checksum) == ("created", sha256(b"# A\n\nalpha"))
     assert first.chunks >= 1
     assert (await search_client.put_document("https://x/a.md", "# A\n\nalpha", META)).status == "unchanged"
     assert (await search_client.put_document("https://x/a.md", "# A\n\nbeta", META)).status == "updated"

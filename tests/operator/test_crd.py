@@ -32,9 +32,12 @@ def _schema() -> dict[str, Any]:
 def _strict(node: dict[str, Any]) -> dict[str, Any]:
     """Refuse unknown fields, as kubectl's default strict field validation does."""
     node = copy.deepcopy(node)
-    if "properties" in node and "additionalProperties" not in node:
-        if not node.get("x-kubernetes-preserve-unknown-fields"):
-            node["additionalProperties"] = False
+    if (
+        "properties" in node
+        and "additionalProperties" not in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        node["additionalProperties"] = False
     for key, child in node.get("properties", {}).items():
         # metadata is validated by the API server itself, not by this schema.
         node["properties"][key] = child if key == "metadata" else _strict(child)

@@ -55,7 +55,7 @@ def test_paths_are_percent_encoded() -> None:
 
 def test_explicit_provider_overrides_detection() -> None:
     assert uri("https://git.corp/o/r", provider="gitlab") == "https://git.corp/o/r/-/blob/main/docs/guide.md"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown provider 'svn'"):
         uri("https://git.corp/o/r", provider="svn")
 
 

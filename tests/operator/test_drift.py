@@ -60,9 +60,11 @@ def spec_for(repo: WorkRepo) -> SyncSpec:
 @asynccontextmanager
 async def engine_on(data_dir: Path, cache: Path, *, transport=None) -> AsyncIterator[tuple[SyncEngine, httpx.AsyncClient]]:
     """A real service on `data_dir`, and an engine that reaches it at BASE_URL."""
-    async with running_service("edge", data_dir) as service:
-        async with SearchClient(BASE_URL, transport=transport or asgi(service), sleep=no_sleep) as client:
-            yield SyncEngine(client, RepoCache(cache)), service
+    async with (
+        running_service("edge", data_dir) as service,
+        SearchClient(BASE_URL, transport=transport or asgi(service), sleep=no_sleep) as client,
+    ):
+        yield SyncEngine(client, RepoCache(cache)), service
 
 
 @pytest.fixture
@@ -151,20 +153,22 @@ async def test_an_older_service_is_synced_as_before(
     repo: WorkRepo, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="kboperator")
-    async with running_service("edge", tmp_path / "data") as service:
-        async with SearchClient(BASE_URL, transport=older_service(service), sleep=no_sleep) as client:
-            engine = SyncEngine(client, RepoCache(tmp_path / "cache"))
-            first = await engine.sync(spec_for(repo), None)
-            assert first.ok and first.documents == 3  # counted from the list of sources instead
-            assert first.baseline == Baseline(epoch=None, documents=3)
-            repo.write("d.md", "# d\n")
-            repo.commit()
-            second = await engine.sync(spec_for(repo), first.commit, baseline=first.baseline)
-            assert second.ok and not second.full and second.drift is None and second.documents == 4
-            # One line says why drift goes unnoticed, not one per sync.
-            told = [r for r in caplog.records if "GET /api/v1/sources/{id}" in r.getMessage()]
-            assert len(told) == 1 and "older version" in told[0].getMessage()
-            # A source last synced against a service that knew its epoch: this is another service.
-            third = await engine.sync(spec_for(repo), second.commit, baseline=Baseline("e1", 4))
-            assert third.full and third.drift is not None and "no longer reports" in third.drift
-            assert await mirrors(service, repo)
+    async with (
+        running_service("edge", tmp_path / "data") as service,
+        SearchClient(BASE_URL, transport=older_service(service), sleep=no_sleep) as client,
+    ):
+        engine = SyncEngine(client, RepoCache(tmp_path / "cache"))
+        first = await engine.sync(spec_for(repo), None)
+        assert first.ok and first.documents == 3  # counted from the list of sources instead
+        assert first.baseline == Baseline(epoch=None, documents=3)
+        repo.write("d.md", "# d\n")
+        repo.commit()
+        second = await engine.sync(spec_for(repo), first.commit, baseline=first.baseline)
+        assert second.ok and not second.full and second.drift is None and second.documents == 4
+        # One line says why drift goes unnoticed, not one per sync.
+        told = [r for r in caplog.records if "GET /api/v1/sources/{id}" in r.getMessage()]
+        assert len(told) == 1 and "older version" in told[0].getMessage()
+        # A source last synced against a service that knew its epoch: this is another service.
+        third = await engine.sync(spec_for(repo), second.commit, baseline=Baseline("e1", 4))
+        assert third.full and third.drift is not None and "no longer reports" in third.drift
+        assert await mirrors(service, repo)

@@ -15,7 +15,7 @@ from kboperator.statemachine import decide
 from kboperator.settings import OperatorSettings
 from tests.operator.gitfixtures import WorkRepo
 
-NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
 
 
 def repo(path: Path) -> WorkRepo:

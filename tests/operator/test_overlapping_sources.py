@@ -13,7 +13,7 @@ from kboperator.gitrepo import RepoCache
 from kboperator.models import RepoSpec, SyncSpec
 from kboperator.sync import SyncEngine
 from tests.operator.gitfixtures import WorkRepo
-from tests.operator.servicefixtures import BASE_URL, asgi, file_uri, listing, no_sleep, service, sha256  # noqa: F401
+from tests.operator.servicefixtures import BASE_URL, asgi, file_uri, listing, no_sleep, sha256
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from kboperator.errors import InvalidSpecError
 from kboperator.schedule import Schedule, format_time, parse_duration, parse_time
 
-NOON = datetime.datetime(2024, 1, 1, 12, 30, tzinfo=datetime.timezone.utc)
+NOON = datetime.datetime(2024, 1, 1, 12, 30, tzinfo=datetime.UTC)
 
 
 @pytest.mark.parametrize(
@@ -23,10 +23,10 @@ def test_durations(text: str, seconds: float) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("@hourly", datetime.datetime(2024, 1, 1, 13, 0, tzinfo=datetime.timezone.utc)),
-        ("@daily", datetime.datetime(2024, 1, 2, 0, 0, tzinfo=datetime.timezone.utc)),
-        ("*/20 * * * *", datetime.datetime(2024, 1, 1, 12, 40, tzinfo=datetime.timezone.utc)),
-        ("0  3 * * 1-5", datetime.datetime(2024, 1, 2, 3, 0, tzinfo=datetime.timezone.utc)),
+        ("@hourly", datetime.datetime(2024, 1, 1, 13, 0, tzinfo=datetime.UTC)),
+        ("@daily", datetime.datetime(2024, 1, 2, 0, 0, tzinfo=datetime.UTC)),
+        ("*/20 * * * *", datetime.datetime(2024, 1, 1, 12, 40, tzinfo=datetime.UTC)),
+        ("0  3 * * 1-5", datetime.datetime(2024, 1, 2, 3, 0, tzinfo=datetime.UTC)),
     ],
 )
 def test_cron(text: str, expected: datetime.datetime) -> None:

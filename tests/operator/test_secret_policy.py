@@ -92,7 +92,7 @@ async def test_a_secret_without_the_opt_in_label_is_never_used(
     # What a legacy service-account token Secret looks like to the operator: a `token` key, no label.
     await create_secret(api, "default-token-x7k2p", {"token": "eyJhbGciOiJSUzI1NiJ9.sa-token"}, None)
     await create_secret(api, "git-creds", {"token": "git-token"}, "repository")  # labelled for another use
-    for name, secret_type in (("default-token-x7k2p", None), ("git-creds", "repository")):
+    for name in ("default-token-x7k2p", "git-creds"):
         with pytest.raises(SecretNotAllowedError) as caught:
             await delete_through(services, ServiceRef(None, name))
         message = str(caught.value)
@@ -115,7 +115,7 @@ async def test_only_the_fixed_key_token_is_read(services: Services, sent: Record
     # The deprecated secretRef.key may only name the fixed key.
     spec = {"repository": {"url": "https://github.com/a/b"},
             "searchService": {"secretRef": {"name": "renamed", "key": "api-token"}}}
-    with pytest.raises(InvalidSpecError, match="secretRef.key 'api-token' is not supported"):
+    with pytest.raises(InvalidSpecError, match=r"secretRef\.key 'api-token' is not supported"):
         parse_source(NS, "docs", spec, allow_local=False)
     spec["searchService"]["secretRef"]["key"] = "token"
     parse_source(NS, "docs", spec, allow_local=False)

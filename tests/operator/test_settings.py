@@ -9,6 +9,7 @@ from typing import Any
 
 import kopf
 import pytest
+from pydantic import ValidationError
 
 from kboperator import __main__ as entrypoint
 from kboperator.settings import OperatorSettings
@@ -45,7 +46,7 @@ def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KBOPERATOR_MAX_CONCURRENT_SYNCS", "0")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError, match="max_concurrent_syncs"):
         OperatorSettings()
 
 
@@ -84,5 +85,5 @@ def test_main_serves_liveness_on_the_configured_port(monkeypatch: pytest.MonkeyP
     (call,) = calls
     assert call["liveness_endpoint"] == "http://0.0.0.0:8181/healthz"
     monkeypatch.setenv("KBOPERATOR_HEALTH_PORT", "0")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError, match="health_port"):
         OperatorSettings()

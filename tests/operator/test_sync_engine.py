@@ -14,16 +14,15 @@ from kboperator.errors import InvalidSpecError, MassDeletionRefusedError
 from kboperator.gitrepo import RepoCache
 from kboperator.models import RepoSpec, SyncResult, SyncSpec
 from kboperator.sync import SyncEngine
-from tests.operator.servicefixtures import (  # noqa: F401  # fixtures are imported by name
+from tests.operator.gitfixtures import WorkRepo
+from tests.operator.servicefixtures import (
     BASE_URL,
     asgi,
     file_uri,
     listing,
     no_sleep,
-    service,
     sha256,
 )
-from tests.operator.gitfixtures import WorkRepo
 
 SOURCE = "team/handbook"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.searchsvc.api_fixtures import api, chunk_indexes, counts, list_all, put, sections, sha  # noqa: F401
+from tests.searchsvc.api_fixtures import chunk_indexes, counts, list_all, put, sections, sha
 
 
 async def test_put_creates_then_is_unchanged(api):

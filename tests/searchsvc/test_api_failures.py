@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.settings import Settings
-from tests.searchsvc.api_fixtures import api, counts, list_all, put, sections  # noqa: F401
+from tests.searchsvc.api_fixtures import counts, list_all, put, sections
 from tests.support.hashing import HashingEmbedder
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.searchsvc.api_fixtures import api, counts, put, sections  # noqa: F401
+from tests.searchsvc.api_fixtures import counts, put, sections
 
 MIB = 1024 * 1024
 

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.searchsvc.api_fixtures import api, counts, list_all, put, sections  # noqa: F401
+from tests.searchsvc.api_fixtures import counts, list_all, put, sections
 
 # Each one broke a path before: accepted by PUT but not deletable, 200 on an empty path, 503 from the store.
 BAD_IDS = {

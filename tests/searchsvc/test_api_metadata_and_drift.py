@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from kbsearch.schemas import MAX_METADATA_BYTES, MAX_METADATA_LIST_ITEMS
-from tests.searchsvc.api_fixtures import api, counts, list_all, put, sections, sha  # noqa: F401
+from tests.searchsvc.api_fixtures import counts, list_all, put, sections, sha
 from tests.support.service import running_service
 
 # --- metadata ----------------------------------------------------------------------------------
@@ -26,7 +26,7 @@ async def test_a_list_of_100000_strings_is_refused_before_any_work(api):
 
 
 @pytest.mark.parametrize(
-    "metadata, limit",
+    ("metadata", "limit"),
     [
         ({f"k{i}": ["v"] * 10 for i in range(MAX_METADATA_LIST_ITEMS // 10 + 1)}, f"at most {MAX_METADATA_LIST_ITEMS}"),
         ({f"k{i}": "é" * 2000 for i in range(5)}, f"at most {MAX_METADATA_BYTES} are allowed"),
@@ -148,8 +148,7 @@ async def test_a_cancelled_write_still_finishes_before_its_locks_are_released(ap
 
     store.upsert_chunks = paused_upsert
     write = asyncio.create_task(api.put("/api/v1/documents", json={"uri": "big.md", "content": new}))
-    while not entered.is_set():
-        await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(entered.wait, 60), "the write never reached the store"
     write.cancel()
     await asyncio.sleep(0)  # let the cancellation reach the handler before the batch returns
     release.set()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.searchsvc.api_fixtures import api, put  # noqa: F401
+from tests.searchsvc.api_fixtures import put
 
 DOCS = {
     "https://git.example/team/blob/main/install.md": (
-        "---\ntitle: Installing\ntags: [setup, helm]\n---\n# Install\n\n## Helm\n\nRun helm install to deploy the chart.\n",
+        "---\ntitle: Installing\ntags: [setup, helm]\n---\n"
+        "# Install\n\n## Helm\n\nRun helm install to deploy the chart.\n",
         {"sourceIdentifier": "team/docs", "lang": "en"},
     ),
     "https://git.example/team/blob/main/backup.md": (

@@ -54,7 +54,7 @@ def counting_receive():
 
 
 @pytest.mark.parametrize(
-    "method,path,token,status",
+    ("method", "path", "token", "status"),
     [
         ("PUT", "/api/v1/documents", None, 401),
         ("PUT", "/api/v1/documents", "wrong", 401),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -18,10 +19,7 @@ from kbsearch.chunker.outline import MAX_HEADING_CHARS
 from kbsearch.models import ParsedDocument
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDS = (
-    "cluster operator helm chart values namespace pod service ingress secret config map volume "
-    "replica deployment rollout upgrade install search index chunk vector embedding query"
-).split()
+WORDS = ["cluster", "operator", "helm", "chart", "values", "namespace", "pod", "service", "ingress", "secret", "config", "map", "volume", "replica", "deployment", "rollout", "upgrade", "install", "search", "index", "chunk", "vector", "embedding", "query"]
 
 
 def prose(paragraphs: int, seed: int = 1, lo: int = 80, hi: int = 250) -> str:
@@ -333,13 +331,13 @@ def test_max_size_holds_on_mixed_markdown():
 def test_overlap():
     text = prose(60, lo=40, hi=90)
     plain = MarkdownChunker(200, 300, overlap=0).chunk(text).chunks
-    assert all(b.start >= a.end for a, b in zip(plain, plain[1:]))
+    assert all(b.start >= a.end for a, b in itertools.pairwise(plain))
     shared = MarkdownChunker(200, 300, overlap=60).chunk(text).chunks
-    overlaps = [a.end - b.start for a, b in zip(shared, shared[1:])]
+    overlaps = [a.end - b.start for a, b in itertools.pairwise(shared)]
     # The splitter treats overlap as a maximum and uses it only where it fits the capacity.
     assert max(overlaps) > 0
     assert all(o <= 60 for o in overlaps)
-    assert all(b.start > a.start for a, b in zip(shared, shared[1:]))
+    assert all(b.start > a.start for a, b in itertools.pairwise(shared))
 
 
 def test_fingerprint_changes_with_every_setting(monkeypatch):
@@ -357,7 +355,7 @@ def test_fingerprint_changes_with_every_setting(monkeypatch):
 
 @pytest.mark.parametrize("args", [(0, 10, 0), (20, 10, 0), (10, 20, 10), (10, 20, -1)])
 def test_invalid_settings(args):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^need [01] <= "):
         MarkdownChunker(*args)
 
 

@@ -127,7 +127,7 @@ def test_thread_safety():
 
 
 def test_rejects_a_non_positive_bound():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_entries must be at least 1"):
         CachedEmbedder(HashingEmbedder(), max_entries=0)
 
 

@@ -19,6 +19,7 @@ Where the kill lands varies from run to run; what is checked does not.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -85,10 +86,8 @@ class Service:
     def _read(self) -> None:
         for line in self.process.stderr:
             self.log.append(line)
-            try:
+            with contextlib.suppress(ValueError):
                 self.lines.put(json.loads(line))
-            except ValueError:
-                pass
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + 60

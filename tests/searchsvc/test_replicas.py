@@ -116,8 +116,7 @@ async def put(client, uri: str, content: str, source: str = "s"):
 
 
 async def wait_paused(view: SerialClient) -> None:
-    while not view.paused.is_set():
-        await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(view.paused.wait, 60), "the replica never paused"
 
 
 @pytest.mark.parametrize(

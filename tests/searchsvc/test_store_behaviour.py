@@ -636,7 +636,7 @@ def corpus(store: VectorStore) -> VectorStore:
 
 
 @pytest.mark.parametrize(
-    "query, mode, top",
+    ("query", "mode", "top"),
     [
         ("kubernetes pods scheduled onto nodes", "dense", ("guides/kubernetes.md", 0)),
         ("vacuum dead tuples", "keyword", ("guides/postgres.md", 0)),
@@ -668,7 +668,7 @@ K, P, C = "guides/kubernetes.md", "guides/postgres.md", "notes/cooking.md"
 
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
 @pytest.mark.parametrize(
-    "flt, expected",
+    ("flt", "expected"),
     [
         ({}, {K, P, C}),
         ({"source_identifiers": ["db"]}, {P}),
@@ -785,7 +785,7 @@ def test_qdrant_server_errors_are_store_unavailable(failing_server, code):
 
 def test_qdrant_client_errors_are_not_store_unavailable(failing_server):
     store = QdrantServerStore.from_url(failing_server(400), None, 2, collection="kb")
-    with pytest.raises(Exception) as failed:
+    with pytest.raises(Exception) as failed:  # noqa: PT011 - any type but the transient one
         store.open(TEST_SIGNATURE)
     assert not isinstance(failed.value, StoreUnavailableError)  # a bad request is not transient
     store.close()

@@ -47,7 +47,7 @@ def served(data_dir: Path, **settings: str) -> Iterator[str]:
     """The base URL of a running `python -m kbsearch`, stopped (and reaped) on exit."""
     port = free_port()
     env = service_env(SEARCHSVC_HOST="127.0.0.1", SEARCHSVC_PORT=str(port), SEARCHSVC_DATA_DIR=str(data_dir), **settings)
-    log = open(data_dir.parent / f"kbsearch-{port}.log", "w+")
+    log = open(data_dir.parent / f"kbsearch-{port}.log", "w+")  # noqa: SIM115 - closed after the child is reaped
     child = subprocess.Popen([sys.executable, "-m", "kbsearch"], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -59,7 +59,7 @@ class ServiceProcess:
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
 
     def start(self) -> ServiceProcess:
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - outlives this call; stop() closes it
         self.proc = subprocess.Popen(
             [*self._prefix, sys.executable, "-m", "tests.support.service_process"],
             env=self._env, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from fastapi import Request
 from fastapi.routing import APIRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsearch.errors import ForbiddenError, UnauthenticatedError
 from kbsearch.settings import Settings
@@ -59,16 +60,16 @@ class AuthGate:
     Routes that take no body keep the check as a dependency only.
     """
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         checked = False
 
-        async def receive_after_check():
+        async def receive_after_check() -> Message:
             nonlocal checked
             if not checked:
                 checked = True
@@ -82,7 +83,7 @@ class AuthGate:
         await self.app(scope, receive_after_check, send)
 
 
-def _check_of(route) -> Callable[[Request], None] | None:
+def _check_of(route: object) -> Callable[[Request], None] | None:
     if not isinstance(route, APIRoute):
         return None
     calls = {dependency.call for dependency in route.dependant.dependencies}

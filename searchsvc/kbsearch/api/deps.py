@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 from fastapi import Request
+from starlette.datastructures import State
 
 from kbsearch.errors import NotReadyError
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.search import SearchService
 
 
-def ready_state(request: Request):
-    state = request.app.state
+def ready_state(request: Request) -> State:
+    state: State = request.app.state
     if not getattr(state, "ready", False):
         raise NotReadyError("the service is still starting: store or embedder not loaded yet")
     return state
 
 
 def documents_service(request: Request) -> DocumentService:
-    return ready_state(request).documents
+    service: DocumentService = ready_state(request).documents
+    return service
 
 
 def search_service(request: Request) -> SearchService:
-    return ready_state(request).search
+    service: SearchService = ready_state(request).search
+    return service

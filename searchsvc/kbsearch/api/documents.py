@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
@@ -23,7 +23,8 @@ from kbsearch.schemas import (
 )
 from kbsearch.services.documents import DocumentService
 
-ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 409, 413, 422, 429, 503)}
+ERROR_STATUSES = (401, 403, 409, 413, 422, 429, 503)
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in ERROR_STATUSES}
 router = APIRouter(prefix="/api/v1", responses=ERRORS)
 Service = Annotated[DocumentService, Depends(documents_service)]
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kbsearch.errors import ServiceError, UnauthenticatedError
@@ -22,17 +24,23 @@ _HTTP_CODES = {
 }
 
 
-def error_response(status: int, code: str, message: str, details: dict | None = None, headers=None) -> JSONResponse:
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": details or {}}}
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _location(loc: tuple) -> str:
+def _location(loc: tuple[object, ...]) -> str:
     return ".".join(str(part) for part in loc) or "body"
 
 
 async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
-    headers = {}
+    headers: dict[str, str] = {}
     if isinstance(exc, UnauthenticatedError):
         headers["WWW-Authenticate"] = "Bearer"
     if exc.retryable:  # 429, 503 and a lost write race: the same request may succeed later
@@ -71,12 +79,16 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error")
+    log.error("unhandled error", exc_info=exc)
     return error_response(500, "INTERNAL_ERROR", "the service hit an unexpected error; it has been logged")
 
 
+_Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(ServiceError, _service_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    # Starlette types every handler as taking any Exception; each here only sees the type it is registered for.
+    app.add_exception_handler(ServiceError, cast(_Handler, _service_error))
+    app.add_exception_handler(RequestValidationError, cast(_Handler, _validation_error))
+    app.add_exception_handler(StarletteHTTPException, cast(_Handler, _http_error))
     app.add_exception_handler(Exception, _unexpected)

@@ -8,6 +8,7 @@ import time
 import uuid
 
 import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsearch.api.errors import error_response
 from kbsearch.errors import RequestTimeoutError, RequestTooLargeError
@@ -21,13 +22,13 @@ _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 class RequestContextMiddleware:
     """Outermost layer: everything inside it logs with the request id."""
 
-    def __init__(self, app, *, metrics: Metrics, max_body_bytes: int, body_timeout_s: float) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body_bytes: int, body_timeout_s: float) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -39,7 +40,7 @@ class RequestContextMiddleware:
         status = 500
         body = _BodyReader(receive, self.max_body_bytes, self.body_timeout_s, expected=_has_body(headers))
 
-        async def send_with_id(message) -> None:
+        async def send_with_id(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
@@ -83,7 +84,7 @@ class _BodyReader:
     drips a byte at a time is bounded too. Waiting for a disconnect after the body is not.
     """
 
-    def __init__(self, receive, max_bytes: int, timeout_s: float, *, expected: bool) -> None:
+    def __init__(self, receive: Receive, max_bytes: int, timeout_s: float, *, expected: bool) -> None:
         self._receive = receive
         self._max_bytes = max_bytes
         self._timeout_s = timeout_s
@@ -91,7 +92,7 @@ class _BodyReader:
         self._deadline: float | None = None
         self.complete = not expected
 
-    async def receive(self):
+    async def receive(self) -> Message:
         if self.complete:
             return await self._receive()
         if self._deadline is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import ValidationError
@@ -53,7 +53,7 @@ async def search_get(
     uriPrefix: UriPrefixQuery = None,
 ) -> SearchResponse:
     """The same search as POST, from query parameters."""
-    filter_body: dict = {}
+    filter_body: dict[str, Any] = {}
     if sourceIdentifier:
         filter_body["sourceIdentifier"] = sourceIdentifier if len(sourceIdentifier) > 1 else sourceIdentifier[0]
     if uriPrefix:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kbsearch import __version__
@@ -16,13 +19,13 @@ router = APIRouter(tags=["system"])
 
 
 @router.get("/healthz")
-async def healthz() -> dict:
+async def healthz() -> dict[str, str]:
     """The process is alive."""
     return {"status": "ok"}
 
 
 @router.get("/readyz")
-async def readyz(request: Request):
+async def readyz(request: Request) -> JSONResponse:
     """Store open and embedder loaded; says why when the store refuses writes.
 
     A full disk or a failing flush leaves reads working, so the pod stays in its Service
@@ -34,10 +37,11 @@ async def readyz(request: Request):
         return error_response(503, "NOT_READY", "store or embedder not loaded yet")
     problem = await in_thread(request.app.state.store.write_problem)
     if problem is None:
-        return {"status": "ready"}
+        return JSONResponse({"status": "ready"})
     if problem.details.get("cause") == DATA_DIR_GONE:
         return error_response(503, problem.code, problem.message, problem.details)
-    return {"status": "degraded", "writes": {"code": problem.code, "message": problem.message, "details": problem.details}}
+    writes = {"code": problem.code, "message": problem.message, "details": problem.details}
+    return JSONResponse({"status": "degraded", "writes": writes})
 
 
 @router.get("/metrics")
@@ -46,7 +50,7 @@ async def metrics(request: Request) -> Response:
 
 
 @router.get("/api/v1/status", dependencies=[Depends(require_read)])
-async def status(request: Request) -> dict:
+async def status(request: Request) -> dict[str, Any]:
     """Version, store, embedder and chunker settings, with live counts."""
     state = ready_state(request)
     settings = state.settings

@@ -33,7 +33,7 @@ class CachedEmbedder(EmbeddingProvider):
         self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[_Key, array] = OrderedDict()
+        self._entries: OrderedDict[_Key, array[float]] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -57,7 +57,7 @@ class CachedEmbedder(EmbeddingProvider):
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         prefix = (self.inner.provider, self.inner.model)
         keys = [(*prefix, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()) for text in texts]
-        found: dict[_Key, array] = {}
+        found: dict[_Key, array[float]] = {}
         missing: dict[_Key, str] = {}  # insertion-ordered, one entry per distinct missing text
         with self._lock:
             for key, text in zip(keys, texts, strict=True):
@@ -76,10 +76,10 @@ class CachedEmbedder(EmbeddingProvider):
                 name = type(self.inner).__name__
                 raise RuntimeError(f"{name} returned {len(fresh)} vectors for {len(missing)} texts")
             with self._lock:
-                for key, vector in zip(missing, fresh, strict=True):
-                    stored = array("f", vector)
-                    found[key] = stored
-                    self._entries[key] = stored
+                for key, floats in zip(missing, fresh, strict=True):
+                    packed = array("f", floats)
+                    found[key] = packed
+                    self._entries[key] = packed
                     self._entries.move_to_end(key)
                 while len(self._entries) > self.max_entries:
                     self._entries.popitem(last=False)

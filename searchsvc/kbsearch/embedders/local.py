@@ -72,7 +72,8 @@ class LocalEmbedder(EmbeddingProvider):
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-        return vectors.tolist()
+        floats: list[list[float]] = vectors.tolist()
+        return floats
 
 
 def resolve_model_path(model: str) -> Path:

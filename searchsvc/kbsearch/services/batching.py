@@ -13,7 +13,7 @@ from kbsearch.services.runtime import embed_call
 @dataclass(slots=True)
 class _Request:
     texts: list[str]
-    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    done: asyncio.Future[list[list[float]]] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class EmbeddingBatcher:
@@ -28,7 +28,7 @@ class EmbeddingBatcher:
         self.embedder = embedder
         self.max_batch = max_batch
         self._queue: deque[_Request] = deque()
-        self._drainer: asyncio.Task | None = None  # a reference keeps the task from being collected
+        self._drainer: asyncio.Task[None] | None = None  # a reference keeps the task from being collected
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         request = _Request(texts)
@@ -44,7 +44,7 @@ class EmbeddingBatcher:
                 texts = [text for request in batch for text in request.texts]
                 try:
                     vectors = await embed_call(self.embedder.embed_documents, texts)
-                except Exception as exc:  # handed to every waiting request, raised in its PUT
+                except Exception as exc:  # noqa: BLE001 - handed to every waiting request, raised in its PUT
                     for request in batch:
                         if not request.done.done():
                             request.done.set_exception(exc)
@@ -59,7 +59,8 @@ class EmbeddingBatcher:
             self._drainer = None
 
     def _take(self) -> list[_Request]:
-        batch, size = [], 0
+        batch: list[_Request] = []
+        size = 0
         while self._queue and (not batch or size + len(self._queue[0].texts) <= self.max_batch):
             request = self._queue.popleft()
             batch.append(request)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import contextlib
 import dataclasses
 import hashlib
@@ -11,7 +12,9 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
@@ -43,7 +46,7 @@ CLAIM_ATTEMPTS = 3
 __all__ = ["INCOMPLETE", "DocumentService"]
 
 
-def canonical(metadata: dict) -> str:
+def canonical(metadata: Mapping[str, Any]) -> str:
     """Metadata as typed JSON: `true` and `1`, or `1` and `1.0`, are different values here."""
     return json.dumps(metadata, sort_keys=True)
 
@@ -158,7 +161,7 @@ class DocumentService:
         if problem is not None:
             raise problem
 
-    def _source_gate(self, source: str | None):
+    def _source_gate(self, source: str | None) -> contextlib.AbstractAsyncContextManager[None]:
         return self._source_gates.shared(source) if source else contextlib.nullcontext()
 
     async def _put_locked(self, request: PutDocumentRequest) -> PutDocumentResponse:
@@ -175,21 +178,21 @@ class DocumentService:
                     code="URI_OWNED_BY_OTHER_SOURCE",
                     details={"owner": owner},
                 )
-            same_content = (
+            if (
                 existing is not None and existing.checksum == checksum and existing.chunker == self.chunker.fingerprint
-            )
-            if same_content and canonical(existing.metadata) == canonical(request.metadata):
-                return PutDocumentResponse(
-                    uri=request.uri, status="unchanged", checksum=checksum, chunks=existing.chunks, chunksEmbedded=0
-                )
-            if same_content and owner == request.source_identifier:
-                # Only the metadata changed, and it lives on the record alone: one conditional write.
-                record = dataclasses.replace(
-                    existing, metadata=request.metadata, ingested_at=now(), write_id=uuid.uuid4().hex
-                )
-                if await run_to_completion(self._write_metadata(record, existing.version)):
-                    return self._response(request, "updated", record, 0)
-                continue
+            ):  # the same content: at most the metadata changed
+                if canonical(existing.metadata) == canonical(request.metadata):
+                    return PutDocumentResponse(
+                        uri=request.uri, status="unchanged", checksum=checksum, chunks=existing.chunks, chunksEmbedded=0
+                    )
+                if owner == request.source_identifier:
+                    # Only the metadata changed, and it lives on the record alone: one conditional write.
+                    record = dataclasses.replace(
+                        existing, metadata=request.metadata, ingested_at=now(), write_id=uuid.uuid4().hex
+                    )
+                    if await run_to_completion(self._write_metadata(record, existing.version)):
+                        return self._response(request, "updated", record, 0)
+                    continue
             if prepared is None:
                 prepared = await self._prepare(request, checksum, existing)
             outcome = await run_to_completion(self._write(request, prepared, existing))
@@ -378,7 +381,7 @@ class DocumentService:
         )
         return records, encode_cursor(next_id) if next_id else None
 
-    async def sources(self) -> list[SourceStats]:
+    async def sources(self) -> builtins.list[SourceStats]:  # `list` here is the method above
         return await store_call(self.store.list_sources)
 
     async def source_status(self, source_identifier: str) -> tuple[SourceStatus, str]:

@@ -32,7 +32,7 @@ class KeyedLocks:
 
 
 class _Gate:
-    __slots__ = ("condition", "users", "readers", "writer", "writers_waiting")
+    __slots__ = ("condition", "readers", "users", "writer", "writers_waiting")
 
     def __init__(self) -> None:
         self.condition = asyncio.Condition()

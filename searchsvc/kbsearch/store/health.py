@@ -15,6 +15,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbsearch.errors import StoreUnavailableError
 from kbsearch.store.diskspace import MIB, free_bytes
@@ -32,7 +33,7 @@ class StoreProblem:
     cause: str
     message: str  # answered over HTTP: no paths, no engine text
     retry_after_s: int
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
     log_detail: str = ""  # for the log only
 
     def error(self) -> StoreUnavailableError:
