@@ -76,7 +76,9 @@ def print_table(headers: list[str], rows: list[list[Any]]) -> None:
     cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
-        print("  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+        print(
+            "  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        )
         if n == 0:
             print("  " + "  ".join("-" * w for w in widths))
 
@@ -270,7 +272,11 @@ def run_service(settings=None, *, store=None, embedder=None, timeout_s: float = 
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        TimedASGI(app, times), lifespan="on", log_level="warning", access_log=False, log_config=None,
+        TimedASGI(app, times),
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        log_config=None,
         timeout_keep_alive=300,
     )
     server = uvicorn.Server(config)

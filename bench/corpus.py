@@ -30,19 +30,27 @@ def _section(doc: dict[str, str], rng: random.Random, level: int = 2) -> str:
         out += [f"{'#' * (level + 1)} Key points", ""]
         out += [f"- {s}" for s in rng.sample(parts, k=min(3, len(parts)))] + [""]
     elif shape < 0.5:
-        out += ["| field | value |", "|---|---|", f"| corpus id | {doc['_id']} |",
-                f"| sentences | {len(parts)} |", f"| characters | {len(doc['text'])} |", ""]
+        out += [
+            "| field | value |",
+            "|---|---|",
+            f"| corpus id | {doc['_id']} |",
+            f"| sentences | {len(parts)} |",
+            f"| characters | {len(doc['text'])} |",
+            "",
+        ]
     elif shape < 0.6:
         out += ["```yaml", f"id: {doc['_id']}", f"title: {doc['title'][:60]!r}", f"sentences: {len(parts)}", "```", ""]
     return "\n".join(out)
 
 
-def markdown_documents(data: SciFact, count: int, per_doc: int = 5, seed: int = 7, offset: int = 0) -> Iterator[tuple[str, str]]:
+def markdown_documents(
+    data: SciFact, count: int, per_doc: int = 5, seed: int = 7, offset: int = 0
+) -> Iterator[tuple[str, str]]:
     """`count` (name, markdown) pairs, each a digest of `per_doc` abstracts with front matter."""
     rng = random.Random(seed)
     corpus = data.corpus[offset:]
     for n in range(count):
-        group = corpus[(n * per_doc) % len(corpus): (n * per_doc) % len(corpus) + per_doc] or corpus[:per_doc]
+        group = corpus[(n * per_doc) % len(corpus) : (n * per_doc) % len(corpus) + per_doc] or corpus[:per_doc]
         title = f"Research digest {n + 1:04d}: {group[0]['title'].rstrip('.')[:70]}"
         words = [w.lower() for w in re.findall(r"[A-Za-z]{6,}", group[0]["title"])][:3]
         front = ["---", f"title: {title!r}", f"tags: [{', '.join(words) or 'digest'}]", "---", ""]

@@ -67,8 +67,14 @@ def pipeline(base_url: str, docs: list[tuple[str, str]], workers: int, times) ->
         name, text = item
         with http_client(base_url) as client:
             t0 = time.perf_counter()
-            response = client.put("/api/v1/documents", json={"uri": f"bench://ingest/{name}", "content": text,
-                                                             "metadata": {"sourceIdentifier": "bench/ingest", "path": name}})
+            response = client.put(
+                "/api/v1/documents",
+                json={
+                    "uri": f"bench://ingest/{name}",
+                    "content": text,
+                    "metadata": {"sourceIdentifier": "bench/ingest", "path": name},
+                },
+            )
             client_ms.append((time.perf_counter() - t0) * 1000)
         response.raise_for_status()
         return response.json()
@@ -82,9 +88,15 @@ def pipeline(base_url: str, docs: list[tuple[str, str]], workers: int, times) ->
     embedded = sum(a["chunksEmbedded"] for a in answers)
     server_ms = times.take("PUT /api/v1/documents")
     return {
-        "documents": len(docs), "chunks": chunks, "chunksEmbedded": embedded, "seconds": round(seconds, 2),
-        "docsPerSecond": round(len(docs) / seconds, 2), "chunksPerSecond": round(chunks / seconds, 2),
-        "putClientMs": summary_ms(client_ms), "putServerMs": summary_ms(server_ms), "load": load_average(),
+        "documents": len(docs),
+        "chunks": chunks,
+        "chunksEmbedded": embedded,
+        "seconds": round(seconds, 2),
+        "docsPerSecond": round(len(docs) / seconds, 2),
+        "chunksPerSecond": round(chunks / seconds, 2),
+        "putClientMs": summary_ms(client_ms),
+        "putServerMs": summary_ms(server_ms),
+        "load": load_average(),
     }
 
 
@@ -111,8 +123,13 @@ def big_file(base_url: str, text: str, times) -> dict[str, Any]:
             response.raise_for_status()
             body = response.json()
             server = times.take("PUT /api/v1/documents")
-            out[label] = {"status": body["status"], "chunks": body["chunks"], "chunksEmbedded": body["chunksEmbedded"],
-                          "seconds": round(seconds, 3), "serverSeconds": round(server[0] / 1000, 3) if server else None}
+            out[label] = {
+                "status": body["status"],
+                "chunks": body["chunks"],
+                "chunksEmbedded": body["chunksEmbedded"],
+                "seconds": round(seconds, 3),
+                "serverSeconds": round(server[0] / 1000, 3) if server else None,
+            }
     out["editToFreshTimeRatio"] = round(out["oneLineEdit"]["seconds"] / out["fresh"]["seconds"], 4)
     return out
 
@@ -125,11 +142,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--big-kb", type=int, default=100, help="size of the 1-line-edit file in KB (default 100)")
     args = parser.parse_args(argv)
 
-
     data = load_scifact(args.scifact)
     docs = list(markdown_documents(data, args.docs))
-    print(f"[ingest] {len(docs)} generated markdown docs, "
-        f"{sum(len(t.encode()) for _, t in docs) / 1e6:.2f} MB ({load_text()})")
+    print(
+        f"[ingest] {len(docs)} generated markdown docs, "
+        f"{sum(len(t.encode()) for _, t in docs) / 1e6:.2f} MB ({load_text()})"
+    )
     embedder = local_embedder()  # loaded once, outside every timing
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         settings = settings_for(Path(tmp) / "cold")
@@ -137,19 +155,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         texts = [t for doc in per_doc for t in doc]
         embedder.embed_documents(texts[:64])  # warm-up: first torch call pays one-off costs
 
-        print(f"  raw LocalEmbedder on the same {len(texts)} chunk texts, one call, batch {embedder.batch_size} ...", flush=True)
+        print(
+            f"  raw LocalEmbedder on the same {len(texts)} chunk texts, one call, batch {embedder.batch_size} ...",
+            flush=True,
+        )
         raw_load = load_average()
         raw_s = raw_encode(embedder, texts)
-        raw = {"chunks": len(texts), "seconds": round(raw_s, 2), "chunksPerSecond": round(len(texts) / raw_s, 2),
-               "batchSize": embedder.batch_size, "load": raw_load}
+        raw = {
+            "chunks": len(texts),
+            "seconds": round(raw_s, 2),
+            "chunksPerSecond": round(len(texts) / raw_s, 2),
+            "batchSize": embedder.batch_size,
+            "load": raw_load,
+        }
         print(f"    {raw['chunksPerSecond']} chunks/s ({load_text()})")
 
         print(f"  pipeline, fresh app, empty embed cache (cold), {args.workers} workers ...", flush=True)
         cache = service_cache(embedder, settings.embed_cache_size)  # as the service builds it by default
         with run_service(settings, embedder=cache) as svc:
             cold = pipeline(svc.base_url, docs, args.workers, svc.times)
-        print(f"    {cold['docsPerSecond']} docs/s, {cold['chunksPerSecond']} chunks/s, "
-            f"{cold['chunksEmbedded']} embedded ({load_text()})")
+        print(
+            f"    {cold['docsPerSecond']} docs/s, {cold['chunksPerSecond']} chunks/s, "
+            f"{cold['chunksEmbedded']} embedded ({load_text()})"
+        )
 
         print("  raw LocalEmbedder again, one call per document (the pipeline's batching) ...", flush=True)
         raw_doc_load = load_average()
@@ -157,8 +185,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for doc_texts in per_doc:
             embedder.embed_documents(doc_texts)
         raw_doc_s = time.perf_counter() - t0
-        raw_per_doc = {"chunks": len(texts), "seconds": round(raw_doc_s, 2), "chunksPerSecond": round(len(texts) / raw_doc_s, 2),
-                       "load": raw_doc_load}
+        raw_per_doc = {
+            "chunks": len(texts),
+            "seconds": round(raw_doc_s, 2),
+            "chunksPerSecond": round(len(texts) / raw_doc_s, 2),
+            "load": raw_doc_load,
+        }
         print(f"    {raw_per_doc['chunksPerSecond']} chunks/s ({load_text()})")
 
         print("  pipeline into a second empty store, embed cache warm (cache-hit) ...", flush=True)
@@ -168,30 +200,49 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         print(f"  {args.big_kb} KB file: fresh ingest, then a 1-line edit (fresh app, empty cache) ...", flush=True)
         big_text = large_markdown(data, args.big_kb * 1000)
-        with run_service(settings_for(Path(tmp) / "big"), embedder=service_cache(embedder, settings.embed_cache_size)) as svc:
+        with run_service(
+            settings_for(Path(tmp) / "big"), embedder=service_cache(embedder, settings.embed_cache_size)
+        ) as svc:
             big = big_file(svc.base_url, big_text, svc.times)
 
     overhead = 1 - cold["chunksPerSecond"] / raw["chunksPerSecond"]
     overhead_per_doc = 1 - cold["chunksPerSecond"] / raw_per_doc["chunksPerSecond"]
     result = {
-        "corpus": f"{len(docs)} markdown digests generated from SciFact abstracts", "bytes": sum(len(t.encode()) for _, t in docs),
-        "chunkRange": list(settings.chunk_range), "workers": args.workers,
-        "raw": raw, "rawPerDocument": raw_per_doc, "pipelineCold": cold, "pipelineCacheHit": warm,
-        "overhead": round(overhead, 4), "overheadVsPerDocumentBatches": round(overhead_per_doc, 4),
-        "target": {"overheadMax": 0.10, "met": overhead <= 0.10}, "bigFile": big,
+        "corpus": f"{len(docs)} markdown digests generated from SciFact abstracts",
+        "bytes": sum(len(t.encode()) for _, t in docs),
+        "chunkRange": list(settings.chunk_range),
+        "workers": args.workers,
+        "raw": raw,
+        "rawPerDocument": raw_per_doc,
+        "pipelineCold": cold,
+        "pipelineCacheHit": warm,
+        "overhead": round(overhead, 4),
+        "overheadVsPerDocumentBatches": round(overhead_per_doc, 4),
+        "target": {"overheadMax": 0.10, "met": overhead <= 0.10},
+        "bigFile": big,
     }
     path = write_result(NAME, result)
     print(f"\n[ingest] {len(docs)} docs / {len(texts)} chunks, {args.workers} workers ({load_text()})")
-    print_table(["run", "docs/s", "chunks/s", "seconds"], [
-        ["raw encode, one call", "-", raw["chunksPerSecond"], raw["seconds"]],
-        ["raw encode, per document", "-", raw_per_doc["chunksPerSecond"], raw_per_doc["seconds"]],
-        ["HTTP pipeline, cold cache", cold["docsPerSecond"], cold["chunksPerSecond"], cold["seconds"]],
-        ["HTTP pipeline, cache hit", warm["docsPerSecond"], warm["chunksPerSecond"], warm["seconds"]],
-    ])
-    print(f"  overhead vs raw one call: {overhead:.1%} (target <= 10%: {'met' if overhead <= 0.10 else 'NOT met'}); "
-          f"vs raw per-document batches: {overhead_per_doc:.1%}")
-    print_table(["100 KB file", "status", "chunks", "embedded", "seconds"],
-                [[k, big[k]["status"], big[k]["chunks"], big[k]["chunksEmbedded"], big[k]["seconds"]] for k in ("fresh", "oneLineEdit", "unchanged")])
+    print_table(
+        ["run", "docs/s", "chunks/s", "seconds"],
+        [
+            ["raw encode, one call", "-", raw["chunksPerSecond"], raw["seconds"]],
+            ["raw encode, per document", "-", raw_per_doc["chunksPerSecond"], raw_per_doc["seconds"]],
+            ["HTTP pipeline, cold cache", cold["docsPerSecond"], cold["chunksPerSecond"], cold["seconds"]],
+            ["HTTP pipeline, cache hit", warm["docsPerSecond"], warm["chunksPerSecond"], warm["seconds"]],
+        ],
+    )
+    print(
+        f"  overhead vs raw one call: {overhead:.1%} (target <= 10%: {'met' if overhead <= 0.10 else 'NOT met'}); "
+        f"vs raw per-document batches: {overhead_per_doc:.1%}"
+    )
+    print_table(
+        ["100 KB file", "status", "chunks", "embedded", "seconds"],
+        [
+            [k, big[k]["status"], big[k]["chunks"], big[k]["chunksEmbedded"], big[k]["seconds"]]
+            for k in ("fresh", "oneLineEdit", "unchanged")
+        ],
+    )
     print(f"  -> {path}")
     return result
 

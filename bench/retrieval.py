@@ -101,7 +101,11 @@ def ingest(base_url: str, data: SciFact, fingerprint: str) -> dict[str, Any]:
         with http_client(base_url) as client:  # one connection per call keeps threads independent
             response = client.put(
                 "/api/v1/documents",
-                json={"uri": f"scifact:{doc['_id']}", "content": scifact_markdown(doc), "metadata": {"docId": str(doc["_id"])}},
+                json={
+                    "uri": f"scifact:{doc['_id']}",
+                    "content": scifact_markdown(doc),
+                    "metadata": {"docId": str(doc["_id"])},
+                },
             )
         response.raise_for_status()
         return response.json()
@@ -114,15 +118,25 @@ def ingest(base_url: str, data: SciFact, fingerprint: str) -> dict[str, Any]:
             done += 1
             if done % 250 == 0 or done == total:
                 elapsed = time.perf_counter() - started
-                print(f"  ingest {done}/{total} docs, {embedded} chunks embedded, {elapsed:.0f} s ({load_text()})", flush=True)
+                print(
+                    f"  ingest {done}/{total} docs, {embedded} chunks embedded, {elapsed:.0f} s ({load_text()})",
+                    flush=True,
+                )
     seconds = time.perf_counter() - started
     return {
-        "documents": total, "chunks": chunks, "chunksEmbedded": embedded, "statuses": statuses,
-        "seconds": round(seconds, 1), "docsPerSecond": round(total / seconds, 2),
+        "documents": total,
+        "chunks": chunks,
+        "chunksEmbedded": embedded,
+        "statuses": statuses,
+        "seconds": round(seconds, 1),
+        "docsPerSecond": round(total / seconds, 2),
         "chunksPerSecond": round(embedded / seconds, 2) if embedded else None,
         # every document written by this run (a resumed run answers 'unchanged' for earlier ones);
         # chunksEmbedded can be below chunks: a text repeated within a document is embedded once
-        "complete": statuses.get("unchanged", 0) == 0, "chunker": fingerprint, "workers": INGEST_WORKERS, "load": load_average(),
+        "complete": statuses.get("unchanged", 0) == 0,
+        "chunker": fingerprint,
+        "workers": INGEST_WORKERS,
+        "load": load_average(),
     }
 
 
@@ -140,8 +154,10 @@ def ensure_ingested(data: SciFact, embedder, *, fresh: bool) -> dict[str, Any]:
         fingerprint = status["chunker"]["fingerprint"]
         have = status["store"]["documents"]
         if meta and meta.get("chunker") == fingerprint and have == len(data.corpus):
-            print(f"  corpus already ingested in {data_dir()} "
-                f"({have} documents, {status['store']['chunks']} chunks): skipping ingest")
+            print(
+                f"  corpus already ingested in {data_dir()} "
+                f"({have} documents, {status['store']['chunks']} chunks): skipping ingest"
+            )
             return {**meta, "reused": True}
         print(f"  ingesting {len(data.corpus)} abstracts through PUT /api/v1/documents ({have} already present)")
         record = ingest(svc.base_url, data, fingerprint)
@@ -168,10 +184,13 @@ def evaluate(base_url: str, data: SciFact, query_ids: list[str], mode: str, limi
             embed_ms.append(timing.get("embed", 0.0))
             engine_ms.append(timing.get("engine", 0.0))
     return {
-        "mode": mode, "queries": len(query_ids), "limit": limit,
+        "mode": mode,
+        "queries": len(query_ids),
+        "limit": limit,
         "ndcg@10": round(sum(ndcgs) / len(ndcgs), 4),
         "recall@100": round(sum(recalls) / len(recalls), 4) if limit >= 100 else None,
-        "embedMs": summary_ms(embed_ms), "engineMs": summary_ms(engine_ms),
+        "embedMs": summary_ms(embed_ms),
+        "engineMs": summary_ms(engine_ms),
     }
 
 
@@ -180,8 +199,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--scifact", required=False, help="SciFact train folder (BEIR layout)")
     parser.add_argument("--limit-queries", type=int, default=0, help="evaluate only the first N queries (smoke)")
     parser.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True, help="rrf_k x candidates table")
-    parser.add_argument("--docs", type=int, default=0, help="smoke run: only the first N abstracts and the queries judged on them")
-    parser.add_argument("--sweep-candidates", type=int, nargs="+", default=list(SWEEP_CANDIDATES), help="candidates values to sweep")
+    parser.add_argument(
+        "--docs", type=int, default=0, help="smoke run: only the first N abstracts and the queries judged on them"
+    )
+    parser.add_argument(
+        "--sweep-candidates", type=int, nargs="+", default=list(SWEEP_CANDIDATES), help="candidates values to sweep"
+    )
     parser.add_argument("--fresh", action="store_true", help="drop the cached collection and ingest again")
     args = parser.parse_args(argv)
 
@@ -206,8 +229,10 @@ def _main(args, data: SciFact) -> dict[str, Any]:
 
     ingest_record = ensure_ingested(data, embedder, fresh=args.fresh)
     if not ingest_record["reused"]:
-        print(f"  ingest: {ingest_record['documents']} docs, {ingest_record['chunksEmbedded']} chunks embedded in "
-              f"{ingest_record['seconds']:.0f} s ({ingest_record['docsPerSecond']} docs/s)")
+        print(
+            f"  ingest: {ingest_record['documents']} docs, {ingest_record['chunksEmbedded']} chunks embedded in "
+            f"{ingest_record['seconds']:.0f} s ({ingest_record['docsPerSecond']} docs/s)"
+        )
 
     # Query vectors are cached across the sweep's service instances (each text is embedded once);
     # the first pass below is uncached, so its Server-Timing embed figures are real.
@@ -235,36 +260,70 @@ def _main(args, data: SciFact) -> dict[str, Any]:
                 row.update(rrf_k=k, candidates=candidates)
                 sweep.append(row)
                 rec = f"{row['recall@100']:.4f}" if row["recall@100"] is not None else "  n/a "
-                print(f"    rrf_k={k:<3d} candidates={candidates:<3d} nDCG@10 {row['ndcg@10']:.4f}  Recall@100 {rec}", flush=True)
+                print(
+                    f"    rrf_k={k:<3d} candidates={candidates:<3d} nDCG@10 {row['ndcg@10']:.4f}  Recall@100 {rec}",
+                    flush=True,
+                )
 
     result: dict[str, Any] = {
-        "dataset": "SciFact train (BEIR)" + (f", SMOKE SUBSET: first {args.docs} abstracts" if args.docs else ""), "documents": len(data.corpus), "queries": len(query_ids),
-        "service": {"store": "edge (Qdrant Edge, embedded)", "embedder": "local all-MiniLM-L6-v2", "transport": "HTTP 127.0.0.1, uvicorn",
-                    "rrf_k": defaults.rrf_k, "candidates": defaults.search_candidates, "chunkRange": list(defaults.chunk_range)},
-        "ingest": ingest_record, "modes": modes, "sweep": sweep,
-        "target": {"hybridNdcg10": 0.70, "met": modes["hybrid"]["ndcg@10"] >= 0.70
-                   and modes["hybrid"]["ndcg@10"] > max(modes["dense"]["ndcg@10"], modes["keyword"]["ndcg@10"])},
+        "dataset": "SciFact train (BEIR)" + (f", SMOKE SUBSET: first {args.docs} abstracts" if args.docs else ""),
+        "documents": len(data.corpus),
+        "queries": len(query_ids),
+        "service": {
+            "store": "edge (Qdrant Edge, embedded)",
+            "embedder": "local all-MiniLM-L6-v2",
+            "transport": "HTTP 127.0.0.1, uvicorn",
+            "rrf_k": defaults.rrf_k,
+            "candidates": defaults.search_candidates,
+            "chunkRange": list(defaults.chunk_range),
+        },
+        "ingest": ingest_record,
+        "modes": modes,
+        "sweep": sweep,
+        "target": {
+            "hybridNdcg10": 0.70,
+            "met": modes["hybrid"]["ndcg@10"] >= 0.70
+            and modes["hybrid"]["ndcg@10"] > max(modes["dense"]["ndcg@10"], modes["keyword"]["ndcg@10"]),
+        },
     }
     if sweep:
         best = max(sweep, key=lambda r: r["ndcg@10"])
         result["bestSweep"] = {"rrf_k": best["rrf_k"], "candidates": best["candidates"], "ndcg@10": best["ndcg@10"]}
     path = write_result(NAME, result)
 
-    print(f"\n[retrieval] SciFact train, {len(query_ids)} queries, rrf_k={defaults.rrf_k}, "
-        f"candidates={defaults.search_candidates} ({load_text()})")
-    print_table(["mode", "nDCG@10", "Recall@100", "engine p50 ms", "engine p95 ms"],
-                [[m, r["ndcg@10"], r["recall@100"], r["engineMs"]["p50"], r["engineMs"]["p95"]] for m, r in modes.items()])
+    print(
+        f"\n[retrieval] SciFact train, {len(query_ids)} queries, rrf_k={defaults.rrf_k}, "
+        f"candidates={defaults.search_candidates} ({load_text()})"
+    )
+    print_table(
+        ["mode", "nDCG@10", "Recall@100", "engine p50 ms", "engine p95 ms"],
+        [[m, r["ndcg@10"], r["recall@100"], r["engineMs"]["p50"], r["engineMs"]["p95"]] for m, r in modes.items()],
+    )
     if sweep:
-        print_table(["rrf_k", *[f"cand={c} nDCG@10" for c in args.sweep_candidates]],
-                    [[k, *[next(r["ndcg@10"] for r in sweep if r["rrf_k"] == k and r["candidates"] == c) for c in args.sweep_candidates]]
-                     for k in SWEEP_RRF_K])
-        print(f"  best: rrf_k={result['bestSweep']['rrf_k']} candidates={result['bestSweep']['candidates']} "
-              f"nDCG@10 {result['bestSweep']['ndcg@10']:.4f}")
+        print_table(
+            ["rrf_k", *[f"cand={c} nDCG@10" for c in args.sweep_candidates]],
+            [
+                [
+                    k,
+                    *[
+                        next(r["ndcg@10"] for r in sweep if r["rrf_k"] == k and r["candidates"] == c)
+                        for c in args.sweep_candidates
+                    ],
+                ]
+                for k in SWEEP_RRF_K
+            ],
+        )
+        print(
+            f"  best: rrf_k={result['bestSweep']['rrf_k']} candidates={result['bestSweep']['candidates']} "
+            f"nDCG@10 {result['bestSweep']['ndcg@10']:.4f}"
+        )
     ing = ingest_record
-    print(f"  ingest: {ing['documents']} docs / {ing.get('chunksInStore', ing['chunks'])} chunks "
-          f"in {ing['seconds']:.0f} s"
-          f"{' (cached from an earlier run)' if ing['reused'] else ''}; "
-        f"target hybrid >= 0.70 and best: {'met' if result['target']['met'] else 'NOT met'}")
+    print(
+        f"  ingest: {ing['documents']} docs / {ing.get('chunksInStore', ing['chunks'])} chunks "
+        f"in {ing['seconds']:.0f} s"
+        f"{' (cached from an earlier run)' if ing['reused'] else ''}; "
+        f"target hybrid >= 0.70 and best: {'met' if result['target']['met'] else 'NOT met'}"
+    )
     print(f"  -> {path}")
     return result
 

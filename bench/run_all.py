@@ -30,14 +30,18 @@ def headline(name: str, r: dict[str, Any]) -> tuple[str, str, str]:
     met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     if name == "retrieval":
         m = r["modes"]
-        fig = (f"nDCG@10 hybrid {m['hybrid']['ndcg@10']:.4f} / dense {m['dense']['ndcg@10']:.4f} / "
-               f"keyword {m['keyword']['ndcg@10']:.4f}; R@100 hybrid {m['hybrid']['recall@100']:.4f}")
+        fig = (
+            f"nDCG@10 hybrid {m['hybrid']['ndcg@10']:.4f} / dense {m['dense']['ndcg@10']:.4f} / "
+            f"keyword {m['keyword']['ndcg@10']:.4f}; R@100 hybrid {m['hybrid']['recall@100']:.4f}"
+        )
         return fig, "hybrid >= 0.70 and best", met(r["target"]["met"])
     if name == "ingest":
-        fig = (f"{r['pipelineCold']['docsPerSecond']} docs/s, {r['pipelineCold']['chunksPerSecond']} chunks/s vs raw "
-               f"{r['raw']['chunksPerSecond']} chunks/s: overhead {r['overhead']:.1%}; 100 KB 1-line edit "
-               f"{r['bigFile']['oneLineEdit']['chunksEmbedded']}/{r['bigFile']['oneLineEdit']['chunks']} chunks in "
-               f"{r['bigFile']['oneLineEdit']['seconds']} s vs fresh {r['bigFile']['fresh']['seconds']} s")
+        fig = (
+            f"{r['pipelineCold']['docsPerSecond']} docs/s, {r['pipelineCold']['chunksPerSecond']} chunks/s vs raw "
+            f"{r['raw']['chunksPerSecond']} chunks/s: overhead {r['overhead']:.1%}; 100 KB 1-line edit "
+            f"{r['bigFile']['oneLineEdit']['chunksEmbedded']}/{r['bigFile']['oneLineEdit']['chunks']} chunks in "
+            f"{r['bigFile']['oneLineEdit']['seconds']} s vs fresh {r['bigFile']['fresh']['seconds']} s"
+        )
         return fig, "overhead <= 10%", met(r["target"]["met"])
     if name == "search_latency":
         e = r["runs"]["edge"]
@@ -50,8 +54,10 @@ def headline(name: str, r: dict[str, Any]) -> tuple[str, str, str]:
             fig += f"; qdrant-local engine p50 {q['engineMs']['p50']} / p95 {q['engineMs']['p95']} ms"
         return fig, "edge engine p95 <= 20 ms", met(r["target"]["met"])
     if name == "sync":
-        fig = (f"{r['sizeNote']}: full {r['runs']['full']['seconds']:.1f} s, incremental "
-               f"{r['runs']['incremental']['seconds']:.3f} s = {r['incrementalToFullRatio']:.4%}")
+        fig = (
+            f"{r['sizeNote']}: full {r['runs']['full']['seconds']:.1f} s, incremental "
+            f"{r['runs']['incremental']['seconds']:.3f} s = {r['incrementalToFullRatio']:.4%}"
+        )
         return fig, "incremental <= 1% of full", met(r["target"]["met"])
     return "", "", ""
 
@@ -87,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([name, *headline(name, result), f"{time.perf_counter() - started:.0f}"])
     columns = ("benchmark", "figure", "target", "verdict", "seconds")
     write_result("summary", {"quick": args.quick, "rows": [dict(zip(columns, r, strict=True)) for r in rows]})
-    print(f"\n[run_all] summary ({'QUICK smoke sizes' if args.quick else 'full sizes'}; end {load_text(load_average())})")
+    print(
+        f"\n[run_all] summary ({'QUICK smoke sizes' if args.quick else 'full sizes'}; end {load_text(load_average())})"
+    )
     print_table(["benchmark", "figure", "target", "verdict", "s"], rows)
     return 1 if failed else 0
 

@@ -58,7 +58,12 @@ def measure(base_url: str, queries: list[str], mode: str = "hybrid", limit: int 
             embed.append(timing["embed"])
             engine.append(timing["engine"])
             total.append(elapsed)
-    return {"queries": len(total), "embedMs": summary_ms(embed), "engineMs": summary_ms(engine), "roundTripMs": summary_ms(total)}
+    return {
+        "queries": len(total),
+        "embedMs": summary_ms(embed),
+        "engineMs": summary_ms(engine),
+        "roundTripMs": summary_ms(total),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -67,7 +72,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--chunks", type=int, default=20_000, help="collection size in chunks (default 20000)")
     parser.add_argument("--queries", type=int, default=300, help="queries per store (default 300, plus 10 warm-up)")
     parser.add_argument("--docs", type=int, default=0, help="use only the first N abstracts (smoke runs)")
-    parser.add_argument("--edge-passes", type=int, default=2, help="query passes on edge; the last is reported (default 2)")
+    parser.add_argument(
+        "--edge-passes", type=int, default=2, help="query passes on edge; the last is reported (default 2)"
+    )
     parser.add_argument("--skip-qdrant-local", action="store_true", help="edge only")
     args = parser.parse_args(argv)
 
@@ -82,13 +89,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.docs:
         data.corpus = data.corpus[: args.docs]
     queries = list(data.queries.values())[: args.queries + WARMUP]
-    print(f"[search_latency] {args.chunks} chunks target, "
-        f"{len(queries) - WARMUP} queries (+{WARMUP} warm-up) ({load_text()})")
+    print(
+        f"[search_latency] {args.chunks} chunks target, "
+        f"{len(queries) - WARMUP} queries (+{WARMUP} warm-up) ({load_text()})"
+    )
     embedder = local_embedder()  # uncached: every query is really embedded
     chunk_set = scifact_chunks(data, embedder, target=args.chunks)
-    corpus = (f"{chunk_set.real} real SciFact chunks (dense vectors: {chunk_set.origin}; sparse: Bm25Encoder) "
-              f"+ {chunk_set.augmented} augmented copies (noisy dense vectors, cos~0.9) = {len(chunk_set.points)} chunks, "
-              f"loaded with store.upsert_chunks (no HTTP ingest)")
+    corpus = (
+        f"{chunk_set.real} real SciFact chunks (dense vectors: {chunk_set.origin}; sparse: Bm25Encoder) "
+        f"+ {chunk_set.augmented} augmented copies (noisy dense vectors, cos~0.9) = {len(chunk_set.points)} chunks, "
+        f"loaded with store.upsert_chunks (no HTTP ingest)"
+    )
     print(f"  corpus: {corpus}")
 
     runs: dict[str, Any] = {}
@@ -102,8 +113,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 load_s = load_store(svc.app.state.store, chunk_set)
                 with http_client(svc.base_url) as client:
                     status = client.get("/api/v1/status").json()["store"]
-                print(f"  {name}: loaded {status['chunks']} chunks / {status['documents']} docs "
-                    f"in {load_s:.1f} s; searching ...", flush=True)
+                print(
+                    f"  {name}: loaded {status['chunks']} chunks / {status['documents']} docs "
+                    f"in {load_s:.1f} s; searching ...",
+                    flush=True,
+                )
                 run = measure(svc.base_url, queries)
                 if name == "edge" and args.edge_passes > 1:
                     # the first pass runs right after a 20k-point load; report a later pass and keep the first
@@ -111,31 +125,58 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     for _ in range(args.edge_passes - 1):
                         run = measure(svc.base_url, queries)
                     run["firstPassAfterLoad"] = first
-                run.update(loadSeconds=round(load_s, 1), chunks=status["chunks"], documents=status["documents"], load=load_average())
+                run.update(
+                    loadSeconds=round(load_s, 1),
+                    chunks=status["chunks"],
+                    documents=status["documents"],
+                    load=load_average(),
+                )
                 runs[name] = run
-                print(f"    engine p50 {run['engineMs']['p50']:.2f} ms p95 {run['engineMs']['p95']:.2f} ms; "
-                      f"embed p50 {run['embedMs']['p50']:.2f} ms ({load_text()})")
+                print(
+                    f"    engine p50 {run['engineMs']['p50']:.2f} ms p95 {run['engineMs']['p95']:.2f} ms; "
+                    f"embed p50 {run['embedMs']['p50']:.2f} ms ({load_text()})"
+                )
 
     edge_p95 = runs["edge"]["engineMs"]["p95"]
     result = {
-        "corpus": corpus, "mode": "hybrid", "limit": 10, "candidates": Settings().search_candidates, "rrf_k": Settings().rrf_k,
-        "queriesPerStore": len(queries) - WARMUP, "runs": runs,
+        "corpus": corpus,
+        "mode": "hybrid",
+        "limit": 10,
+        "candidates": Settings().search_candidates,
+        "rrf_k": Settings().rrf_k,
+        "queriesPerStore": len(queries) - WARMUP,
+        "runs": runs,
         "target": {"edgeEngineP95MsMax": 20, "met": edge_p95 <= 20},
     }
     path = write_result(NAME, result)
-    print(f"\n[search_latency] hybrid, limit 10, {len(chunk_set.points)} chunks, "
-        f"{len(queries) - WARMUP} queries ({load_text()})")
+    print(
+        f"\n[search_latency] hybrid, limit 10, {len(chunk_set.points)} chunks, "
+        f"{len(queries) - WARMUP} queries ({load_text()})"
+    )
     print(f"  corpus: {corpus}")
     rows = []
     for name, run in runs.items():
-        rows.append([name, run["embedMs"]["p50"], run["embedMs"]["p95"], run["engineMs"]["p50"], run["engineMs"]["p95"],
-                     run["roundTripMs"]["p50"], run["roundTripMs"]["p95"]])
-    print_table(["store", "embed p50", "embed p95", "engine p50", "engine p95", "HTTP total p50", "HTTP total p95"], rows)
+        rows.append(
+            [
+                name,
+                run["embedMs"]["p50"],
+                run["embedMs"]["p95"],
+                run["engineMs"]["p50"],
+                run["engineMs"]["p95"],
+                run["roundTripMs"]["p50"],
+                run["roundTripMs"]["p95"],
+            ]
+        )
+    print_table(
+        ["store", "embed p50", "embed p95", "engine p50", "engine p95", "HTTP total p50", "HTTP total p95"], rows
+    )
     if "firstPassAfterLoad" in runs["edge"]:
         f = runs["edge"]["firstPassAfterLoad"]
-        print(f"  edge first pass right after loading: embed p50/p95 {f['embedMs']['p50']}/{f['embedMs']['p95']}, "
-              f"engine p50/p95 {f['engineMs']['p50']}/{f['engineMs']['p95']} ms "
-            f"(the table shows the last of {args.edge_passes} passes)")
+        print(
+            f"  edge first pass right after loading: embed p50/p95 {f['embedMs']['p50']}/{f['embedMs']['p95']}, "
+            f"engine p50/p95 {f['engineMs']['p50']}/{f['engineMs']['p95']} ms "
+            f"(the table shows the last of {args.edge_passes} passes)"
+        )
     print(f"  (ms) target edge engine p95 <= 20 ms: {'met' if edge_p95 <= 20 else 'NOT met'}")
     print(f"  -> {path}")
     return result

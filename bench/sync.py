@@ -51,8 +51,13 @@ SOURCE_ID = "bench/sync"
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    }
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
@@ -100,7 +105,11 @@ def edit_one_file(repo: Path) -> str:
     tracked = sorted(p for p in git(repo, "ls-files").splitlines() if p.endswith(".md"))
     path = tracked[len(tracked) // 2]
     lines = (repo / path).read_text(encoding="utf-8").split("\n")
-    i = next(i for i in range(len(lines) // 2, len(lines)) if len(lines[i]) > 100 and not lines[i].startswith(("#", "-", "|")))
+    i = next(
+        i
+        for i in range(len(lines) // 2, len(lines))
+        if len(lines[i]) > 100 and not lines[i].startswith(("#", "-", "|"))
+    )
     lines[i] = lines[i].replace(" ", " (revised) ", 1)
     (repo / path).write_text("\n".join(lines), encoding="utf-8")
     git(repo, "commit", "--quiet", "-am", f"Edit one line of {path}")
@@ -122,8 +131,13 @@ class TimingTransport(httpx.AsyncBaseTransport):
         response = await self.inner.handle_async_request(request)
         body = await response.aread()
         self.times.append((request.method, (time.perf_counter() - started) * 1000))
-        return httpx.Response(response.status_code, headers=response.headers, content=body, request=request,
-                              extensions=response.extensions)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            content=body,
+            request=request,
+            extensions=response.extensions,
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -146,10 +160,19 @@ async def run_sync(engine, spec, last_commit, svc, transport, label: str) -> dic
     put_client = [ms for method, ms in client if method == "PUT"]
     docs_sent = len(put_server)
     out = {
-        "label": label, "full": result.full, "commit": result.commit, "seconds": round(wall, 3),
-        "counts": {k: v for k, v in result.to_json().items() if k in ("added", "modified", "deleted", "renamed", "unchanged", "documents")},
-        "skipped": len(result.skipped), "failed": len(result.failed),
-        "requests": len(client), "puts": docs_sent,
+        "label": label,
+        "full": result.full,
+        "commit": result.commit,
+        "seconds": round(wall, 3),
+        "counts": {
+            k: v
+            for k, v in result.to_json().items()
+            if k in ("added", "modified", "deleted", "renamed", "unchanged", "documents")
+        },
+        "skipped": len(result.skipped),
+        "failed": len(result.failed),
+        "requests": len(client),
+        "puts": docs_sent,
         "serviceBusySeconds": round(busy, 3),
         "outsideServiceSeconds": round(wall - busy, 3),
         "putServerMs": summary_ms(put_server) if put_server else None,
@@ -181,16 +204,25 @@ def git_alone(repo: Path, spec_factory, cache_root: Path) -> dict[str, Any]:
         t3 = time.perf_counter()
     finally:
         checkout.close()
-    return {"fetchSeconds": round(t1 - t0, 3), "listSeconds": round(t2 - t1, 3), "readSeconds": round(t3 - t2, 3),
-            "documents": len(docs), "perDocumentMs": round((t3 - t0) * 1000 / max(1, len(docs)), 3)}
+    return {
+        "fetchSeconds": round(t1 - t0, 3),
+        "listSeconds": round(t2 - t1, 3),
+        "readSeconds": round(t3 - t2, 3),
+        "documents": len(docs),
+        "perDocumentMs": round((t3 - t0) * 1000 / max(1, len(docs)), 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scifact", help="SciFact train folder (BEIR layout): the source of the generated texts")
     parser.add_argument("--files", type=int, default=2000, help="markdown files at head (default 2000, ~10 MB)")
-    parser.add_argument("--abstracts-per-file", type=int, default=3, help="file size: 3 gives ~5 KB files, ~10 MB at 2000 files")
-    parser.add_argument("--concurrency", type=int, default=4, help="SyncEngine concurrency (the operator's default is 4)")
+    parser.add_argument(
+        "--abstracts-per-file", type=int, default=3, help="file size: 3 gives ~5 KB files, ~10 MB at 2000 files"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=4, help="SyncEngine concurrency (the operator's default is 4)"
+    )
     args = parser.parse_args(argv)
 
     from kboperator.client import SearchClient
@@ -206,8 +238,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         repo = tmp / "repo"
         t0 = time.perf_counter()
         shape = make_repo(repo, data, args.files, args.abstracts_per_file)
-        print(f"[sync] generated repository: {shape['files']} markdown files, {shape['bytes'] / 1e6:.1f} MB, "
-              f"{shape['commits']} commits in {time.perf_counter() - t0:.1f} s ({load_text()})", flush=True)
+        print(
+            f"[sync] generated repository: {shape['files']} markdown files, {shape['bytes'] / 1e6:.1f} MB, "
+            f"{shape['commits']} commits in {time.perf_counter() - t0:.1f} s ({load_text()})",
+            flush=True,
+        )
 
         def spec() -> SyncSpec:
             return SyncSpec(source_id=SOURCE_ID, repo=RepoSpec(url=str(repo), ref="main"), allow_local=True)
@@ -221,14 +256,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 transport = TimingTransport()
                 async with SearchClient(svc.base_url, transport=transport) as client:
                     engine = SyncEngine(client, RepoCache(tmp / "git-cache"), concurrency=args.concurrency)
-                    print(f"  full first sync of {shape['files']} files (concurrency {args.concurrency}) ...", flush=True)
+                    print(
+                        f"  full first sync of {shape['files']} files (concurrency {args.concurrency}) ...", flush=True
+                    )
                     full = runs["full"] = await run_sync(engine, spec(), None, svc, transport, "full first sync")
                     print(f"    {full['seconds']:.1f} s, {full['puts']} PUTs ({load_text()})", flush=True)
                     edited = edit_one_file(repo)
                     incr = runs["incremental"] = await run_sync(
-                        engine, spec(), full["commit"], svc, transport, f"incremental, 1-line edit of {edited}")
+                        engine, spec(), full["commit"], svc, transport, f"incremental, 1-line edit of {edited}"
+                    )
                     print(f"    incremental: {incr['seconds']:.3f} s, {incr['puts']} PUT ({load_text()})", flush=True)
-                    runs["noChange"] = await run_sync(engine, spec(), incr["commit"], svc, transport, "incremental, no new commit")
+                    runs["noChange"] = await run_sync(
+                        engine, spec(), incr["commit"], svc, transport, "incremental, no new commit"
+                    )
 
             asyncio.run(scenario())
             with httpx.Client(base_url=svc.base_url) as http:
@@ -238,25 +278,46 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     full, incr = runs["full"], runs["incremental"]
     ratio = incr["seconds"] / full["seconds"]
     result = {
-        "repository": shape, "sizeNote": f"{shape['files']} files, {shape['bytes'] / 1e6:.1f} MB"
-        + ("" if args.files >= 2000 and shape["bytes"] >= 9_000_000 else " (REDUCED: the issue's size is >= 2000 files, ~10 MB)"),
-        "engine": "kboperator.sync.SyncEngine (as used by knowledge-sync)", "concurrency": args.concurrency,
+        "repository": shape,
+        "sizeNote": f"{shape['files']} files, {shape['bytes'] / 1e6:.1f} MB"
+        + (
+            ""
+            if args.files >= 2000 and shape["bytes"] >= 9_000_000
+            else " (REDUCED: the issue's size is >= 2000 files, ~10 MB)"
+        ),
+        "engine": "kboperator.sync.SyncEngine (as used by knowledge-sync)",
+        "concurrency": args.concurrency,
         "service": (
             "real kbsearch app over HTTP on 127.0.0.1, local MiniLM, Qdrant Edge, fresh app and empty embed cache"
         ),
-        "runs": runs, "gitAlone": git_full, "sourcesAfter": listed,
-        "incrementalToFullRatio": round(ratio, 5), "target": {"ratioMax": 0.01, "met": ratio <= 0.01},
+        "runs": runs,
+        "gitAlone": git_full,
+        "sourcesAfter": listed,
+        "incrementalToFullRatio": round(ratio, 5),
+        "target": {"ratioMax": 0.01, "met": ratio <= 0.01},
     }
     path = write_result(NAME, result)
     print(f"\n[sync] {result['sizeNote']}, {shape['commits']} commits ({load_text()})")
-    print_table(["sync", "seconds", "PUTs", "service busy s", "outside service s", "outside/doc ms", "HTTP/PUT ms"], [
-        [r["label"][:48], r["seconds"], r["puts"], r["serviceBusySeconds"], r["outsideServiceSeconds"],
-         r["outsideServicePerDocumentMs"] if r["outsideServicePerDocumentMs"] is not None else "-",
-         r["httpOverheadPerPutMs"] if r["httpOverheadPerPutMs"] is not None else "-"]
-        for r in runs.values()])
+    print_table(
+        ["sync", "seconds", "PUTs", "service busy s", "outside service s", "outside/doc ms", "HTTP/PUT ms"],
+        [
+            [
+                r["label"][:48],
+                r["seconds"],
+                r["puts"],
+                r["serviceBusySeconds"],
+                r["outsideServiceSeconds"],
+                r["outsideServicePerDocumentMs"] if r["outsideServicePerDocumentMs"] is not None else "-",
+                r["httpOverheadPerPutMs"] if r["httpOverheadPerPutMs"] is not None else "-",
+            ]
+            for r in runs.values()
+        ],
+    )
     print(f"  incremental / full = {ratio:.4%} (target <= 1%: {'met' if ratio <= 0.01 else 'NOT met'})")
-    print(f"  git alone (fetch+list+read {git_full['documents']} docs): {git_full['perDocumentMs']} ms/doc; "
-          f"service PUT p50 {full['putServerMs']['p50'] if full['putServerMs'] else '-'} ms (server side)")
+    print(
+        f"  git alone (fetch+list+read {git_full['documents']} docs): {git_full['perDocumentMs']} ms/doc; "
+        f"service PUT p50 {full['putServerMs']['p50'] if full['putServerMs'] else '-'} ms (server side)"
+    )
     print(f"  -> {path}")
     return result
 

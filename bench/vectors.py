@@ -60,25 +60,47 @@ def scifact_chunks(data: SciFact, embedder=None, *, target: int = 0, seed: int =
         uri = f"scifact:{doc['_id']}"
         for c in p.chunks:
             text_hash = hashlib.sha256(c.embed_text.encode()).hexdigest()
-            points.append(ChunkPoint(
-                uri=uri, source_identifier="bench/scifact", chunk_index=c.index, total_chunks=len(p.chunks), text=c.text,
-                text_hash=text_hash, title=p.title, tags=p.tags, headings=c.headings,
-                dense=dense[row].tolist(), sparse=sparse[row],
-            ))
+            points.append(
+                ChunkPoint(
+                    uri=uri,
+                    source_identifier="bench/scifact",
+                    chunk_index=c.index,
+                    total_chunks=len(p.chunks),
+                    text=c.text,
+                    text_hash=text_hash,
+                    title=p.title,
+                    tags=p.tags,
+                    headings=c.headings,
+                    dense=dense[row].tolist(),
+                    sparse=sparse[row],
+                )
+            )
             row += 1
-        records.append(DocumentRecord(
-            uri=uri, source_identifier="bench/scifact", checksum="sha256:" + hashlib.sha256(scifact_markdown(doc).encode()).hexdigest(),
-            chunks=len(p.chunks), metadata={"docId": str(doc["_id"]), "sourceIdentifier": "bench/scifact"},
-            title=p.title, ingested_at="2026-01-01T00:00:00.000Z", chunker=chunker.fingerprint,
-        ))
+        records.append(
+            DocumentRecord(
+                uri=uri,
+                source_identifier="bench/scifact",
+                checksum="sha256:" + hashlib.sha256(scifact_markdown(doc).encode()).hexdigest(),
+                chunks=len(p.chunks),
+                metadata={"docId": str(doc["_id"]), "sourceIdentifier": "bench/scifact"},
+                title=p.title,
+                ingested_at="2026-01-01T00:00:00.000Z",
+                chunker=chunker.fingerprint,
+            )
+        )
     real = len(points)
     extra = augment(points, target - real, seed) if target > real else []
     # Every chunk needs a record: the service's start-up repair deletes chunks without one.
     records += [
         DocumentRecord(
-            uri=p.uri, source_identifier=p.source_identifier, checksum="sha256:augmented", chunks=1,
-            metadata={"sourceIdentifier": "bench/augmented"}, title=p.title,
-            ingested_at="2026-01-01T00:00:00.000Z", chunker=chunker.fingerprint,
+            uri=p.uri,
+            source_identifier=p.source_identifier,
+            checksum="sha256:augmented",
+            chunks=1,
+            metadata={"sourceIdentifier": "bench/augmented"},
+            title=p.title,
+            ingested_at="2026-01-01T00:00:00.000Z",
+            chunker=chunker.fingerprint,
         )
         for p in extra
     ]
@@ -99,11 +121,21 @@ def augment(points: list, count: int, seed: int) -> list:
         noise = rng.standard_normal(v.shape[0]).astype(np.float32)
         v = v + 0.5 * noise / np.linalg.norm(noise)
         v /= np.linalg.norm(v)
-        out.append(ChunkPoint(
-            uri=f"scifact-aug:{j}", source_identifier="bench/augmented", chunk_index=0, total_chunks=1, text=src.text,
-            text_hash=src.text_hash, title=src.title, tags=src.tags, headings=src.headings,
-            dense=v.tolist(), sparse=src.sparse,
-        ))
+        out.append(
+            ChunkPoint(
+                uri=f"scifact-aug:{j}",
+                source_identifier="bench/augmented",
+                chunk_index=0,
+                total_chunks=1,
+                text=src.text,
+                text_hash=src.text_hash,
+                title=src.title,
+                tags=src.tags,
+                headings=src.headings,
+                dense=v.tolist(),
+                sparse=src.sparse,
+            )
+        )
     return out
 
 
@@ -120,7 +152,9 @@ def _dense_vectors(ids: list[str], texts: list[str], key: str, embedder) -> tupl
             from bench.common import local_embedder
 
             embedder = local_embedder()
-        print(f"  embedding {len(texts)} SciFact chunks with LocalEmbedder (one-off, cached afterwards) ...", flush=True)
+        print(
+            f"  embedding {len(texts)} SciFact chunks with LocalEmbedder (one-off, cached afterwards) ...", flush=True
+        )
         started = time.perf_counter()
         vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
         origin = f"LocalEmbedder.embed_documents on {len(texts)} chunk texts in {time.perf_counter() - started:.0f} s"
@@ -164,5 +198,7 @@ def _read_store(path: Path, collection: str, ids: list[str]) -> tuple[np.ndarray
     if len(found) != len(ids):
         print(f"  the retrieval collection holds {len(found)} of {len(ids)} chunk vectors; embedding instead")
         return None, ""
-    return (np.asarray([found[i] for i in ids], dtype=np.float32),
-            "read back from the retrieval benchmark's collection (vectors the service computed at ingest)")
+    return (
+        np.asarray([found[i] for i in ids], dtype=np.float32),
+        "read back from the retrieval benchmark's collection (vectors the service computed at ingest)",
+    )

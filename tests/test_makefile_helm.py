@@ -32,7 +32,11 @@ def test_a_tampered_helm_tarball_is_refused(tmp_path):
     env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "NPM_CALLS": str(calls)}
     done = subprocess.run(
         ["make", "-C", str(REPO), "helm", f"TOOLS={tools}", f"PYTHON={sys.executable}"],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode != 0
     assert "CHECKSUM MISMATCH" in done.stderr, done.stderr

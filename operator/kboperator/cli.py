@@ -148,7 +148,11 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
 
 
 def _save_state(
-    args: argparse.Namespace, spec: SyncSpec, commit: str | None, *, full_owed: bool = False,
+    args: argparse.Namespace,
+    spec: SyncSpec,
+    commit: str | None,
+    *,
+    full_owed: bool = False,
     baseline: Baseline = Baseline(),
 ) -> None:
     try:

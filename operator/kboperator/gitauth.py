@@ -50,7 +50,7 @@ _PROTOCOL = {"https": "https", "http": "http", "ssh": "ssh", "local": "file"}
 _HELPER = (
     '!f() { test "$1" = get || return 0; protocol=; host=; '
     'while IFS= read -r line && test -n "$line"; do case "$line" in '
-    'protocol=*) protocol=${line#protocol=} ;; host=*) host=${line#host=} ;; esac; done; '
+    "protocol=*) protocol=${line#protocol=} ;; host=*) host=${line#host=} ;; esac; done; "
     'test "$protocol" = "$KB_GIT_PROTOCOL" && test "$host" = "$KB_GIT_HOST" || return 0; '
     'printf "username=%s\\npassword=%s\\n" "$KB_GIT_USERNAME" "$KB_GIT_PASSWORD"; }; f'
 )

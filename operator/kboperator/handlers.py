@@ -10,7 +10,6 @@ For tests, memo may carry `search_transport`: an httpx transport to the search s
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import kopf
@@ -29,7 +28,7 @@ TURN_PAUSE_SECONDS = 0.5
 
 
 @kopf.on.startup(id="configure")
-async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
     config = OperatorSettings()
     settings.peering.standalone = True  # one replica (the chart's Deployment); no peering CRDs needed
     settings.persistence.finalizer = FINALIZER
@@ -47,7 +46,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     memo["services"] = services
     logger.info(
         "kb-operator: search service %s (also allowed: %s), %d sync slots, local repositories %s",
-        config.search_url, ", ".join(config.allowed_search_urls) or "none", config.max_concurrent_syncs,
+        config.search_url,
+        ", ".join(config.allowed_search_urls) or "none",
+        config.max_concurrent_syncs,
         f"allowed under {config.local_repositories_root}" if config.allow_local_repositories else "refused",
     )
 
@@ -71,10 +72,9 @@ async def wake(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 # The source's loop: kopf runs the turns (a timer, not a daemon: kopf applies a handler's patch
 # only when the call returns, and every status change must reach the API at once).
-@kopf.timer(GROUP, VERSION, PLURAL, id="sync", interval=TURN_PAUSE_SECONDS)
-async def source_loop(
-    body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any
-) -> None:
+# kopf passes `stopped` to timers too, but its TimerFn protocol does not list it.
+@kopf.timer(GROUP, VERSION, PLURAL, id="sync", interval=TURN_PAUSE_SECONDS)  # type: ignore[arg-type]
+async def source_loop(body: kopf.Body, patch: kopf.Patch, memo: Any, stopped: kopf.DaemonStopped, **_: Any) -> None:
     await reconcile.run_loop_turn(memo["services"], source_state(memo), body, patch, stopped)
 
 

@@ -19,22 +19,34 @@ class OperatorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self.syncs = Counter(
-            "kb_operator_syncs", "Sync attempts by result: success, partial or failed.",
-            ["result"], registry=self.registry,
+            "kb_operator_syncs",
+            "Sync attempts by result: success, partial or failed.",
+            ["result"],
+            registry=self.registry,
         )
         self.documents = Counter(
-            "kb_operator_documents", "Documents handled by syncs, by outcome.",
-            ["outcome"], registry=self.registry,
+            "kb_operator_documents",
+            "Documents handled by syncs, by outcome.",
+            ["outcome"],
+            registry=self.registry,
         )
         self.duration = Histogram(
-            "kb_operator_sync_duration_seconds", "Duration of sync attempts.",
-            buckets=_BUCKETS, registry=self.registry,
+            "kb_operator_sync_duration_seconds",
+            "Duration of sync attempts.",
+            buckets=_BUCKETS,
+            registry=self.registry,
         )
         self.sources = Gauge(
-            "kb_operator_sources", "KnowledgeSources by phase.", ["phase"], registry=self.registry,
+            "kb_operator_sources",
+            "KnowledgeSources by phase.",
+            ["phase"],
+            registry=self.registry,
         )
         self.cleanups = Counter(
-            "kb_operator_cleanups", "Deletion-policy runs by result.", ["result"], registry=self.registry,
+            "kb_operator_cleanups",
+            "Deletion-policy runs by result.",
+            ["result"],
+            registry=self.registry,
         )
         self._phases: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -47,9 +59,13 @@ class OperatorMetrics:
         self.syncs.labels(result="success" if result.ok else "partial").inc()
         self.duration.observe(result.duration_s)
         for outcome, count in (
-            ("added", result.added), ("modified", result.modified), ("deleted", result.deleted),
-            ("renamed", result.renamed), ("unchanged", result.unchanged),
-            ("skipped", len(result.skipped)), ("failed", len(result.failed)),
+            ("added", result.added),
+            ("modified", result.modified),
+            ("deleted", result.deleted),
+            ("renamed", result.renamed),
+            ("unchanged", result.unchanged),
+            ("skipped", len(result.skipped)),
+            ("failed", len(result.failed)),
         ):
             if count:
                 self.documents.labels(outcome=outcome).inc(count)

@@ -130,7 +130,11 @@ async def run_loop_turn(
 
 
 async def _sync(
-    services: Services, state: SourceState, writer: StatusWriter, source: Source, full: bool,
+    services: Services,
+    state: SourceState,
+    writer: StatusWriter,
+    source: Source,
+    full: bool,
     stopped: kopf.DaemonStopped,
 ) -> None:
     started = time.monotonic()
@@ -223,7 +227,11 @@ async def cleanup(
 
 
 async def _delete_documents(
-    services: Services, writer: StatusWriter, body: Mapping[str, Any], sid: str, service: ServiceRef,
+    services: Services,
+    writer: StatusWriter,
+    body: Mapping[str, Any],
+    sid: str,
+    service: ServiceRef,
     retry: int,
 ) -> str:
     """Delete a source's documents; returns the metric's result, or raises kopf.TemporaryError."""

@@ -65,8 +65,12 @@ class Services:
 
     def _new_engine(self, url: str, token: str | None) -> SyncEngine:
         client = SearchClient(
-            url, token, transport=self._transport, timeout=self.settings.http_timeout_seconds,
-            max_attempts=self.settings.http_max_attempts, backoff_base=self.settings.http_backoff_seconds,
+            url,
+            token,
+            transport=self._transport,
+            timeout=self.settings.http_timeout_seconds,
+            max_attempts=self.settings.http_max_attempts,
+            backoff_base=self.settings.http_backoff_seconds,
         )
         return SyncEngine(client, self.repos)
 

@@ -24,7 +24,8 @@ class OperatorSettings(BaseSettings):
         default_factory=list, description="Comma-separated namespaces to watch; empty = cluster-wide."
     )
     allowed_search_urls: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description=(
+        default_factory=list,
+        description=(
             "Comma-separated search service URL prefixes a KnowledgeSource may name (scheme, host, port, "
             "path prefix); the default search URL is always allowed."
         ),
@@ -33,7 +34,8 @@ class OperatorSettings(BaseSettings):
         False, description="Allow local paths and file:// URLs; they read the operator's own filesystem."
     )
     local_repositories_root: Path | None = Field(
-        None, description="The one folder local repositories must be in (required when they are allowed); never the cache."
+        None,
+        description="The one folder local repositories must be in (required when they are allowed); never the cache.",
     )
     ssh_known_hosts_file: Path | None = Field(
         None, description="known_hosts that SSH host keys are checked against, with the Secret's own known_hosts."
@@ -50,7 +52,9 @@ class OperatorSettings(BaseSettings):
         30, ge=0, description="Overdue syncs at start-up are spread over this many seconds."
     )
     min_sync_interval_seconds: float = Field(
-        60.0, ge=0, description=(
+        60.0,
+        ge=0,
+        description=(
             "Shortest schedule a source may have (for cron, the shortest gap between two runs); "
             "a shorter one is an invalid spec."
         ),
@@ -58,10 +62,14 @@ class OperatorSettings(BaseSettings):
     metrics_port: int = Field(9090, ge=0, le=65535, description="Prometheus port; 0 disables metrics.")
     health_port: int = Field(8080, ge=1, le=65535, description="Port of the liveness endpoint, /healthz.")
     max_search_clients: int = Field(
-        32, ge=1, description="HTTP clients to search services kept open; the least recently used is closed beyond that."
+        32,
+        ge=1,
+        description="HTTP clients to search services kept open; the least recently used is closed beyond that.",
     )
     cleanup_secret_attempts: int = Field(
-        5, ge=1, description=(
+        5,
+        ge=1,
+        description=(
             "Cleanup attempts while the source's search-token Secret is unusable (gone with its namespace); "
             "then the finalizer is released with a warning and the documents stay."
         ),

@@ -64,7 +64,12 @@ def read_state(path: Path, spec: SyncSpec, service: str) -> tuple[str | None, Ba
 
 
 def write_state(
-    path: Path, spec: SyncSpec, service: str, commit: str | None, *, full_owed: bool = False,
+    path: Path,
+    spec: SyncSpec,
+    service: str,
+    commit: str | None,
+    *,
+    full_owed: bool = False,
     baseline: Baseline = Baseline(),
 ) -> None:
     """Write atomically (temp file in the same folder, fsync, rename): a crash leaves old or new."""

@@ -66,7 +66,7 @@ READY = "Ready"
 SYNCED = "Synced"
 
 
-class Phase(str, enum.Enum):
+class Phase(enum.StrEnum):
     """Where a source is in its lifecycle (status.phase)."""
 
     PENDING = "Pending"
@@ -90,7 +90,7 @@ class Action(enum.Enum):
     DELETE = "delete"  # the object is being deleted: delete its documents first
 
 
-class Reason(str, enum.Enum):
+class Reason(enum.StrEnum):
     """Condition and event reasons, exactly as written to the API (users and alerts match on them)."""
 
     # Conditions (and events for failures).

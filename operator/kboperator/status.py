@@ -110,7 +110,6 @@ def summary(result: SyncResult) -> str:
     return text
 
 
-
 class StatusWriter:
     """Puts one step's status changes and events into kopf's patch and into the source's own copy.
 
@@ -168,10 +167,14 @@ class StatusWriter:
         """spec.suspend is true: nothing runs, nothing is planned."""
         documents = self.status.get("documentCount", 0)
         message = f"spec.suspend is true: no sync runs; the {documents} documents already indexed stay"
-        self._write({
-            "phase": Phase.SUSPENDED.value, "observedGeneration": self.generation, "nextSyncTime": None,
-            "conditions": self._conditions((READY, False, Reason.SUSPENDED, message)),
-        })
+        self._write(
+            {
+                "phase": Phase.SUSPENDED.value,
+                "observedGeneration": self.generation,
+                "nextSyncTime": None,
+                "conditions": self._conditions((READY, False, Reason.SUSPENDED, message)),
+            }
+        )
 
     def _rescheduled(self, source: Source, now: datetime.datetime) -> None:
         """A spec change that keeps the document set (schedule, policy): plan the next sync anew."""
@@ -185,9 +188,12 @@ class StatusWriter:
         """A sync ran to the end; the commit advances unless a document failed (skips do not count), else retry_at."""
         text, short = summary(result), result.commit[:12]
         changes: dict[str, Any] = {
-            "observedGeneration": self.generation, "lastSyncTime": format_time(now),
-            "documentCount": result.documents, "lastSync": last_sync(result),
-            "skippedFiles": issues(result.skipped), "skippedFilesOmitted": unlisted(result.skipped),
+            "observedGeneration": self.generation,
+            "lastSyncTime": format_time(now),
+            "documentCount": result.documents,
+            "lastSync": last_sync(result),
+            "skippedFiles": issues(result.skipped),
+            "skippedFilesOmitted": unlisted(result.skipped),
             "failedFiles": issues(result.failed),
         }
         if result.drift:
@@ -202,17 +208,24 @@ class StatusWriter:
             changes["lastHandledSyncRequest"] = self.request
         previous = self.status.get("phase")
         if result.ok:
-            changes.update({
-                "phase": Phase.SYNCED.value, "lastSyncedCommit": result.commit, "shortCommit": result.commit[:12],
-                "specHash": source.spec_hash, "lastSuccessfulSyncTime": format_time(now), "consecutiveFailures": 0,
-                # What the next sync's drift check compares against (None: the service cannot tell).
-                "collectionEpoch": result.baseline.epoch, "expectedDocumentCount": result.baseline.documents,
-                "nextSyncTime": format_time(source.schedule.next_after(now)),
-                "conditions": self._conditions(
-                    (READY, True, Reason.SYNC_SUCCEEDED, f"{result.documents} documents mirror commit {short}"),
-                    (SYNCED, True, Reason.SYNC_SUCCEEDED, text),
-                ),
-            })
+            changes.update(
+                {
+                    "phase": Phase.SYNCED.value,
+                    "lastSyncedCommit": result.commit,
+                    "shortCommit": result.commit[:12],
+                    "specHash": source.spec_hash,
+                    "lastSuccessfulSyncTime": format_time(now),
+                    "consecutiveFailures": 0,
+                    # What the next sync's drift check compares against (None: the service cannot tell).
+                    "collectionEpoch": result.baseline.epoch,
+                    "expectedDocumentCount": result.baseline.documents,
+                    "nextSyncTime": format_time(source.schedule.next_after(now)),
+                    "conditions": self._conditions(
+                        (READY, True, Reason.SYNC_SUCCEEDED, f"{result.documents} documents mirror commit {short}"),
+                        (SYNCED, True, Reason.SYNC_SUCCEEDED, text),
+                    ),
+                }
+            )
             if result.full:
                 changes["lastFullSyncTime"] = format_time(now)
             changed = result.added + result.modified + result.deleted + result.renamed
@@ -225,15 +238,19 @@ class StatusWriter:
             message = f"{len(result.failed)} documents failed; retry at {format_time(retry_at)}"
             if reason_of(self.status) != Reason.PARTIAL_SYNC:  # one event per failure streak, not per retry
                 self._event(Reason.SYNC_PARTIAL, text, warning=True)
-            changes.update({
-                # The commit stays, but part of the diff was applied: a diff from that commit no
-                # longer tells what the service lacks (a revert to it would look like no change).
-                "lastFullSyncTime": None,
-                "phase": Phase.FAILED.value, "consecutiveFailures": failures, "nextSyncTime": format_time(retry_at),
-                "conditions": self._conditions(
-                    (READY, False, Reason.PARTIAL_SYNC, message), (SYNCED, False, Reason.PARTIAL_SYNC, text)
-                ),
-            })
+            changes.update(
+                {
+                    # The commit stays, but part of the diff was applied: a diff from that commit no
+                    # longer tells what the service lacks (a revert to it would look like no change).
+                    "lastFullSyncTime": None,
+                    "phase": Phase.FAILED.value,
+                    "consecutiveFailures": failures,
+                    "nextSyncTime": format_time(retry_at),
+                    "conditions": self._conditions(
+                        (READY, False, Reason.PARTIAL_SYNC, message), (SYNCED, False, Reason.PARTIAL_SYNC, text)
+                    ),
+                }
+            )
         self._write(changes)
 
     def failed(self, error: Exception, *, retry_at: datetime.datetime | None) -> None:
@@ -245,7 +262,8 @@ class StatusWriter:
         when = "not retried until the spec changes" if retry_at is None else f"retry at {format_time(retry_at)}"
         message = f"{text}; {when}"
         changes: dict[str, Any] = {
-            "phase": Phase.FAILED.value, "observedGeneration": self.generation,
+            "phase": Phase.FAILED.value,
+            "observedGeneration": self.generation,
             "consecutiveFailures": self.failures() + 1,
             "nextSyncTime": format_time(retry_at) if retry_at else None,
             "conditions": self._conditions((READY, False, reason, message), (SYNCED, False, reason, message)),

@@ -36,10 +36,9 @@ class Endpoint:
 
     def within(self, prefix: Endpoint) -> bool:
         """True when this URL is the prefix itself or below it (whole path segments)."""
-        return (
-            (self.scheme, self.host, self.port) == (prefix.scheme, prefix.host, prefix.port)
-            and self.path[: len(prefix.path)] == prefix.path
-        )
+        return (self.scheme, self.host, self.port) == (prefix.scheme, prefix.host, prefix.port) and self.path[
+            : len(prefix.path)
+        ] == prefix.path
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host

@@ -66,12 +66,21 @@ def create_app(
         state = app.state
         state.store, state.embedder, state.sparse, state.chunker = active_store, active_embedder, sparse, chunker
         state.documents = DocumentService(
-            store=active_store, embedder=active_embedder, sparse=sparse, chunker=chunker, metrics=metrics,
-            max_document_bytes=settings.max_document_bytes, max_pending_writes=settings.max_pending_writes,
+            store=active_store,
+            embedder=active_embedder,
+            sparse=sparse,
+            chunker=chunker,
+            metrics=metrics,
+            max_document_bytes=settings.max_document_bytes,
+            max_pending_writes=settings.max_pending_writes,
         )
         state.search = SearchService(
-            store=active_store, embedder=active_embedder, sparse=sparse, metrics=metrics,
-            rrf_k=settings.rrf_k, candidates=settings.search_candidates,
+            store=active_store,
+            embedder=active_embedder,
+            sparse=sparse,
+            metrics=metrics,
+            rrf_k=settings.rrf_k,
+            candidates=settings.search_candidates,
         )
         state.ready = True
         log.info("ready", extra={"store": active_store.backend, "embedder": active_embedder.model})
@@ -99,7 +108,9 @@ def create_app(
     app.include_router(search.router)
     app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line
     app.add_middleware(
-        RequestContextMiddleware, metrics=metrics, max_body_bytes=settings.max_body_bytes,
+        RequestContextMiddleware,
+        metrics=metrics,
+        max_body_bytes=settings.max_body_bytes,
         body_timeout_s=settings.request_body_timeout_s,
     )
     return app

@@ -9,27 +9,37 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.http_requests = Counter(
-            "searchsvc_http_requests_total", "HTTP requests by route and status.",
-            ["method", "route", "status"], registry=self.registry,
+            "searchsvc_http_requests_total",
+            "HTTP requests by route and status.",
+            ["method", "route", "status"],
+            registry=self.registry,
         )
         self.http_seconds = Histogram(
-            "searchsvc_http_request_duration_seconds", "HTTP request duration by route.",
-            ["method", "route"], registry=self.registry,
+            "searchsvc_http_request_duration_seconds",
+            "HTTP request duration by route.",
+            ["method", "route"],
+            registry=self.registry,
         )
         self.documents_written = Counter(
-            "searchsvc_documents_written_total", "Document PUTs by outcome (created, updated, unchanged).",
-            ["status"], registry=self.registry,
+            "searchsvc_documents_written_total",
+            "Document PUTs by outcome (created, updated, unchanged).",
+            ["status"],
+            registry=self.registry,
         )
         self.chunks_embedded = Counter(
-            "searchsvc_chunks_embedded_total", "Chunks sent to the embedder (reused vectors excluded).",
+            "searchsvc_chunks_embedded_total",
+            "Chunks sent to the embedder (reused vectors excluded).",
             registry=self.registry,
         )
         self.chunks_deleted = Counter(
-            "searchsvc_chunks_deleted_total", "Chunks removed by document or source deletes.",
+            "searchsvc_chunks_deleted_total",
+            "Chunks removed by document or source deletes.",
             registry=self.registry,
         )
         self.search_seconds = Histogram(
-            "searchsvc_search_duration_seconds", "Search time by mode and stage (embed, engine).",
-            ["mode", "stage"], registry=self.registry,
+            "searchsvc_search_duration_seconds",
+            "Search time by mode and stage (embed, engine).",
+            ["mode", "stage"],
+            registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )

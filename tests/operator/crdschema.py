@@ -124,8 +124,11 @@ def _list_map_duplicates(value: Any, schema: dict[str, Any], path: str) -> list[
         seen: set[str] = set()
         for i, item in enumerate(value):
             identity = (
-                json.dumps([item.get(k) for k in keys]) if list_type == "map" and isinstance(item, dict)
-                else json.dumps(item, sort_keys=True) if list_type == "set" else None
+                json.dumps([item.get(k) for k in keys])
+                if list_type == "map" and isinstance(item, dict)
+                else json.dumps(item, sort_keys=True)
+                if list_type == "set"
+                else None
             )
             if identity is not None and identity in seen:
                 causes.append(Cause(f"{path}[{i}]".lstrip("."), f"Duplicate value: {identity}"))
@@ -144,7 +147,9 @@ def _unchanged(path: Any, new: Any, old: Any) -> bool:
 
 def _at(value: Any, path: Any, missing: object) -> Any:
     for part in path:
-        if (isinstance(value, dict) and part in value) or (isinstance(value, list) and isinstance(part, int) and part < len(value)):
+        if (isinstance(value, dict) and part in value) or (
+            isinstance(value, list) and isinstance(part, int) and part < len(value)
+        ):
             value = value[part]
         else:
             return missing

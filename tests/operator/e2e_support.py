@@ -26,9 +26,12 @@ NAMESPACE = "kb"
 PACER = "pacer"
 SERVICE_URL = "http://searchsvc"
 _GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
-    "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
-    "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "Test",
+    "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "Test",
+    "GIT_COMMITTER_EMAIL": "test@example.com",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
 }
 
 Scope = MutableMapping[str, Any]
@@ -72,8 +75,12 @@ class GitRepo:
 
     def _git(self, *args: str) -> str:
         done = subprocess.run(
-            ["git", *args], cwd=self.path, env={**os.environ, **_GIT_ENV},
-            capture_output=True, text=True, check=True,
+            ["git", *args],
+            cwd=self.path,
+            env={**os.environ, **_GIT_ENV},
+            capture_output=True,
+            text=True,
+            check=True,
         )
         return done.stdout
 
@@ -218,7 +225,10 @@ class World:
 
 @pytest.fixture
 async def world(
-    request: pytest.FixtureRequest, tmp_path: Path, kube: KubeEmulator, kubeconfig: Path,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    kube: KubeEmulator,
+    kubeconfig: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[World]:
     """The operator running against the emulator and the real service, tuned for fast retries.
@@ -230,11 +240,18 @@ async def world(
     mode = getattr(request, "param", NAMESPACED)
     kube.rules = chart_rules(mode, (NAMESPACE,))
     for key, value in {
-        "SEARCH_URL": SERVICE_URL, "NAMESPACES": NAMESPACE if mode == NAMESPACED else "",
+        "SEARCH_URL": SERVICE_URL,
+        "NAMESPACES": NAMESPACE if mode == NAMESPACED else "",
         "ALLOW_LOCAL_REPOSITORIES": "true",
-        "CACHE_DIR": str(tmp_path / "cache"), "METRICS_PORT": "0", "STARTUP_JITTER_SECONDS": "0",
-        "MAX_CONCURRENT_SYNCS": "2", "RETRY_BACKOFF_SECONDS": "0.2", "RETRY_BACKOFF_MAX_SECONDS": "1",
-        "HTTP_MAX_ATTEMPTS": "2", "HTTP_BACKOFF_SECONDS": "0.01", "FULL_RECONCILE_INTERVAL": "3600",
+        "CACHE_DIR": str(tmp_path / "cache"),
+        "METRICS_PORT": "0",
+        "STARTUP_JITTER_SECONDS": "0",
+        "MAX_CONCURRENT_SYNCS": "2",
+        "RETRY_BACKOFF_SECONDS": "0.2",
+        "RETRY_BACKOFF_MAX_SECONDS": "1",
+        "HTTP_MAX_ATTEMPTS": "2",
+        "HTTP_BACKOFF_SECONDS": "0.01",
+        "FULL_RECONCILE_INTERVAL": "3600",
         "MIN_SYNC_INTERVAL_SECONDS": "0.5",  # the tests use `@every 1s`
         "LOCAL_REPOSITORIES_ROOT": str(tmp_path / "repos"),  # where World.repo makes them
     }.items():

@@ -80,8 +80,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self._compacted: dict[Any, int] = {}
         self.expired_watches = 0
         self.resources[KS] = kmock.ResourceInfo(
-            kind="KnowledgeSource", singular="knowledgesource", namespaced=True,
-            shortnames={"ks"}, verbs=_VERBS, subresources={"status"},
+            kind="KnowledgeSource",
+            singular="knowledgesource",
+            namespaced=True,
+            shortnames={"ks"},
+            verbs=_VERBS,
+            subresources={"status"},
         )
         self.resources[SECRETS] = kmock.ResourceInfo(kind="Secret", namespaced=True, verbs=_VERBS)
         self.resources[EVENTS] = kmock.ResourceInfo(kind="Event", namespaced=True, verbs=_VERBS)
@@ -107,12 +111,16 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return
         resource = request.resource if request.resource is not None and request.resource.plural else None
         seen = ApiRequest(
-            verb=_method(request).lower() if resource is None else verb_of(
+            verb=_method(request).lower()
+            if resource is None
+            else verb_of(
                 _method(request), named=request.name is not None, watch=request.params.get("watch") in ("true", "1")
             ),
             group=None if resource is None else resource.group or "",
             resource=None if resource is None else resource.plural,
-            subresource=request.subresource, namespace=request.namespace, name=request.name,
+            subresource=request.subresource,
+            namespace=request.namespace,
+            name=request.name,
             path=request.url.path,
         )
         self.operator_requests.append(seen)
@@ -120,9 +128,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             self.denied.append(seen)
             raise kmock.KubernetesError(403, "Forbidden", f"the operator's ServiceAccount cannot {seen}")
 
-    def _admit(
-        self, request: kmock.Request, body: dict[str, Any], old: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    def _admit(self, request: kmock.Request, body: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
         """The object as the API server stores it: pruned and defaulted; 422 when invalid."""
         schema = self.schemas.get(request.resource)
         if schema is None:
@@ -135,10 +141,17 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 self.schema_problems += [f"{what} refused: {c.field}: {c.message}" for c in causes]
             name = body.get("metadata", {}).get("name", "")
             message = f'{_kind(request)} "{name}" is invalid: ' + ", ".join(f"{c.field}: {c.message}" for c in causes)
-            raise kmock.KubernetesError(422, "Invalid", message, {
-                "name": name, "group": request.resource.group, "kind": _kind(request),
-                "causes": [c.as_status_cause() for c in causes],
-            })
+            raise kmock.KubernetesError(
+                422,
+                "Invalid",
+                message,
+                {
+                    "name": name,
+                    "group": request.resource.group,
+                    "kind": _kind(request),
+                    "causes": [c.as_status_cause() for c in causes],
+                },
+            )
         if pruned and operator:
             self.schema_problems += [f"{what} wrote {path}, which the CRD does not declare (pruned)" for path in pruned]
         return stored
@@ -197,9 +210,15 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if has_status and _is_operator(request):
             self._note_ignored(request)
         if request.subresource == "status":
-            new = dict(old, status=new.get("status")) if "status" in new else {k: v for k, v in old.items() if k != "status"}
+            new = (
+                dict(old, status=new.get("status"))
+                if "status" in new
+                else {k: v for k, v in old.items() if k != "status"}
+            )
         elif has_status:
-            new = {k: v for k, v in new.items() if k != "status"} | ({"status": old["status"]} if "status" in old else {})
+            new = {k: v for k, v in new.items() if k != "status"} | (
+                {"status": old["status"]} if "status" in old else {}
+            )
         new = self._admit(request, new, old)
         if new == old:
             return  # a no-op patch keeps the resourceVersion and emits no event, like the real API
@@ -267,7 +286,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             snapshot = [
                 {"type": "MODIFIED" if since_version else "ADDED", "object": copy.deepcopy(obj.raw)}
                 for (resource, namespace, name), obj in list(self._objects.items())
-                if not obj.deleted and self._selects(request, resource, namespace, name)
+                if not obj.deleted
+                and self._selects(request, resource, namespace, name)
                 and _version_of(obj.raw) > since_version
             ]
         try:
@@ -309,8 +329,13 @@ def _kind(request: kmock.Request) -> str:
 def _gone(version: int) -> dict[str, Any]:
     """The Status a real API server streams when a watch's resourceVersion was compacted away."""
     return {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": f"too old resource version: {version}", "reason": "Expired", "code": 410,
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f"too old resource version: {version}",
+        "reason": "Expired",
+        "code": 410,
     }
 
 
@@ -349,12 +374,18 @@ async def kube() -> AsyncIterator[KubeEmulator]:
 def kubeconfig(kube: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A kubeconfig for the emulator, where kopf's login and the Secret reader both look."""
     path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
-        "clusters": [{"name": "kmock", "cluster": {"server": str(kube.url).rstrip("/")}}],
-        "users": [{"name": "kmock", "user": {"token": OPERATOR_TOKEN}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}],
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "kmock",
+                "clusters": [{"name": "kmock", "cluster": {"server": str(kube.url).rstrip("/")}}],
+                "users": [{"name": "kmock", "user": {"token": OPERATOR_TOKEN}}],
+                "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}],
+            }
+        )
+    )
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     # The client reads KUBECONFIG at import time only; its default location is read per call.
     monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
@@ -363,7 +394,10 @@ def kubeconfig(kube: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @asynccontextmanager
 async def running_operator(
-    memo: kopf.Memo, *, namespaces: list[str] | None = None, timeout: float = 120  # noqa: ASYNC109 - bounds the start
+    memo: kopf.Memo,
+    *,
+    namespaces: list[str] | None = None,
+    timeout: float = 120,  # noqa: ASYNC109 - bounds the start
 ) -> AsyncIterator[kopf.Memo]:
     """The real kopf operator with kboperator's handlers, in this event loop (cluster-wide by default)."""
     import kboperator.handlers  # noqa: F401  # registers the handlers in kopf's default registry
@@ -422,7 +456,8 @@ class KubeApi:
 
     def body(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
         return {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "KnowledgeSource",
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "KnowledgeSource",
             "metadata": {"name": name, "namespace": self.namespace, "annotations": annotations or {}},
             "spec": spec,
         }
@@ -439,8 +474,13 @@ class KubeApi:
 
     async def create_secret(self, name: str, data: dict[str, str]) -> None:
         encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
-        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": self.namespace},
-                "type": "Opaque", "data": encoded}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "type": "Opaque",
+            "data": encoded,
+        }
         await self._ok(self.kube.post(f"/api/v1/namespaces/{self.namespace}/secrets", json=body))
 
     def get(self, name: str) -> dict[str, Any] | None:
@@ -456,7 +496,8 @@ class KubeApi:
     def events(self, name: str) -> list[dict[str, Any]]:
         """Events about one object, oldest first."""
         return [
-            obj.raw for key, obj in self.kube.objects.items()
+            obj.raw
+            for key, obj in self.kube.objects.items()
             if key[0] == EVENTS and not obj.deleted and obj.raw.get("involvedObject", {}).get("name") == name
         ]
 

@@ -84,8 +84,10 @@ class Rules:
         self.rules = tuple(rules)
 
     def allows(self, request: ApiRequest) -> bool:
-        if request.resource is None and request.verb == "get" and any(
-            request.path == p or request.path.startswith(p + "/") for p in _DISCOVERY_PATHS
+        if (
+            request.resource is None
+            and request.verb == "get"
+            and any(request.path == p or request.path.startswith(p + "/") for p in _DISCOVERY_PATHS)
         ):
             return True
         return any(rule.allows(request) for rule in self.rules)
@@ -95,8 +97,14 @@ class Rules:
         kept = []
         for rule in self.rules:
             if group in rule.api_groups and resource in rule.resources and verb in rule.verbs:
-                rule = Rule(rule.api_groups, rule.resources, rule.verbs - {verb}, rule.names,
-                            rule.non_resource_urls, rule.namespace)
+                rule = Rule(
+                    rule.api_groups,
+                    rule.resources,
+                    rule.verbs - {verb},
+                    rule.names,
+                    rule.non_resource_urls,
+                    rule.namespace,
+                )
             kept.append(rule)
         return Rules(kept)
 
@@ -104,9 +112,12 @@ class Rules:
 def _rules_of(role: dict, namespace: str | None) -> list[Rule]:
     return [
         Rule(
-            api_groups=frozenset(r.get("apiGroups", [])), resources=frozenset(r.get("resources", [])),
-            verbs=frozenset(r.get("verbs", [])), names=frozenset(r.get("resourceNames", [])),
-            non_resource_urls=frozenset(r.get("nonResourceURLs", [])), namespace=namespace,
+            api_groups=frozenset(r.get("apiGroups", [])),
+            resources=frozenset(r.get("resources", [])),
+            verbs=frozenset(r.get("verbs", [])),
+            names=frozenset(r.get("resourceNames", [])),
+            non_resource_urls=frozenset(r.get("nonResourceURLs", [])),
+            namespace=namespace,
         )
         for r in role.get("rules") or []
     ]
@@ -117,15 +128,20 @@ def chart_rules(mode: str, watched: tuple[str, ...] = ()) -> Rules:
     """The operator's rules from `helm template`: mode "clusterwide" or "namespaced" (over `watched`)."""
     args = [] if mode == "clusterwide" else ["--set", "operator.watchNamespaces={" + ",".join(watched) + "}"]
     manifests = render_ok(*args)
-    roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
-             for d in manifests if d["kind"] in ("Role", "ClusterRole")}
+    roles = {
+        (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
+        for d in manifests
+        if d["kind"] in ("Role", "ClusterRole")
+    }
     granted: list[Rule] = []
     for binding in manifests:
         if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
             continue
         subjects = binding.get("subjects") or []
-        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == OPERATOR
-                   and s.get("namespace") == RELEASE_NAMESPACE for s in subjects):
+        if not any(
+            s.get("kind") == "ServiceAccount" and s.get("name") == OPERATOR and s.get("namespace") == RELEASE_NAMESPACE
+            for s in subjects
+        ):
             continue
         ref = binding["roleRef"]
         scope = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None

@@ -13,7 +13,9 @@ async def create_secret(api: KubeApi, name: str, data: dict[str, str], secret_ty
     """A Secret in the api's namespace; `secret_type` None: without the opt-in label."""
     labels = {SECRET_TYPE_LABEL: secret_type} if secret_type else {}
     body = {
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
         "metadata": {"name": name, "namespace": api.namespace, "labels": labels},
         "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
     }

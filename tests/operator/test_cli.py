@@ -33,7 +33,9 @@ class Server:
     """The real app in a uvicorn thread; `url` is its base URL, `faults` a switch in front of it."""
 
     def __init__(self, data_dir: Path, port: int = 0, **settings: object) -> None:
-        app = create_app(Settings(data_dir=data_dir, **settings), store=make_store("edge", data_dir), embedder=HashingEmbedder())
+        app = create_app(
+            Settings(data_dir=data_dir, **settings), store=make_store("edge", data_dir), embedder=HashingEmbedder()
+        )
         self.faults = Faults(app)
         # Bound here and handed to uvicorn: no other process can take the port in between. A
         # given port is the one a previous Server used (a "reset" service at the same URL).
@@ -61,7 +63,9 @@ class Server:
 
     def listing(self) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {TOKEN}"}
-        response = httpx.get(f"{self.url}/api/v1/documents", params={"sourceIdentifier": SOURCE, "limit": 1000}, headers=headers)
+        response = httpx.get(
+            f"{self.url}/api/v1/documents", params={"sourceIdentifier": SOURCE, "limit": 1000}, headers=headers
+        )
         assert response.status_code == 200, response.text
         return {doc["uri"]: doc["checksum"] for doc in response.json()["documents"]}
 
@@ -89,7 +93,16 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def base_args(server: Server, repo: WorkRepo, tmp_path: Path) -> list[str]:
-    return ["--repo", str(repo.path), "--source-id", SOURCE, "--service", server.url, "--cache-dir", str(tmp_path / "cache")]
+    return [
+        "--repo",
+        str(repo.path),
+        "--source-id",
+        SOURCE,
+        "--service",
+        server.url,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    ]
 
 
 def expected(repo: WorkRepo) -> dict[str, str]:
@@ -137,7 +150,9 @@ def test_without_state_every_run_is_a_full_reconcile(server: Server, repo: WorkR
     assert server.listing() == expected(repo)
 
 
-def test_refused_documents_are_skipped_and_the_state_advances(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
+def test_refused_documents_are_skipped_and_the_state_advances(
+    server: Server, repo: WorkRepo, tmp_path: Path, capsys
+) -> None:
     state = tmp_path / "state.json"
     args = [*base_args(server, repo, tmp_path), "--state", str(state), "--max-file-size", "2000000"]
     assert run(capsys, *args)[0] == 0
@@ -258,7 +273,9 @@ def test_a_state_file_does_not_carry_over_to_another_service(
         (["--ref", "no-such-branch"], "not found"),
     ],
 )
-def test_config_errors_exit_2(server: Server, repo: WorkRepo, tmp_path: Path, capsys, extra: list[str], message: str) -> None:
+def test_config_errors_exit_2(
+    server: Server, repo: WorkRepo, tmp_path: Path, capsys, extra: list[str], message: str
+) -> None:
     code, out, err = run(capsys, *base_args(server, repo, tmp_path), *extra, "--json")
     assert code == 2
     assert message in err and message in json.loads(out)["error"]["message"]
@@ -333,8 +350,14 @@ def test_a_run_killed_half_way_leaves_a_full_reconcile_owed(
         with pytest.raises(_Killed):
             main(args)
     assert json.loads(state.read_text()) | {"writtenAt": None} == {
-        "version": 2, "sourceId": SOURCE, "key": json.loads(state.read_text())["key"],
-        "commit": commit, "fullOwed": True, "collectionEpoch": None, "expectedDocuments": None, "writtenAt": None,
+        "version": 2,
+        "sourceId": SOURCE,
+        "key": json.loads(state.read_text())["key"],
+        "commit": commit,
+        "fullOwed": True,
+        "collectionEpoch": None,
+        "expectedDocuments": None,
+        "writtenAt": None,
     }
     code, out, _ = run(capsys, *args, "--json")
     assert code == 0 and json.loads(out)["full"] is True

@@ -200,7 +200,9 @@ async def test_503_twice_then_success_with_jittered_backoff(service: httpx.Async
         sleeps.append(delay)
 
     transport = flaky(service, [unavailable(), unavailable()])
-    async with SearchClient(BASE_URL, transport=transport, sleep=sleep, backoff_base=1.0, rng=random.Random(7)) as client:
+    async with SearchClient(
+        BASE_URL, transport=transport, sleep=sleep, backoff_base=1.0, rng=random.Random(7)
+    ) as client:
         result = await client.put_document("https://x/a.md", "alpha", META)
     assert result.status == "created"
     assert len(sleeps) == 2

@@ -85,7 +85,9 @@ def test_names_are_the_agreed_ones() -> None:
 def test_kubernetes_validate_strict_accepts_the_crd() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "kubernetes_validate", "--strict", str(CRD_FILE)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -97,7 +99,8 @@ def test_every_schema_field_has_a_description() -> None:
 
 def test_every_default_is_valid_for_its_own_field() -> None:
     invalid = [
-        path for path, node in _nodes(_schema())
+        path
+        for path, node in _nodes(_schema())
         if "default" in node and not jsonschema.Draft4Validator(node).is_valid(node["default"])
     ]
     assert invalid == []
@@ -106,10 +109,23 @@ def test_every_default_is_valid_for_its_own_field() -> None:
 def test_status_declares_what_the_operator_writes() -> None:
     status = _schema()["properties"]["status"]["properties"]
     written = {
-        "phase", "observedGeneration", "lastSyncedCommit", "shortCommit", "specHash", "lastSyncTime",
-        "lastSuccessfulSyncTime", "lastFullSyncTime", "nextSyncTime", "consecutiveFailures",
-        "lastHandledSyncRequest", "documentCount", "lastSync", "skippedFiles", "failedFiles",
-        "conditions", "kopf",
+        "phase",
+        "observedGeneration",
+        "lastSyncedCommit",
+        "shortCommit",
+        "specHash",
+        "lastSyncTime",
+        "lastSuccessfulSyncTime",
+        "lastFullSyncTime",
+        "nextSyncTime",
+        "consecutiveFailures",
+        "lastHandledSyncRequest",
+        "documentCount",
+        "lastSync",
+        "skippedFiles",
+        "failedFiles",
+        "conditions",
+        "kopf",
     }
     assert written <= set(status)
     assert status["kopf"]["x-kubernetes-preserve-unknown-fields"] is True
@@ -163,9 +179,16 @@ def test_repository_url_pattern(url: str, valid: bool) -> None:
 @pytest.mark.parametrize(
     ("schedule", "valid"),
     [
-        ("@every 1h", True), ("@every 1h30m", True), ("@every 500ms", True), ("@daily", True),
-        ("*/5 * * * *", True), ("0 3 * * 1-5", True),
-        ("@every", False), ("@every 1d", False), ("* * * *", False), ("hourly", False),
+        ("@every 1h", True),
+        ("@every 1h30m", True),
+        ("@every 500ms", True),
+        ("@daily", True),
+        ("*/5 * * * *", True),
+        ("0 3 * * 1-5", True),
+        ("@every", False),
+        ("@every 1d", False),
+        ("* * * *", False),
+        ("hourly", False),
     ],
 )
 def test_schedule_pattern(schedule: str, valid: bool) -> None:
@@ -185,8 +208,10 @@ def test_example_secrets_opt_in_for_their_use_with_fixed_keys() -> None:
         secrets = {s["metadata"]["name"]: s for s in _secrets(path)}
         for source in _sources(path):
             spec = source["spec"]
-            for use, ref in (("repository", spec["repository"].get("secretRef")),
-                             ("search-token", spec.get("searchService", {}).get("secretRef"))):
+            for use, ref in (
+                ("repository", spec["repository"].get("secretRef")),
+                ("search-token", spec.get("searchService", {}).get("secretRef")),
+            ):
                 if not ref:
                     continue
                 secret = secrets[ref["name"]]
@@ -199,6 +224,10 @@ def test_example_secrets_opt_in_for_their_use_with_fixed_keys() -> None:
 
 @pytest.mark.parametrize(("key", "valid"), [("token", True), ("api-token", False), ("", False)])
 def test_the_search_token_key_is_fixed(key: str, valid: bool) -> None:
-    source = {"spec": {"repository": {"url": "https://github.com/o/r"},
-                       "searchService": {"secretRef": {"name": "s", "key": key}}}}
+    source = {
+        "spec": {
+            "repository": {"url": "https://github.com/o/r"},
+            "searchService": {"secretRef": {"name": "s", "key": key}},
+        }
+    }
     assert _validator().is_valid(source) is valid

@@ -43,7 +43,10 @@ def test_gitea_tags_use_the_tag_path() -> None:
 
 
 def test_full_ref_names_are_shortened_and_refs_encoded() -> None:
-    assert uri("https://github.com/o/r", "refs/heads/release/1.x") == "https://github.com/o/r/blob/release/1.x/docs/guide.md"
+    assert (
+        uri("https://github.com/o/r", "refs/heads/release/1.x")
+        == "https://github.com/o/r/blob/release/1.x/docs/guide.md"
+    )
     assert uri("https://github.com/o/r", "feat%x") == "https://github.com/o/r/blob/feat%25x/docs/guide.md"
 
 

@@ -58,7 +58,9 @@ def spec_for(repo: WorkRepo) -> SyncSpec:
 
 
 @asynccontextmanager
-async def engine_on(data_dir: Path, cache: Path, *, transport=None) -> AsyncIterator[tuple[SyncEngine, httpx.AsyncClient]]:
+async def engine_on(
+    data_dir: Path, cache: Path, *, transport=None
+) -> AsyncIterator[tuple[SyncEngine, httpx.AsyncClient]]:
     """A real service on `data_dir`, and an engine that reaches it at BASE_URL."""
     async with (
         running_service("edge", data_dir) as service,

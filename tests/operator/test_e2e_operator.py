@@ -89,8 +89,16 @@ async def test_new_commits_are_reflected(world: World) -> None:
 
     status = await eventually(synced_at(world, "changing", second), what="second commit synced")
     assert status["lastSync"] | {"durationSeconds": 0} == {
-        "commit": second, "full": False, "added": 1, "modified": 1, "deleted": 1, "renamed": 1,
-        "unchanged": 0, "skipped": 0, "failed": 0, "durationSeconds": 0,
+        "commit": second,
+        "full": False,
+        "added": 1,
+        "modified": 1,
+        "deleted": 1,
+        "renamed": 1,
+        "unchanged": 0,
+        "skipped": 0,
+        "failed": 0,
+        "durationSeconds": 0,
     }
     assert status["documentCount"] == 3
     assert await world.listing("changing") == repo.expected("README.md", "docs/manual.md", "docs/new.md")
@@ -109,8 +117,11 @@ async def test_spec_narrowing_removes_orphans(world: World) -> None:
     await world.api.patch("narrow", {"spec": {"paths": ["docs/**/*.md"], "exclude": ["**/drafts/**"]}})
 
     status = await eventually(
-        lambda: (s := world.api.status("narrow")).get("specHash") not in (None, first["specHash"])
-        and s.get("phase") == "Synced" and s,
+        lambda: (
+            (s := world.api.status("narrow")).get("specHash") not in (None, first["specHash"])
+            and s.get("phase") == "Synced"
+            and s
+        ),
         what="narrowed sync",
     )
     assert status["lastSync"]["full"] is True and status["lastSync"]["deleted"] == 2
@@ -222,7 +233,11 @@ async def test_deletion_policies(world: World) -> None:
     world.faults.down = True
     await world.api.delete("stubborn")
     stuck = await eventually(
-        lambda: (o := world.api.get("stubborn")) and condition(o.get("status", {}), "Ready")["reason"] == "CleanupFailed" and o,
+        lambda: (
+            (o := world.api.get("stubborn"))
+            and condition(o.get("status", {}), "Ready")["reason"] == "CleanupFailed"
+            and o
+        ),
         what="cleanup failure shown",
     )
     assert stuck["metadata"]["finalizers"] == [FINALIZER] and stuck["metadata"]["deletionTimestamp"]
@@ -247,8 +262,10 @@ async def test_missing_secret_and_invalid_spec_fail_clearly(world: World) -> Non
     assert missing.get("nextSyncTime")  # retried with backoff, in case the Secret appears
     await create_secret(world.api, "creds", {"username": "bot"}, "repository")
     keyless = await eventually(
-        lambda: "has no 'token' key" in condition(world.api.status("nosecret"), "Ready")["message"]
-        and world.api.status("nosecret"),
+        lambda: (
+            "has no 'token' key" in condition(world.api.status("nosecret"), "Ready")["message"]
+            and world.api.status("nosecret")
+        ),
         what="the missing key reported",
     )
     assert keyless["phase"] == "Failed"
@@ -370,8 +387,11 @@ async def test_a_service_that_lost_its_collection_is_refilled_at_the_next_sync(w
         world.faults.app = fresh
         try:
             refilled = await eventually(
-                lambda: (s := world.api.status("drifted")).get("collectionEpoch") not in (None, before["collectionEpoch"])
-                and s, what="the drift noticed",
+                lambda: (
+                    (s := world.api.status("drifted")).get("collectionEpoch") not in (None, before["collectionEpoch"])
+                    and s
+                ),
+                what="the drift noticed",
             )
             assert refilled["lastSync"]["full"] is True and refilled["lastSync"]["added"] == 2
             assert "collection epoch" in refilled["lastSync"]["drift"] and refilled["lastSyncedCommit"] == commit

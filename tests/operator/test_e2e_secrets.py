@@ -31,14 +31,24 @@ async def test_a_service_off_the_list_and_an_unlabelled_secret_are_invalid_specs
     repo.commit("one")
     await create_secret(world.api, "search", {"token": "team-search-token"}, "search-token")
     await create_secret(world.api, "default-token-abcde", {"token": "sa-jwt-value"}, None)  # a legacy SA token
-    await world.api.create("exfiltrate", {
-        "repository": {"url": str(repo.path)}, "schedule": "@every 1s",
-        "searchService": {"url": "http://attacker.example:8000", "secretRef": {"name": "search"}},
-    })
-    await world.api.create("borrow", {
-        "repository": {"url": "https://git.example.com/acme/docs.git", "secretRef": {"name": "default-token-abcde"}},
-        "schedule": "@every 1s",
-    })
+    await world.api.create(
+        "exfiltrate",
+        {
+            "repository": {"url": str(repo.path)},
+            "schedule": "@every 1s",
+            "searchService": {"url": "http://attacker.example:8000", "secretRef": {"name": "search"}},
+        },
+    )
+    await world.api.create(
+        "borrow",
+        {
+            "repository": {
+                "url": "https://git.example.com/acme/docs.git",
+                "secretRef": {"name": "default-token-abcde"},
+            },
+            "schedule": "@every 1s",
+        },
+    )
     for name in ("exfiltrate", "borrow"):
         status = await eventually(lambda n=name: (s := world.api.status(n)).get("phase") == "Failed" and s)
         assert condition(status, "Ready")["reason"] == "InvalidSpec" and "nextSyncTime" not in status
@@ -49,8 +59,11 @@ async def test_a_service_off_the_list_and_an_unlabelled_secret_are_invalid_specs
     await world.operator_kept_working()
     assert world.api.status("exfiltrate")["consecutiveFailures"] == 1  # not retried until the spec changes
     assert world.syncs("success") == 0 and await world.listing("exfiltrate") == {}
-    everything = json.dumps([world.api.get(n) for n in ("exfiltrate", "borrow")]
-                            + world.api.events("exfiltrate") + world.api.events("borrow"))
+    everything = json.dumps(
+        [world.api.get(n) for n in ("exfiltrate", "borrow")]
+        + world.api.events("exfiltrate")
+        + world.api.events("borrow")
+    )
     assert "team-search-token" not in everything and "sa-jwt-value" not in everything
 
 

@@ -72,7 +72,9 @@ def test_incremental_fetch_and_typed_diff(cache: RepoCache, work: WorkRepo) -> N
     work.commit("third")
     with closing(open_local(cache, work)) as checkout:
         assert checkout.head == work.head()
-        changes = {(c.status, c.old.path if c.old else None, c.new.path if c.new else None): c for c in checkout.diff(first)}
+        changes = {
+            (c.status, c.old.path if c.old else None, c.new.path if c.new else None): c for c in checkout.diff(first)
+        }
     assert set(changes) == {
         ("M", "a.md", "a.md"),
         ("A", None, "c.md"),
@@ -209,7 +211,9 @@ def test_unreachable_host_is_transient(cache: RepoCache) -> None:
         cache.open("ns/src", RepoSpec("http://127.0.0.1:9/o/r.git"), allow_local=False)
 
 
-def test_inherited_git_environment_is_ignored(cache: RepoCache, work: WorkRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inherited_git_environment_is_ignored(
+    cache: RepoCache, work: WorkRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # As inside a CI hook: these would redirect or trace every git command we run.
     monkeypatch.setenv("GIT_DIR", str(work.path / "nowhere"))
     monkeypatch.setenv("GIT_TRACE", "1")
@@ -371,7 +375,9 @@ def test_bad_or_missing_token_is_an_auth_error_without_secrets(
 
 def test_ssh_key_goes_to_a_private_temp_file_removed_afterwards(tmp_path: Path) -> None:
     location = parse_repo_url("git@github.com:org/repo.git", allow_local=False)
-    creds = Credentials(ssh_private_key="-----BEGIN KEY-----\nabc\n-----END KEY-----", known_hosts="github.com ssh-ed25519 AAAA")
+    creds = Credentials(
+        ssh_private_key="-----BEGIN KEY-----\nabc\n-----END KEY-----", known_hosts="github.com ssh-ed25519 AAAA"
+    )
     pinned = tmp_path / "pinned_known_hosts"
     with git_call(location, creds, pinned_known_hosts=pinned) as call:
         command = call.env["GIT_SSH_COMMAND"]

@@ -55,8 +55,10 @@ async def test_a_stale_json_patch_test_op_is_refused_with_422(kube: KubeEmulator
     api = KubeApi(kube, "kb")
     await api.create("a", SPEC)
     version = api.get("a")["metadata"]["resourceVersion"]
-    add = [{"op": "test", "path": "/metadata/resourceVersion", "value": version},
-           {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]
+    add = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["f"]},
+    ]
     assert await _patch(kube, f"{BASE}/a", add, "json") == 200
     assert await _patch(kube, f"{BASE}/a", add, "json") == 422
     assert kube.objects[KS, "kb", "a"]["metadata"]["finalizers"] == ["f"]
@@ -113,8 +115,13 @@ async def test_defaults_are_applied_and_undeclared_fields_pruned(kube: KubeEmula
     api = KubeApi(kube, "kb")
     await api.create("a", {"repository": {"url": URL, "branch": "dev"}, "scheduel": "@daily"})
     assert api.get("a")["spec"] == {
-        "repository": {"url": URL, "ref": "main"}, "paths": ["**/*.md"], "exclude": [],
-        "maxFileSizeBytes": 1048576, "schedule": "@every 1h", "suspend": False, "deletionPolicy": "Delete",
+        "repository": {"url": URL, "ref": "main"},
+        "paths": ["**/*.md"],
+        "exclude": [],
+        "maxFileSizeBytes": 1048576,
+        "schedule": "@every 1h",
+        "suspend": False,
+        "deletionPolicy": "Delete",
     }
     # metadata is the server's own: the schema neither prunes nor defaults it.
     assert api.get("a")["metadata"]["annotations"] == {}
@@ -126,7 +133,9 @@ async def test_a_status_patch_is_validated_and_pruned_and_kopf_keeps_its_own_fie
     assert await _patch(kube, f"{BASE}/a/status", {"status": {"phase": "Done"}}) == 422
     assert await _patch(kube, f"{BASE}/a/status", {"status": {"documentCount": -1}}) == 422
     assert await _patch(kube, f"{BASE}/a/status", {"status": {"lastSyncTime": "yesterday"}}) == 422
-    twice = [{"type": "Ready", "status": "True", "reason": "R", "message": "", "lastTransitionTime": "2024-05-01T10:00:00Z"}] * 2
+    twice = [
+        {"type": "Ready", "status": "True", "reason": "R", "message": "", "lastTransitionTime": "2024-05-01T10:00:00Z"}
+    ] * 2
     assert await _patch(kube, f"{BASE}/a/status", {"status": {"conditions": twice}}) == 422  # a list-map key twice
     assert api.status("a") == {}
     patch = {"status": {"phase": "Synced", "documentsIndexed": 3, "kopf": {"progress": {"sync": {"retries": 1}}}}}
@@ -142,7 +151,7 @@ async def test_what_the_operator_wrote_that_the_crd_refused_or_pruned_is_kept(ku
     assert await _patch(kube, f"{BASE}/a/status", {"status": {"other": 1}}) == 200  # the test's own: not kept
     assert kube.schema_problems == [
         f"PATCH {BASE}/a/status wrote status.madeUp, which the CRD does not declare (pruned)",
-        f"PATCH {BASE}/a/status refused: status.phase: Unsupported value: \"Done\": "
+        f'PATCH {BASE}/a/status refused: status.phase: Unsupported value: "Done": '
         "supported values: ['Pending', 'Syncing', 'Synced', 'Failed', 'Suspended']",
     ]
 
@@ -153,8 +162,10 @@ async def test_what_the_operator_sent_to_the_wrong_endpoint_is_kept(kube: KubeEm
     assert await _patch(kube, f"{BASE}/a", {"status": {"phase": "Synced"}}, headers=AS_OPERATOR) == 200
     assert await _patch(kube, f"{BASE}/a/status", {"spec": {"suspend": True}}, headers=AS_OPERATOR) == 200
     version = api.get("a")["metadata"]["resourceVersion"]
-    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": version},
-           {"op": "add", "path": "/status", "value": {"phase": "Failed"}}]
+    ops = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "add", "path": "/status", "value": {"phase": "Failed"}},
+    ]
     assert await _patch(kube, f"{BASE}/a", ops, "json", headers=AS_OPERATOR) == 200
     assert api.status("a") == {} and api.get("a")["spec"]["suspend"] is False  # all of it ignored
     assert kube.schema_problems == [

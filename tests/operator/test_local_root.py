@@ -11,8 +11,8 @@ import pytest
 from kboperator.errors import InvalidSpecError
 from kboperator.gitrepo import RepoCache
 from kboperator.models import RepoSpec
-from kboperator.statemachine import decide
 from kboperator.settings import OperatorSettings
+from kboperator.statemachine import decide
 from tests.operator.gitfixtures import WorkRepo
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
@@ -52,8 +52,13 @@ def test_paths_outside_the_root_are_refused_after_resolving(cache: RepoCache, ro
     outside = repo(tmp_path / "outside")
     (root / "team").mkdir(parents=True)
     (root / "team" / "link").symlink_to(outside.path)
-    for url in (str(outside.path), outside.path.as_uri(), f"{root}/team/../../outside", f"{root}/team/link",
-                f"file://{root}/team/link"):
+    for url in (
+        str(outside.path),
+        outside.path.as_uri(),
+        f"{root}/team/../../outside",
+        f"{root}/team/link",
+        f"file://{root}/team/link",
+    ):
         refused(cache, url, "outside the allowed folder")
 
 

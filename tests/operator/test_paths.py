@@ -55,7 +55,22 @@ def test_exclude_always_wins() -> None:
 
 @pytest.mark.parametrize(
     "glob",
-    ["", "/abs/*.md", "a//b", "docs/../secret", "./a.md", "a**", "**b/*.md", "[abc", "[]", "{a,b", "{a,{b}}", "x\\", "a\0b", "x" * 2000],
+    [
+        "",
+        "/abs/*.md",
+        "a//b",
+        "docs/../secret",
+        "./a.md",
+        "a**",
+        "**b/*.md",
+        "[abc",
+        "[]",
+        "{a,b",
+        "{a,{b}}",
+        "x\\",
+        "a\0b",
+        "x" * 2000,
+    ],
 )
 def test_bad_globs_are_refused(glob: str) -> None:
     with pytest.raises(InvalidSpecError, match="invalid glob"):

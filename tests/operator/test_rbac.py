@@ -10,8 +10,15 @@ from tests.operator.rbac import ApiRequest, chart_rules
 GROUP, PLURAL = "kb.knowledgebase.dev", "knowledgesources"
 
 
-def request(verb: str, resource: str, namespace: str | None, *, group: str = GROUP, sub: str | None = None,
-            name: str | None = None) -> ApiRequest:
+def request(
+    verb: str,
+    resource: str,
+    namespace: str | None,
+    *,
+    group: str = GROUP,
+    sub: str | None = None,
+    name: str | None = None,
+) -> ApiRequest:
     return ApiRequest(verb, group, resource, sub, namespace, name, path="/")
 
 

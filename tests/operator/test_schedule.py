@@ -33,7 +33,9 @@ def test_cron(text: str, expected: datetime.datetime) -> None:
     assert Schedule.parse(text).next_after(NOON) == expected
 
 
-@pytest.mark.parametrize("text", ["", "@every", "@every 0s", "@every 1d", "hourly", "* * * *", "* * * * * *", "61 * * * *"])
+@pytest.mark.parametrize(
+    "text", ["", "@every", "@every 0s", "@every 1d", "hourly", "* * * *", "* * * * * *", "61 * * * *"]
+)
 def test_invalid_schedules_are_spec_errors(text: str) -> None:
     with pytest.raises(InvalidSpecError, match="schedule"):
         Schedule.parse(text)
@@ -56,7 +58,9 @@ def test_times_round_trip_to_the_second_in_utc() -> None:
         ("58 23 * * *", 0, None),  # below any minimum only when the minimum is above it
     ],
 )
-def test_schedules_firing_more_often_than_the_minimum_are_spec_errors(text: str, minimum: float, interval: str | None) -> None:
+def test_schedules_firing_more_often_than_the_minimum_are_spec_errors(
+    text: str, minimum: float, interval: str | None
+) -> None:
     if interval is None:
         assert Schedule.parse(text, min_interval=minimum).text == text
         return
@@ -65,6 +69,8 @@ def test_schedules_firing_more_often_than_the_minimum_are_spec_errors(text: str,
     assert f"every {interval}" in str(caught.value) and f"{minimum:g}s" in str(caught.value)
 
 
-@pytest.mark.parametrize(("text", "minimum"), [("@every 1m", 60), ("* * * * *", 60), ("@hourly", 3600), ("0 9,17 * * 1-5", 3600)])
+@pytest.mark.parametrize(
+    ("text", "minimum"), [("@every 1m", 60), ("* * * * *", 60), ("@hourly", 3600), ("0 9,17 * * 1-5", 3600)]
+)
 def test_schedules_at_or_above_the_minimum_are_accepted(text: str, minimum: float) -> None:
     assert Schedule.parse(text, min_interval=minimum).text == text

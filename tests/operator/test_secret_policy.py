@@ -51,8 +51,11 @@ async def sent(tmp_path: Path) -> AsyncIterator[Recording]:
 @pytest.fixture
 async def services(kube: KubeEmulator, kubeconfig: Path, sent: Recording, tmp_path: Path) -> AsyncIterator[Services]:
     settings = OperatorSettings(
-        search_url=DEFAULT_URL, search_token=OPERATOR_TOKEN, allowed_search_urls=[OTHER_URL],
-        cache_dir=tmp_path / "cache", metrics_port=0,
+        search_url=DEFAULT_URL,
+        search_token=OPERATOR_TOKEN,
+        allowed_search_urls=[OTHER_URL],
+        cache_dir=tmp_path / "cache",
+        metrics_port=0,
     )
     services = Services(settings, secrets=SecretReader.from_environment(), transport=sent)
     yield services
@@ -76,10 +79,16 @@ def authorization(request: httpx.Request) -> str | None:
     return request.headers.get("authorization")
 
 
-async def test_a_url_off_the_allow_list_is_refused_before_any_secret_is_read(services: Services, sent: Recording) -> None:
+async def test_a_url_off_the_allow_list_is_refused_before_any_secret_is_read(
+    services: Services, sent: Recording
+) -> None:
     # No Secret "team-token" exists: reading it first would fail with "does not exist" instead.
-    for url in ("https://evil.example/kb", "https://search.team-a.example@evil.example/kb",
-                "https://search.team-a.example.evil.example/kb", "https://search.team-a.example/kb-evil"):
+    for url in (
+        "https://evil.example/kb",
+        "https://search.team-a.example@evil.example/kb",
+        "https://search.team-a.example.evil.example/kb",
+        "https://search.team-a.example/kb-evil",
+    ):
         with pytest.raises(InvalidSpecError) as caught:
             await delete_through(services, ServiceRef(url, "team-token"))
         assert not isinstance(caught.value, SecretError)
@@ -113,8 +122,10 @@ async def test_only_the_fixed_key_token_is_read(services: Services, sent: Record
         await delete_through(services, ServiceRef(None, "renamed"))
     assert sent.requests == []
     # The deprecated secretRef.key may only name the fixed key.
-    spec = {"repository": {"url": "https://github.com/a/b"},
-            "searchService": {"secretRef": {"name": "renamed", "key": "api-token"}}}
+    spec = {
+        "repository": {"url": "https://github.com/a/b"},
+        "searchService": {"secretRef": {"name": "renamed", "key": "api-token"}},
+    }
     with pytest.raises(InvalidSpecError, match=r"secretRef\.key 'api-token' is not supported"):
         parse_source(NS, "docs", spec, allow_local=False)
     spec["searchService"]["secretRef"]["key"] = "token"
@@ -170,8 +181,12 @@ async def test_parse_source_refuses_a_service_off_the_list(services: Services) -
 async def test_a_repository_secret_is_used_only_for_its_url(
     services: Services, api: KubeApi, repository: str, bound: str | None, allowed: bool
 ) -> None:
-    data = {"token": "git-token", "ssh-privatekey": "KEY", "known_hosts": "github.com ssh-ed25519 AAAA",
-            "password": "never-read"}
+    data = {
+        "token": "git-token",
+        "ssh-privatekey": "KEY",
+        "known_hosts": "github.com ssh-ed25519 AAAA",
+        "password": "never-read",
+    }
     if bound:
         data["url"] = bound
     await create_secret(api, "git", data, "repository")

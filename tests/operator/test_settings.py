@@ -56,9 +56,7 @@ def test_backoff_doubles_and_is_capped() -> None:
 
 
 @pytest.mark.parametrize(("namespaces", "clusterwide"), [("", True), ("docs,wiki", False)])
-def test_main_runs_kopf_with_the_settings(
-    monkeypatch: pytest.MonkeyPatch, namespaces: str, clusterwide: bool
-) -> None:
+def test_main_runs_kopf_with_the_settings(monkeypatch: pytest.MonkeyPatch, namespaces: str, clusterwide: bool) -> None:
     calls: list[dict[str, Any]] = []
     monkeypatch.setenv("KBOPERATOR_NAMESPACES", namespaces)
     monkeypatch.setenv("KBOPERATOR_LOG_LEVEL", "WARNING")

@@ -22,7 +22,7 @@ from kboperator.statemachine import Action, Decision, Reason, Trigger, decide, f
 from kboperator.status import StatusWriter
 from tests.operator.test_crd import _schema, _strict
 
-NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_seconds=60)
 SPEC = {"repository": {"url": "https://github.com/acme/docs"}, "schedule": "@every 1h"}
 
@@ -37,8 +37,12 @@ def synced(**changes: Any) -> dict[str, Any]:
     """The status after a successful sync at 11:30, planned again for 12:30."""
     spec_hash = parse_source("kb", "docs", SPEC, allow_local=False).spec_hash
     status = {
-        "phase": "Synced", "observedGeneration": 1, "lastSyncedCommit": "a" * 40, "specHash": spec_hash,
-        "lastSyncTime": "2024-05-01T11:30:00Z", "lastFullSyncTime": "2024-05-01T11:30:00Z",
+        "phase": "Synced",
+        "observedGeneration": 1,
+        "lastSyncedCommit": "a" * 40,
+        "specHash": spec_hash,
+        "lastSyncTime": "2024-05-01T11:30:00Z",
+        "lastFullSyncTime": "2024-05-01T11:30:00Z",
         "nextSyncTime": "2024-05-01T12:30:00Z",
     }
     return {k: v for k, v in {**status, **changes}.items() if v is not None}
@@ -54,13 +58,23 @@ DUE = "2024-05-01T11:59:00Z"  # a nextSyncTime already past at NOW
 REF_DEV = dict(SPEC, repository={"url": SPEC["repository"]["url"], "ref": "dev"})  # another document set
 BAD_REF = {"repository": {"url": "https://github.com/acme/docs", "ref": "a..b"}}
 W, SU, INV, RE, ST, AN, SY, KEEP, DEL = (
-    Action.WAIT, Action.SUSPEND, Action.INVALID, Action.RESCHEDULE, Action.STAGGER, Action.ANNOUNCE, Action.SYNC,
-    Action.RETAIN, Action.DELETE,
+    Action.WAIT,
+    Action.SUSPEND,
+    Action.INVALID,
+    Action.RESCHEDULE,
+    Action.STAGGER,
+    Action.ANNOUNCE,
+    Action.SYNC,
+    Action.RETAIN,
+    Action.DELETE,
 )
 FIRST, ANNOUNCED, REQUESTED, CHANGED, SCHEDULED = (
-    Trigger.FIRST_SYNC, Trigger.ANNOUNCED, Trigger.REQUESTED, Trigger.SPEC_CHANGED, Trigger.SCHEDULED,
+    Trigger.FIRST_SYNC,
+    Trigger.ANNOUNCED,
+    Trigger.REQUESTED,
+    Trigger.SPEC_CHANGED,
+    Trigger.SCHEDULED,
 )
-
 
 
 def deleted(spec: dict[str, Any]) -> dict[str, Any]:
@@ -71,73 +85,200 @@ def deleted(spec: dict[str, Any]) -> dict[str, Any]:
 # (case, body, status, settings, restarted) -> (action, full, trigger, wait): one row per transition.
 TRANSITIONS: list[tuple[str, dict[str, Any], dict[str, Any], OperatorSettings, bool, tuple[Action, bool, Any, Any]]] = [
     ("being deleted", deleted(SPEC), synced(), SETTINGS, False, (DEL, False, None, None)),
-    ("being deleted, policy Retain", deleted(dict(SPEC, deletionPolicy="Retain")), synced(), SETTINGS, False,
-     (KEEP, False, None, None)),
-    ("being deleted while suspended", deleted(dict(SPEC, suspend=True)), synced(phase="Suspended"), SETTINGS, False,
-     (DEL, False, None, None)),
-    ("being deleted, spec invalid", deleted(BAD_REF), failed("InvalidSpec"), SETTINGS, False,
-     (DEL, False, None, None)),
+    (
+        "being deleted, policy Retain",
+        deleted(dict(SPEC, deletionPolicy="Retain")),
+        synced(),
+        SETTINGS,
+        False,
+        (KEEP, False, None, None),
+    ),
+    (
+        "being deleted while suspended",
+        deleted(dict(SPEC, suspend=True)),
+        synced(phase="Suspended"),
+        SETTINGS,
+        False,
+        (DEL, False, None, None),
+    ),
+    ("being deleted, spec invalid", deleted(BAD_REF), failed("InvalidSpec"), SETTINGS, False, (DEL, False, None, None)),
     ("suspend, not yet written", body(dict(SPEC, suspend=True)), synced(), SETTINGS, False, (SU, False, None, None)),
-    ("suspend wins over a request", body(dict(SPEC, suspend=True), request="r1"), synced(), SETTINGS, False,
-     (SU, False, None, None)),
-    ("suspend, written for an older spec", body(dict(SPEC, suspend=True), 2), synced(phase="Suspended"), SETTINGS,
-     False, (SU, False, None, None)),
-    ("suspend, already written", body(dict(SPEC, suspend=True)), synced(phase="Suspended"), SETTINGS, False,
-     (W, False, None, None)),
+    (
+        "suspend wins over a request",
+        body(dict(SPEC, suspend=True), request="r1"),
+        synced(),
+        SETTINGS,
+        False,
+        (SU, False, None, None),
+    ),
+    (
+        "suspend, written for an older spec",
+        body(dict(SPEC, suspend=True), 2),
+        synced(phase="Suspended"),
+        SETTINGS,
+        False,
+        (SU, False, None, None),
+    ),
+    (
+        "suspend, already written",
+        body(dict(SPEC, suspend=True)),
+        synced(phase="Suspended"),
+        SETTINGS,
+        False,
+        (W, False, None, None),
+    ),
     ("invalid spec, new", body(BAD_REF), {}, SETTINGS, False, (INV, False, None, None)),
     ("invalid spec, already failed", body(BAD_REF), failed("InvalidSpec"), SETTINGS, False, (W, False, None, None)),
-    ("invalid spec, requested again", body(BAD_REF, request="r1"), failed("InvalidSpec"), SETTINGS, False,
-     (INV, False, None, None)),
-    ("invalid spec, edited but still invalid", body(BAD_REF, 2), failed("InvalidSpec"), SETTINGS, False,
-     (INV, False, None, None)),
-    ("unknown ref found by git, waits", body(), failed("InvalidSpec", nextSyncTime=None), SETTINGS, False,
-     (W, False, None, None)),
-    ("unknown ref found by git, spec edited", body(REF_DEV, 2), failed("InvalidSpec"), SETTINGS, False,
-     (AN, True, CHANGED, None)),
-    ("unknown ref found by git, requested again", body(request="r1"), failed("InvalidSpec"), SETTINGS, False,
-     (AN, True, REQUESTED, None)),
+    (
+        "invalid spec, requested again",
+        body(BAD_REF, request="r1"),
+        failed("InvalidSpec"),
+        SETTINGS,
+        False,
+        (INV, False, None, None),
+    ),
+    (
+        "invalid spec, edited but still invalid",
+        body(BAD_REF, 2),
+        failed("InvalidSpec"),
+        SETTINGS,
+        False,
+        (INV, False, None, None),
+    ),
+    (
+        "unknown ref found by git, waits",
+        body(),
+        failed("InvalidSpec", nextSyncTime=None),
+        SETTINGS,
+        False,
+        (W, False, None, None),
+    ),
+    (
+        "unknown ref found by git, spec edited",
+        body(REF_DEV, 2),
+        failed("InvalidSpec"),
+        SETTINGS,
+        False,
+        (AN, True, CHANGED, None),
+    ),
+    (
+        "unknown ref found by git, requested again",
+        body(request="r1"),
+        failed("InvalidSpec"),
+        SETTINGS,
+        False,
+        (AN, True, REQUESTED, None),
+    ),
     ("new object", body(), {}, SETTINGS, False, (AN, False, FIRST, None)),
     ("new object, first sight after a restart", body(), {}, JITTER, True, (AN, False, FIRST, None)),
     ("announced", body(), synced(phase="Syncing"), SETTINGS, False, (SY, False, ANNOUNCED, None)),
-    ("announced, never synced", body(), {"phase": "Pending", "observedGeneration": 1}, SETTINGS, False,
-     (SY, False, ANNOUNCED, None)),
-    ("announced for an older spec", body(REF_DEV, 2), synced(phase="Syncing"), SETTINGS, False,
-     (AN, True, ANNOUNCED, None)),
-    ("announced, the safety pass due", body(), synced(phase="Syncing", lastFullSyncTime=None), SETTINGS, False,
-     (SY, True, ANNOUNCED, None)),
+    (
+        "announced, never synced",
+        body(),
+        {"phase": "Pending", "observedGeneration": 1},
+        SETTINGS,
+        False,
+        (SY, False, ANNOUNCED, None),
+    ),
+    (
+        "announced for an older spec",
+        body(REF_DEV, 2),
+        synced(phase="Syncing"),
+        SETTINGS,
+        False,
+        (AN, True, ANNOUNCED, None),
+    ),
+    (
+        "announced, the safety pass due",
+        body(),
+        synced(phase="Syncing", lastFullSyncTime=None),
+        SETTINGS,
+        False,
+        (SY, True, ANNOUNCED, None),
+    ),
     ("synced, waits for its time", body(), synced(), SETTINGS, False, (W, False, None, 1800)),
     ("synced, due", body(), synced(nextSyncTime=DUE), SETTINGS, False, (AN, False, SCHEDULED, None)),
     ("synced, no time planned", body(), synced(nextSyncTime=None), SETTINGS, False, (AN, False, SCHEDULED, None)),
-    ("synced, due, the safety pass due", body(), synced(nextSyncTime=DUE, lastFullSyncTime="2024-04-29T00:00:00Z"),
-     SETTINGS, False, (AN, True, SCHEDULED, None)),
-    ("synced, due, never fully", body(), synced(nextSyncTime=DUE, lastFullSyncTime=None), SETTINGS, False,
-     (AN, True, SCHEDULED, None)),
+    (
+        "synced, due, the safety pass due",
+        body(),
+        synced(nextSyncTime=DUE, lastFullSyncTime="2024-04-29T00:00:00Z"),
+        SETTINGS,
+        False,
+        (AN, True, SCHEDULED, None),
+    ),
+    (
+        "synced, due, never fully",
+        body(),
+        synced(nextSyncTime=DUE, lastFullSyncTime=None),
+        SETTINGS,
+        False,
+        (AN, True, SCHEDULED, None),
+    ),
     ("overdue at a restart", body(), synced(nextSyncTime=DUE), JITTER, True, (ST, False, SCHEDULED, 30)),
-    ("overdue at a restart, no jitter", body(), synced(nextSyncTime=DUE), SETTINGS.model_copy(
-        update={"startup_jitter_seconds": 0}), True, (AN, False, SCHEDULED, None)),
+    (
+        "overdue at a restart, no jitter",
+        body(),
+        synced(nextSyncTime=DUE),
+        SETTINGS.model_copy(update={"startup_jitter_seconds": 0}),
+        True,
+        (AN, False, SCHEDULED, None),
+    ),
     ("new request", body(request="r1"), synced(), SETTINGS, False, (AN, True, REQUESTED, None)),
     ("new request at a restart", body(request="r1"), synced(), JITTER, True, (AN, True, REQUESTED, None)),
-    ("request already handled", body(request="r1"), synced(lastHandledSyncRequest="r1"), SETTINGS, False,
-     (W, False, None, 1800)),
-    ("document set changed", body(dict(SPEC, paths=["docs/**/*.md"]), 2), synced(), SETTINGS, False,
-     (AN, True, CHANGED, None)),
-    ("schedule changed", body(dict(SPEC, schedule="@every 5m"), 2), synced(), SETTINGS, False,
-     (RE, False, None, None)),
-    ("schedule changed while failing", body(dict(SPEC, schedule="@daily"), 2),
-     failed("RepositoryUnavailable", nextSyncTime="2024-05-01T12:00:40Z"), SETTINGS, False,
-     (AN, False, CHANGED, None)),
+    (
+        "request already handled",
+        body(request="r1"),
+        synced(lastHandledSyncRequest="r1"),
+        SETTINGS,
+        False,
+        (W, False, None, 1800),
+    ),
+    (
+        "document set changed",
+        body(dict(SPEC, paths=["docs/**/*.md"]), 2),
+        synced(),
+        SETTINGS,
+        False,
+        (AN, True, CHANGED, None),
+    ),
+    ("schedule changed", body(dict(SPEC, schedule="@every 5m"), 2), synced(), SETTINGS, False, (RE, False, None, None)),
+    (
+        "schedule changed while failing",
+        body(dict(SPEC, schedule="@daily"), 2),
+        failed("RepositoryUnavailable", nextSyncTime="2024-05-01T12:00:40Z"),
+        SETTINGS,
+        False,
+        (AN, False, CHANGED, None),
+    ),
     ("resumed", body(generation=2), synced(phase="Suspended"), SETTINGS, False, (AN, False, CHANGED, None)),
-    ("failing, waits for its backoff", body(), failed("RepositoryUnavailable", nextSyncTime="2024-05-01T12:00:40Z"),
-     SETTINGS, False, (W, False, None, 40)),
-    ("failing, retry due, full owed", body(), failed("ServiceUnavailable", nextSyncTime=DUE, lastFullSyncTime=None),
-     SETTINGS, False, (AN, True, SCHEDULED, None)),
+    (
+        "failing, waits for its backoff",
+        body(),
+        failed("RepositoryUnavailable", nextSyncTime="2024-05-01T12:00:40Z"),
+        SETTINGS,
+        False,
+        (W, False, None, 40),
+    ),
+    (
+        "failing, retry due, full owed",
+        body(),
+        failed("ServiceUnavailable", nextSyncTime=DUE, lastFullSyncTime=None),
+        SETTINGS,
+        False,
+        (AN, True, SCHEDULED, None),
+    ),
 ]
 
 
 @pytest.mark.parametrize(("case", "obj", "status", "settings", "restarted", "expected"), TRANSITIONS,
                          ids=[row[0] for row in TRANSITIONS])  # fmt: skip
 def test_every_transition(
-    case: str, obj: dict[str, Any], status: dict[str, Any], settings: OperatorSettings, restarted: bool,
+    case: str,
+    obj: dict[str, Any],
+    status: dict[str, Any],
+    settings: OperatorSettings,
+    restarted: bool,
     expected: tuple[Action, bool, Any, Any],
 ) -> None:
     decision = decide(obj, status, settings, NOW, restarted=restarted)
@@ -154,18 +295,41 @@ def test_the_trigger_is_shown_as_before() -> None:
     requested = decide(body(request="2024-05-01T12:00:00Z"), synced(), SETTINGS, NOW)
     assert requested.why == "requested at 2024-05-01T12:00:00Z"
     assert [Decision(AN, trigger=t).why for t in Trigger] == [
-        "first sync", "announced", "requested at None", "spec changed", "scheduled"
+        "first sync",
+        "announced",
+        "requested at None",
+        "spec changed",
+        "scheduled",
     ]
 
 
 def test_the_reasons_are_the_strings_users_see() -> None:
     # Part of the user-visible contract: alerts and scripts match on them. Never rename one.
     assert {r.value for r in Reason} == {
-        "Pending", "Suspended", "SyncSucceeded", "PartialSync", "CleanupFailed", "InvalidSpec", "SecretUnavailable",
-        "RepositoryAuthFailed", "RepositoryUnavailable", "RepositoryReadFailed", "MassDeletionRefused",
-        "ServiceAuthFailed", "ServiceUnavailable", "ServiceRejected", "KubernetesUnavailable",
-        "KubernetesAccessFailed", "InternalError", "SyncCompleted", "SyncPartial", "DriftDetected",
-        "DocumentsRejected", "DocumentsDeleted", "DocumentsRetained", "DocumentsLeftBehind",
+        "Pending",
+        "Suspended",
+        "SyncSucceeded",
+        "PartialSync",
+        "CleanupFailed",
+        "InvalidSpec",
+        "SecretUnavailable",
+        "RepositoryAuthFailed",
+        "RepositoryUnavailable",
+        "RepositoryReadFailed",
+        "MassDeletionRefused",
+        "ServiceAuthFailed",
+        "ServiceUnavailable",
+        "ServiceRejected",
+        "KubernetesUnavailable",
+        "KubernetesAccessFailed",
+        "InternalError",
+        "SyncCompleted",
+        "SyncPartial",
+        "DriftDetected",
+        "DocumentsRejected",
+        "DocumentsDeleted",
+        "DocumentsRetained",
+        "DocumentsLeftBehind",
     }
 
 
@@ -225,8 +389,11 @@ def _after(step: Callable[[StatusWriter], None], monkeypatch: pytest.MonkeyPatch
 
 
 def _partial(full: bool) -> SyncResult:
-    return SyncResult(commit="b" * 40, full=full, added=0, modified=0, deleted=1, renamed=0, unchanged=0,
-                      skipped=[], failed=[FileIssue("y.md", "not ingested: 413")], documents=1, duration_s=0.1)  # fmt: skip
+    failed = [FileIssue("y.md", "not ingested: 413")]
+    return SyncResult(
+        commit="b" * 40, full=full, added=0, modified=0, deleted=1, renamed=0, unchanged=0,
+        skipped=[], failed=failed, documents=1, duration_s=0.1,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("full", [False, True])
@@ -266,7 +433,9 @@ def test_refused_files_are_skips_the_commit_advances_and_the_next_sync_is_increm
     assert len(listed) == 50 and status["skippedFilesOmitted"] == 11 and status["lastSync"]["skipped"] == 61
     assert [reason for reason, _ in events] == ["DocumentsRejected"]
     assert "60 files skipped" in events[0][1]
-    assert "60 refused by the search service" in next(c for c in status["conditions"] if c["type"] == "Synced")["message"]
+    assert (
+        "60 refused by the search service" in next(c for c in status["conditions"] if c["type"] == "Synced")["message"]
+    )
     due = dict(status, nextSyncTime="2024-05-01T11:59:00Z")
     decision = decide(body(), due, SETTINGS, NOW)
     assert decision.action is AN and not decision.full  # the skips owe nothing

@@ -37,8 +37,17 @@ def test_file_lists_are_bounded() -> None:
 def test_metrics_count_results_documents_and_phases() -> None:
     metrics = OperatorMetrics()
     result = SyncResult(
-        commit="c" * 40, full=False, added=2, modified=1, deleted=0, renamed=1, unchanged=5,
-        skipped=[FileIssue("a.bin", "binary")], failed=[FileIssue("b.md", "503")], documents=9, duration_s=1.5,
+        commit="c" * 40,
+        full=False,
+        added=2,
+        modified=1,
+        deleted=0,
+        renamed=1,
+        unchanged=5,
+        skipped=[FileIssue("a.bin", "binary")],
+        failed=[FileIssue("b.md", "503")],
+        documents=9,
+        duration_s=1.5,
     )
     metrics.record_sync(result)
     metrics.record_failure(0.5)

@@ -194,7 +194,9 @@ async def test_mass_deletion_guard(engine: SyncEngine, service, repo: WorkRepo) 
     assert len(await listing(service, SOURCE)) == 2  # nothing was deleted
 
 
-async def test_hostile_content_is_skipped_with_reasons(engine: SyncEngine, service, repo: WorkRepo, tmp_path: Path) -> None:
+async def test_hostile_content_is_skipped_with_reasons(
+    engine: SyncEngine, service, repo: WorkRepo, tmp_path: Path
+) -> None:
     secret = tmp_path / "outside-secret.md"
     secret.write_text("TOPSECRET outside the checkout\n")
     repo.write("ok.md", "fine\n")
@@ -227,7 +229,9 @@ async def test_hostile_content_is_skipped_with_reasons(engine: SyncEngine, servi
     await assert_mirrors(service, repo, result, keep=lambda p: p in ("ok.md", "binary.md", "big.md"))
 
 
-async def test_service_failing_for_a_while_then_converging(service: httpx.AsyncClient, repo: WorkRepo, tmp_path: Path) -> None:
+async def test_service_failing_for_a_while_then_converging(
+    service: httpx.AsyncClient, repo: WorkRepo, tmp_path: Path
+) -> None:
     real = asgi(service)
     failing = {"on": False, "writes": 0}
 
@@ -253,7 +257,9 @@ async def test_service_failing_for_a_while_then_converging(service: httpx.AsyncC
         failing["on"] = True
         partial = await engine.sync(spec, synced)
         assert not partial.ok
-        assert sorted(issue.path for issue in partial.failed) == sorted(["a.md", "b.md", *(f"new/{i}.md" for i in range(8))])
+        assert sorted(issue.path for issue in partial.failed) == sorted(
+            ["a.md", "b.md", *(f"new/{i}.md" for i in range(8))]
+        )
         reasons = [issue.reason for issue in partial.failed]
         assert sum("STORE_UNAVAILABLE" in reason for reason in reasons) == 2
         assert sum("not attempted" in reason for reason in reasons) == 8

@@ -9,7 +9,9 @@ from kboperator.repourl import parse_repo_url
 from kboperator.settings import OperatorSettings
 from kboperator.urlscope import ServicePolicy, parse_repository_prefix, parse_service_url, repository_endpoint
 
-POLICY = ServicePolicy("http://kb-search.kb-system.svc:8000", ["https://allowed.example/kb", "http://team.example:9000"])
+POLICY = ServicePolicy(
+    "http://kb-search.kb-system.svc:8000", ["https://allowed.example/kb", "http://team.example:9000"]
+)
 
 
 @pytest.mark.parametrize(
@@ -114,7 +116,9 @@ def test_repository_prefixes(repository: str, prefix: str, within: bool) -> None
     assert endpoint is not None and endpoint.within(parse_repository_prefix(prefix)) is within
 
 
-@pytest.mark.parametrize("prefix", ["https://user:pw@github.com/acme", "https://github.com@evil/acme", "file:///srv", ""])
+@pytest.mark.parametrize(
+    "prefix", ["https://user:pw@github.com/acme", "https://github.com@evil/acme", "file:///srv", ""]
+)
 def test_bad_repository_prefixes(prefix: str) -> None:
     with pytest.raises(InvalidSpecError):
         parse_repository_prefix(prefix)

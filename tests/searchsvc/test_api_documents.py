@@ -11,7 +11,11 @@ async def test_put_creates_then_is_unchanged(api):
     content = sections(3)
     first = await put(api, "docs/a.md", content, sourceIdentifier="team/docs")
     assert first == {
-        "uri": "docs/a.md", "status": "created", "checksum": sha(content), "chunks": 3, "chunksEmbedded": 3,
+        "uri": "docs/a.md",
+        "status": "created",
+        "checksum": sha(content),
+        "chunks": 3,
+        "chunksEmbedded": 3,
     }
     again = await put(api, "docs/a.md", content, sourceIdentifier="team/docs")
     assert again["status"] == "unchanged"

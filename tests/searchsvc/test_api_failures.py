@@ -112,7 +112,9 @@ async def test_a_bulk_delete_waits_for_a_write_in_flight_to_its_source(api):
 
     store.upsert_chunks = held_upsert
     write = asyncio.create_task(
-        api.put("/api/v1/documents", json={"uri": "doc.md", "content": sections(3), "metadata": {"sourceIdentifier": "s"}})
+        api.put(
+            "/api/v1/documents", json={"uri": "doc.md", "content": sections(3), "metadata": {"sourceIdentifier": "s"}}
+        )
     )
     assert await asyncio.to_thread(writing.wait, 300)
     delete = asyncio.create_task(api.delete("/api/v1/sources/s"))

@@ -34,17 +34,20 @@ BAD_DOCUMENTS = {
     "control char in uri": (json.dumps({"uri": "a\nb", "content": "x"}).encode(), "VALIDATION_ERROR"),
     "NUL in content": (json.dumps({"uri": "a.md", "content": "bin\u0000ary"}).encode(), "VALIDATION_ERROR"),
     "nested metadata": (
-        json.dumps({"uri": "a.md", "content": "x", "metadata": {"a": {"b": 1}}}).encode(), "VALIDATION_ERROR",
+        json.dumps({"uri": "a.md", "content": "x", "metadata": {"a": {"b": 1}}}).encode(),
+        "VALIDATION_ERROR",
     ),
     "list of numbers in metadata": (
-        json.dumps({"uri": "a.md", "content": "x", "metadata": {"a": [1, 2]}}).encode(), "VALIDATION_ERROR",
+        json.dumps({"uri": "a.md", "content": "x", "metadata": {"a": [1, 2]}}).encode(),
+        "VALIDATION_ERROR",
     ),
     "non-string sourceIdentifier": (
         json.dumps({"uri": "a.md", "content": "x", "metadata": {"sourceIdentifier": 7}}).encode(),
         "VALIDATION_ERROR",
     ),
     "bad metadata key": (
-        json.dumps({"uri": "a.md", "content": "x", "metadata": {"a b": "c"}}).encode(), "VALIDATION_ERROR",
+        json.dumps({"uri": "a.md", "content": "x", "metadata": {"a b": "c"}}).encode(),
+        "VALIDATION_ERROR",
     ),
     "unknown field": (json.dumps({"uri": "a.md", "content": "x", "extra": 1}).encode(), "VALIDATION_ERROR"),
 }

@@ -86,15 +86,22 @@ async def test_one_source_is_counted_by_its_own_endpoint(api):
     body = response.json()
     assert body.pop("lastIngestedAt").endswith("Z")
     assert body == {
-        "sourceIdentifier": "team/docs", "documents": 2, "chunks": 5, "incompleteDocuments": 0,
+        "sourceIdentifier": "team/docs",
+        "documents": 2,
+        "chunks": 5,
+        "incompleteDocuments": 0,
         "collectionEpoch": epoch,
     }
     # Zero, not 404: a reset collection or a wrong URL looks exactly like this.
     empty = await api.get("/api/v1/sources/never-synced")
     assert empty.status_code == 200
     assert empty.json() == {
-        "sourceIdentifier": "never-synced", "documents": 0, "chunks": 0, "incompleteDocuments": 0,
-        "lastIngestedAt": None, "collectionEpoch": epoch,
+        "sourceIdentifier": "never-synced",
+        "documents": 0,
+        "chunks": 0,
+        "incompleteDocuments": 0,
+        "lastIngestedAt": None,
+        "collectionEpoch": epoch,
     }
     # The listing and the bulk delete still answer on their own paths.
     assert len((await api.get("/api/v1/sources")).json()["sources"]) == 2

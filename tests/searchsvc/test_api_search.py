@@ -48,7 +48,15 @@ async def test_each_mode_finds_the_matching_document_first(loaded, mode):
 async def test_result_carries_every_field(loaded):
     [top, *_] = await search(loaded, "helm install chart", limit=1)
     assert set(top) == {
-        "id", "uri", "chunkIndex", "totalChunks", "content", "score", "title", "headings", "metadata",
+        "id",
+        "uri",
+        "chunkIndex",
+        "totalChunks",
+        "content",
+        "score",
+        "title",
+        "headings",
+        "metadata",
         "sourceIdentifier",
     }
     assert top["uri"].endswith("install.md")
@@ -100,9 +108,7 @@ async def test_get_search_matches_post(loaded):
     assert response.status_code == 200
     assert [r["id"] for r in response.json()["results"]] == [r["id"] for r in post]
     assert "engine;dur=" in response.headers["server-timing"]
-    scoped = await loaded.get(
-        "/api/v1/search", params=[("q", "the"), ("mode", "dense"), ("sourceIdentifier", "ops")]
-    )
+    scoped = await loaded.get("/api/v1/search", params=[("q", "the"), ("mode", "dense"), ("sourceIdentifier", "ops")])
     assert {r["sourceIdentifier"] for r in scoped.json()["results"]} == {"ops"}
     bad = await loaded.get("/api/v1/search", params={"q": "x", "limit": 0})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "VALIDATION_ERROR"

@@ -77,8 +77,10 @@ async def test_status_reports_store_embedder_and_chunker(api):
     status = (await api.get("/api/v1/status")).json()
     assert status["version"]
     assert status["store"] == {
-        "backend": "edge" if api.store_kind == "edge" else "qdrant", "collection": "test",
-        "documents": 1, "chunks": 3,
+        "backend": "edge" if api.store_kind == "edge" else "qdrant",
+        "collection": "test",
+        "documents": 1,
+        "chunks": 3,
     }
     assert status["embedder"] == {"provider": "hashing", "model": "hashing-v1", "dimensions": 64}
     assert status["chunker"]["minChars"] == 500 and status["chunker"]["maxChars"] == 800

@@ -29,9 +29,18 @@ async def call(app, method: str, path: str, receive, token: str | None = None) -
     if token:
         headers.append((b"authorization", f"Bearer {token}".encode()))
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-        "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "", "headers": headers,
-        "server": ("kb", 80), "client": ("test", 1),
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "server": ("kb", 80),
+        "client": ("test", 1),
     }
     sent = []
 

@@ -19,7 +19,32 @@ from kbsearch.chunker.outline import MAX_HEADING_CHARS
 from kbsearch.models import ParsedDocument
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDS = ["cluster", "operator", "helm", "chart", "values", "namespace", "pod", "service", "ingress", "secret", "config", "map", "volume", "replica", "deployment", "rollout", "upgrade", "install", "search", "index", "chunk", "vector", "embedding", "query"]
+WORDS = [
+    "cluster",
+    "operator",
+    "helm",
+    "chart",
+    "values",
+    "namespace",
+    "pod",
+    "service",
+    "ingress",
+    "secret",
+    "config",
+    "map",
+    "volume",
+    "replica",
+    "deployment",
+    "rollout",
+    "upgrade",
+    "install",
+    "search",
+    "index",
+    "chunk",
+    "vector",
+    "embedding",
+    "query",
+]
 
 
 def prose(paragraphs: int, seed: int = 1, lo: int = 80, hi: int = 250) -> str:
@@ -70,9 +95,7 @@ def test_headings_stay_with_their_text():
 
 def test_a_trailing_heading_without_text_is_kept():
     doc = MarkdownChunker(50, 80).chunk("# Notes\n\n" + "word " * 15 + "\n\n## Still to write")
-    assert doc.chunks[-1].text.endswith("## Still to write") or any(
-        c.text == "## Still to write" for c in doc.chunks
-    )
+    assert doc.chunks[-1].text.endswith("## Still to write") or any(c.text == "## Still to write" for c in doc.chunks)
 
 
 def test_code_fence_is_not_cut_when_it_fits():
@@ -117,8 +140,10 @@ Upgrade text.
 def test_heading_paths():
     doc = MarkdownChunker(10, 40).chunk(GUIDE)
     check_offsets(doc)
-    paths = {needle: chunk_with(GUIDE, needle, doc).headings for needle in (
-        "Install intro", "Helm intro", "Values text", "Kubectl text", "Upgrade text")}
+    paths = {
+        needle: chunk_with(GUIDE, needle, doc).headings
+        for needle in ("Install intro", "Helm intro", "Values text", "Kubectl text", "Upgrade text")
+    }
     assert paths == {
         "Install intro": ["Install"],
         "Helm intro": ["Install", "Helm"],
@@ -369,8 +394,10 @@ def test_lone_surrogates_do_not_crash():
 
 def _binaryish() -> str:
     rnd = random.Random(3)
-    chars = [rnd.choice((rnd.randint(1, 0x7F), rnd.randint(0x80, 0xD7FF), rnd.randint(0xE000, 0x10FFFF)))
-             for _ in range(1 << 18)]
+    chars = [
+        rnd.choice((rnd.randint(1, 0x7F), rnd.randint(0x80, 0xD7FF), rnd.randint(0xE000, 0x10FFFF)))
+        for _ in range(1 << 18)
+    ]
     return "".join(map(chr, chars))
 
 
@@ -418,7 +445,11 @@ def test_hostile_input_completes(name):
     )
     proc = subprocess.run(
         [sys.executable, "-W", "error", "-c", code, name],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])

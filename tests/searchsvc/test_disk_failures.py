@@ -98,8 +98,9 @@ def start(services: list, log: Path, data_dir: Path, disk: SmallDisk | None = No
 @pytest.mark.parametrize("disk", [("ext4", 64), ("tmpfs", 128)], indirect=True, ids=["ext4", "tmpfs"])
 def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(tmp_path, disk, services):
     # Flushing every write makes the state on disk before the fill the same on every run.
-    service = start(services, tmp_path / "service.log", disk.mountpoint / "data", disk,
-                    SEARCHSVC_EDGE_FLUSH_INTERVAL_S="0")
+    service = start(
+        services, tmp_path / "service.log", disk.mountpoint / "data", disk, SEARCHSVC_EDGE_FLUSH_INTERVAL_S="0"
+    )
     service.wait_ready()
     assert put(service, "kb://a", document("alpha", 3)).status_code == 200
 
@@ -246,7 +247,9 @@ def test_with_a_flush_per_write_a_failed_flush_answers_503_and_a_later_one_clear
         moved.rename(segments)
         store._tick()  # the flusher retries the failed flush (every second on its own)
         assert store.write_problem() is None
-        assert store.get_document("kb://a") is not None, "a 503 after the update may have applied it: PUTs are idempotent"
+        assert store.get_document("kb://a") is not None, (
+            "a 503 after the update may have applied it: PUTs are idempotent"
+        )
     finally:
         store.close()
 
@@ -255,6 +258,12 @@ def _record(uri: str):
     from kbsearch.models import DocumentRecord
 
     return DocumentRecord(
-        uri=uri, source_identifier="s", checksum="sha256:x", chunks=0, metadata={}, title=None,
-        ingested_at="2026-01-01T00:00:00.000Z", chunker="c",
+        uri=uri,
+        source_identifier="s",
+        checksum="sha256:x",
+        chunks=0,
+        metadata={},
+        title=None,
+        ingested_at="2026-01-01T00:00:00.000Z",
+        chunker="c",
     )

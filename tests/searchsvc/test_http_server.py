@@ -23,8 +23,10 @@ N = 40  # connections of each kind
 def service(tmp_path_factory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("served") / "data"
     with served(
-        data, SEARCHSVC_API_TOKEN=TOKEN,
-        SEARCHSVC_REQUEST_HEADER_TIMEOUT_S=TIMEOUT_S, SEARCHSVC_REQUEST_BODY_TIMEOUT_S=TIMEOUT_S,
+        data,
+        SEARCHSVC_API_TOKEN=TOKEN,
+        SEARCHSVC_REQUEST_HEADER_TIMEOUT_S=TIMEOUT_S,
+        SEARCHSVC_REQUEST_BODY_TIMEOUT_S=TIMEOUT_S,
     ) as url:
         yield url
 

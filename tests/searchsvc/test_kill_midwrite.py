@@ -75,7 +75,11 @@ class Service:
         }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.searchsvc_process"],
-            env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=env,
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.lines: queue.Queue[dict] = queue.Queue()
         self.log: list[str] = []
@@ -237,7 +241,12 @@ def test_kill_9_during_writes_never_leaves_a_wrong_index(tmp_path: Path):
                 record = records.get(op.uri)
                 if record is None or record["checksum"] == INCOMPLETE:
                     # Nothing of it may be searchable.
-                    body = {"query": "alpha beta gamma", "limit": 100, "mode": "keyword", "filter": {"uriPrefix": op.uri}}
+                    body = {
+                        "query": "alpha beta gamma",
+                        "limit": 100,
+                        "mode": "keyword",
+                        "filter": {"uriPrefix": op.uri},
+                    }
                     assert service.http.post("/api/v1/search", json=body).json()["results"] == []
             service.stop()  # a clean stop, so the store can be read directly
 
@@ -251,13 +260,16 @@ def test_kill_9_during_writes_never_leaves_a_wrong_index(tmp_path: Path):
                 outcomes.append("old" if state == op.old else "new" if state == op.new else "incomplete")
                 if op.old is not None:
                     again = service.http.put(
-                        "/api/v1/documents", json={"uri": op.uri, "content": op.old, "metadata": {"sourceIdentifier": SOURCE}}
+                        "/api/v1/documents",
+                        json={"uri": op.uri, "content": op.old, "metadata": {"sourceIdentifier": SOURCE}},
                     ).json()
                     assert (again["status"] == "unchanged") == (state == op.old), (op.uri, again["status"])
                     truth[op.uri] = op.old
                 elif state is not None:
                     # The operator's delete of a document it never finished creating removes everything.
-                    deleted = service.http.delete("/api/v1/documents", params={"uri": op.uri, "sourceIdentifier": SOURCE})
+                    deleted = service.http.delete(
+                        "/api/v1/documents", params={"uri": op.uri, "sourceIdentifier": SOURCE}
+                    )
                     assert deleted.status_code == 200
                     truth[op.uri] = None
             status = service.http.get(f"/api/v1/sources/{SOURCE}").json()
@@ -286,7 +298,9 @@ def test_edge_keeps_every_update_after_a_kill_before_any_fsync(tmp_path: Path):
     )
     root = Path(__file__).resolve().parents[2]
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(kbsearch.__file__).resolve().parents[1]), str(root)])}
-    child = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, cwd=root, capture_output=True, timeout=120)
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], env=env, cwd=root, capture_output=True, timeout=120
+    )
     assert child.returncode == -9, child.stderr
     store = EdgeStore(tmp_path, "knowledge")
     store.open(SIGNATURE)

@@ -66,8 +66,10 @@ class Handler(BaseHTTPRequestHandler):
         if stub.drop_last:
             data = data[:-1]
         data.reverse()  # the API does not promise order: the client must sort by index
-        self._send(200, {"object": "list", "data": data, "model": body["model"],
-                         "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        self._send(
+            200,
+            {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}},
+        )
 
     def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         raw = json.dumps(payload).encode()

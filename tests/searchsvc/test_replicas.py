@@ -87,8 +87,12 @@ async def replicas(tmp_path: Path):
 
 
 def stored_chunks(shared: QdrantClient, uri: str) -> dict[int, str]:
-    where = qm.Filter(must=[qm.FieldCondition(key="uri", match=qm.MatchValue(value=uri)),
-                            qm.FieldCondition(key="kind", match=qm.MatchValue(value="chunk"))])
+    where = qm.Filter(
+        must=[
+            qm.FieldCondition(key="uri", match=qm.MatchValue(value=uri)),
+            qm.FieldCondition(key="kind", match=qm.MatchValue(value="chunk")),
+        ]
+    )
     records, _ = shared.scroll(COLLECTION, scroll_filter=where, limit=10_000, with_payload=True)
     return {r.payload["chunkIndex"]: r.payload["content"] for r in records}
 
@@ -167,9 +171,7 @@ async def test_a_delete_from_another_replica_wins_over_a_write_in_flight(replica
 async def test_conflicting_puts_from_two_replicas_leave_one_whole_version(replicas):
     (first, second), shared = replicas
     versions = [sections(n, tag=f"v{n}") for n in (300, 2, 260, 7, 1, 280, 3, 270)]
-    answers = await asyncio.gather(
-        *(put(first if i % 2 else second, "hot.md", v) for i, v in enumerate(versions))
-    )
+    answers = await asyncio.gather(*(put(first if i % 2 else second, "hot.md", v) for i, v in enumerate(versions)))
     assert all(a.status_code == 200 or a.json()["error"]["code"] == "WRITE_CONFLICT" for a in answers)
     winner = await assert_consistent(first, shared, "hot.md", versions)
     assert answers[versions.index(winner)].status_code == 200  # the content stored was acknowledged

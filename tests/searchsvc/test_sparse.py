@@ -100,7 +100,10 @@ def test_deterministic_across_calls_and_instances(encoder):
 
 
 def test_vectors_are_sorted_and_positive(encoder):
-    for vector in [*encoder.encode_documents(["zeta alpha mid beta gamma delta epsilon"]), encoder.encode_query("zeta alpha mid beta gamma delta epsilon")]:
+    for vector in [
+        *encoder.encode_documents(["zeta alpha mid beta gamma delta epsilon"]),
+        encoder.encode_query("zeta alpha mid beta gamma delta epsilon"),
+    ]:
         assert vector.indices == sorted(set(vector.indices))
         assert all(v > 0 for v in vector.values)
 

@@ -325,8 +325,13 @@ def test_upsert_then_read_back_records_and_vectors(store: VectorStore):
 def chunk_texts(store: VectorStore, uri: str, indexes: range) -> dict[int, str]:
     """The stored text of each chunk of `uri` that exists, by index (through search)."""
     hits = store.search(
-        mode="keyword", dense=None, sparse=sparse_query("chunk text version"), filter=SearchFilter(uri_prefix=uri),
-        limit=100, candidates=100, rrf_k=60,
+        mode="keyword",
+        dense=None,
+        sparse=sparse_query("chunk text version"),
+        filter=SearchFilter(uri_prefix=uri),
+        limit=100,
+        candidates=100,
+        rrf_k=60,
     )
     return {h.chunk_index: h.content for h in hits if h.uri == uri and h.chunk_index in indexes}
 
@@ -364,8 +369,14 @@ def test_a_record_is_written_only_over_the_version_its_writer_read(store: Vector
 def test_a_chunk_is_never_overwritten_by_an_older_version(store: VectorStore):
     store.upsert_chunks(make_chunks("docs/a.md", ["chunk text new 0", "chunk text new 1"], source="s", version=7))
     # A slower, older writer: its chunk 0 and 1 lose, its chunk 2 (absent) is inserted.
-    store.upsert_chunks(make_chunks("docs/a.md", ["chunk text old 0", "chunk text old 1", "chunk text old 2"], source="s", version=5))
-    assert chunk_texts(store, "docs/a.md", range(3)) == {0: "chunk text new 0", 1: "chunk text new 1", 2: "chunk text old 2"}
+    store.upsert_chunks(
+        make_chunks("docs/a.md", ["chunk text old 0", "chunk text old 1", "chunk text old 2"], source="s", version=5)
+    )
+    assert chunk_texts(store, "docs/a.md", range(3)) == {
+        0: "chunk text new 0",
+        1: "chunk text new 1",
+        2: "chunk text old 2",
+    }
     assert store.count_chunks("docs/a.md", 5) == 1
     # The same or a newer version overwrites.
     store.upsert_chunks(make_chunks("docs/a.md", ["chunk text same 0"], source="s", version=7))
@@ -388,15 +399,36 @@ def raw_upsert(store: VectorStore, point_id: str, payload: dict, dense: list[flo
 def test_points_from_before_versions_count_as_version_0(store: VectorStore):
     uri = "docs/old.md"
     raw_upsert(
-        store, document_point_id(uri),
-        {"kind": "document", "uri": uri, "sourceIdentifier": "s", "checksum": "sha256:old", "chunks": 1,
-         "metadata": {"team": "x"}, "title": None, "ingestedAt": "2025-01-01T00:00:00.000Z", "chunker": "c"},
+        store,
+        document_point_id(uri),
+        {
+            "kind": "document",
+            "uri": uri,
+            "sourceIdentifier": "s",
+            "checksum": "sha256:old",
+            "chunks": 1,
+            "metadata": {"team": "x"},
+            "title": None,
+            "ingestedAt": "2025-01-01T00:00:00.000Z",
+            "chunker": "c",
+        },
     )
     raw_upsert(
-        store, chunk_point_id(uri, 0),
-        {"kind": "chunk", "uri": uri, "sourceIdentifier": "s", "chunkIndex": 0, "totalChunks": 1,
-         "content": "chunk text old", "textHash": "h", "title": None, "tags": [], "headings": [],
-         "metadata": {"team": "x"}},
+        store,
+        chunk_point_id(uri, 0),
+        {
+            "kind": "chunk",
+            "uri": uri,
+            "sourceIdentifier": "s",
+            "chunkIndex": 0,
+            "totalChunks": 1,
+            "content": "chunk text old",
+            "textHash": "h",
+            "title": None,
+            "tags": [],
+            "headings": [],
+            "metadata": {"team": "x"},
+        },
         dense=EMBEDDER.embed_query("chunk text old"),
     )
     old = store.get_document(uri)
@@ -424,9 +456,13 @@ def test_the_collection_epoch_is_made_once_and_kept(store_opener: StoreOpener):
 
 def test_a_collection_from_before_epochs_gets_one_on_open(store_opener: StoreOpener):
     store = store_opener.open()
-    signature = {"kind": "collection", "embedderProvider": TEST_SIGNATURE.embedder_provider,
-                 "embedderModel": TEST_SIGNATURE.embedder_model, "dimensions": TEST_SIGNATURE.dimensions,
-                 "sparseEncoder": TEST_SIGNATURE.sparse_encoder}
+    signature = {
+        "kind": "collection",
+        "embedderProvider": TEST_SIGNATURE.embedder_provider,
+        "embedderModel": TEST_SIGNATURE.embedder_model,
+        "dimensions": TEST_SIGNATURE.dimensions,
+        "sparseEncoder": TEST_SIGNATURE.sparse_encoder,
+    }
     raw_upsert(store, pl.SIGNATURE_POINT_ID, signature)  # as written before epochs existed
     store.close()
     reopened = store_opener.open()
@@ -439,7 +475,9 @@ def test_source_status_counts_with_filters(store: VectorStore):
     ingest(store, "a/1.md", ["x", "y"], source="alpha", ingested_at="2026-03-01T10:00:00.000Z")
     ingest(store, "a/2.md", ["x"], source="alpha", ingested_at="2026-03-02T09:00:00.000Z")
     ingest(store, "a/3.md", ["x"], source="alpha", ingested_at="2026-02-01T00:00:00.000Z")
-    put_record(store, make_record("a/4.md", 0, source="alpha", checksum=INCOMPLETE, ingested_at="2026-01-01T00:00:00.000Z"))
+    put_record(
+        store, make_record("a/4.md", 0, source="alpha", checksum=INCOMPLETE, ingested_at="2026-01-01T00:00:00.000Z")
+    )
     ingest(store, "b/1.md", ["x", "y", "z"], source="beta", ingested_at="2026-04-01T00:00:00.000Z")
 
     assert store.source_status("alpha") == SourceStatus("alpha", 4, 4, 1, "2026-03-02T09:00:00.000Z")
@@ -456,7 +494,8 @@ def test_repair_finds_incomplete_records_and_chunks_without_records(store: Vecto
     assert [r.uri for r in store.incomplete_documents()] == ["docs/half.md"]
     assert sorted(store.chunk_uris()) == ["docs/done.md", "docs/half.md", "docs/orphan.md"]
     assert store.existing_records(["docs/done.md", "docs/half.md", "docs/orphan.md", "nope"]) == {
-        "docs/done.md", "docs/half.md",
+        "docs/done.md",
+        "docs/half.md",
     }
 
 
@@ -608,20 +647,40 @@ CORPUS = {
     "guides/kubernetes.md": (
         "docs",
         ["Kubernetes pods are scheduled onto nodes by the scheduler", "A deployment manages replica sets of pods"],
-        {"team": "platform", "tier": 1, "weight": 0.5, "public": True, "app.kubernetes.io/name": "web",
-         "owner/group": "infra", "labels": ["blue", "green"]},
+        {
+            "team": "platform",
+            "tier": 1,
+            "weight": 0.5,
+            "public": True,
+            "app.kubernetes.io/name": "web",
+            "owner/group": "infra",
+            "labels": ["blue", "green"],
+        },
     ),
     "guides/postgres.md": (
         "db",
         ["PostgreSQL vacuum reclaims storage from dead tuples", "Indexes speed up postgres queries"],
-        {"team": "data", "tier": 2, "weight": 1.5, "public": False, "app.kubernetes.io/name": "db",
-         "owner/group": "dba", "labels": ["red"]},
+        {
+            "team": "data",
+            "tier": 2,
+            "weight": 1.5,
+            "public": False,
+            "app.kubernetes.io/name": "db",
+            "owner/group": "dba",
+            "labels": ["red"],
+        },
     ),
     "notes/cooking.md": (
         "misc",
         ["Bake the bread at high heat until golden", "Knead the dough for ten minutes"],
-        {"team": "home", "tier": 1, "weight": 2.0, "public": True, "app": {"kubernetes": "nested"},
-         "labels": ["green"]},
+        {
+            "team": "home",
+            "tier": 1,
+            "weight": 2.0,
+            "public": True,
+            "app": {"kubernetes": "nested"},
+            "labels": ["green"],
+        },
     ),
 }
 # One word from every chunk, so every mode can reach every chunk.

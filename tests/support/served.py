@@ -23,7 +23,9 @@ def service_env(**settings: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCHSVC_")}
     env |= {
         "PYTHONPATH": str(Path(kbsearch.__file__).resolve().parents[1]),
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
     }
     return env | settings
 
@@ -31,8 +33,12 @@ def service_env(**settings: str) -> dict[str, str]:
 def run_service(timeout: float = 60, **settings: str) -> subprocess.CompletedProcess[str]:
     """`python -m kbsearch` to its end: for configurations it must refuse."""
     return subprocess.run(
-        [sys.executable, "-m", "kbsearch"], env=service_env(**settings), capture_output=True, text=True,
-        timeout=timeout, check=False,
+        [sys.executable, "-m", "kbsearch"],
+        env=service_env(**settings),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -46,7 +52,9 @@ def free_port() -> int:
 def served(data_dir: Path, **settings: str) -> Iterator[str]:
     """The base URL of a running `python -m kbsearch`, stopped (and reaped) on exit."""
     port = free_port()
-    env = service_env(SEARCHSVC_HOST="127.0.0.1", SEARCHSVC_PORT=str(port), SEARCHSVC_DATA_DIR=str(data_dir), **settings)
+    env = service_env(
+        SEARCHSVC_HOST="127.0.0.1", SEARCHSVC_PORT=str(port), SEARCHSVC_DATA_DIR=str(data_dir), **settings
+    )
     log = open(data_dir.parent / f"kbsearch-{port}.log", "w+")  # noqa: SIM115 - closed after the child is reaped
     child = subprocess.Popen([sys.executable, "-m", "kbsearch"], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

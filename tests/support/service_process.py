@@ -62,7 +62,10 @@ class ServiceProcess:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - outlives this call; stop() closes it
         self.proc = subprocess.Popen(
             [*self._prefix, sys.executable, "-m", "tests.support.service_process"],
-            env=self._env, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT,
+            env=self._env,
+            cwd=REPO,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         return self
 

@@ -33,16 +33,27 @@ class SmallDisk:
                 image.truncate(self.size_mb * MIB)
             # -m 0: no blocks reserved for root, so root (the tests) sees the same space as the service.
             subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(self._image)], check=True)
-            mount = f"mount -o loop {self._image} \"$1\""
+            mount = f'mount -o loop {self._image} "$1"'
         elif self.kind == "tmpfs":
-            mount = f"mount -t tmpfs -o size={self.size_mb}M tmpfs \"$1\""
+            mount = f'mount -t tmpfs -o size={self.size_mb}M tmpfs "$1"'
         else:
             raise ValueError(self.kind)
         # `cat` holds the namespace open until we close its stdin (or this process dies).
         self._holder = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c", f"{mount} && echo mounted && exec cat",
-             "sh", str(self.mountpoint)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                f"{mount} && echo mounted && exec cat",
+                "sh",
+                str(self.mountpoint),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         if self._holder.stdout.readline().strip() != "mounted":
             self._holder.kill()

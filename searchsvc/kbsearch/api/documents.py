@@ -83,8 +83,11 @@ async def source_status(sourceIdentifier: SourceIdPath, service: Service) -> Sou
     """
     status, epoch = await service.source_status(sourceIdentifier)
     return SourceStatusInfo(
-        sourceIdentifier=status.source_identifier, documents=status.documents, chunks=status.chunks,
-        incompleteDocuments=status.incomplete_documents, lastIngestedAt=status.last_ingested_at,
+        sourceIdentifier=status.source_identifier,
+        documents=status.documents,
+        chunks=status.chunks,
+        incompleteDocuments=status.incomplete_documents,
+        lastIngestedAt=status.last_ingested_at,
         collectionEpoch=epoch,
     )
 
@@ -94,7 +97,9 @@ async def list_sources(service: Service) -> SourceList:
     """Every source with its document and chunk counts."""
     sources = [
         SourceInfo(
-            sourceIdentifier=s.source_identifier, documents=s.documents, chunks=s.chunks,
+            sourceIdentifier=s.source_identifier,
+            documents=s.documents,
+            chunks=s.chunks,
             lastIngestedAt=s.last_ingested_at,
         )
         for s in await service.sources()

@@ -58,7 +58,9 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     ]
     first = errors[0] if errors else {"field": "body", "message": "invalid request", "type": ""}
     if first["type"] in ("json_invalid", "json_type") or first["type"].startswith("json"):
-        return error_response(422, "INVALID_JSON", f"request body is not valid JSON: {first['message']}", {"errors": errors})
+        return error_response(
+            422, "INVALID_JSON", f"request body is not valid JSON: {first['message']}", {"errors": errors}
+        )
     message = f"{first['field']}: {first['message']}"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem(s))"

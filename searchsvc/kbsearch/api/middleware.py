@@ -54,7 +54,8 @@ class RequestContextMiddleware:
             declared = headers.get(b"content-length")
             if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
                 response = error_response(
-                    413, "REQUEST_TOO_LARGE",
+                    413,
+                    "REQUEST_TOO_LARGE",
                     f"request body is {int(declared)} bytes; the limit is {self.max_body_bytes} bytes",
                 )
                 await response(scope, receive, send_with_id)
@@ -67,8 +68,12 @@ class RequestContextMiddleware:
             self.metrics.http_seconds.labels(scope["method"], route).observe(elapsed)
             log.info(
                 "request",
-                extra={"method": scope["method"], "path": scope["path"], "status": status,
-                       "durationMs": round(elapsed * 1000, 2)},
+                extra={
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "durationMs": round(elapsed * 1000, 2),
+                },
             )
             request_id.reset(token)
 

@@ -15,7 +15,9 @@ from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse, Searc
 from kbsearch.services.search import SearchService
 
 router = APIRouter(
-    prefix="/api/v1", tags=["search"], dependencies=[Depends(require_read)],
+    prefix="/api/v1",
+    tags=["search"],
+    dependencies=[Depends(require_read)],
     responses={code: {"model": ErrorResponse} for code in (401, 422, 503)},
 )
 Service = Annotated[SearchService, Depends(search_service)]
@@ -27,8 +29,15 @@ async def _run(request: SearchRequest, service: SearchService, response: Respons
     response.headers["Server-Timing"] = f"embed;dur={outcome.embed_ms:.2f}, engine;dur={outcome.engine_ms:.2f}"
     results = [
         SearchResult(
-            id=h.id, uri=h.uri, chunkIndex=h.chunk_index, totalChunks=h.total_chunks, content=h.content,
-            score=h.score, title=h.title, headings=h.headings, metadata=h.metadata,
+            id=h.id,
+            uri=h.uri,
+            chunkIndex=h.chunk_index,
+            totalChunks=h.total_chunks,
+            content=h.content,
+            score=h.score,
+            title=h.title,
+            headings=h.headings,
+            metadata=h.metadata,
             sourceIdentifier=h.source_identifier,
         )
         for h in outcome.hits

@@ -62,18 +62,26 @@ async def status(request: Request) -> dict[str, Any]:
         # Changes only when the collection is re-created: a client that remembers it sees a reset.
         "collectionEpoch": epoch,
         "store": {
-            "backend": state.store.backend, "collection": state.store.collection,
-            "documents": documents, "chunks": chunks,
+            "backend": state.store.backend,
+            "collection": state.store.collection,
+            "documents": documents,
+            "chunks": chunks,
         },
         "embedder": {
-            "provider": state.embedder.provider, "model": state.embedder.model,
+            "provider": state.embedder.provider,
+            "model": state.embedder.model,
             "dimensions": state.embedder.dimensions,
         },
         "sparse": {"encoder": state.sparse.name},
         "chunker": {
-            "minChars": min_chars, "maxChars": max_chars, "overlapChars": settings.chunk_overlap_chars,
+            "minChars": min_chars,
+            "maxChars": max_chars,
+            "overlapChars": settings.chunk_overlap_chars,
             "fingerprint": state.chunker.fingerprint,
         },
         "search": {"rrfK": settings.rrf_k, "candidates": settings.search_candidates},
-        "auth": {"writeTokenRequired": settings.api_token is not None, "readTokenRequired": settings.read_token is not None},
+        "auth": {
+            "writeTokenRequired": settings.api_token is not None,
+            "readTokenRequired": settings.read_token is not None,
+        },
     }

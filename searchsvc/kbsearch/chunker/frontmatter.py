@@ -42,7 +42,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     raw = text[first + 1 : match.start()]
     try:
         data = parse(raw)
-    except Exception:  # any parser failure (syntax, recursion, bad types) means "not front matter"
+    except Exception:  # noqa: BLE001 - any parser failure (syntax, recursion, bad types) means "not front matter"
         return {}, text
     if data is None:
         data = {}
@@ -54,7 +54,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
 
 def _parse_yaml(raw: str) -> Any:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(raw, Loader=loader)  # noqa: S506 - a safe loader, the C one when available
+    return yaml.load(raw, Loader=loader)
 
 
 def front_matter_title(meta: dict[str, Any]) -> str | None:

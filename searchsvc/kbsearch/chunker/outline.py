@@ -82,8 +82,10 @@ def scan(body: str) -> Outline:
                     block_starts.append(pos)
             else:
                 para_start, para_text = _paragraph_line(para_start, para_text, lazy, pos, stripped)
-        elif stripped.startswith("#") and (level := len(stripped) - len(stripped.lstrip("#"))) <= 6 and (
-            len(stripped) == level or stripped[level] in " \t"
+        elif (
+            stripped.startswith("#")
+            and (level := len(stripped) - len(stripped.lstrip("#"))) <= 6
+            and (len(stripped) == level or stripped[level] in " \t")
         ):
             headings.append(Heading(pos, end, level, _atx_text(stripped[level:])))
             para_start, lazy = -1, False

@@ -203,7 +203,9 @@ class DocumentService:
         )
 
     @staticmethod
-    def _response(request: PutDocumentRequest, status: str, record: DocumentRecord, embedded: int) -> PutDocumentResponse:
+    def _response(
+        request: PutDocumentRequest, status: str, record: DocumentRecord, embedded: int
+    ) -> PutDocumentResponse:
         return PutDocumentResponse(
             uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunksEmbedded=embedded
         )
@@ -262,7 +264,9 @@ class DocumentService:
                 if start and not await self._still_ours(claim):
                     raise _Superseded
                 await store_call(self.store.upsert_chunks, prepared.points[start : start + UPSERT_BATCH])
-                log.debug("chunks written", extra={"uri": uri, "written": min(start + UPSERT_BATCH, total), "total": total})
+                log.debug(
+                    "chunks written", extra={"uri": uri, "written": min(start + UPSERT_BATCH, total), "total": total}
+                )
             # Everything older than this write: the previous content's tail, or leftovers.
             await store_call(self.store.delete_chunks, uri, None, claim.version - 1)
             if not await store_call(self.store.write_document, final, claim.version):
@@ -360,7 +364,9 @@ class DocumentService:
             deleted = await store_call(self.store.delete_chunks, uri, None, claim.version)
             await store_call(self.store.delete_record, uri, claim.version)
             return deleted
-        raise WriteConflictError(f"document {uri!r} kept changing under this delete (another replica is writing it); retry")
+        raise WriteConflictError(
+            f"document {uri!r} kept changing under this delete (another replica is writing it); retry"
+        )
 
     async def delete_source(self, source_identifier: str) -> tuple[int, int]:
         await self._require_writable()

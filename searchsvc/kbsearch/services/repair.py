@@ -54,8 +54,10 @@ def repair(store: VectorStore) -> RepairReport:
         log.warning(
             "repaired interrupted writes",
             extra={
-                "incompleteDocuments": len(emptied), "chunksOfIncomplete": chunks_of_incomplete,
-                "orphanedUris": len(orphaned), "orphanChunks": orphan_chunks,
+                "incompleteDocuments": len(emptied),
+                "chunksOfIncomplete": chunks_of_incomplete,
+                "orphanedUris": len(orphaned),
+                "orphanChunks": orphan_chunks,
                 "uris": (emptied + orphaned)[:20],
             },
         )

@@ -64,9 +64,7 @@ class SearchService:
             )
         )
         finished = time.perf_counter()
-        outcome = SearchOutcome(
-            hits=hits, embed_ms=(embedded - started) * 1000, engine_ms=(finished - embedded) * 1000
-        )
+        outcome = SearchOutcome(hits=hits, embed_ms=(embedded - started) * 1000, engine_ms=(finished - embedded) * 1000)
         self.metrics.search_seconds.labels(request.mode, "embed").observe(outcome.embed_ms / 1000)
         self.metrics.search_seconds.labels(request.mode, "engine").observe(outcome.engine_ms / 1000)
         return outcome

@@ -9,6 +9,7 @@ import os
 import threading
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import numpy as np
 import qdrant_edge as qe
@@ -254,14 +255,14 @@ class EdgeStore(PointStore):
     def delete_record(self, uri: str, version: int) -> None:
         doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
         with self._lock:
-            self._apply(qe.UpdateOperation.delete_points_by_filter(_filter(doomed)))
+            self._apply(qe.UpdateOperation.delete_points_by_filter(_where(doomed)))
 
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
         doomed = pl.chunk_conditions(uri, lowest, highest)
         with self._lock:
             deleted = self._count(doomed)
             if deleted:
-                self._apply(qe.UpdateOperation.delete_points_by_filter(_filter(doomed)))
+                self._apply(qe.UpdateOperation.delete_points_by_filter(_where(doomed)))
             return deleted
 
     def count_chunks(self, uri: str, version: int | None = None) -> int:
@@ -270,7 +271,7 @@ class EdgeStore(PointStore):
     def delete_document(self, uri: str) -> int:
         with self._lock:
             deleted = self._count([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri)])
-            self._apply(qe.UpdateOperation.delete_points_by_filter(_filter([pl.Match(URI, uri)])))
+            self._apply(qe.UpdateOperation.delete_points_by_filter(_where([pl.Match(URI, uri)])))
             return deleted
 
     def delete_source(self, source_identifier: str) -> tuple[int, int]:
@@ -279,7 +280,7 @@ class EdgeStore(PointStore):
             documents = self._count([pl.Match(KIND, KIND_DOCUMENT), source])
             chunks = self._count([pl.Match(KIND, KIND_CHUNK), source])
             # One delete by filter: no page cap, however large the source.
-            self._apply(qe.UpdateOperation.delete_points_by_filter(_filter([source])))
+            self._apply(qe.UpdateOperation.delete_points_by_filter(_where([source])))
             return documents, chunks
 
     def _count(self, conditions: list[pl.Condition]) -> int:
@@ -302,13 +303,18 @@ class EdgeStore(PointStore):
         """
         if not point_ids:
             return {}
-        found = self._s.retrieve(list(point_ids), with_payload=False, with_vector=[DENSE_VECTOR])
-        return {str(r.id): list(r.vector[DENSE_VECTOR]) for r in found if r.vector and DENSE_VECTOR in r.vector}
+        found = self._s.retrieve(list[int | UUID | str](point_ids), with_payload=False, with_vector=[DENSE_VECTOR])
+        return {str(r.id): _dense(r.vector) for r in found if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector}
 
     # --- the primitives of the shared reads (store/points.py) -------------------------------
 
     def _scroll_page(
-        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool,
+        self,
+        conditions: list[pl.Condition],
+        *,
+        offset: Any,
+        limit: int,
+        payload: list[str] | bool,
         vector: list[str] | bool,
     ) -> tuple[list[Any], Any]:
         page = qe.ScrollRequest(
@@ -317,7 +323,7 @@ class EdgeStore(PointStore):
         return self._s.scroll(page)
 
     def _retrieve(self, ids: list[str], payload: list[str] | bool) -> list[Any]:
-        return self._s.retrieve(ids, with_payload=payload, with_vector=False)
+        return self._s.retrieve(list[int | UUID | str](ids), with_payload=payload, with_vector=False)
 
     def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[str, int]:
         facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=_filter(conditions)))
@@ -326,15 +332,25 @@ class EdgeStore(PointStore):
     def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
         latest, _ = self._s.scroll(
             qe.ScrollRequest(
-                limit=1, filter=_filter(conditions), with_payload=[field], with_vector=False,
+                limit=1,
+                filter=_filter(conditions),
+                with_payload=[field],
+                with_vector=False,
                 order_by=qe.OrderBy(field, direction=qe.Direction.Desc),
             )
         )
         return (latest[0].payload or {}) if latest else None
 
     def _query(
-        self, *, mode: SearchMode, dense: list[float] | None, sparse: SparseVector | None,
-        conditions: list[pl.Condition], limit: int, candidates: int, rrf_k: int,
+        self,
+        *,
+        mode: SearchMode,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        conditions: list[pl.Condition],
+        limit: int,
+        candidates: int,
+        rrf_k: int,
     ) -> list[SearchHit]:
         where = _filter(conditions)
         dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
@@ -351,7 +367,7 @@ class EdgeStore(PointStore):
             request = qe.QueryRequest(
                 limit=limit,
                 prefetches=[qe.Prefetch(candidates, query=q, filter=where) for q in stages],
-                query=qe.Fusion.Rrf(k=rrf_k),
+                query=qe.Fusion.Rrf(k=rrf_k),  # type: ignore[arg-type]  # the stub types Rrf apart from Fusion
                 filter=where,
                 with_payload=True,
                 with_vector=False,
@@ -365,6 +381,7 @@ class EdgeStore(PointStore):
             request = qe.QueryRequest(limit=limit, query=query, filter=where, with_payload=True, with_vector=False)
         return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
 
+
 def _config(signature: CollectionSignature) -> qe.EdgeConfig:
     return qe.EdgeConfig(
         vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=signature.dimensions, distance=qe.Distance.Cosine)},
@@ -377,8 +394,19 @@ def _bare_point(point_id: str, payload: dict[str, Any]) -> qe.Point:
     return qe.Point(point_id, {}, payload)
 
 
+def _dense(vectors: dict[str, Any]) -> list[float]:
+    return [float(x) for x in vectors[DENSE_VECTOR]]
+
+
 def _filter(conditions: list[pl.Condition]) -> qe.Filter | None:
-    return qe.Filter(must=[_condition(c) for c in conditions]) if conditions else None
+    return _where(conditions) if conditions else None
+
+
+def _where(conditions: list[pl.Condition]) -> qe.Filter:
+    """A filter that must not be empty: a delete by filter with none would delete everything."""
+    if not conditions:
+        raise ValueError("a delete by filter needs at least one condition")
+    return qe.Filter(must=[_condition(c) for c in conditions])
 
 
 def _condition(condition: pl.Condition) -> Any:
@@ -392,7 +420,7 @@ def _condition(condition: pl.Condition) -> Any:
         case pl.Match(key, bool() as value):
             # qdrant-edge 0.9 converts a Python bool to the integer 1/0, which never matches a
             # stored boolean; numpy.bool_ is not an int, so it reaches the engine as a bool.
-            return qe.FieldCondition(key, match=qe.MatchValue(np.bool_(value)))
+            return qe.FieldCondition(key, match=qe.MatchValue(np.bool_(value)))  # type: ignore[arg-type]
         case pl.Match(key, value):
             return qe.FieldCondition(key, match=qe.MatchValue(value))
         case pl.MatchAny(key, values):

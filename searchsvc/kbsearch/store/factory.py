@@ -13,7 +13,9 @@ def build_store(settings: Settings) -> VectorStore:
         from kbsearch.store.edge import EdgeStore
 
         return EdgeStore(
-            settings.data_dir, settings.collection, flush_interval_s=settings.edge_flush_interval_s,
+            settings.data_dir,
+            settings.collection,
+            flush_interval_s=settings.edge_flush_interval_s,
             min_free_bytes=settings.min_free_disk_mb * 1024 * 1024,
         )
     if settings.store == "qdrant":

@@ -115,7 +115,8 @@ class StoreWatch:
             previous, self._logged = self._logged, cause
         if problem is not None:
             log.error(
-                "the embedded store refuses writes: %s", problem.message,
+                "the embedded store refuses writes: %s",
+                problem.message,
                 extra={"cause": problem.cause, "detail": problem.log_detail, **problem.details},
             )
         else:

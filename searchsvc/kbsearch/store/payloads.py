@@ -161,7 +161,8 @@ def epoch_from_payload(payload: Mapping[str, Any] | None) -> str | None:
 
 
 def signature_from_payload(payload: Mapping[str, Any]) -> CollectionSignature:
-    return CollectionSignature(**{attr: payload.get(key) for key, attr in _SIGNATURE_FIELDS.items()})
+    fields: dict[str, Any] = {attr: payload.get(key) for key, attr in _SIGNATURE_FIELDS.items()}
+    return CollectionSignature(**fields)
 
 
 def describe(signature: CollectionSignature) -> str:
@@ -392,9 +393,7 @@ def tally_documents(payloads: Iterable[Mapping[str, Any]]) -> dict[str, tuple[in
     return tally
 
 
-def source_stats(
-    documents: Mapping[str, tuple[int, str | None]], chunks: Mapping[str, int]
-) -> list[SourceStats]:
+def source_stats(documents: Mapping[str, tuple[int, str | None]], chunks: Mapping[str, int]) -> list[SourceStats]:
     return [
         SourceStats(source_identifier=source, documents=count, chunks=chunks.get(source, 0), last_ingested_at=latest)
         for source, (count, latest) in sorted(documents.items())

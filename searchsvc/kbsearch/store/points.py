@@ -54,7 +54,12 @@ class PointStore(VectorStore):
 
     @abstractmethod
     def _scroll_page(
-        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool,
+        self,
+        conditions: list[pl.Condition],
+        *,
+        offset: Any,
+        limit: int,
+        payload: list[str] | bool,
         vector: list[str] | bool,
     ) -> tuple[list[Any], Any]:
         """One page of matching points in id order, and the offset of the next (None at the end)."""
@@ -73,8 +78,15 @@ class PointStore(VectorStore):
 
     @abstractmethod
     def _query(
-        self, *, mode: SearchMode, dense: list[float] | None, sparse: SparseVector | None,
-        conditions: list[pl.Condition], limit: int, candidates: int, rrf_k: int,
+        self,
+        *,
+        mode: SearchMode,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        conditions: list[pl.Condition],
+        limit: int,
+        candidates: int,
+        rrf_k: int,
     ) -> list[SearchHit]:
         """The ranked chunks (without metadata); a query of stopwords only is never sent."""
 
@@ -91,7 +103,9 @@ class PointStore(VectorStore):
         if not text_hashes:
             return {}
         wanted: list[pl.Condition] = [
-            pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri), pl.MatchAny(TEXT_HASH, list(text_hashes))
+            pl.Match(KIND, KIND_CHUNK),
+            pl.Match(URI, uri),
+            pl.MatchAny(TEXT_HASH, list(text_hashes)),
         ]
         with self._guard("read vectors"):
             return {
@@ -142,7 +156,10 @@ class PointStore(VectorStore):
         offset = pl.parse_cursor(cursor)
         with self._guard("list documents"):
             records, next_offset = self._scroll_page(
-                pl.document_conditions(source_identifier, uri_prefix), offset=offset, limit=limit, payload=True,
+                pl.document_conditions(source_identifier, uri_prefix),
+                offset=offset,
+                limit=limit,
+                payload=True,
                 vector=False,
             )
         documents = [pl.document_from_payload(r.payload or {}) for r in records]
@@ -184,8 +201,13 @@ class PointStore(VectorStore):
                 return []
         with self._guard("search"):
             hits = self._query(
-                mode=mode, dense=dense, sparse=sparse, conditions=pl.search_conditions(filter, uris), limit=limit,
-                candidates=candidates, rrf_k=rrf_k,
+                mode=mode,
+                dense=dense,
+                sparse=sparse,
+                conditions=pl.search_conditions(filter, uris),
+                limit=limit,
+                candidates=candidates,
+                rrf_k=rrf_k,
             )
             if not hits:
                 return hits
@@ -197,7 +219,11 @@ class PointStore(VectorStore):
             yield record.payload or {}
 
     def _scroll_all(
-        self, conditions: list[pl.Condition], *, payload: list[str] | bool, vector: list[str] | bool = False,
+        self,
+        conditions: list[pl.Condition],
+        *,
+        payload: list[str] | bool,
+        vector: list[str] | bool = False,
         at_most: int | None = None,
     ) -> Iterator[Any]:
         """Every matching point, page by page (or the first `at_most`)."""

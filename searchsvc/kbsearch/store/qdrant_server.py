@@ -29,6 +29,7 @@ from kbsearch.store.base import (
     CHECKSUM,
     CHUNK_INDEX,
     DENSE_VECTOR,
+    EPOCH,
     INGESTED_AT,
     KIND,
     KIND_CHUNK,
@@ -36,6 +37,7 @@ from kbsearch.store.base import (
     SOURCE,
     SPARSE_VECTOR,
     URI,
+    VERSION,
 )
 from kbsearch.store.points import PointStore
 
@@ -100,9 +102,7 @@ class QdrantServerStore(PointStore):
                 # A new collection, or one from before epochs existed. Conditional, so replicas
                 # starting together agree on the first epoch written.
                 point = _bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature, pl.new_epoch()))
-                self.client.upsert(
-                    self.collection, [point], wait=True, update_filter=_filter([pl.Missing(pl.EPOCH)])
-                )
+                self.client.upsert(self.collection, [point], wait=True, update_filter=_filter([pl.Missing(EPOCH)]))
             self._ensure_indexes()
             self._check_conditional_writes()
 
@@ -114,15 +114,17 @@ class QdrantServerStore(PointStore):
         """
         probe = str(uuid.uuid4())
         try:
-            self.client.upsert(self.collection, [_bare_point(probe, {pl.VERSION: 1})], wait=True)
+            self.client.upsert(self.collection, [_bare_point(probe, {VERSION: 1})], wait=True)
             self.client.upsert(
-                self.collection, [_bare_point(probe, {pl.VERSION: 3})], wait=True,
-                update_filter=_filter([pl.Match(pl.VERSION, 2)]),
+                self.collection,
+                [_bare_point(probe, {VERSION: 3})],
+                wait=True,
+                update_filter=_filter([pl.Match(VERSION, 2)]),
             )
             found = self.client.retrieve(self.collection, [probe], with_payload=True)
         finally:
             self.client.delete(self.collection, points_selector=qm.PointIdsList(points=[probe]), wait=True)
-        if not found or (found[0].payload or {}).get(pl.VERSION) != 1:
+        if not found or (found[0].payload or {}).get(VERSION) != 1:
             raise ConfigurationError(
                 "The Qdrant server ignored a conditional write (update_filter), so writes from several "
                 "search replicas could overwrite each other. Use Qdrant 1.16 or later."
@@ -172,7 +174,9 @@ class QdrantServerStore(PointStore):
         fence = _filter([pl.version_at_most(points[0].version)])
         with self._lock, _unavailable_on_failure("write chunks"):
             for start in range(0, len(structs), _UPSERT_BATCH):
-                self.client.upsert(self.collection, structs[start : start + _UPSERT_BATCH], wait=True, update_filter=fence)
+                self.client.upsert(
+                    self.collection, structs[start : start + _UPSERT_BATCH], wait=True, update_filter=fence
+                )
 
     def write_document(self, record: DocumentRecord, expected_version: int | None) -> bool:
         point = _bare_point(record.id, pl.document_payload(record))
@@ -239,12 +243,21 @@ class QdrantServerStore(PointStore):
         return _unavailable_on_failure(action)
 
     def _scroll_page(
-        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool,
+        self,
+        conditions: list[pl.Condition],
+        *,
+        offset: Any,
+        limit: int,
+        payload: list[str] | bool,
         vector: list[str] | bool,
     ) -> tuple[list[Any], Any]:
         return self.client.scroll(
-            self.collection, scroll_filter=_filter(conditions), limit=limit, offset=offset,
-            with_payload=payload, with_vectors=vector,
+            self.collection,
+            scroll_filter=_filter(conditions),
+            limit=limit,
+            offset=offset,
+            with_payload=payload,
+            with_vectors=vector,
         )
 
     def _retrieve(self, ids: list[str], payload: list[str] | bool) -> list[Any]:
@@ -256,14 +269,25 @@ class QdrantServerStore(PointStore):
 
     def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
         latest, _ = self.client.scroll(
-            self.collection, scroll_filter=_filter(conditions), limit=1, with_payload=[field],
-            with_vectors=False, order_by=qm.OrderBy(key=field, direction=qm.Direction.DESC),
+            self.collection,
+            scroll_filter=_filter(conditions),
+            limit=1,
+            with_payload=[field],
+            with_vectors=False,
+            order_by=qm.OrderBy(key=field, direction=qm.Direction.DESC),
         )
         return (latest[0].payload or {}) if latest else None
 
     def _query(
-        self, *, mode: SearchMode, dense: list[float] | None, sparse: SparseVector | None,
-        conditions: list[pl.Condition], limit: int, candidates: int, rrf_k: int,
+        self,
+        *,
+        mode: SearchMode,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        conditions: list[pl.Condition],
+        limit: int,
+        candidates: int,
+        rrf_k: int,
     ) -> list[SearchHit]:
         where = _filter(conditions)
         stages: list[tuple[Any, str]] = []
@@ -286,6 +310,7 @@ class QdrantServerStore(PointStore):
             query, using = stages[0]
             response = self.client.query_points(self.collection, query=query, using=using, **common)
         return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in response.points]
+
 
 def _bare_point(point_id: str, payload: dict[str, Any]) -> qm.PointStruct:
     """A point with no vectors: document records and the signature."""
