@@ -133,7 +133,7 @@ class OpenAIEmbedder(EmbeddingProvider):
             attempt += 1
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        delay = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
+        delay: float = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
         if retry_after is not None:
             delay = max(delay, retry_after)
         return min(delay, self.backoff_max)
