@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from kbsearch import __version__
 from kbsearch.api import documents, search, system
-from kbsearch.api.auth import AuthGate
+from kbsearch.api.auth import Authenticator, AuthGate
 from kbsearch.api.errors import install_error_handlers
 from kbsearch.api.middleware import RequestContextMiddleware
 from kbsearch.chunker import MarkdownChunker
@@ -22,6 +22,7 @@ from kbsearch.services.documents import DocumentService
 from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
 from kbsearch.services.search import SearchService
+from kbsearch.services.tokens import StaticTokens, legacy_entries
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -38,6 +39,7 @@ def create_app(
     """Build the app. `store` and `embedder` override the ones the settings would build (tests)."""
     settings = settings or Settings()
     metrics = Metrics()
+    authenticator = build_authenticator(settings)  # a malformed tokens file stops start-up here
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -100,6 +102,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.authenticator = authenticator
     app.state.metrics = metrics
     app.state.ready = False
     install_error_handlers(app)
@@ -114,3 +117,16 @@ def create_app(
         body_timeout_s=settings.request_body_timeout_s,
     )
     return app
+
+
+def build_authenticator(settings: Settings) -> Authenticator:
+    if settings.auth_mode == "kubernetes":
+        raise ConfigurationError("SEARCHSVC_AUTH_MODE=kubernetes is not available in this version; use tokens")
+    secret = settings.api_token.get_secret_value() if settings.api_token else None
+    read = settings.read_token.get_secret_value() if settings.read_token else None
+    tokens = StaticTokens(settings.tokens_file, legacy_entries(secret, read))
+    return Authenticator(
+        tokens,
+        reads_need_token=settings.authenticates or read is not None,
+        writes_need_token=settings.authenticates or secret is not None,
+    )

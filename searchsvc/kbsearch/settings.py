@@ -43,6 +43,23 @@ class Settings(BaseSettings):
     read_token: SecretStr | None = Field(
         None, description="Bearer token required for reads, when set. The API token also reads."
     )
+    auth_mode: Literal["tokens", "kubernetes"] = Field(
+        "tokens", description="tokens: static tokens only; kubernetes: static tokens, then a TokenReview."
+    )
+    tokens_file: Path | None = Field(
+        None, description="YAML file of named tokens with write rights and source patterns; re-read on change."
+    )
+    kubernetes_audiences: str = Field(
+        "", description="Comma-separated TokenReview audiences; empty: the API server's default."
+    )
+    kubernetes_writers: str = Field(
+        "", description="Comma-separated Kubernetes usernames that may write (every source)."
+    )
+    auth_cache_seconds: float = Field(
+        30.0, ge=0, description="Lifetime of cached TokenReview and SubjectAccessReview decisions."
+    )
+    auth_cache_size: int = Field(10_000, ge=1, description="Entries each authentication cache holds at most.")
+    auth_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of one TokenReview or SubjectAccessReview.")
     allow_unauthenticated_writes: bool = Field(
         False, description="Start without an API token on a non-loopback address, with writes open to all."
     )
@@ -124,7 +141,13 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if self.read_token is not None and self.api_token is None:
             raise ValueError("SEARCHSVC_READ_TOKEN without SEARCHSVC_API_TOKEN would leave writes open; set both")
-        if self.api_token is None and not is_loopback(self.host) and not self.allow_unauthenticated_writes:
+        if (
+            self.api_token is None
+            and self.tokens_file is None
+            and self.auth_mode == "tokens"
+            and not is_loopback(self.host)
+            and not self.allow_unauthenticated_writes
+        ):
             raise ValueError(
                 f"SEARCHSVC_HOST={self.host} is reachable from other machines and SEARCHSVC_API_TOKEN is not "
                 "set, so anyone there could write and delete documents: set SEARCHSVC_API_TOKEN, or "
@@ -138,6 +161,23 @@ class Settings(BaseSettings):
         if self.chunk_overlap_chars >= lo:
             raise ValueError("chunk_overlap_chars must be smaller than chunk_min_chars")
         return self
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether every API call needs a token (reads included): a tokens file or Kubernetes mode."""
+        return self.tokens_file is not None or self.auth_mode == "kubernetes"
+
+    @staticmethod
+    def _names(value: str) -> list[str]:
+        return [item.strip() for item in value.split(",") if item.strip()]
+
+    @property
+    def audiences(self) -> list[str]:
+        return self._names(self.kubernetes_audiences)
+
+    @property
+    def writers(self) -> list[str]:
+        return self._names(self.kubernetes_writers)
 
     @property
     def chunk_range(self) -> tuple[int, int]:

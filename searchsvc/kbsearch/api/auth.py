@@ -1,53 +1,85 @@
-"""Bearer-token checks: a write token, and an optional separate read token."""
+"""The one place that turns a request into a Caller: who it is, whether it writes, what it sees.
+
+Static tokens (the tokens file and the legacy SEARCHSVC_API_TOKEN / SEARCHSVC_READ_TOKEN) are
+matched by their sha256. With neither a tokens file nor Kubernetes mode, reads stay open when
+no read token is set, and writes too when no API token is set (single-tenant, loopback).
+
+The scheme is matched case-insensitively (`bearer`, `BEARER`): RFC 9110 makes auth schemes
+case-insensitive and RFC 6750 inherits that. A token is accepted only in the Authorization
+header: a request with `access_token` in its query string is refused, whatever its header says.
+"""
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsearch.errors import ForbiddenError, UnauthenticatedError
-from kbsearch.settings import Settings
+from kbsearch.services.access import Caller, SourceScope
+from kbsearch.services.tokens import StaticTokens, usable_token
+
+# Far above any real token (a ServiceAccount JWT is ~1-2 KB); longer ones are refused unread.
+MAX_TOKEN_CHARS = 8192
+QUERY_TOKEN_PARAMETER = "access_token"
+_OPEN_READER = Caller("anonymous", False, SourceScope.everything())
 
 
-def _presented_token(request: Request) -> str:
-    header = request.headers.get("authorization")
+class Authenticator:
+    def __init__(self, tokens: StaticTokens, *, reads_need_token: bool, writes_need_token: bool) -> None:
+        self.tokens = tokens
+        self.reads_need_token = reads_need_token
+        self.writes_need_token = writes_need_token
+
+    async def caller(self, request: Request, *, write: bool) -> Caller:
+        if QUERY_TOKEN_PARAMETER in request.query_params:
+            raise UnauthenticatedError("a token in the URL is refused; send it as 'Authorization: Bearer <token>'")
+        needed = self.writes_need_token if write else self.reads_need_token
+        header = request.headers.get("authorization")
+        if header is None and not needed:
+            return Caller.anonymous() if not self.writes_need_token else _OPEN_READER
+        token = _presented_token(header)
+        caller = self.tokens.table().lookup(token)
+        if caller is not None:
+            return caller
+        if not needed:
+            return _OPEN_READER  # reads are open: a wrong token reads what no token reads
+        raise UnauthenticatedError("the bearer token is not valid")
+
+
+def _presented_token(header: str | None) -> str:
     if not header:
         raise UnauthenticatedError("this endpoint needs a bearer token")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = token.strip(" ")
+    if scheme.lower() != "bearer" or not token:
         raise UnauthenticatedError("the Authorization header must be 'Bearer <token>'")
-    return token.strip()
+    if len(token) > MAX_TOKEN_CHARS or not usable_token(token):
+        raise UnauthenticatedError("the bearer token is not valid")
+    return token
 
 
-def _matches(presented: str, expected: str) -> bool:
-    return secrets.compare_digest(presented.encode(), expected.encode())
+async def _resolve(request: Request, *, write: bool) -> Caller:
+    # The gate may have resolved it already, before the body was read: once per request.
+    cached: Caller | None = getattr(request.state, "caller", None)
+    if cached is None:
+        authenticator: Authenticator = request.app.state.authenticator
+        cached = await authenticator.caller(request, write=write)
+        request.state.caller = cached
+    return cached
 
 
-def require_write(request: Request) -> None:
-    settings: Settings = request.app.state.settings
-    if settings.api_token is None:
-        return
-    presented = _presented_token(request)
-    if _matches(presented, settings.api_token.get_secret_value()):
-        return
-    if settings.read_token is not None and _matches(presented, settings.read_token.get_secret_value()):
-        raise ForbiddenError("the read token cannot write; use the API token")
-    raise UnauthenticatedError("the bearer token is not valid")
+async def require_write(request: Request) -> Caller:
+    caller = await _resolve(request, write=True)
+    if not caller.may_write:
+        raise ForbiddenError(f"{caller.name!r} may read but not write")
+    return caller
 
 
-def require_read(request: Request) -> None:
-    settings: Settings = request.app.state.settings
-    if settings.read_token is None:
-        return
-    presented = _presented_token(request)
-    for token in (settings.read_token, settings.api_token):
-        if token is not None and _matches(presented, token.get_secret_value()):
-            return
-    raise UnauthenticatedError("the bearer token is not valid")
+async def require_read(request: Request) -> Caller:
+    return await _resolve(request, write=False)
 
 
 class AuthGate:
@@ -56,8 +88,8 @@ class AuthGate:
     FastAPI reads and parses a body before it runs a route's dependencies, so without this an
     unauthenticated client could make the service read and parse 8 MiB before its 401. The
     routes' `require_write` / `require_read` dependencies stay the one declaration of who may
-    call what: when the routed request first asks for its body, the gate runs that same check.
-    Routes that take no body keep the check as a dependency only.
+    call what: when the routed request first asks for its body, the gate runs that same check
+    and leaves the Caller for the route. Routes that take no body keep the check as a dependency only.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -77,13 +109,13 @@ class AuthGate:
                 # here reaches the client as itself (see errors._http_error).
                 check = _check_of(scope.get("route"))
                 if check is not None:
-                    check(Request(scope))
+                    await check(Request(scope))
             return await receive()
 
         await self.app(scope, receive_after_check, send)
 
 
-def _check_of(route: object) -> Callable[[Request], None] | None:
+def _check_of(route: object) -> Callable[[Request], Awaitable[Caller]] | None:
     if not isinstance(route, APIRoute):
         return None
     calls = {dependency.call for dependency in route.dependant.dependencies}

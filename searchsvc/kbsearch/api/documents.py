@@ -21,36 +21,42 @@ from kbsearch.schemas import (
     SourceList,
     SourceStatusInfo,
 )
+from kbsearch.services.access import Caller
 from kbsearch.services.documents import DocumentService
 
 ERROR_STATUSES = (401, 403, 409, 413, 422, 429, 503)
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in ERROR_STATUSES}
 router = APIRouter(prefix="/api/v1", responses=ERRORS)
 Service = Annotated[DocumentService, Depends(documents_service)]
+Reader = Annotated[Caller, Depends(require_read)]
+Writer = Annotated[Caller, Depends(require_write)]
 
 
-@router.put("/documents", dependencies=[Depends(require_write)], tags=["documents"])
-async def put_document(body: PutDocumentRequest, service: Service) -> PutDocumentResponse:
+@router.put("/documents", tags=["documents"])
+async def put_document(body: PutDocumentRequest, service: Service, caller: Writer) -> PutDocumentResponse:
     """Create or replace one document; identical content and metadata is a no-op."""
-    return await service.put(body)
+    return await service.put(body, caller)
 
 
-@router.delete("/documents", dependencies=[Depends(require_write)], tags=["documents"])
+@router.delete("/documents", tags=["documents"])
 async def delete_document(
     service: Service,
+    caller: Writer,
     uri: UriQuery,
     sourceIdentifier: SourceIdQuery = None,
 ) -> DeleteDocumentResponse:
     """Delete one document and all its chunks; deleting an absent document deletes 0.
 
-    With `sourceIdentifier`, the document is deleted only if it belongs to that source.
+    With `sourceIdentifier`, the document is deleted only if it belongs to that source. A
+    document of a source the caller may not see is answered like an absent one.
     """
-    return DeleteDocumentResponse(uri=uri, chunksDeleted=await service.delete(uri, sourceIdentifier))
+    return DeleteDocumentResponse(uri=uri, chunksDeleted=await service.delete(uri, sourceIdentifier, caller))
 
 
-@router.get("/documents", dependencies=[Depends(require_read)], tags=["documents"])
+@router.get("/documents", tags=["documents"])
 async def list_documents(
     service: Service,
+    caller: Reader,
     sourceIdentifier: SourceIdQuery = None,
     uriPrefix: UriPrefixQuery = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -58,7 +64,7 @@ async def list_documents(
 ) -> DocumentList:
     """Every document, in a stable order, one page at a time."""
     records, next_cursor = await service.list(
-        source_identifier=sourceIdentifier, uri_prefix=uriPrefix, limit=limit, cursor=cursor
+        source_identifier=sourceIdentifier, uri_prefix=uriPrefix, limit=limit, cursor=cursor, caller=caller
     )
     documents = [
         DocumentInfo(uri=r.uri, checksum=r.checksum, chunks=r.chunks, metadata=r.metadata, ingestedAt=r.ingested_at)
@@ -67,21 +73,22 @@ async def list_documents(
     return DocumentList(documents=documents, nextCursor=next_cursor)
 
 
-@router.delete(f"/sources/{SOURCE_PATH}", dependencies=[Depends(require_write)], tags=["sources"])
-async def delete_source(sourceIdentifier: SourceIdPath, service: Service) -> DeleteSourceResponse:
+@router.delete(f"/sources/{SOURCE_PATH}", tags=["sources"])
+async def delete_source(sourceIdentifier: SourceIdPath, service: Service, caller: Writer) -> DeleteSourceResponse:
     """Delete every document of one source, however many chunks it has."""
-    documents, chunks = await service.delete_source(sourceIdentifier)
+    documents, chunks = await service.delete_source(sourceIdentifier, caller)
     return DeleteSourceResponse(sourceIdentifier=sourceIdentifier, documentsDeleted=documents, chunksDeleted=chunks)
 
 
-@router.get(f"/sources/{SOURCE_PATH}", dependencies=[Depends(require_read)], tags=["sources"])
-async def source_status(sourceIdentifier: SourceIdPath, service: Service) -> SourceStatusInfo:
+@router.get(f"/sources/{SOURCE_PATH}", tags=["sources"])
+async def source_status(sourceIdentifier: SourceIdPath, service: Service, caller: Reader) -> SourceStatusInfo:
     """One source's document, chunk and incomplete-document counts, with the collection epoch.
 
     Engine counts filtered on the source, never a scan of the collection. A source with no
-    documents answers zeros, not 404: zero is what a reset collection looks like.
+    documents answers zeros, not 404: zero is what a reset collection looks like. A source the
+    caller may not see answers the same zeros.
     """
-    status, epoch = await service.source_status(sourceIdentifier)
+    status, epoch = await service.source_status(sourceIdentifier, caller)
     return SourceStatusInfo(
         sourceIdentifier=status.source_identifier,
         documents=status.documents,
@@ -92,9 +99,9 @@ async def source_status(sourceIdentifier: SourceIdPath, service: Service) -> Sou
     )
 
 
-@router.get("/sources", dependencies=[Depends(require_read)], tags=["sources"])
-async def list_sources(service: Service) -> SourceList:
-    """Every source with its document and chunk counts."""
+@router.get("/sources", tags=["sources"])
+async def list_sources(service: Service, caller: Reader) -> SourceList:
+    """Every source the caller may see, with its document and chunk counts."""
     sources = [
         SourceInfo(
             sourceIdentifier=s.source_identifier,
@@ -102,6 +109,6 @@ async def list_sources(service: Service) -> SourceList:
             chunks=s.chunks,
             lastIngestedAt=s.last_ingested_at,
         )
-        for s in await service.sources()
+        for s in await service.sources(caller)
     ]
     return SourceList(sources=sources)

@@ -12,19 +12,20 @@ from kbsearch.api.deps import search_service
 from kbsearch.api.params import SourceIdListQuery, UriPrefixQuery
 from kbsearch.errors import InvalidRequestError
 from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse, SearchResult
+from kbsearch.services.access import Caller
 from kbsearch.services.search import SearchService
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["search"],
-    dependencies=[Depends(require_read)],
     responses={code: {"model": ErrorResponse} for code in (401, 422, 503)},
 )
 Service = Annotated[SearchService, Depends(search_service)]
+Reader = Annotated[Caller, Depends(require_read)]
 
 
-async def _run(request: SearchRequest, service: SearchService, response: Response) -> SearchResponse:
-    outcome = await service.search(request)
+async def _run(request: SearchRequest, service: SearchService, response: Response, caller: Caller) -> SearchResponse:
+    outcome = await service.search(request, caller)
     # Query embedding and engine time apart, for benchmarks and dashboards.
     response.headers["Server-Timing"] = f"embed;dur={outcome.embed_ms:.2f}, engine;dur={outcome.engine_ms:.2f}"
     results = [
@@ -46,15 +47,16 @@ async def _run(request: SearchRequest, service: SearchService, response: Respons
 
 
 @router.post("/search")
-async def search(body: SearchRequest, service: Service, response: Response) -> SearchResponse:
-    """Hybrid (default), dense or keyword search with optional filters."""
-    return await _run(body, service, response)
+async def search(body: SearchRequest, service: Service, response: Response, caller: Reader) -> SearchResponse:
+    """Hybrid (default), dense or keyword search with optional filters, within the caller's sources."""
+    return await _run(body, service, response, caller)
 
 
 @router.get("/search")
 async def search_get(
     service: Service,
     response: Response,
+    caller: Reader,
     q: Annotated[str, Query(min_length=1, max_length=1000)],
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid",
@@ -75,4 +77,4 @@ async def search_get(
             for e in exc.errors()
         ]
         raise InvalidRequestError(f"{errors[0]['field']}: {errors[0]['message']}", details={"errors": errors}) from exc
-    return await _run(request, service, response)
+    return await _run(request, service, response, caller)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
@@ -12,6 +12,7 @@ from kbsearch import __version__
 from kbsearch.api.auth import require_read
 from kbsearch.api.deps import ready_state
 from kbsearch.api.errors import error_response
+from kbsearch.services.access import Caller
 from kbsearch.services.runtime import in_thread, store_call
 from kbsearch.store.health import DATA_DIR_GONE
 
@@ -49,12 +50,12 @@ async def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/api/v1/status", dependencies=[Depends(require_read)])
-async def status(request: Request) -> dict[str, Any]:
-    """Version, store, embedder and chunker settings, with live counts."""
+@router.get("/api/v1/status")
+async def status(request: Request, caller: Annotated[Caller, Depends(require_read)]) -> dict[str, Any]:
+    """Version, store, embedder and chunker settings, with live counts of what the caller may see."""
     state = ready_state(request)
     settings = state.settings
-    documents, chunks = await store_call(state.store.count)
+    documents, chunks = await state.documents.count(caller)
     epoch = await store_call(state.store.collection_epoch)
     min_chars, max_chars = settings.chunk_range
     return {
@@ -81,7 +82,9 @@ async def status(request: Request) -> dict[str, Any]:
         },
         "search": {"rrfK": settings.rrf_k, "candidates": settings.search_candidates},
         "auth": {
-            "writeTokenRequired": settings.api_token is not None,
-            "readTokenRequired": settings.read_token is not None,
+            "writeTokenRequired": request.app.state.authenticator.writes_need_token,
+            "readTokenRequired": settings.read_token is not None or settings.authenticates,
+            "mode": settings.auth_mode,
+            "caller": caller.name,
         },
     }

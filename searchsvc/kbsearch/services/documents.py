@@ -21,6 +21,7 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import (
     ConflictError,
     DocumentTooLargeError,
+    ForbiddenError,
     InvalidRequestError,
     OverloadedError,
     WriteConflictError,
@@ -28,6 +29,7 @@ from kbsearch.errors import (
 from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, ChunkPoint, DocumentRecord, ParsedDocument, SourceStats, SourceStatus
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
+from kbsearch.services.access import Caller, narrow
 from kbsearch.services.batching import EmbeddingBatcher
 from kbsearch.services.locks import KeyedLocks, SharedExclusiveLocks
 from kbsearch.services.runtime import in_thread, run_to_completion, store_call
@@ -129,7 +131,8 @@ class DocumentService:
         self._pending = 0
         self._batcher = EmbeddingBatcher(embedder)
 
-    async def put(self, request: PutDocumentRequest) -> PutDocumentResponse:
+    async def put(self, request: PutDocumentRequest, caller: Caller) -> PutDocumentResponse:
+        require_writer(caller, request.source_identifier)
         size = len(request.content.encode("utf-8"))
         if size > self.max_document_bytes:
             raise DocumentTooLargeError(
@@ -148,7 +151,7 @@ class DocumentService:
             # The shared source gate keeps a bulk delete of this source from running between
             # our chunk writes and our manifest write.
             async with self._uri_locks.hold(request.uri), self._source_gate(source):
-                response = await self._put_locked(request)
+                response = await self._put_locked(request, caller)
         finally:
             self._pending -= 1
         self.metrics.documents_written.labels(response.status).inc()
@@ -164,7 +167,7 @@ class DocumentService:
     def _source_gate(self, source: str | None) -> contextlib.AbstractAsyncContextManager[None]:
         return self._source_gates.shared(source) if source else contextlib.nullcontext()
 
-    async def _put_locked(self, request: PutDocumentRequest) -> PutDocumentResponse:
+    async def _put_locked(self, request: PutDocumentRequest, caller: Caller) -> PutDocumentResponse:
         checksum = "sha256:" + sha256_hex(request.content)
         prepared: _Prepared | None = None
         for _ in range(CLAIM_ATTEMPTS):
@@ -173,6 +176,10 @@ class DocumentService:
             if owner is not None and owner != request.source_identifier:
                 # Two sources mirroring the same files would otherwise overwrite and delete each
                 # other's documents; the first owner keeps the URI until it lets go.
+                if not caller.scope.allows(owner):  # say that the URI is taken, never by whom
+                    raise ConflictError(
+                        f"document {request.uri!r} belongs to another source", code="URI_OWNED_BY_OTHER_SOURCE"
+                    )
                 raise ConflictError(
                     f"document {request.uri!r} belongs to source {owner!r}; delete it from that source first",
                     code="URI_OWNED_BY_OTHER_SOURCE",
@@ -339,21 +346,29 @@ class DocumentService:
             by_hash.update(zip(missing, vectors, strict=True))
         return [by_hash[h] for h in hashes], len(missing)
 
-    async def delete(self, uri: str, source_identifier: str | None = None) -> int:
-        """Delete one document; with a source given, only if the document belongs to it."""
+    async def delete(self, uri: str, source_identifier: str | None, caller: Caller) -> int:
+        """Delete one document; with a source given, only if the document belongs to it.
+
+        A document of a source the caller may not write is answered like an absent one (0).
+        """
+        require_writer(caller, source_identifier, check_source=source_identifier is not None)
         await self._require_writable()
         async with self._uri_locks.hold(uri):
-            deleted = await run_to_completion(self._delete_locked(uri, source_identifier))
+            deleted = await run_to_completion(self._delete_locked(uri, source_identifier, caller))
         self.metrics.chunks_deleted.inc(deleted)
         return deleted
 
-    async def _delete_locked(self, uri: str, source_identifier: str | None) -> int:
+    async def _delete_locked(self, uri: str, source_identifier: str | None, caller: Caller) -> int:
         """Mark the record incomplete, then delete the chunks, then the record."""
         for _ in range(CLAIM_ATTEMPTS):
             existing = await store_call(self.store.get_document, uri)
             if source_identifier is not None and (existing is None or existing.source_identifier != source_identifier):
                 return 0
+            if existing is not None and not caller.scope.allows(existing.source_identifier):
+                return 0
             if existing is None:
+                if not caller.scope.unrestricted:
+                    return 0  # stray chunks carry no owner a scoped caller could be checked against
                 # No record: only chunks a killed process may have left, which no reader trusts.
                 return await store_call(self.store.delete_chunks, uri)
             claim = dataclasses.replace(
@@ -368,7 +383,8 @@ class DocumentService:
             f"document {uri!r} kept changing under this delete (another replica is writing it); retry"
         )
 
-    async def delete_source(self, source_identifier: str) -> tuple[int, int]:
+    async def delete_source(self, source_identifier: str, caller: Caller) -> tuple[int, int]:
+        require_writer(caller, source_identifier)
         await self._require_writable()
         async with self._source_gates.exclusive(source_identifier):
             documents, chunks = await run_to_completion(store_call(self.store.delete_source, source_identifier))
@@ -377,23 +393,51 @@ class DocumentService:
         return documents, chunks
 
     async def list(
-        self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
-    ) -> tuple[list[DocumentRecord], str | None]:
+        self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None, caller: Caller
+    ) -> tuple[builtins.list[DocumentRecord], str | None]:
         start = decode_cursor(cursor) if cursor else None
+        allowed = await caller.scope.resolve(self.store)
+        if allowed is not None:
+            allowed = narrow([source_identifier] if source_identifier else None, allowed)
+            if not allowed:
+                return [], None
         records, next_id = await store_call(
             lambda: self.store.list_documents(
-                source_identifier=source_identifier, uri_prefix=uri_prefix, limit=limit, cursor=start
+                source_identifier=source_identifier, uri_prefix=uri_prefix, limit=limit, cursor=start, allowed=allowed
             )
         )
         return records, encode_cursor(next_id) if next_id else None
 
-    async def sources(self) -> builtins.list[SourceStats]:  # `list` here is the method above
-        return await store_call(self.store.list_sources)
+    async def sources(self, caller: Caller) -> builtins.list[SourceStats]:  # `list` here is the method above
+        allowed = await caller.scope.resolve(self.store)
+        if allowed == []:
+            return []
+        return await store_call(self.store.list_sources, allowed)
 
-    async def source_status(self, source_identifier: str) -> tuple[SourceStatus, str]:
-        """One source's counts and the collection epoch they were read from."""
-        status = await store_call(self.store.source_status, source_identifier)
+    async def source_status(self, source_identifier: str, caller: Caller) -> tuple[SourceStatus, str]:
+        """One source's counts and the collection epoch; a source out of scope looks like an unknown one."""
+        if caller.scope.allows(source_identifier):
+            status = await store_call(self.store.source_status, source_identifier)
+        else:
+            status = SourceStatus(source_identifier, 0, 0, 0, None)
         return status, await store_call(self.store.collection_epoch)
+
+    async def count(self, caller: Caller) -> tuple[int, int]:
+        """(documents, chunks) the caller may see."""
+        allowed = await caller.scope.resolve(self.store)
+        if allowed == []:
+            return 0, 0
+        return await store_call(self.store.count, allowed)
+
+
+def require_writer(caller: Caller, source_identifier: str | None, *, check_source: bool = True) -> None:
+    """403 unless the caller may write, and may write this source (its patterns match it)."""
+    if not caller.may_write:
+        raise ForbiddenError(f"{caller.name!r} may read but not write")
+    if check_source and not caller.scope.allows(source_identifier):
+        raise ForbiddenError(
+            f"{caller.name!r} may not write this source", code="SOURCE_FORBIDDEN", details={"caller": caller.name}
+        )
 
 
 @dataclasses.dataclass(slots=True)

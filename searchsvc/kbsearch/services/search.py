@@ -9,6 +9,7 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchFilter, SearchHit
 from kbsearch.schemas import SearchRequest
+from kbsearch.services.access import Caller, narrow
 from kbsearch.services.runtime import embed_call, store_call
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -43,14 +44,18 @@ class SearchService:
         self.rrf_k = rrf_k
         self.candidates = candidates
 
-    async def search(self, request: SearchRequest) -> SearchOutcome:
+    async def search(self, request: SearchRequest, caller: Caller) -> SearchOutcome:
         started = time.perf_counter()
+        raw = request.filter
+        requested = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier
+        # The caller's scope is part of the engine filter, so `limit` is filled from what it may see.
+        sources = narrow(requested, await caller.scope.resolve(self.store))
+        if sources == []:
+            return SearchOutcome(hits=[], embed_ms=0.0, engine_ms=(time.perf_counter() - started) * 1000)
         dense = await embed_call(self.embedder.embed_query, request.query) if request.mode != "keyword" else None
         sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
 
-        raw = request.filter
-        sources = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier
         search_filter = SearchFilter(source_identifiers=sources, uri_prefix=raw.uriPrefix, metadata=raw.metadata)
         hits = await store_call(
             lambda: self.store.search(

@@ -165,23 +165,31 @@ class VectorStore(ABC):
         uri_prefix: str | None,
         limit: int,
         cursor: str | None,
+        allowed: list[str] | None = None,
     ) -> tuple[list[DocumentRecord], str | None]:
         """Document records in point-id order, starting at `cursor` (a point id).
+
+        `allowed` (a caller's scope, exact ids) is one more engine filter; None: every source.
 
         The order is fixed by the deterministic ids, so paging while documents are written
         never skips or repeats a document that exists throughout.
         """
 
     @abstractmethod
-    def list_sources(self) -> list[SourceStats]: ...
+    def list_sources(self, allowed: list[str] | None = None) -> list[SourceStats]:
+        """Every source (or those of `allowed`) with its counts."""
+
+    @abstractmethod
+    def source_identifiers(self) -> list[str]:
+        """Every sourceIdentifier of a document record: a facet, not a scan (resolves scope globs)."""
 
     @abstractmethod
     def source_status(self, source_identifier: str) -> SourceStatus:
         """Counts for one source from filtered engine counts; zeros for an unknown source."""
 
     @abstractmethod
-    def count(self) -> tuple[int, int]:
-        """(documents, chunks) in the collection."""
+    def count(self, allowed: list[str] | None = None) -> tuple[int, int]:
+        """(documents, chunks) in the collection, or in the sources of `allowed`."""
 
     @abstractmethod
     def search(

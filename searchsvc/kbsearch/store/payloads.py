@@ -351,6 +351,11 @@ def source_conditions(source_identifier: str) -> dict[str, list[Condition]]:
     }
 
 
+def scope_conditions(allowed: list[str] | None) -> list[Condition]:
+    """A caller's scope as an engine filter: None is every source; callers never pass an empty list."""
+    return [] if allowed is None else [MatchAny(SOURCE, list(allowed))]
+
+
 def incomplete_conditions() -> list[Condition]:
     return [Match(KIND, KIND_DOCUMENT), Match(CHECKSUM, INCOMPLETE)]
 

@@ -151,12 +151,18 @@ class PointStore(VectorStore):
             )
 
     def list_documents(
-        self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None
+        self,
+        *,
+        source_identifier: str | None,
+        uri_prefix: str | None,
+        limit: int,
+        cursor: str | None,
+        allowed: list[str] | None = None,
     ) -> tuple[list[DocumentRecord], str | None]:
         offset = pl.parse_cursor(cursor)
         with self._guard("list documents"):
             records, next_offset = self._scroll_page(
-                pl.document_conditions(source_identifier, uri_prefix),
+                pl.document_conditions(source_identifier, uri_prefix) + pl.scope_conditions(allowed),
                 offset=offset,
                 limit=limit,
                 payload=True,
@@ -165,9 +171,9 @@ class PointStore(VectorStore):
         documents = [pl.document_from_payload(r.payload or {}) for r in records]
         return documents, (str(next_offset) if next_offset is not None else None)
 
-    def list_sources(self) -> list[SourceStats]:
+    def list_sources(self, allowed: list[str] | None = None) -> list[SourceStats]:
         with self._guard("list sources"):
-            documents = pl.tally_documents(self._document_payloads([SOURCE, INGESTED_AT]))
+            documents = pl.tally_documents(self._document_payloads([SOURCE, INGESTED_AT], allowed))
             if not documents:
                 return []
             sources = list(documents)
@@ -175,9 +181,19 @@ class PointStore(VectorStore):
             chunks = self._facet(SOURCE, [pl.Match(KIND, KIND_CHUNK), pl.MatchAny(SOURCE, sources)], len(sources))
         return pl.source_stats(documents, chunks)
 
-    def count(self) -> tuple[int, int]:
+    def source_identifiers(self) -> list[str]:
+        documents: list[pl.Condition] = [pl.Match(KIND, KIND_DOCUMENT)]
+        with self._guard("list source identifiers"):
+            # The record count bounds the distinct sources, so the facet drops none.
+            return sorted(self._facet(SOURCE, documents, max(self._count(documents), 1)))
+
+    def count(self, allowed: list[str] | None = None) -> tuple[int, int]:
+        scope = pl.scope_conditions(allowed)
         with self._guard("count points"):
-            return self._count([pl.Match(KIND, KIND_DOCUMENT)]), self._count([pl.Match(KIND, KIND_CHUNK)])
+            return (
+                self._count([pl.Match(KIND, KIND_DOCUMENT), *scope]),
+                self._count([pl.Match(KIND, KIND_CHUNK), *scope]),
+            )
 
     def search(
         self,
@@ -214,8 +230,8 @@ class PointStore(VectorStore):
             records = self._retrieve(list({document_point_id(h.uri) for h in hits}), [KIND, URI, METADATA])
         return pl.with_metadata(hits, (r.payload or {} for r in records))
 
-    def _document_payloads(self, fields: list[str]) -> Iterator[dict[str, Any]]:
-        for record in self._scroll_all([pl.Match(KIND, KIND_DOCUMENT)], payload=fields):
+    def _document_payloads(self, fields: list[str], allowed: list[str] | None = None) -> Iterator[dict[str, Any]]:
+        for record in self._scroll_all([pl.Match(KIND, KIND_DOCUMENT), *pl.scope_conditions(allowed)], payload=fields):
             yield record.payload or {}
 
     def _scroll_all(

@@ -1,0 +1,78 @@
+"""Who is calling and which sources it may see: the caller, its scope, and the scope's engine filter.
+
+A scope is a list of patterns over sourceIdentifier: exact ids, and globs (`fnmatch` rules,
+case-sensitive; `*` also matches `/`). `*` alone is every source, and the only scope that sees
+documents without a sourceIdentifier. Globs are resolved to exact ids against the sources the
+store knows (a facet over the document records), so the engine filters on an exact list and
+`limit`, counts and paging stay exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from kbsearch.services.runtime import store_call
+from kbsearch.store.base import VectorStore
+
+EVERYTHING = "*"
+_GLOB_CHARS = frozenset("*?[")
+
+
+def is_glob(pattern: str) -> bool:
+    return any(ch in _GLOB_CHARS for ch in pattern)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceScope:
+    patterns: tuple[str, ...] = ()
+
+    @classmethod
+    def everything(cls) -> SourceScope:
+        return cls((EVERYTHING,))
+
+    @property
+    def unrestricted(self) -> bool:
+        return EVERYTHING in self.patterns
+
+    def allows(self, source_identifier: str | None) -> bool:
+        if self.unrestricted:
+            return True
+        if source_identifier is None:
+            return False
+        return any(fnmatchcase(source_identifier, p) if is_glob(p) else source_identifier == p for p in self.patterns)
+
+    async def resolve(self, store: VectorStore) -> list[str] | None:
+        """The exact source ids this scope may read now; None means every source (no filter)."""
+        if self.unrestricted:
+            return None
+        exact = {p for p in self.patterns if not is_glob(p)}
+        globs = [p for p in self.patterns if is_glob(p)]
+        if globs:
+            known = await store_call(store.source_identifiers)
+            exact.update(s for s in known if any(fnmatchcase(s, g) for g in globs))
+        return sorted(exact)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated identity: its name (for logs, never a token), write right and read scope."""
+
+    name: str
+    may_write: bool
+    scope: SourceScope
+
+    @classmethod
+    def anonymous(cls) -> Caller:
+        """The caller of a service with no tokens configured (single-tenant, loopback)."""
+        return cls("anonymous", True, SourceScope.everything())
+
+
+def narrow(requested: list[str] | None, allowed: list[str] | None) -> list[str] | None:
+    """The sources a query may touch: the caller's own filter intersected with its scope."""
+    if allowed is None:
+        return requested
+    if requested is None:
+        return allowed
+    permitted = set(allowed)
+    return [s for s in requested if s in permitted]
