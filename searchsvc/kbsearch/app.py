@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -23,6 +24,9 @@ from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
 from kbsearch.services.search import SearchService
 from kbsearch.services.tokens import StaticTokens, legacy_entries
+
+if TYPE_CHECKING:
+    from kbsearch.services.kubeauth import KubernetesAuth
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -120,8 +124,6 @@ def create_app(
 
 
 def build_authenticator(settings: Settings) -> Authenticator:
-    if settings.auth_mode == "kubernetes":
-        raise ConfigurationError("SEARCHSVC_AUTH_MODE=kubernetes is not available in this version; use tokens")
     secret = settings.api_token.get_secret_value() if settings.api_token else None
     read = settings.read_token.get_secret_value() if settings.read_token else None
     tokens = StaticTokens(settings.tokens_file, legacy_entries(secret, read))
@@ -129,4 +131,22 @@ def build_authenticator(settings: Settings) -> Authenticator:
         tokens,
         reads_need_token=settings.authenticates or read is not None,
         writes_need_token=settings.authenticates or secret is not None,
+        kubernetes=_kubernetes_auth(settings) if settings.auth_mode == "kubernetes" else None,
     )
+
+
+def _kubernetes_auth(settings: Settings) -> KubernetesAuth:
+    from kbsearch.services.kubeauth import KubernetesAuth  # the client is slow to import; tokens mode skips it
+
+    try:
+        return KubernetesAuth.from_environment(
+            audiences=settings.audiences,
+            writers=settings.writers,
+            cache_seconds=settings.auth_cache_seconds,
+            cache_size=settings.auth_cache_size,
+            timeout_s=settings.auth_timeout_seconds,
+        )
+    except Exception as exc:  # noqa: BLE001 - the client's configuration errors have no common base
+        raise ConfigurationError(
+            f"SEARCHSVC_AUTH_MODE=kubernetes: no Kubernetes API configuration (in-cluster or KUBECONFIG): {exc}"
+        ) from None

@@ -13,7 +13,8 @@ ServiceError
 └── UnavailableError           503  transient: store or embedder not usable now
     ├── NotReadyError               still starting up
     ├── StoreUnavailableError       the vector store failed or is unreachable
-    └── EmbedderUnavailableError    the embedding provider failed after retries
+    ├── EmbedderUnavailableError    the embedding provider failed after retries
+    └── AuthUnavailableError        a Kubernetes token or access review could not be decided
 
 ConfigurationError is not an HTTP error: it stops start-up with a message (for example an
 embedder that does not match the collection's vectors).
@@ -110,3 +111,9 @@ class EmbedderUnavailableError(UnavailableError):
 
 class ConfigurationError(Exception):
     """A setting or stored state that makes start-up impossible; the message says how to fix it."""
+
+
+class AuthUnavailableError(UnavailableError):
+    """Fail closed: no answer rather than an unscoped one."""
+
+    code = "AUTH_UNAVAILABLE"

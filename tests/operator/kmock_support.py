@@ -16,7 +16,8 @@ kmock's stock emulator is not enough for kopf (see shared/notes/platform.md); th
 6. knows the operator by its bearer token (the kubeconfig's), records each of its requests in
    `operator_requests`, and, once `rules` is set (the chart's RBAC, see rbac.py), answers 403
    to any request the rules do not allow and keeps it in `denied`;
-7. expires watches on demand (`expire_watches`): open streams end with an ERROR event holding
+7. answers TokenReview and SubjectAccessReview from a script (`reviews`, see kmock_reviews.py);
+8. expires watches on demand (`expire_watches`): open streams end with an ERROR event holding
    a 410 Status, and a watch from an older resourceVersion gets the same, so a client must
    re-list, as after an etcd compaction.
 It ignores label and field selectors, evaluates no CEL rules, and cannot parse a cluster-wide
@@ -50,6 +51,7 @@ import yaml
 from kmock import action
 
 from tests.operator.crdschema import StructuralSchema, knowledge_source_schema
+from tests.operator.kmock_reviews import ReviewScript
 from tests.operator.rbac import ApiRequest, Rules, verb_of
 
 GROUP, VERSION, PLURAL = "kb.knowledgebase.dev", "v1alpha1", "knowledgesources"
@@ -79,6 +81,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.denied: list[ApiRequest] = []
         self._compacted: dict[Any, int] = {}
         self.expired_watches = 0
+        #: TokenReview and SubjectAccessReview, answered as the test scripts them.
+        self.reviews = ReviewScript()
         self.resources[KS] = kmock.ResourceInfo(
             kind="KnowledgeSource",
             singular="knowledgesource",
@@ -92,6 +96,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.resources[NAMESPACES] = kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs=_VERBS)
 
     async def _handle(self, request: kmock.Request) -> Any:
+        review = await self.reviews.answer(_method(request), request.url.path, request.data)
+        if review is not None:
+            return review
         self._authorize(request)
         if request.resource is None or request.action not in (action.CREATE, action.UPDATE, action.DELETE):
             return await super()._handle(request)

@@ -1,8 +1,9 @@
 """The one place that turns a request into a Caller: who it is, whether it writes, what it sees.
 
 Static tokens (the tokens file and the legacy SEARCHSVC_API_TOKEN / SEARCHSVC_READ_TOKEN) are
-matched by their sha256. With neither a tokens file nor Kubernetes mode, reads stay open when
-no read token is set, and writes too when no API token is set (single-tenant, loopback).
+matched by their sha256; in Kubernetes mode any other token goes to a TokenReview. With neither
+a tokens file nor Kubernetes mode, reads stay open when no read token is set, and writes too
+when no API token is set (single-tenant, loopback).
 
 The scheme is matched case-insensitively (`bearer`, `BEARER`): RFC 9110 makes auth schemes
 case-insensitive and RFC 6750 inherits that. A token is accepted only in the Authorization
@@ -12,14 +13,20 @@ header: a request with `access_token` in its query string is refused, whatever i
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kbsearch.api.deps import ready_state
 from kbsearch.errors import ForbiddenError, UnauthenticatedError
 from kbsearch.services.access import Caller, SourceScope
+from kbsearch.services.runtime import store_call
 from kbsearch.services.tokens import StaticTokens, usable_token
+
+if TYPE_CHECKING:  # imported only in Kubernetes mode: the client is slow to import
+    from kbsearch.services.kubeauth import KubernetesAuth
 
 # Far above any real token (a ServiceAccount JWT is ~1-2 KB); longer ones are refused unread.
 MAX_TOKEN_CHARS = 8192
@@ -28,8 +35,16 @@ _OPEN_READER = Caller("anonymous", False, SourceScope.everything())
 
 
 class Authenticator:
-    def __init__(self, tokens: StaticTokens, *, reads_need_token: bool, writes_need_token: bool) -> None:
+    def __init__(
+        self,
+        tokens: StaticTokens,
+        *,
+        reads_need_token: bool,
+        writes_need_token: bool,
+        kubernetes: KubernetesAuth | None = None,
+    ) -> None:
         self.tokens = tokens
+        self.kubernetes = kubernetes
         self.reads_need_token = reads_need_token
         self.writes_need_token = writes_need_token
 
@@ -44,9 +59,19 @@ class Authenticator:
         caller = self.tokens.table().lookup(token)
         if caller is not None:
             return caller
+        if self.kubernetes is not None:  # static tokens first, then the API server's TokenReview
+            caller = await self.kubernetes.caller(token, lambda: _known_sources(request))
+            if caller is not None:
+                return caller
         if not needed:
             return _OPEN_READER  # reads are open: a wrong token reads what no token reads
         raise UnauthenticatedError("the bearer token is not valid")
+
+
+async def _known_sources(request: Request) -> list[str]:
+    store = ready_state(request).store
+    sources: list[str] = await store_call(store.source_identifiers)
+    return sources
 
 
 def _presented_token(header: str | None) -> str:

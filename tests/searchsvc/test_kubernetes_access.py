@@ -1,0 +1,208 @@
+"""Kubernetes mode: TokenReview and SubjectAccessReview over real HTTP to the kmock API server.
+
+The service's own client code (kbsearch.services.kubeauth) talks to the emulator through a
+kubeconfig, as it would to an API server; the emulator answers the reviews from a script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.operator.kmock_support import KubeEmulator, kube, kubeconfig  # noqa: F401  # fixtures
+from tests.support.service import running_service
+
+WRITER, WRITER_NAME = "operator-token-1", "system:serviceaccount:kb-system:kb-operator"
+AGENT_A, AGENT_A_NAME = "agent-a-token", "system:serviceaccount:team-a:agent"
+NAMED, NAMED_NAME = "named-token", "system:serviceaccount:team-a:runbook-reader"
+STRANGER = "stranger-token"  # a valid identity with no grants
+SOURCES = {
+    "team-a/docs": ["https://git.example/a/docs/one.md", "https://git.example/a/docs/two.md"],
+    "team-a/runbooks": ["https://git.example/a/runbooks/pager.md"],
+    "team-b/docs": ["https://git.example/b/docs/secret.md", "https://git.example/b/docs/plans.md"],
+    "plain-source": ["https://git.example/plain/readme.md"],
+}
+B_WORD = "zebrafish"
+API_PATHS = [
+    ("GET", "/api/v1/documents"),
+    ("GET", "/api/v1/sources"),
+    ("GET", "/api/v1/sources/team-a%2Fdocs"),
+    ("GET", "/api/v1/status"),
+    ("GET", "/api/v1/search?q=deploys"),
+    ("POST", "/api/v1/search"),
+]
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def content(source: str, uri: str) -> str:
+    secret = f" The {B_WORD} plans are here." if source.startswith("team-b") else ""
+    return f"# {uri}\n\nHow we run deploys and restarts, for {source}.{secret}\n"
+
+
+@pytest.fixture
+def reviews(kube: KubeEmulator):  # noqa: F811
+    script = kube.reviews
+    script.user(WRITER, WRITER_NAME)
+    script.user(AGENT_A, AGENT_A_NAME, ["system:serviceaccounts"])
+    script.user(NAMED, NAMED_NAME)
+    script.user(STRANGER, "system:serviceaccount:team-c:agent")
+    script.grants |= {(AGENT_A_NAME, "team-a", None), (NAMED_NAME, "team-a", "runbooks")}
+    return script
+
+
+@pytest.fixture
+async def service(reviews, kubeconfig, tmp_path):  # noqa: F811
+    async with running_service(
+        "edge",
+        tmp_path / "data",
+        auth_mode="kubernetes",
+        kubernetes_writers=WRITER_NAME,
+        kubernetes_audiences="search-service",
+        auth_cache_seconds=1,
+        auth_timeout_seconds=1,
+    ) as client:
+        for source, uris in SOURCES.items():
+            for uri in uris:
+                body = {"uri": uri, "content": content(source, uri), "metadata": {"sourceIdentifier": source}}
+                response = await client.put("/api/v1/documents", json=body, headers=bearer(WRITER))
+                assert response.status_code == 200, response.text
+        yield client
+
+
+async def visible_sources(client: httpx.AsyncClient, token: str) -> list[str]:
+    response = await client.get("/api/v1/sources", headers=bearer(token))
+    assert response.status_code == 200, response.text
+    return [s["sourceIdentifier"] for s in response.json()["sources"]]
+
+
+def no_leak(payload: object, *hidden: str) -> None:
+    text = json.dumps(payload)
+    for word in hidden:
+        assert word not in text, f"{word!r} leaked: {text[:400]}"
+
+
+async def test_a_namespace_grant_reads_that_namespace_and_nothing_else(service, reviews):
+    assert await visible_sources(service, AGENT_A) == ["team-a/docs", "team-a/runbooks"]
+    hidden = ("team-b", "/b/", B_WORD, "plain")
+    for mode in ("hybrid", "dense", "keyword"):
+        for search_filter in ({}, {"sourceIdentifier": "team-b/docs"}, {"uriPrefix": "https://git.example/b/"}):
+            for limit in (1, 100):
+                body = {"query": f"{B_WORD} deploys", "mode": mode, "limit": limit, "filter": search_filter}
+                response = await service.post("/api/v1/search", json=body, headers=bearer(AGENT_A))
+                assert response.status_code == 200, response.text
+                results = response.json()["results"]
+                no_leak(results, *hidden)
+                if not search_filter:
+                    assert len(results) == min(limit, 3)
+    listing = (await service.get("/api/v1/documents", headers=bearer(AGENT_A))).json()
+    assert sorted(d["uri"] for d in listing["documents"]) == sorted(SOURCES["team-a/docs"] + SOURCES["team-a/runbooks"])
+    store = (await service.get("/api/v1/status", headers=bearer(AGENT_A))).json()["store"]
+    assert store["documents"] == 3
+    other = (await service.get("/api/v1/sources/team-b%2Fdocs", headers=bearer(AGENT_A))).json()
+    assert other["documents"] == other["chunks"] == 0
+    b_uri = SOURCES["team-b/docs"][0]
+    refused = await service.delete("/api/v1/documents", params={"uri": b_uri}, headers=bearer(AGENT_A))
+    assert refused.status_code == 403
+    assert await visible_sources(service, WRITER) == sorted(SOURCES)
+    # Every decision asked about this identity, as the identity the TokenReview gave.
+    assert {r["spec"]["user"] for r in reviews.access_reviews} == {AGENT_A_NAME}
+    assert all(r["spec"]["groups"] == ["system:serviceaccounts"] for r in reviews.access_reviews)
+    assert reviews.token_reviews[0]["spec"]["audiences"] == ["search-service"]
+
+
+async def test_a_grant_on_one_knowledgesource_reads_only_that_source(service):
+    assert await visible_sources(service, NAMED) == ["team-a/runbooks"]
+
+
+async def test_an_identity_without_grants_gets_empty_answers(service):
+    assert await visible_sources(service, STRANGER) == []
+    response = await service.get("/api/v1/search", params={"q": "deploys"}, headers=bearer(STRANGER))
+    assert response.status_code == 200 and response.json()["results"] == []
+
+
+async def test_an_invalid_token_is_401(service):
+    response = await service.get("/api/v1/sources", headers=bearer("not-a-real-token"))
+    assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+    assert (await service.get("/api/v1/sources")).status_code == 401
+
+
+async def test_a_revoked_grant_takes_effect_within_the_cache_lifetime(service, reviews):
+    assert await visible_sources(service, AGENT_A) == ["team-a/docs", "team-a/runbooks"]
+    reviews.grants.discard((AGENT_A_NAME, "team-a", None))
+    deadline = time.monotonic() + 15  # the cache lives 1 s; generous for a loaded machine
+    while await visible_sources(service, AGENT_A):
+        assert time.monotonic() < deadline, "the revoked grant is still honoured"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_failing_review_api_is_503_everywhere_and_never_a_stale_allow(service, reviews):
+    assert await visible_sources(service, AGENT_A) == ["team-a/docs", "team-a/runbooks"]
+    reviews.failing = True
+    deadline = time.monotonic() + 15  # until the cached decisions of AGENT_A have expired
+    while (await service.get("/api/v1/sources", headers=bearer(AGENT_A))).status_code == 200:
+        assert time.monotonic() < deadline, "a cached allow outlived its lifetime"
+        await asyncio.sleep(0.1)
+    for token in (AGENT_A, "fresh-token"):
+        for method, path in API_PATHS:
+            body = {"query": "deploys"} if method == "POST" else None
+            response = await service.request(method, path, json=body, headers=bearer(token))
+            assert response.status_code == 503, (path, response.text)
+            assert response.json()["error"]["code"] == "AUTH_UNAVAILABLE"
+            assert int(response.headers["retry-after"]) >= 1
+    assert (await service.get("/healthz")).status_code == 200
+
+
+async def test_a_slow_review_api_hits_the_timeout(service, reviews):
+    reviews.delay_s = 5.0  # the service waits 1 s
+    response = await service.get("/api/v1/sources", headers=bearer("slow-token"))
+    assert response.status_code == 503 and response.json()["error"]["code"] == "AUTH_UNAVAILABLE"
+
+
+async def test_an_unreachable_api_server_is_503(tmp_path, monkeypatch):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "service-token"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
+    import kubernetes.config.kube_config
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(config))
+    async with running_service("edge", tmp_path / "data", auth_mode="kubernetes", auth_timeout_seconds=1) as client:
+        response = await client.get("/api/v1/sources", headers=bearer("any-token"))
+        assert response.status_code == 503 and response.json()["error"]["code"] == "AUTH_UNAVAILABLE"
+        assert "retry-after" in response.headers
+
+
+def test_kubernetes_mode_without_any_api_configuration_refuses_to_start(tmp_path: Path, monkeypatch):
+    import kubernetes.config.kube_config
+
+    from kbsearch.app import create_app
+    from kbsearch.errors import ConfigurationError
+    from kbsearch.settings import Settings
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
+    with pytest.raises(ConfigurationError, match="SEARCHSVC_AUTH_MODE=kubernetes"):
+        create_app(Settings(data_dir=tmp_path, auth_mode="kubernetes"))
