@@ -49,11 +49,11 @@ class Settings(BaseSettings):
     tokens_file: Path | None = Field(
         None, description="YAML file of named tokens with write rights and source patterns; re-read on change."
     )
-    kubernetes_audiences: str = Field(
-        "", description="Comma-separated TokenReview audiences; empty: the API server's default."
+    kubernetes_audiences: str | None = Field(
+        None, description="Comma-separated TokenReview audiences; empty: the API server's default."
     )
-    kubernetes_writers: str = Field(
-        "", description="Comma-separated Kubernetes usernames that may write (every source)."
+    kubernetes_writers: str | None = Field(
+        None, description="Comma-separated Kubernetes usernames that may write (every source)."
     )
     auth_cache_seconds: float = Field(
         30.0, ge=0, description="Lifetime of cached TokenReview and SubjectAccessReview decisions."
@@ -150,7 +150,8 @@ class Settings(BaseSettings):
         ):
             raise ValueError(
                 f"SEARCHSVC_HOST={self.host} is reachable from other machines and SEARCHSVC_API_TOKEN is not "
-                "set, so anyone there could write and delete documents: set SEARCHSVC_API_TOKEN, or "
+                "set, so anyone there could write and delete documents: set SEARCHSVC_API_TOKEN (or "
+                "SEARCHSVC_TOKENS_FILE), or "
                 "SEARCHSVC_ALLOW_UNAUTHENTICATED_WRITES=true to accept open writes"
             )
         if self.store == "qdrant" and not self.qdrant_url:
@@ -168,8 +169,8 @@ class Settings(BaseSettings):
         return self.tokens_file is not None or self.auth_mode == "kubernetes"
 
     @staticmethod
-    def _names(value: str) -> list[str]:
-        return [item.strip() for item in value.split(",") if item.strip()]
+    def _names(value: str | None) -> list[str]:
+        return [item.strip() for item in (value or "").split(",") if item.strip()]
 
     @property
     def audiences(self) -> list[str]:
