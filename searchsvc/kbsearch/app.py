@@ -19,6 +19,7 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
+from kbsearch.services.access import SourceCatalog
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
@@ -71,6 +72,7 @@ def create_app(
         chunker = MarkdownChunker(min_chars, max_chars, settings.chunk_overlap_chars)
         state = app.state
         state.store, state.embedder, state.sparse, state.chunker = active_store, active_embedder, sparse, chunker
+        state.catalog = catalog = SourceCatalog(active_store)
         state.documents = DocumentService(
             store=active_store,
             embedder=active_embedder,
@@ -79,6 +81,7 @@ def create_app(
             metrics=metrics,
             max_document_bytes=settings.max_document_bytes,
             max_pending_writes=settings.max_pending_writes,
+            catalog=catalog,
         )
         state.search = SearchService(
             store=active_store,
@@ -87,6 +90,7 @@ def create_app(
             metrics=metrics,
             rrf_k=settings.rrf_k,
             candidates=settings.search_candidates,
+            catalog=catalog,
         )
         state.ready = True
         log.info("ready", extra={"store": active_store.backend, "embedder": active_embedder.model})

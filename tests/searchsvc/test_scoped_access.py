@@ -216,8 +216,13 @@ async def test_writers_write_only_the_sources_their_patterns_match(service):
     conflict = await service.put("/api/v1/documents", json=taken, headers=bearer(A_WRITER))
     assert conflict.status_code == 409
     assert_no_b(conflict.text.replace(next(iter(B_DOCS)), ""))
+    before = (await get(service, "/api/v1/sources", TEAM_A)).json()["sources"]  # the glob is resolved now
     body["metadata"]["sourceIdentifier"] = "team-a/new"
     assert (await service.put("/api/v1/documents", json=body, headers=bearer(A_WRITER))).status_code == 200
+    after = (await get(service, "/api/v1/sources", TEAM_A)).json()["sources"]
+    # A new source of this replica reaches the glob's callers at once, not after the catalog's lifetime.
+    assert [s["sourceIdentifier"] for s in before] == ["team-a/docs"]
+    assert [s["sourceIdentifier"] for s in after] == ["team-a/docs", "team-a/new"]
     read_only = await service.put("/api/v1/documents", json=body, headers=bearer(TEAM_A))
     assert read_only.status_code == 403
 

@@ -21,8 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsearch.api.deps import ready_state
 from kbsearch.errors import ForbiddenError, UnauthenticatedError
-from kbsearch.services.access import Caller, SourceScope
-from kbsearch.services.runtime import store_call
+from kbsearch.services.access import Caller, SourceCatalog, SourceScope
 from kbsearch.services.tokens import StaticTokens, usable_token
 
 if TYPE_CHECKING:  # imported only in Kubernetes mode: the client is slow to import
@@ -69,9 +68,8 @@ class Authenticator:
 
 
 async def _known_sources(request: Request) -> list[str]:
-    store = ready_state(request).store
-    sources: list[str] = await store_call(store.source_identifiers)
-    return sources
+    catalog: SourceCatalog = ready_state(request).catalog
+    return sorted(await catalog.known())
 
 
 def _presented_token(header: str | None) -> str:

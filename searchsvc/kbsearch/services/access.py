@@ -3,12 +3,14 @@
 A scope is a list of patterns over sourceIdentifier: exact ids, and globs (`fnmatch` rules,
 case-sensitive; `*` also matches `/`). `*` alone is every source, and the only scope that sees
 documents without a sourceIdentifier. Globs are resolved to exact ids against the sources the
-store knows (a facet over the document records), so the engine filters on an exact list and
-`limit`, counts and paging stay exact.
+store knows (the SourceCatalog), so the engine filters on an exact list and `limit`, counts and
+paging stay exact.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -16,6 +18,8 @@ from kbsearch.services.runtime import store_call
 from kbsearch.store.base import VectorStore
 
 EVERYTHING = "*"
+# Another replica's new source reaches a glob caller here within this many seconds.
+CATALOG_TTL_S = 1.0
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -42,16 +46,42 @@ class SourceScope:
             return False
         return any(fnmatchcase(source_identifier, p) if is_glob(p) else source_identifier == p for p in self.patterns)
 
-    async def resolve(self, store: VectorStore) -> list[str] | None:
+    async def resolve(self, catalog: SourceCatalog) -> list[str] | None:
         """The exact source ids this scope may read now; None means every source (no filter)."""
         if self.unrestricted:
             return None
         exact = {p for p in self.patterns if not is_glob(p)}
         globs = [p for p in self.patterns if is_glob(p)]
         if globs:
-            known = await store_call(store.source_identifiers)
+            known = await catalog.known()
             exact.update(s for s in known if any(fnmatchcase(s, g) for g in globs))
         return sorted(exact)
+
+
+class SourceCatalog:
+    """The source ids of the store's document records, read (a facet) at most every CATALOG_TTL_S.
+
+    A write here of a source it does not list drops the list, so this replica's own new source
+    is visible at once. A stale list can only hide a new source, never show one too many.
+    """
+
+    def __init__(
+        self, store: VectorStore, ttl_s: float = CATALOG_TTL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.store, self.ttl_s, self._clock = store, ttl_s, clock
+        self._known: frozenset[str] | None = None
+        self._read_at = 0.0
+
+    async def known(self) -> frozenset[str]:
+        if self._known is None or self._clock() - self._read_at >= self.ttl_s:
+            read_at = self._clock()
+            self._known = frozenset(await store_call(self.store.source_identifiers))
+            self._read_at = read_at
+        return self._known
+
+    def wrote(self, source_identifier: str | None) -> None:
+        if source_identifier is not None and self._known is not None and source_identifier not in self._known:
+            self._known = None
 
 
 @dataclass(frozen=True, slots=True)

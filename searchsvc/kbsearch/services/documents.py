@@ -29,7 +29,7 @@ from kbsearch.errors import (
 from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, ChunkPoint, DocumentRecord, ParsedDocument, SourceStats, SourceStatus
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
-from kbsearch.services.access import Caller, narrow
+from kbsearch.services.access import Caller, SourceCatalog, narrow
 from kbsearch.services.batching import EmbeddingBatcher
 from kbsearch.services.locks import KeyedLocks, SharedExclusiveLocks
 from kbsearch.services.runtime import in_thread, run_to_completion, store_call
@@ -118,8 +118,10 @@ class DocumentService:
         metrics: Metrics,
         max_document_bytes: int,
         max_pending_writes: int,
+        catalog: SourceCatalog,
     ) -> None:
         self.store = store
+        self.catalog = catalog
         self.embedder = embedder
         self.sparse = sparse
         self.chunker = chunker
@@ -154,6 +156,7 @@ class DocumentService:
                 response = await self._put_locked(request, caller)
         finally:
             self._pending -= 1
+        self.catalog.wrote(request.source_identifier)
         self.metrics.documents_written.labels(response.status).inc()
         self.metrics.chunks_embedded.inc(response.chunksEmbedded)
         return response
@@ -396,7 +399,7 @@ class DocumentService:
         self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None, caller: Caller
     ) -> tuple[builtins.list[DocumentRecord], str | None]:
         start = decode_cursor(cursor) if cursor else None
-        allowed = await caller.scope.resolve(self.store)
+        allowed = await caller.scope.resolve(self.catalog)
         if allowed is not None:
             allowed = narrow([source_identifier] if source_identifier else None, allowed)
             if not allowed:
@@ -409,7 +412,7 @@ class DocumentService:
         return records, encode_cursor(next_id) if next_id else None
 
     async def sources(self, caller: Caller) -> builtins.list[SourceStats]:  # `list` here is the method above
-        allowed = await caller.scope.resolve(self.store)
+        allowed = await caller.scope.resolve(self.catalog)
         if allowed == []:
             return []
         return await store_call(self.store.list_sources, allowed)
@@ -424,7 +427,7 @@ class DocumentService:
 
     async def count(self, caller: Caller) -> tuple[int, int]:
         """(documents, chunks) the caller may see."""
-        allowed = await caller.scope.resolve(self.store)
+        allowed = await caller.scope.resolve(self.catalog)
         if allowed == []:
             return 0, 0
         return await store_call(self.store.count, allowed)

@@ -9,7 +9,7 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchFilter, SearchHit
 from kbsearch.schemas import SearchRequest
-from kbsearch.services.access import Caller, narrow
+from kbsearch.services.access import Caller, SourceCatalog, narrow
 from kbsearch.services.runtime import embed_call, store_call
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -36,8 +36,10 @@ class SearchService:
         metrics: Metrics,
         rrf_k: int,
         candidates: int,
+        catalog: SourceCatalog,
     ) -> None:
         self.store = store
+        self.catalog = catalog
         self.embedder = embedder
         self.sparse = sparse
         self.metrics = metrics
@@ -49,7 +51,7 @@ class SearchService:
         raw = request.filter
         requested = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier
         # The caller's scope is part of the engine filter, so `limit` is filled from what it may see.
-        sources = narrow(requested, await caller.scope.resolve(self.store))
+        sources = narrow(requested, await caller.scope.resolve(self.catalog))
         if sources == []:
             return SearchOutcome(hits=[], embed_ms=0.0, engine_ms=(time.perf_counter() - started) * 1000)
         dense = await embed_call(self.embedder.embed_query, request.query) if request.mode != "keyword" else None
