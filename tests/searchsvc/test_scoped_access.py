@@ -369,3 +369,15 @@ async def test_legacy_tokens_are_two_implicit_entries_beside_the_file(tmp_path):
         sources = (await client.get("/api/v1/sources", headers=bearer("legacy-read-2"))).json()["sources"]
         assert [s["sourceIdentifier"] for s in sources] == ["team-b/docs"]
         assert (await client.get("/api/v1/sources", headers=bearer(TEAM_A))).json()["sources"] == []
+
+
+async def test_an_open_service_ignores_a_token_it_does_not_know(tmp_path):
+    """Single-tenant on loopback: the operator may send its Secret's token to a service without tokens."""
+    async with running_service("edge", tmp_path / "data") as client:
+        body = {"uri": "a.md", "content": "a", "metadata": {"sourceIdentifier": "s"}}
+        assert (await client.put("/api/v1/documents", json=body, headers=bearer("some-token"))).status_code == 200
+        assert (await client.get("/api/v1/sources", headers=bearer("some-token"))).status_code == 200
+    async with running_service("edge", tmp_path / "data2", api_token="write-token-1") as client:
+        assert (await client.get("/api/v1/sources", headers=bearer("some-token"))).status_code == 200
+        refused = await client.put("/api/v1/documents", json=body, headers=bearer("some-token"))
+        assert refused.status_code == 401

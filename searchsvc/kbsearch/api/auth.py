@@ -52,8 +52,11 @@ class Authenticator:
             raise UnauthenticatedError("a token in the URL is refused; send it as 'Authorization: Bearer <token>'")
         needed = self.writes_need_token if write else self.reads_need_token
         header = request.headers.get("authorization")
-        if header is None and not needed:
-            return Caller.anonymous() if not self.writes_need_token else _OPEN_READER
+        if not needed:
+            # Open (single-tenant): a token is optional, and one not known here counts as none,
+            # so a client configured with some token keeps working against an open service.
+            known = self.tokens.table().lookup(_presented_token(header)) if _is_usable(header) else None
+            return known or (Caller.anonymous() if not self.writes_need_token else _OPEN_READER)
         token = _presented_token(header)
         caller = self.tokens.table().lookup(token)
         if caller is not None:
@@ -62,14 +65,20 @@ class Authenticator:
             caller = await self.kubernetes.caller(token, lambda: _known_sources(request))
             if caller is not None:
                 return caller
-        if not needed:
-            return _OPEN_READER  # reads are open: a wrong token reads what no token reads
         raise UnauthenticatedError("the bearer token is not valid")
 
 
 async def _known_sources(request: Request) -> list[str]:
     catalog: SourceCatalog = ready_state(request).catalog
     return sorted(await catalog.known())
+
+
+def _is_usable(header: str | None) -> bool:
+    try:
+        _presented_token(header)
+    except UnauthenticatedError:
+        return False
+    return True
 
 
 def _presented_token(header: str | None) -> str:
