@@ -1,0 +1,130 @@
+"""What scoped access costs a search: 100 sources, scoping on against off, in one run.
+
+The real service over HTTP (uvicorn on 127.0.0.1, Qdrant Edge), with the tests' hashing
+embedder: the query embedding is the same in every arm, so leaving MiniLM out leaves the
+difference unchanged and the figure less noisy. 100 sources of `--docs-per-source` documents
+each. Arms, interleaved query by query so that load drift hits them alike:
+
+- off:    a token with `sources: ["*"]` (no filter);
+- exact:  a token with 10 exact source ids (a MatchAny filter, nothing to resolve);
+- glob:   a token with one glob matching 10 sources (resolved per request by a facet over the
+          document records' sourceIdentifier, then the same MatchAny filter).
+
+Warm caches: each arm's first requests are not counted. The cold cost of a new identity is the
+first request of a token never seen before (static tokens have no per-identity cache, so it is
+the glob arm's cost once more; Kubernetes identities add a TokenReview and one
+SubjectAccessReview per namespace, cached after that, which this benchmark does not measure).
+
+    python -m bench.scoped_search [--docs-per-source 10] [--queries 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import http_client, load_text, print_table, run_service, summary_ms, write_result
+
+NAME = "scoped_search"
+WARMUP = 10
+SOURCES = 100
+WORDS = ["deploy", "restart", "rollback", "pager", "dashboard", "latency", "quota", "backup", "restore", "certificate"]
+
+
+def tokens_file(folder: Path) -> Path:
+    exact = ", ".join(f'"team-{i:02d}/docs"' for i in range(0, 100, 10))
+    path = folder / "tokens.yaml"
+    path.write_text(
+        "tokens:\n"
+        '  - {name: admin, token: "bench-admin", write: true, sources: ["*"]}\n'
+        f'  - {{name: exact, token: "bench-exact", sources: [{exact}]}}\n'
+        '  - {name: glob, token: "bench-glob", sources: ["team-1*/docs"]}\n'
+        '  - {name: newcomer, token: "bench-newcomer", sources: ["team-2*/docs"]}\n'
+    )
+    return path
+
+
+def document(source: int, doc: int) -> str:
+    words = [WORDS[(source + doc + k) % len(WORDS)] for k in range(40)]
+    return f"# Runbook {source}-{doc}\n\n" + " ".join(words) + f" team{source} doc{doc}.\n"
+
+
+def ingest(base_url: str, docs_per_source: int) -> float:
+    started = time.perf_counter()
+    with http_client(base_url) as client:
+        for source in range(SOURCES):
+            for doc in range(docs_per_source):
+                body = {
+                    "uri": f"https://git.example/team-{source:02d}/doc{doc}.md",
+                    "content": document(source, doc),
+                    "metadata": {"sourceIdentifier": f"team-{source:02d}/docs"},
+                }
+                client.put("/api/v1/documents", json=body, headers=_bearer("bench-admin")).raise_for_status()
+    return time.perf_counter() - started
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def measure(base_url: str, queries: int) -> dict[str, Any]:
+    arms = {"off": "bench-admin", "exact": "bench-exact", "glob": "bench-glob"}
+    times: dict[str, list[float]] = {arm: [] for arm in arms}
+    with http_client(base_url) as client:
+        t0 = time.perf_counter()
+        first = client.post("/api/v1/search", json={"query": "rollback"}, headers=_bearer("bench-newcomer"))
+        cold_ms = (time.perf_counter() - t0) * 1000
+        first.raise_for_status()
+        for n in range(queries + WARMUP):
+            query = {"query": f"{WORDS[n % len(WORDS)]} {WORDS[(n * 7) % len(WORDS)]}", "limit": 10}
+            for arm, token in arms.items():
+                t0 = time.perf_counter()
+                response = client.post("/api/v1/search", json=query, headers=_bearer(token))
+                elapsed = (time.perf_counter() - t0) * 1000
+                response.raise_for_status()
+                if arm != "off":
+                    sources = {r["sourceIdentifier"] for r in response.json()["results"]}
+                    assert len(sources) <= 10, "a scoped search returned another team's chunks"
+                if n >= WARMUP:
+                    times[arm].append(elapsed)
+    summaries = {arm: summary_ms(values) for arm, values in times.items()}
+    return {
+        "searches": summaries,
+        "p50OverheadMs": {arm: round(summaries[arm]["p50"] - summaries["off"]["p50"], 3) for arm in ("exact", "glob")},
+        "coldNewIdentityMs": round(cold_ms, 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs-per-source", type=int, default=10)
+    parser.add_argument("--queries", type=int, default=300)
+    args = parser.parse_args(argv)
+
+    from kbsearch.settings import Settings
+    from tests.support.hashing import HashingEmbedder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        settings = Settings(data_dir=folder / "data", tokens_file=tokens_file(folder))
+        with run_service(settings, embedder=HashingEmbedder()) as service:
+            ingest_s = ingest(service.base_url, args.docs_per_source)
+            result = measure(service.base_url, args.queries)
+    result.update(
+        sources=SOURCES, documents=SOURCES * args.docs_per_source, ingestSeconds=round(ingest_s, 1), load=load_text()
+    )
+    rows = [[arm, s["p50"], s["p95"], s["n"]] for arm, s in result["searches"].items()]
+    print_table(["arm", "p50 ms", "p95 ms", "n"], rows)
+    print(
+        f"p50 overhead: {result['p50OverheadMs']} ms; cold first request of a new identity: "
+        f"{result['coldNewIdentityMs']} ms ({result['load']})"
+    )
+    write_result(NAME, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
