@@ -381,3 +381,11 @@ async def test_an_open_service_ignores_a_token_it_does_not_know(tmp_path):
         assert (await client.get("/api/v1/sources", headers=bearer("some-token"))).status_code == 200
         refused = await client.put("/api/v1/documents", json=body, headers=bearer("some-token"))
         assert refused.status_code == 401
+
+
+async def test_the_access_log_names_the_caller_never_its_token(service, caplog):
+    caplog.set_level("INFO", logger="kbsearch.access")
+    await service.get("/api/v1/sources", headers=bearer(TEAM_A))
+    (record,) = [r for r in caplog.records if r.name == "kbsearch.access"]
+    assert record.caller == "team-a-agent"  # type: ignore[attr-defined]
+    assert TEAM_A not in caplog.text

@@ -66,6 +66,7 @@ class RequestContextMiddleware:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.http_requests.labels(scope["method"], route, str(status)).inc()
             self.metrics.http_seconds.labels(scope["method"], route).observe(elapsed)
+            caller = (scope.get("state") or {}).get("caller")  # set by api/auth.py: a name, never a token
             log.info(
                 "request",
                 extra={
@@ -73,6 +74,7 @@ class RequestContextMiddleware:
                     "path": scope["path"],
                     "status": status,
                     "durationMs": round(elapsed * 1000, 2),
+                    "caller": getattr(caller, "name", None),
                 },
             )
             request_id.reset(token)
