@@ -10,12 +10,15 @@ import asyncio
 import json
 import socket
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
+from kbsearch.services.kubeauth import TtlCache
 from tests.operator.kmock_support import KubeEmulator, kube, kubeconfig  # noqa: F401  # fixtures
 from tests.support.service import running_service
 
@@ -60,15 +63,15 @@ def reviews(kube: KubeEmulator):  # noqa: F811
     return script
 
 
-@pytest.fixture
-async def service(reviews, kubeconfig, tmp_path):  # noqa: F811
+@asynccontextmanager
+async def kubernetes_service(data: Path, cache_seconds: float = 1) -> AsyncIterator[httpx.AsyncClient]:
     async with running_service(
         "edge",
-        tmp_path / "data",
+        data,
         auth_mode="kubernetes",
         kubernetes_writers=WRITER_NAME,
         kubernetes_audiences="search-service",
-        auth_cache_seconds=1,
+        auth_cache_seconds=cache_seconds,
         auth_timeout_seconds=1,
     ) as client:
         for source, uris in SOURCES.items():
@@ -77,6 +80,39 @@ async def service(reviews, kubeconfig, tmp_path):  # noqa: F811
                 response = await client.put("/api/v1/documents", json=body, headers=bearer(WRITER))
                 assert response.status_code == 200, response.text
         yield client
+
+
+@pytest.fixture
+async def service(reviews, kubeconfig, tmp_path):  # noqa: F811
+    async with kubernetes_service(tmp_path / "data") as client:
+        yield client
+
+
+async def test_reviews_are_cached_by_token_and_by_identity_and_namespace(reviews, kubeconfig, tmp_path):  # noqa: F811
+    async with kubernetes_service(tmp_path / "data", cache_seconds=600) as client:
+        assert await visible_sources(client, AGENT_A) == ["team-a/docs", "team-a/runbooks"]
+        tokens, decisions = len(reviews.token_reviews), len(reviews.access_reviews)
+        for _ in range(3):
+            assert await visible_sources(client, AGENT_A) == ["team-a/docs", "team-a/runbooks"]
+        assert (len(reviews.token_reviews), len(reviews.access_reviews)) == (tokens, decisions)
+        # Namespaces: team-a (granted) and team-b (refused, then asked per name); plain-source is never asked.
+        asked = {
+            (r["spec"]["resourceAttributes"]["namespace"], r["spec"]["resourceAttributes"].get("name"))
+            for r in reviews.access_reviews
+        }
+        assert asked == {("team-a", None), ("team-b", None), ("team-b", "docs")}
+
+
+def test_the_review_caches_are_bounded_and_expire():
+    now = [0.0]
+    cache: TtlCache[str, int] = TtlCache(size=2, ttl=10, clock=lambda: now[0])
+    for key, value in (("a", 1), ("b", 2)):
+        cache.put(key, value)
+    assert cache.get("a") == 1  # "b" is now the least recently used
+    cache.put("c", 3)
+    assert [cache.get(k) for k in ("a", "c")] == [1, 3] and cache.get("b") != 2
+    now[0] = 10.0
+    assert cache.get("a") != 1  # expired: never answered past its lifetime
 
 
 async def visible_sources(client: httpx.AsyncClient, token: str) -> list[str]:
