@@ -101,6 +101,7 @@ def test_the_validator_is_strict() -> None:
         ("qdrant-server", {"StatefulSet", "NetworkPolicy", "PodDisruptionBudget"}, {"PersistentVolumeClaim"}),
         ("external-openai", {"Deployment"}, {"StatefulSet", "Secret", "PersistentVolumeClaim"}),
         ("namespaced-netpol", {"Role", "RoleBinding", "NetworkPolicy"}, {"StatefulSet"}),
+        ("kubernetes-auth", {"ClusterRoleBinding", "NetworkPolicy", "Secret"}, {"StatefulSet", "RoleBinding"}),
     ],
 )
 def test_scenario_renders_its_objects(scenario: str, present: set[str], absent: set[str]) -> None:
