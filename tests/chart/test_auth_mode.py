@@ -18,6 +18,7 @@ from tests.chart.helmchart import (
     SEARCH,
     container,
     env_of,
+    notes,
     render,
     render_error,
     render_ok,
@@ -140,14 +141,20 @@ def test_kubernetes_mode_leaves_the_operator_and_the_network_policy_alone() -> N
     assert operator_bindings == tokens.all("ClusterRoleBinding")
 
 
+def test_kubernetes_mode_notes_show_an_agent_calling_with_its_own_token() -> None:
+    text = notes("kubernetes-auth")
+    assert "examples/team-agent-access.yaml" in text and "with audience kb-search" in text
+    assert 'curl -sS -H "Authorization: Bearer $(cat /var/run/secrets/kb/token)"' in text
+    # Without a read token, no example calls without a token (it would get a 401).
+    assert "READ_TOKEN" not in text and "kubectl -n kb-system run" not in text
+
+
 # --- the tokens file ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["tokens", "kubernetes"])
 def test_tokens_file_is_a_whole_secret_volume_mounted_read_only(mode: str) -> None:
-    manifests = render_ok(
-        "--set", f"auth.mode={mode}", "--set", "auth.tokensFile.existingSecret=kb-tokens-file"
-    )
+    manifests = render_ok("--set", f"auth.mode={mode}", "--set", "auth.tokensFile.existingSecret=kb-tokens-file")
     spec = search_pod(manifests)
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["tokens-file"]["secret"]["secretName"] == "kb-tokens-file"
