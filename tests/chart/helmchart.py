@@ -30,6 +30,7 @@ SCENARIOS: dict[str, Path | None] = {
     "qdrant-server": VALUES_DIR / "qdrant-server.yaml",
     "external-openai": VALUES_DIR / "external-openai.yaml",
     "namespaced-netpol": VALUES_DIR / "namespaced-netpol.yaml",
+    "kubernetes-auth": VALUES_DIR / "kubernetes-auth.yaml",
 }
 
 
@@ -155,3 +156,5 @@ OPERATOR = f"{RELEASE}-knowledge-base-operator"
 SEARCH = f"{RELEASE}-knowledge-base-search"
 QDRANT = f"{RELEASE}-knowledge-base-qdrant"
 TOKENS = f"{RELEASE}-knowledge-base-tokens"
+# The Kubernetes username of the operator's ServiceAccount.
+OPERATOR_USERNAME = f"system:serviceaccount:{NAMESPACE}:{OPERATOR}"

@@ -101,6 +101,7 @@ def test_the_validator_is_strict() -> None:
         ("qdrant-server", {"StatefulSet", "NetworkPolicy", "PodDisruptionBudget"}, {"PersistentVolumeClaim"}),
         ("external-openai", {"Deployment"}, {"StatefulSet", "Secret", "PersistentVolumeClaim"}),
         ("namespaced-netpol", {"Role", "RoleBinding", "NetworkPolicy"}, {"StatefulSet"}),
+        ("kubernetes-auth", {"ClusterRoleBinding", "NetworkPolicy", "Secret"}, {"StatefulSet", "RoleBinding"}),
     ],
 )
 def test_scenario_renders_its_objects(scenario: str, present: set[str], absent: set[str]) -> None:
@@ -134,8 +135,13 @@ def test_rbac_has_no_wildcards_and_secrets_are_get_only(scenario: str) -> None:
             if "secrets" in rule["resources"]:
                 assert rule["verbs"] == ["get"], rule
                 assert rule["resources"] == ["secrets"], "secrets share no rule with other resources"
-    # Nothing in the chart is ever bound to a built-in role such as cluster-admin or edit.
+    # Nothing in the chart is ever bound to a built-in role such as cluster-admin or edit; the one
+    # built-in role, system:auth-delegator, goes to the search service in auth.mode=kubernetes only.
     for binding in manifests.all("RoleBinding") + manifests.all("ClusterRoleBinding"):
+        if binding["roleRef"]["name"] == "system:auth-delegator":
+            assert scenario == "kubernetes-auth" and binding["kind"] == "ClusterRoleBinding"
+            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SEARCH, "namespace": NAMESPACE}]
+            continue
         assert binding["roleRef"]["name"].startswith(OPERATOR)
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": OPERATOR, "namespace": NAMESPACE}]
 
@@ -179,10 +185,13 @@ def test_namespaced_rbac_without_discovery_has_no_cluster_grants() -> None:
 
 
 def test_only_the_operator_gets_a_service_account_token() -> None:
+    """And the search service, in auth.mode=kubernetes only: it sends TokenReviews then."""
     for scenario in ALL:
         manifests = render(scenario)
         for name, _, spec in manifests.pod_specs():
-            expected = name == f"Deployment/{OPERATOR}"
+            expected = name == f"Deployment/{OPERATOR}" or (
+                scenario == "kubernetes-auth" and name == f"Deployment/{SEARCH}"
+            )
             assert spec["automountServiceAccountToken"] is expected, name
         assert manifests.one("ServiceAccount", SEARCH)["automountServiceAccountToken"] is False
         assert manifests.one("Deployment", OPERATOR)["spec"]["template"]["spec"]["serviceAccountName"] == OPERATOR

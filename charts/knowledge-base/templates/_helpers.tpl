@@ -35,6 +35,13 @@ The object-name prefix: at most 50 characters, so that component suffixes such a
 {{- printf "%s-search" (include "knowledge-base.fullname" .) }}
 {{- end }}
 
+{{/*
+The Kubernetes username of the operator's ServiceAccount, as a TokenReview reports it.
+*/}}
+{{- define "knowledge-base.operator.username" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "knowledge-base.operator.fullname" .) }}
+{{- end }}
+
 {{- define "knowledge-base.qdrant.fullname" -}}
 {{- printf "%s-qdrant" (include "knowledge-base.fullname" .) }}
 {{- end }}
