@@ -16,18 +16,6 @@ from tests.chart.helmchart import SCENARIOS, SEARCH, container, env_of, render
 # A Secret the chart does not render (an existing one) stands in with a token of the generated kind.
 EXTERNAL_VALUE = "A1b2C3d4" * 6
 
-# The issue-9 settings, as fixed by the contract between the service and the chart. The service
-# side is built on another branch: until it is merged, Settings ignores these names (it ignores
-# unknown variables), so the chart's use of them is checked by name against this list only.
-AUTH_SETTINGS = {
-    "SEARCHSVC_AUTH_MODE",
-    "SEARCHSVC_TOKENS_FILE",
-    "SEARCHSVC_KUBERNETES_AUDIENCES",
-    "SEARCHSVC_KUBERNETES_WRITERS",
-    "SEARCHSVC_AUTH_CACHE_SECONDS",
-    "SEARCHSVC_AUTH_CACHE_SIZE",
-    "SEARCHSVC_AUTH_TIMEOUT_SECONDS",
-}
 # A tokens file in the format of the README, standing in for the user's mounted Secret.
 TOKENS_FILE = """tokens:
   - name: team-a-agent
@@ -52,7 +40,7 @@ def resolved_env(scenario: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_the_chart_sets_only_variables_the_service_reads(scenario):
-    known = {f"SEARCHSVC_{name.upper()}" for name in Settings.model_fields} | AUTH_SETTINGS
+    known = {f"SEARCHSVC_{name.upper()}" for name in Settings.model_fields}
     unknown = {name for name in resolved_env(scenario) if name.startswith("SEARCHSVC_")} - known
     assert not unknown, f"the chart sets variables the search service does not read: {sorted(unknown)}"
 
