@@ -123,6 +123,13 @@ def render_error(*args: str) -> str:
     return result.stderr
 
 
+def assert_schema_rejects(args: list[str], where: str) -> None:
+    """values.schema.json refuses the render, naming the offending value's path."""
+    error = render_error(*args)
+    assert "don't meet the specifications of the schema" in error, error
+    assert where in error, error
+
+
 @functools.cache
 def notes(scenario: str) -> str:
     """NOTES.txt as `helm install` prints it (a client-side dry run needs no cluster)."""
