@@ -15,6 +15,7 @@ from kbsearch.api.auth import Authenticator, AuthGate
 from kbsearch.api.errors import install_error_handlers
 from kbsearch.api.middleware import RequestContextMiddleware
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.console import install_console
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
 from kbsearch.metrics import Metrics
@@ -117,6 +118,7 @@ def create_app(
     app.include_router(system.router)
     app.include_router(documents.router)
     app.include_router(search.router)
+    install_console(app)
     app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line
     app.add_middleware(
         RequestContextMiddleware,

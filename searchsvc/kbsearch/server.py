@@ -89,5 +89,9 @@ def build_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:
         http=protocol,
         log_config=None,
         access_log=False,
+        # The console marks its cookies Secure when the request's scheme is https, which a
+        # TLS-terminating proxy reports in X-Forwarded-Proto; only these addresses are believed.
+        proxy_headers=True,
+        forwarded_allow_ips=settings.trusted_proxies,
     )
     return uvicorn.Server(config)

@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     # HTTP
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8000, ge=1, le=65535, description="Port to listen on.")
+    trusted_proxies: str = Field(
+        "127.0.0.1",
+        description="Comma-separated proxy addresses (or `*`) whose X-Forwarded-Proto and X-Forwarded-For are believed.",
+    )
     api_token: SecretStr | None = Field(None, description="Bearer token required for writes.")
     read_token: SecretStr | None = Field(
         None, description="Bearer token required for reads, when set. The API token also reads."

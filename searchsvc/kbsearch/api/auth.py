@@ -50,8 +50,11 @@ class Authenticator:
     async def caller(self, request: Request, *, write: bool) -> Caller:
         if QUERY_TOKEN_PARAMETER in request.query_params:
             raise UnauthenticatedError("a token in the URL is refused; send it as 'Authorization: Bearer <token>'")
+        return await self.caller_of(request.headers.get("authorization"), request, write=write)
+
+    async def caller_of(self, header: str | None, request: Request, *, write: bool) -> Caller:
+        """The Caller of an `Authorization` header value; the console passes its cookie's token here."""
         needed = self.writes_need_token if write else self.reads_need_token
-        header = request.headers.get("authorization")
         if not needed:
             # Open (single-tenant): a token is optional, and one not known here counts as none,
             # so a client configured with some token keeps working against an open service.

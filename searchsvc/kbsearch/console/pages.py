@@ -1,0 +1,130 @@
+"""The console's read pages: search, sources, documents, one document, insights. Each calls the REST services."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import ValidationError
+from starlette.responses import HTMLResponse
+
+from kbsearch.api.deps import documents_service, search_service
+from kbsearch.console.session import console_caller
+from kbsearch.errors import InvalidRequestError
+from kbsearch.models import SearchMode
+from kbsearch.schemas import SearchRequest
+from kbsearch.services.access import Caller
+from kbsearch.services.documents import DocumentService
+from kbsearch.services.search import SearchService
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+Reader = Annotated[Caller, Depends(console_caller)]
+Documents = Annotated[DocumentService, Depends(documents_service)]
+Search = Annotated[SearchService, Depends(search_service)]
+Text = Annotated[str, Query(max_length=2000)]
+
+MODES: tuple[str, ...] = get_args(SearchMode)
+WINDOWS = ("24h", "7d", "30d")
+Window = Literal["24h", "7d", "30d"]
+RESULTS_LIMIT = 10
+DOCUMENTS_PAGE = 25
+
+
+def _partial(request: Request, target: str) -> bool:
+    """An htmx request that swaps only `target`: answer with that fragment, not the whole page."""
+    return request.headers.get("hx-request") == "true" and request.headers.get("hx-target") == target
+
+
+def _render(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:
+    response: HTMLResponse = request.app.state.console.render(request, name, context, status_code)
+    return response
+
+
+@router.get("/")
+async def search_page(
+    request: Request,
+    caller: Reader,
+    documents: Documents,
+    search: Search,
+    q: Text = "",
+    mode: str = "hybrid",
+    source: Text = "",
+) -> HTMLResponse:
+    mode = mode if mode in MODES else "hybrid"
+    hits, error, took_ms = [], None, None
+    if q.strip():
+        try:
+            body: dict[str, Any] = {"query": q, "limit": RESULTS_LIMIT, "mode": mode}
+            if source:
+                body["filter"] = {"sourceIdentifier": source}
+            outcome = await search.search(SearchRequest.model_validate(body), caller, origin="ui")
+            hits, took_ms = outcome.hits, outcome.took_ms
+        except ValidationError as exc:
+            error = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        except InvalidRequestError as exc:
+            error = exc.message
+    context = {"q": q, "mode": mode, "source": source, "hits": hits, "error": error, "took_ms": took_ms}
+    if _partial(request, "results"):
+        return _render(request, "_results.html", context)
+    sources = await documents.sources(caller)
+    ask_available = getattr(request.app.state, "ask", None) is not None
+    status = 422 if error else 200
+    return _render(request, "search.html", context | {"sources": sources, "modes": MODES, "ask": ask_available}, status)
+
+
+@router.get("/sources")
+async def sources_page(request: Request, caller: Reader, documents: Documents) -> HTMLResponse:
+    sources = await documents.sources(caller)
+    return _render(request, "sources.html", {"sources": sources})
+
+
+@router.get("/documents")
+async def documents_page(
+    request: Request,
+    caller: Reader,
+    documents: Documents,
+    source: Text = "",
+    prefix: Text = "",
+    cursor: Annotated[str, Query(max_length=64)] = "",
+) -> HTMLResponse:
+    records: list[Any] = []
+    next_cursor, error = None, None
+    try:
+        records, next_cursor = await documents.list(
+            source_identifier=source or None,
+            uri_prefix=prefix or None,
+            limit=DOCUMENTS_PAGE,
+            cursor=cursor or None,
+            caller=caller,
+        )
+    except InvalidRequestError as exc:
+        error = exc.message
+    context = {
+        "records": records,
+        "next_cursor": next_cursor,
+        "source": source,
+        "prefix": prefix,
+        "paged": bool(cursor),
+        "error": error,
+    }
+    if _partial(request, "documents"):
+        return _render(request, "_documents.html", context)
+    sources = await documents.sources(caller)
+    return _render(request, "documents.html", context | {"sources": sources}, 422 if error else 200)
+
+
+@router.get("/document")
+async def document_page(request: Request, caller: Reader, documents: Documents, uri: Text) -> HTMLResponse:
+    record = await documents.document(uri, caller)
+    if record is None:  # absent and out of scope look the same
+        return _render(request, "missing.html", {"uri": uri}, 404)
+    chunks = await documents.chunks(uri, caller)
+    return _render(request, "document.html", {"record": record, "chunks": chunks})
+
+
+@router.get("/insights")
+async def insights_page(request: Request, caller: Reader, window: str = "24h") -> HTMLResponse:
+    window = window if window in WINDOWS else "24h"
+    service = getattr(request.app.state, "insights", None)
+    insights = await service.insights(caller, window) if service is not None else None
+    return _render(request, "insights.html", {"insights": insights, "window": window, "windows": WINDOWS})
