@@ -1,0 +1,144 @@
+"""The console in a real Chromium against the real service on 127.0.0.1."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from playwright.sync_api import Browser, Page, expect
+
+from tests.console.conftest import TEAM_A_TOKEN, TEAM_B_URI, TEAM_B_WORD, Console, shoot
+from tests.console.corpus import XSS_MARKER, XSS_URI
+
+
+def test_a_search_shows_highlighted_results(handbook: Console, page: Page) -> None:
+    page.goto(f"{handbook.url}/ui/?q=rolling+back+deploy")
+    first = page.locator(".hit").first
+    expect(first.locator(".hit-title")).to_have_text("Rolling deploys")
+    marks = [m.lower() for m in first.locator("mark").all_inner_texts()]
+    assert {"rolling", "back"} <= set(marks) and all(re.match(r"rolling|back|deploy", m) for m in marks)
+    expect(first.locator(".headings")).to_contain_text("Rolling deploys")
+    expect(first.locator(".tag")).to_have_text("platform/handbook")
+    expect(first.locator("a.external")).to_have_attribute("href", re.compile(r"^https://git\.example\.com/"))
+    shoot(page, "search")
+
+
+def test_typing_searches_live_and_the_url_follows(handbook: Console, page: Page) -> None:
+    page.goto(f"{handbook.url}/ui/")
+    expect(page.locator(".hint")).to_be_visible()
+    page.locator("#q").press_sequentially("disk pressure evicted")
+    expect(page.locator(".hit").first.locator(".hit-title")).to_have_text("Node disk full")
+    expect(page).to_have_url(re.compile(r"q=disk\+pressure\+evicted"))  # pushed by htmx: back and reload work
+    page.select_option("select[name=source]", "platform/handbook")
+    expect(page.locator(".hit .tag").first).to_have_text("platform/handbook")
+    assert set(page.locator(".hit .tag").all_inner_texts()) == {"platform/handbook"}
+
+
+def test_paging_through_documents(handbook: Console, page: Page) -> None:
+    page.goto(f"{handbook.url}/ui/documents")
+    rows = page.locator("table.docs tbody tr")
+    expect(rows).to_have_count(25)
+    first_page = set(rows.locator("td:first-child a").all_inner_texts())
+    shoot(page, "documents")
+    page.get_by_role("link", name="Next page →").click()
+    expect(page.get_by_role("link", name="← First page")).to_be_visible()
+    second_page = set(rows.locator("td:first-child a").all_inner_texts())
+    assert len(second_page) == 35 - 25 and not first_page & second_page  # 4 pages, 30 ADRs, 1 hostile page
+    expect(page.get_by_role("link", name="Next page →")).to_have_count(0)
+    page.select_option("#doc-source", "platform/runbooks")
+    expect(rows).to_have_count(2)
+
+
+def test_a_document_page_shows_metadata_and_chunks_in_order(handbook: Console, page: Page) -> None:
+    page.goto(f"{handbook.url}/ui/?q=rotate+postgres+password")
+    page.locator(".hit-title", has_text="Rotating database credentials").first.click()
+    expect(page.locator("h1")).to_have_text("Rotating database credentials")
+    expect(page.locator(".checksum")).to_have_text(re.compile(r"^sha256:[0-9a-f]{64}$"))
+    expect(page.locator("table.meta")).to_contain_text("security/credential-rotation.md")
+    chunks = page.locator("ol.chunks > li")
+    assert chunks.count() >= 1
+    ids = [chunks.nth(i).get_attribute("id") for i in range(chunks.count())]
+    assert ids == [f"chunk-{i}" for i in range(len(ids))]
+    expect(page.locator("ol.chunks")).to_contain_text("ALTER ROLE app PASSWORD")
+    expect(chunks.first.locator(".headings")).to_contain_text("Rotating database credentials")
+    shoot(page, "document")
+
+
+def test_a_hostile_document_is_inert_text(handbook: Console, page: Page) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(f"{handbook.url}/ui/?q={XSS_MARKER}")
+    hit = page.locator(".hit").first
+    expect(hit.locator(".hit-title")).to_contain_text("<script>window.__xss = 'title'</script>")
+    expect(hit.locator(".snippet")).to_contain_text("<script>window.__xss = 'body'; alert('xss')</script>")
+    hit.locator(".hit-title").click()
+    expect(page.locator(".chunk-text").first).to_contain_text("<img src=x onerror=")
+    expect(page.locator("table.meta")).to_contain_text("<script>window.__xss='meta'</script>")
+    assert page.locator("main script, main img, main b, main a[href^='javascript']").count() == 0
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert dialogs == []
+    assert f"uri={quote(XSS_URI, safe='')}" in page.url
+
+
+def test_the_console_works_without_javascript(handbook: Console, browser: Browser) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(f"{handbook.url}/ui/")
+        page.fill("#q", "paging policy")
+        page.select_option("select[name=mode]", "keyword")
+        page.press("#q", "Enter")  # a plain GET form
+        expect(page).to_have_url(re.compile(r"/ui/\?q=paging\+policy&mode=keyword"))
+        expect(page.locator(".hit").first.locator(".hit-title")).to_have_text("On-call paging policy")
+        page.goto(f"{handbook.url}/ui/documents")
+        page.get_by_role("link", name="Next page →").click()
+        expect(page.get_by_role("link", name="← First page")).to_be_visible()
+    finally:
+        context.close()
+
+
+def test_sign_in_and_sign_out_with_a_read_token(team_console: Console, page: Page) -> None:
+    page.goto(f"{team_console.url}/ui/sources")
+    expect(page).to_have_url(re.compile(r"/ui/login\?next=/ui/sources$"))
+    shoot(page, "login")
+    page.fill("#token", TEAM_A_TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(f"{team_console.url}/ui/sources")
+    expect(page.locator(".caller")).to_have_text("team-a-reader")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "kb_console_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"
+    assert TEAM_A_TOKEN not in page.content() and TEAM_A_TOKEN not in page.url
+    page.get_by_role("button", name="Sign out").click()
+    expect(page).to_have_url(f"{team_console.url}/ui/login")
+    assert not [c for c in page.context.cookies() if c["name"] == "kb_console_session"]
+    page.goto(f"{team_console.url}/ui/")
+    expect(page).to_have_url(re.compile(r"/ui/login"))
+
+
+def test_a_wrong_token_is_refused(team_console: Console, page: Page) -> None:
+    page.goto(f"{team_console.url}/ui/login")
+    page.fill("#token", "not-a-token-anyone-has")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator(".alert")).to_have_text("That token was not accepted.")
+    assert "not-a-token-anyone-has" not in page.content()
+
+
+def sign_in(page: Page, console: Console, token: str) -> None:
+    page.goto(f"{console.url}/ui/login")
+    page.fill("#token", token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator(".caller")).to_be_visible()
+
+
+def test_team_a_sees_none_of_team_b(teams: Console, page: Page) -> None:
+    sign_in(page, teams, TEAM_A_TOKEN)
+    page.goto(f"{teams.url}/ui/sources")
+    assert sorted(page.locator(".source h2").all_inner_texts()) == ["team-a/handbook", "team-a/runbooks"]
+    page.goto(f"{teams.url}/ui/?q={TEAM_B_WORD}")
+    expect(page.locator(".empty")).to_contain_text("No results")
+    page.goto(f"{teams.url}/ui/?q=rolling+deploys")
+    assert set(page.locator(".hit .tag").all_inner_texts()) == {"team-a/handbook"}
+    page.goto(f"{teams.url}/ui/document?uri={quote(TEAM_B_URI, safe='')}")
+    expect(page.locator("h1")).to_have_text("No such document")
+    page.goto(f"{teams.url}/ui/documents")
+    assert TEAM_B_WORD not in page.content() and "team-b/" not in page.content()
