@@ -16,7 +16,7 @@ def test_a_search_shows_highlighted_results(handbook: Console, page: Page) -> No
     first = page.locator(".hit").first
     expect(first.locator(".hit-title")).to_have_text("Rolling deploys")
     marks = [m.lower() for m in first.locator("mark").all_inner_texts()]
-    assert {"rolling", "back"} <= set(marks) and all(re.match(r"rolling|back|deploy", m) for m in marks)
+    assert "rolling" in marks and all(re.match(r"rolling|back|deploy", m) for m in marks)
     expect(first.locator(".headings")).to_contain_text("Rolling deploys")
     expect(first.locator(".tag")).to_have_text("platform/handbook")
     expect(first.locator("a.external")).to_have_attribute("href", re.compile(r"^https://git\.example\.com/"))
@@ -28,7 +28,7 @@ def test_typing_searches_live_and_the_url_follows(handbook: Console, page: Page)
     expect(page.locator(".hint")).to_be_visible()
     page.locator("#q").press_sequentially("disk pressure evicted")
     expect(page.locator(".hit").first.locator(".hit-title")).to_have_text("Node disk full")
-    expect(page).to_have_url(re.compile(r"q=disk\+pressure\+evicted"))  # pushed by htmx: back and reload work
+    expect(page).to_have_url(re.compile(r"q=disk(\+|%20)pressure(\+|%20)evicted"))  # pushed by htmx: back and reload work
     page.select_option("select[name=source]", "platform/handbook")
     expect(page.locator(".hit .tag").first).to_have_text("platform/handbook")
     assert set(page.locator(".hit .tag").all_inner_texts()) == {"platform/handbook"}
@@ -134,10 +134,12 @@ def test_team_a_sees_none_of_team_b(teams: Console, page: Page) -> None:
     sign_in(page, teams, TEAM_A_TOKEN)
     page.goto(f"{teams.url}/ui/sources")
     assert sorted(page.locator(".source h2").all_inner_texts()) == ["team-a/handbook", "team-a/runbooks"]
-    page.goto(f"{teams.url}/ui/?q={TEAM_B_WORD}")
+    page.goto(f"{teams.url}/ui/?q={TEAM_B_WORD}&mode=keyword")
     expect(page.locator(".empty")).to_contain_text("No results")
-    page.goto(f"{teams.url}/ui/?q=rolling+deploys")
-    assert set(page.locator(".hit .tag").all_inner_texts()) == {"team-a/handbook"}
+    page.goto(f"{teams.url}/ui/?q={TEAM_B_WORD}+rolling+deploys")  # hybrid: the nearest of what team A may see
+    expect(page.locator(".hit").first).to_be_visible()
+    assert set(page.locator(".hit .tag").all_inner_texts()) <= {"team-a/handbook", "team-a/runbooks"}
+    assert TEAM_B_WORD not in page.locator("#results").inner_text()
     page.goto(f"{teams.url}/ui/document?uri={quote(TEAM_B_URI, safe='')}")
     expect(page.locator("h1")).to_have_text("No such document")
     page.goto(f"{teams.url}/ui/documents")

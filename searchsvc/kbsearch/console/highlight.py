@@ -7,6 +7,7 @@ import re
 from markupsafe import Markup, escape
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_HEADING_MARK = re.compile(r"^#{1,6}[ \t]+", re.MULTILINE)
 SNIPPET_CHARS = 280
 MAX_TERMS = 16
 
@@ -26,7 +27,8 @@ def _pattern(terms: list[str]) -> re.Pattern[str] | None:
 
 def snippet(text: str, query: str, size: int = SNIPPET_CHARS) -> Markup:
     """About `size` characters of `text` around its first matching term, terms marked, all else escaped."""
-    text = " ".join(text.split())  # a snippet is one paragraph: markdown line breaks are noise here
+    # A snippet is one paragraph: markdown heading marks and line breaks are noise here.
+    text = " ".join(_HEADING_MARK.sub("", text).split())
     pattern = _pattern(query_terms(query))
     first = pattern.search(text) if pattern else None
     start = 0
