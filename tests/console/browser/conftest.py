@@ -29,7 +29,7 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-ARTIFACTS = Path(__file__).parent / "artifacts"
+ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 
 WRITER_TOKEN = "console-writer-token"
 TEAM_A_TOKEN = "console-team-a-token"

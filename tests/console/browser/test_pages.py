@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from playwright.sync_api import Browser, Page, expect
 
-from tests.console.conftest import TEAM_A_TOKEN, TEAM_B_URI, TEAM_B_WORD, Console, shoot
+from tests.console.browser.conftest import TEAM_A_TOKEN, TEAM_B_URI, TEAM_B_WORD, Console, shoot
 from tests.console.corpus import XSS_MARKER, XSS_URI
 
 
