@@ -67,9 +67,9 @@ async def search_page(
     if _partial(request, "results"):
         return _render(request, "_results.html", context)
     sources = await documents.sources(caller)
-    ask_available = getattr(request.app.state, "ask", None) is not None
+    ask = {"ask": getattr(request.app.state, "ask", None) is not None, "question": q, "answer": None, "ask_error": None}
     status = 422 if error else 200
-    return _render(request, "search.html", context | {"sources": sources, "modes": MODES, "ask": ask_available}, status)
+    return _render(request, "search.html", context | ask | {"sources": sources, "modes": MODES}, status)
 
 
 @router.get("/sources")
