@@ -17,6 +17,7 @@ from kbsearch.api.middleware import RequestContextMiddleware
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
+from kbsearch.mcp.http import McpFace
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
 from kbsearch.services.access import SourceCatalog
@@ -95,7 +96,9 @@ def create_app(
         state.ready = True
         log.info("ready", extra={"store": active_store.backend, "embedder": active_embedder.model})
         try:
-            yield
+            mcp: McpFace = app.state.mcp
+            async with mcp.running():  # MCP's session manager lives as long as the services it calls
+                yield
         finally:
             state.ready = False
             try:
@@ -117,6 +120,7 @@ def create_app(
     app.include_router(system.router)
     app.include_router(documents.router)
     app.include_router(search.router)
+    app.state.mcp = McpFace(app, settings, authenticator)  # the exact path /mcp, beside the REST routes
     app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line
     app.add_middleware(
         RequestContextMiddleware,

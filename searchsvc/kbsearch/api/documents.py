@@ -102,6 +102,11 @@ async def source_status(sourceIdentifier: SourceIdPath, service: Service, caller
 @router.get("/sources", tags=["sources"])
 async def list_sources(service: Service, caller: Reader) -> SourceList:
     """Every source the caller may see, with its document and chunk counts."""
+    return await source_list(service, caller)
+
+
+async def source_list(service: DocumentService, caller: Caller) -> SourceList:
+    """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
     sources = [
         SourceInfo(
             sourceIdentifier=s.source_identifier,
