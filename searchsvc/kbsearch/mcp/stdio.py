@@ -79,10 +79,22 @@ def describe(exc: BaseException, endpoint: str) -> str:
             return f"{endpoint} refused the token (401): check the variable named by --token-env"
         if status == 404:
             return f"{endpoint} answered 404: is --service the search service's URL?"
+        if status == 421:
+            return f"{endpoint} answered 421: add its host to the service's SEARCHSVC_MCP_ALLOWED_HOSTS"
         return f"{endpoint} answered HTTP {status}"
     if isinstance(exc, httpx2.TransportError):
         return f"cannot reach {endpoint}: {type(exc).__name__}: {exc}"
     return f"{endpoint}: {type(exc).__name__}: {exc}"
+
+
+async def preflight(http: httpx2.AsyncClient, endpoint: str) -> None:
+    """One stateless tools/list, to tell an unreachable service, a refused token and a wrong URL apart."""
+    request = {"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": {}}
+    try:
+        response = await http.post(endpoint, json=request, headers={"accept": "application/json, text/event-stream"})
+        response.raise_for_status()
+    except httpx2.HTTPError as exc:
+        raise BridgeError(describe(exc, endpoint)) from None
 
 
 def bridge(remote: Client) -> Server[Any]:
@@ -109,12 +121,13 @@ async def serve(endpoint: str, token: str | None) -> None:
         http = await stack.enter_async_context(
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=TIMEOUT_S))
         )
+        # Fail now, with a clear message, rather than at the agent's first call: the SDK's client
+        # reports any HTTP error status as the same "Server returned an error response".
+        await preflight(http, endpoint)
         try:
             remote = await stack.enter_async_context(
                 Client(streamable_http_client(endpoint, http_client=http), cache=None)
             )
-            # Fail now, with a clear message, rather than at the agent's first call.
-            await remote.list_tools()
         except Exception as exc:  # noqa: BLE001 - every failure to connect becomes one line on stderr
             raise BridgeError(describe(exc, endpoint)) from None
         server = bridge(remote)
