@@ -29,7 +29,7 @@ def hit_line(n: int, hit: SearchResult) -> str:
 
 def search_text(response: SearchResponse) -> str:
     if not response.results:
-        return f"No results for {response.query!r} ({response.mode} search) among the sources you may read."
+        return f"No results ({response.mode} search) among the sources you may read."
     blocks = [f"{hit_line(n, hit)}\n{hit.content}" for n, hit in enumerate(response.results, start=1)]
     return "\n\n".join(blocks)
 
