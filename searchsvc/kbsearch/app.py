@@ -24,6 +24,7 @@ from kbsearch.services.documents import DocumentService
 from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
 from kbsearch.services.search import SearchService
+from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.services.tokens import StaticTokens, legacy_entries
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ def create_app(
             max_pending_writes=settings.max_pending_writes,
             catalog=catalog,
         )
+        state.sync_status = SyncStatusService(store=active_store, catalog=catalog)
         state.search = SearchService(
             store=active_store,
             embedder=active_embedder,

@@ -8,6 +8,7 @@ from starlette.datastructures import State
 from kbsearch.errors import NotReadyError
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.search import SearchService
+from kbsearch.services.syncstatus import SyncStatusService
 
 
 def ready_state(request: Request) -> State:
@@ -24,4 +25,9 @@ def documents_service(request: Request) -> DocumentService:
 
 def search_service(request: Request) -> SearchService:
     service: SearchService = ready_state(request).search
+    return service
+
+
+def sync_status_service(request: Request) -> SyncStatusService:
+    service: SyncStatusService = ready_state(request).sync_status
     return service

@@ -22,7 +22,9 @@ from kbsearch.models import (
     SearchHit,
     SearchMode,
     SparseVector,
+    SyncStatus,
     document_point_id,
+    sync_status_point_id,
 )
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import (
@@ -256,6 +258,12 @@ class EdgeStore(PointStore):
         doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
         with self._lock:
             self._apply(qe.UpdateOperation.delete_points_by_filter(_where(doomed)))
+
+    def put_sync_status(self, status: SyncStatus) -> bool:
+        point = _bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
+        with self._lock:
+            self._apply(qe.UpdateOperation.upsert_points([point], condition=_filter(pl.sync_status_newer_than(status))))
+            return self._sync_status(status.source_identifier) == status
 
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
         doomed = pl.chunk_conditions(uri, lowest, highest)

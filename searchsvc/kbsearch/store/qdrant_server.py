@@ -22,7 +22,9 @@ from kbsearch.models import (
     SearchHit,
     SearchMode,
     SparseVector,
+    SyncStatus,
     document_point_id,
+    sync_status_point_id,
 )
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import (
@@ -190,6 +192,14 @@ class QdrantServerStore(PointStore):
         doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
         with self._lock, _unavailable_on_failure("delete a document record"):
             self._delete(doomed)
+
+    def put_sync_status(self, status: SyncStatus) -> bool:
+        point = _bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
+        with self._lock, _unavailable_on_failure("write a sync status"):
+            self.client.upsert(
+                self.collection, [point], wait=True, update_filter=_filter(pl.sync_status_newer_than(status))
+            )
+        return self.get_sync_status(status.source_identifier) == status
 
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
         doomed = pl.chunk_conditions(uri, lowest, highest)
