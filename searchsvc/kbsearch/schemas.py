@@ -382,3 +382,29 @@ class ErrorDetail(Body):
 
 class ErrorResponse(Body):
     error: ErrorDetail
+
+
+class QueryCountInfo(Body):
+    query: str
+    count: int
+    lastAt: str
+
+
+class QueryScoreInfo(Body):
+    query: str
+    count: int
+    topScore: float
+
+
+class InsightsResponse(Body):
+    """GET /api/v1/insights: what was searched in the window, as far as the caller's scope reaches."""
+
+    window: Literal["24h", "7d", "30d"]
+    enabled: bool  # false: the query log is switched off (SEARCHSVC_QUERY_LOG=off)
+    total: int
+    topQueries: list[QueryCountInfo]
+    zeroResult: list[QueryCountInfo]
+    lowScore: list[QueryScoreInfo]
+    byOrigin: dict[str, int]
+    latencyP50Ms: float | None
+    latencyP95Ms: float | None

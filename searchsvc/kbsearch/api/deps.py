@@ -7,6 +7,7 @@ from starlette.datastructures import State
 
 from kbsearch.errors import NotReadyError
 from kbsearch.services.documents import DocumentService
+from kbsearch.services.insights import InsightsService
 from kbsearch.services.search import SearchService
 from kbsearch.services.syncstatus import SyncStatusService
 
@@ -30,4 +31,9 @@ def search_service(request: Request) -> SearchService:
 
 def sync_status_service(request: Request) -> SyncStatusService:
     service: SyncStatusService = ready_state(request).sync_status
+    return service
+
+
+def insights_service(request: Request) -> InsightsService:
+    service: InsightsService = ready_state(request).insights
     return service

@@ -324,7 +324,15 @@ class HasId:
     point_id: str
 
 
-Condition = Match | MatchAny | Prefix | Range | Missing | AnyOf | HasId
+@dataclass(frozen=True, slots=True)
+class OnlyAmong:
+    """The list at `key` is not empty and every one of its values is in `values`."""
+
+    key: str
+    values: list[str]
+
+
+Condition = Match | MatchAny | Prefix | Range | Missing | AnyOf | HasId | OnlyAmong
 
 # A value no stored version has: a write conditional on it can only insert.
 _NO_VERSION = -1
