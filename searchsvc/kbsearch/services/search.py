@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
-from kbsearch.models import QueryLogEntry, SearchFilter, SearchHit
+from kbsearch.models import QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.access import Caller, SourceCatalog, narrow
 from kbsearch.services.querylog import QueryLog
@@ -49,8 +49,11 @@ class SearchService:
         self.rrf_k = rrf_k
         self.candidates = candidates
 
-    async def search(self, request: SearchRequest, caller: Caller, *, origin: str = "api") -> SearchOutcome:
-        """Search within the caller's scope; every search, whatever its face (`origin`), goes to the query log."""
+    async def search(self, request: SearchRequest, caller: Caller, *, origin: SearchOrigin = "api") -> SearchOutcome:
+        """The caller's search; `origin` names the face it came through (REST, MCP, console, ask).
+
+        Every search, whatever its face, is recorded in the query log here, and only here.
+        """
         outcome, sources = await self._search(request, caller)
         if self.query_log is not None:
             self.query_log.record(
