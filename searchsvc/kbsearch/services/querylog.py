@@ -120,7 +120,7 @@ class QueryLog:
                 self.metrics.query_log_dropped.labels("store_unwritable").inc(len(batch))
                 return
             await in_thread(store.append, batch)
-        except Exception as exc:
+        except Exception as exc:  # the log must never take a search down with it
             self.metrics.query_log_dropped.labels("store_error").inc(len(batch))
             if not self._failing:
                 log.warning("the query log cannot be written; entries are dropped until it can", exc_info=exc)
@@ -133,8 +133,8 @@ class QueryLog:
 
     async def _prune_periodically(self) -> None:
         while True:
+            await asyncio.sleep(self.prune_interval_s)
             try:
                 await self.prune()
-            except Exception:
+            except Exception:  # retried next round
                 log.warning("query log retention failed; retrying in %.0fs", self.prune_interval_s, exc_info=True)
-            await asyncio.sleep(self.prune_interval_s)
