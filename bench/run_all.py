@@ -15,13 +15,14 @@ from typing import Any
 
 from bench.common import load_average, load_scifact, load_text, print_table, write_result
 
-ORDER = ("retrieval", "ingest", "search_latency", "sync")
+ORDER = ("retrieval", "ingest", "search_latency", "sync", "console")
 
 QUICK_ARGS = {
     "retrieval": ["--docs", "300", "--no-sweep"],
     "ingest": ["--docs", "20", "--big-kb", "20"],
     "search_latency": ["--docs", "200", "--chunks", "2000", "--queries", "50"],
     "sync": ["--files", "50"],
+    "console": ["--chunks", "2000", "--queries", "30", "--log-entries", "10000", "--insights-loads", "5"],
 }
 
 
@@ -59,6 +60,13 @@ def headline(name: str, r: dict[str, Any]) -> tuple[str, str, str]:
             f"{r['runs']['incremental']['seconds']:.3f} s = {r['incrementalToFullRatio']:.4%}"
         )
         return fig, "incremental <= 1% of full", met(r["target"]["met"])
+    if name == "console":
+        page, insights = r["search"]["pageMs"], r["insights"]["30d"]
+        fig = (
+            f"/ui/?q= p50 {page['p50']:.0f} ms at {r['chunks']} chunks (REST {r['search']['restMs']['p50']:.0f} ms); "
+            f"insights 30d p50 {insights['p50']:.0f} ms over {r['logEntries']} logged queries"
+        )
+        return fig, "named (no target)", "measured"
     return "", "", ""
 
 

@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535, description="Port to listen on.")
     trusted_proxies: str = Field(
         "127.0.0.1",
-        description="Comma-separated proxy addresses (or `*`) whose X-Forwarded-Proto and X-Forwarded-For are believed.",
+        description="Comma-separated proxy addresses (or `*`) whose X-Forwarded-Proto and -For are believed.",
     )
     api_token: SecretStr | None = Field(None, description="Bearer token required for writes.")
     read_token: SecretStr | None = Field(

@@ -132,4 +132,10 @@ def seed(put, sources: tuple[str, str] = (HANDBOOK, RUNBOOKS), adrs: int = 30) -
     for number in range(1, adrs + 1):
         path, content = adr(number)
         put(f"{BASE}/handbook/-/blob/main/{path}", content, sourceIdentifier=handbook, path=path)
-    put(XSS_URI, XSS_CONTENT, sourceIdentifier=handbook, path="notes/hostile.md", owner="<script>window.__xss='meta'</script>")
+    put(
+        XSS_URI,
+        XSS_CONTENT,
+        sourceIdentifier=handbook,
+        path="notes/hostile.md",
+        owner="<script>window.__xss='meta'</script>",
+    )

@@ -6,7 +6,9 @@ from kbsearch.console.highlight import highlight, query_terms, snippet
 
 
 def test_terms_are_marked_at_word_starts_case_insensitively() -> None:
-    assert str(highlight("Logging and the catalog log", "LOG")) == "<mark>Logging</mark> and the catalog <mark>log</mark>"
+    assert (
+        str(highlight("Logging and the catalog log", "LOG")) == "<mark>Logging</mark> and the catalog <mark>log</mark>"
+    )
 
 
 def test_markup_in_the_text_and_the_query_is_escaped_before_marking() -> None:

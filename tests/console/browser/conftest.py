@@ -65,10 +65,12 @@ def page(context: BrowserContext) -> Page:
 
 
 def shoot(page: Page, name: str) -> Path:
-    """Keep a screenshot of what the test saw (tests/console/artifacts/, git-ignored)."""
-    ARTIFACTS.mkdir(exist_ok=True)
+    """Keep what the test saw in tests/console/artifacts/ (git-ignored): the whole page, and its
+    first screen in artifacts/readme/ (what docs/console/*.png, shown in the README, are copied from)."""
+    (ARTIFACTS / "readme").mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / "readme" / f"{name}.png"))
     return path
 
 
@@ -139,3 +141,86 @@ def teams(team_console: Console) -> Console:
         sourceIdentifier="team-b/secrets",
     )
     return team_console
+
+
+class FaultyService:
+    """The real app under uvicorn in a thread on 127.0.0.1, behind the operator tests' fault switch."""
+
+    def __init__(self, data_dir: Path) -> None:
+        import socket
+        import threading
+
+        import uvicorn
+
+        from kbsearch.app import create_app
+        from kbsearch.settings import Settings
+        from tests.operator.e2e_support import Faults
+        from tests.support.hashing import HashingEmbedder
+        from tests.support.service import make_store
+
+        app = create_app(Settings(data_dir=data_dir), store=make_store("edge", data_dir), embedder=HashingEmbedder())
+        self.faults = Faults(app)
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        config = uvicorn.Config(self.faults, log_level="warning", ws="none", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+
+    def __enter__(self) -> FaultyService:
+        self.thread.start()
+        for _ in range(6000):  # up to 60 s; normally well under one
+            if self.server.started or not self.thread.is_alive():
+                break
+            threading_sleep(0.01)
+        assert self.server.started, "uvicorn did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)
+        self.socket.close()
+
+
+def threading_sleep(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)
+
+
+@pytest.fixture(scope="package")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FaultyService, str]]:
+    """A real `knowledge-sync` run of a git repository with one file the service fails (503) and one it refuses."""
+    import subprocess
+    import sys
+
+    from tests.operator.gitfixtures import WorkRepo
+
+    tmp = tmp_path_factory.mktemp("synced")
+    repo = WorkRepo(tmp / "repo")
+    repo.write("index.md", "# Platform docs\n\nWhere the platform team keeps its runbooks.\n")
+    repo.write("guide/setup.md", "# Setup\n\n## Install\n\nRun helm install to deploy the chart.\n")
+    repo.write("flaky.md", "# Flaky\n\nThe service answers 503 to this one.\n")
+    repo.write("huge.md", "z" * (1_048_576 + 1))  # over the service's document limit: refused (413)
+    repo.commit()
+    with FaultyService(tmp / "data") as service:
+        service.faults.failing_paths.add("flaky.md")
+        run = subprocess.run(
+            [
+                *(sys.executable, "-c", "import sys; from kboperator.cli import main; sys.exit(main())"),
+                *("--repo", str(repo.path), "--source-id", SYNCED_SOURCE, "--service", service.url),
+                *("--cache-dir", str(tmp / "cache"), "--max-file-size", "2000000"),
+            ],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert run.returncode == 1, run.stderr  # 1: a file failed
+        assert "failed: flaky.md" in run.stderr and "skipped: huge.md" in run.stderr
+        service.faults.heal()
+        yield service, repo.head()
+
+
+SYNCED_SOURCE = "platform/docs"

@@ -7,7 +7,15 @@ from urllib.parse import quote
 
 from playwright.sync_api import Browser, Page, expect
 
-from tests.console.browser.conftest import TEAM_A_TOKEN, TEAM_B_URI, TEAM_B_WORD, Console, shoot
+from tests.console.browser.conftest import (
+    SYNCED_SOURCE,
+    TEAM_A_TOKEN,
+    TEAM_B_TOKEN,
+    TEAM_B_URI,
+    TEAM_B_WORD,
+    Console,
+    shoot,
+)
 from tests.console.corpus import XSS_MARKER, XSS_URI
 
 
@@ -28,7 +36,9 @@ def test_typing_searches_live_and_the_url_follows(handbook: Console, page: Page)
     expect(page.locator(".hint")).to_be_visible()
     page.locator("#q").press_sequentially("disk pressure evicted")
     expect(page.locator(".hit").first.locator(".hit-title")).to_have_text("Node disk full")
-    expect(page).to_have_url(re.compile(r"q=disk(\+|%20)pressure(\+|%20)evicted"))  # pushed by htmx: back and reload work
+    expect(page).to_have_url(
+        re.compile(r"q=disk(\+|%20)pressure(\+|%20)evicted")
+    )  # pushed by htmx: back and reload work
     page.select_option("select[name=source]", "platform/handbook")
     expect(page.locator(".hit .tag").first).to_have_text("platform/handbook")
     assert set(page.locator(".hit .tag").all_inner_texts()) == {"platform/handbook"}
@@ -131,6 +141,16 @@ def sign_in(page: Page, console: Console, token: str) -> None:
 
 
 def test_team_a_sees_none_of_team_b(teams: Console, page: Page) -> None:
+    team_b = {"Authorization": f"Bearer {TEAM_B_TOKEN}"}
+    secret_query = "quokkaflux budget"  # only team B ever searches this
+    assert teams.rest.get("/api/v1/search", params={"q": secret_query}, headers=team_b).status_code == 200
+    for _ in range(100):  # until team B's own insights show its query: the log is written in batches
+        logged = teams.rest.get("/api/v1/insights", headers=team_b).json()["topQueries"]
+        if any(q["query"] == secret_query for q in logged):
+            break
+        page.wait_for_timeout(100)
+    else:
+        raise AssertionError(f"team B's query never reached the log: {logged}")
     sign_in(page, teams, TEAM_A_TOKEN)
     page.goto(f"{teams.url}/ui/sources")
     assert sorted(page.locator(".source h2").all_inner_texts()) == ["team-a/handbook", "team-a/runbooks"]
@@ -144,3 +164,47 @@ def test_team_a_sees_none_of_team_b(teams: Console, page: Page) -> None:
     expect(page.locator("h1")).to_have_text("No such document")
     page.goto(f"{teams.url}/ui/documents")
     assert TEAM_B_WORD not in page.content() and "team-b/" not in page.content()
+    page.goto(f"{teams.url}/ui/insights?window=30d")
+    expect(page.locator("#top-queries")).to_contain_text("rolling deploys")  # team A's own searches
+    assert "quokkaflux" not in page.content()
+
+
+def test_a_sources_sync_status_after_a_real_knowledge_sync_run(synced, page: Page) -> None:
+    service, commit = synced
+    page.goto(f"{service.url}/ui/sources")
+    card = page.locator("article.source", has=page.locator("h2", has_text=SYNCED_SOURCE))
+    expect(card.locator(".phase")).to_have_text("partial")
+    expect(card.locator("dd code")).to_have_text(commit[:12])
+    failed = card.locator("details.failed")
+    expect(failed.locator("summary")).to_have_text("1 failed file")
+    expect(failed.locator("li")).to_contain_text("flaky.md")
+    expect(failed.locator(".reason")).to_contain_text("503")
+    skipped = card.locator("details.skipped")
+    expect(skipped.locator("summary")).to_have_text("1 skipped file")
+    skipped.locator("summary").click()
+    expect(skipped.locator("li")).to_contain_text("huge.md")
+    expect(skipped.locator(".code")).to_have_text("DOCUMENT_TOO_LARGE")
+    facts = dict(zip(card.locator("dt").all_inner_texts(), card.locator("dd").all_inner_texts(), strict=True))
+    assert facts["DOCUMENTS"] == "2" and facts["LAST SYNC"].endswith("UTC"), facts
+    shoot(page, "sources")
+
+
+def test_a_nonsense_query_shows_under_zero_result_queries(handbook: Console, page: Page) -> None:
+    nonsense = "qwxzzy flarnbottle"
+    page.goto(f"{handbook.url}/ui/?q={nonsense.replace(' ', '+')}&mode=keyword")
+    expect(page.locator(".empty")).to_contain_text("No results")
+    page.goto(f"{handbook.url}/ui/?q=rolling+deploys")  # and one that finds something
+    expect(page.locator(".hit").first).to_be_visible()
+    for _ in range(100):  # the log is written off the request path, in batches: wait for it to land
+        page.goto(f"{handbook.url}/ui/insights?window=24h")
+        if page.locator("#zero-result", has_text=nonsense).count():
+            break
+        page.wait_for_timeout(100)
+    expect(page.locator("#zero-result")).to_contain_text(nonsense)
+    expect(page.locator("#top-queries")).to_contain_text("rolling deploys")
+    assert "rolling deploys" not in page.locator("#zero-result").inner_text()
+    via_ui = page.locator(".stat", has_text="via ui").locator("dd")
+    assert int(via_ui.inner_text()) >= 2
+    page.get_by_role("link", name="7d").click()
+    expect(page.locator("#zero-result")).to_contain_text(nonsense)
+    shoot(page, "insights")
