@@ -203,20 +203,29 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FaultySer
     repo.write("flaky.md", "# Flaky\n\nThe service answers 503 to this one.\n")
     repo.write("huge.md", "z" * (1_048_576 + 1))  # over the service's document limit: refused (413)
     repo.commit()
+    healthy = WorkRepo(tmp / "healthy")
+    healthy.write("oncall/paging.md", "# Paging\n\n## Who is paged\n\nThe primary on-call engineer, then the next.\n")
+    healthy.write("oncall/disk-full.md", "# Node disk full\n\n## Remedy\n\nCordon the node and prune images.\n")
+    healthy.commit()
     with FaultyService(tmp / "data") as service:
+
+        def knowledge_sync(path: Path, source: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [
+                    *(sys.executable, "-c", "import sys; from kboperator.cli import main; sys.exit(main())"),
+                    *("--repo", str(path), "--source-id", source, "--service", service.url),
+                    *("--cache-dir", str(tmp / "cache"), "--max-file-size", "2000000"),
+                ],
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+
+        assert knowledge_sync(healthy.path, HEALTHY_SOURCE).returncode == 0
         service.faults.failing_paths.add("flaky.md")
-        run = subprocess.run(
-            [
-                *(sys.executable, "-c", "import sys; from kboperator.cli import main; sys.exit(main())"),
-                *("--repo", str(repo.path), "--source-id", SYNCED_SOURCE, "--service", service.url),
-                *("--cache-dir", str(tmp / "cache"), "--max-file-size", "2000000"),
-            ],
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        run = knowledge_sync(repo.path, SYNCED_SOURCE)
         assert run.returncode == 1, run.stderr  # 1: a file failed
         assert "failed: flaky.md" in run.stderr and "skipped: huge.md" in run.stderr
         service.faults.heal()
@@ -224,3 +233,4 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FaultySer
 
 
 SYNCED_SOURCE = "platform/docs"
+HEALTHY_SOURCE = "platform/runbooks"

@@ -8,6 +8,7 @@ from urllib.parse import quote
 from playwright.sync_api import Browser, Page, expect
 
 from tests.console.browser.conftest import (
+    HEALTHY_SOURCE,
     SYNCED_SOURCE,
     TEAM_A_TOKEN,
     TEAM_B_TOKEN,
@@ -186,6 +187,10 @@ def test_a_sources_sync_status_after_a_real_knowledge_sync_run(synced, page: Pag
     expect(skipped.locator(".code")).to_have_text("DOCUMENT_TOO_LARGE")
     facts = dict(zip(card.locator("dt").all_inner_texts(), card.locator("dd").all_inner_texts(), strict=True))
     assert facts["DOCUMENTS"] == "2" and facts["LAST SYNC"].endswith("UTC"), facts
+    expect(card.locator(".counts")).to_contain_text("1 failed")
+    healthy = page.locator("article.source", has=page.locator("h2", has_text=HEALTHY_SOURCE))
+    expect(healthy.locator(".phase")).to_have_text("ok")
+    expect(healthy.locator("details")).to_have_count(0)
     shoot(page, "sources")
 
 
