@@ -66,7 +66,7 @@ def headline(name: str, r: dict[str, Any]) -> tuple[str, str, str]:
             f"/ui/?q= p50 {page['p50']:.0f} ms at {r['chunks']} chunks (REST {r['search']['restMs']['p50']:.0f} ms); "
             f"insights 30d p50 {insights['p50']:.0f} ms over {r['logEntries']} logged queries"
         )
-        return fig, "named (no target)", "measured"
+        return fig, "measured (no target)", "-"
     return "", "", ""
 
 

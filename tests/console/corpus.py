@@ -132,10 +132,6 @@ def seed(put, sources: tuple[str, str] = (HANDBOOK, RUNBOOKS), adrs: int = 30) -
     for number in range(1, adrs + 1):
         path, content = adr(number)
         put(f"{BASE}/handbook/-/blob/main/{path}", content, sourceIdentifier=handbook, path=path)
-    put(
-        XSS_URI,
-        XSS_CONTENT,
-        sourceIdentifier=handbook,
-        path="notes/hostile.md",
-        owner="<script>window.__xss='meta'</script>",
-    )
+    hostile_source = handbook.rsplit("/", 1)[0] + "/qa"  # apart, so that demo searches can leave it out
+    hostile_owner = "<script>window.__xss='meta'</script>"
+    put(XSS_URI, XSS_CONTENT, sourceIdentifier=hostile_source, path="notes/hostile.md", owner=hostile_owner)

@@ -101,8 +101,12 @@ def _start(tmp: Path, env: dict[str, str], token: str | None) -> Iterator[Consol
 
 @pytest.fixture(scope="package")
 def open_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    """The single-tenant default: no tokens, reads and writes open on loopback."""
-    yield from _start(tmp_path_factory.mktemp("open-console"), {}, None)
+    """The single-tenant default: no tokens, reads and writes open on loopback.
+
+    Small chunks, so that the short handbook pages have several each, with their heading paths.
+    """
+    small_chunks = {"SEARCHSVC_CHUNK_MIN_CHARS": "120", "SEARCHSVC_CHUNK_MAX_CHARS": "320"}
+    yield from _start(tmp_path_factory.mktemp("open-console"), small_chunks, None)
 
 
 @pytest.fixture(scope="package")

@@ -21,7 +21,7 @@ from tests.console.corpus import XSS_MARKER, XSS_URI
 
 
 def test_a_search_shows_highlighted_results(handbook: Console, page: Page) -> None:
-    page.goto(f"{handbook.url}/ui/?q=rolling+back+deploy")
+    page.goto(f"{handbook.url}/ui/?q=rolling+back+deploy&source=platform%2Fhandbook")
     first = page.locator(".hit").first
     expect(first.locator(".hit-title")).to_have_text("Rolling deploys")
     marks = [m.lower() for m in first.locator("mark").all_inner_texts()]
@@ -89,6 +89,7 @@ def test_a_hostile_document_is_inert_text(handbook: Console, page: Page) -> None
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert dialogs == []
     assert f"uri={quote(XSS_URI, safe='')}" in page.url
+    shoot(page, "hostile-document")
 
 
 def test_the_console_works_without_javascript(handbook: Console, browser: Browser) -> None:
@@ -154,12 +155,12 @@ def test_team_a_sees_none_of_team_b(teams: Console, page: Page) -> None:
         raise AssertionError(f"team B's query never reached the log: {logged}")
     sign_in(page, teams, TEAM_A_TOKEN)
     page.goto(f"{teams.url}/ui/sources")
-    assert sorted(page.locator(".source h2").all_inner_texts()) == ["team-a/handbook", "team-a/runbooks"]
+    assert sorted(page.locator(".source h2").all_inner_texts()) == ["team-a/handbook", "team-a/qa", "team-a/runbooks"]
     page.goto(f"{teams.url}/ui/?q={TEAM_B_WORD}&mode=keyword")
     expect(page.locator(".empty")).to_contain_text("No results")
     page.goto(f"{teams.url}/ui/?q={TEAM_B_WORD}+rolling+deploys")  # hybrid: the nearest of what team A may see
     expect(page.locator(".hit").first).to_be_visible()
-    assert set(page.locator(".hit .tag").all_inner_texts()) <= {"team-a/handbook", "team-a/runbooks"}
+    assert set(page.locator(".hit .tag").all_inner_texts()) <= {"team-a/handbook", "team-a/qa", "team-a/runbooks"}
     assert TEAM_B_WORD not in page.locator("#results").inner_text()
     page.goto(f"{teams.url}/ui/document?uri={quote(TEAM_B_URI, safe='')}")
     expect(page.locator("h1")).to_have_text("No such document")
@@ -213,3 +214,4 @@ def test_a_nonsense_query_shows_under_zero_result_queries(handbook: Console, pag
     page.get_by_role("link", name="7d").click()
     expect(page.locator("#zero-result")).to_contain_text(nonsense)
     shoot(page, "insights")
+
