@@ -214,4 +214,3 @@ def test_a_nonsense_query_shows_under_zero_result_queries(handbook: Console, pag
     page.get_by_role("link", name="7d").click()
     expect(page.locator("#zero-result")).to_contain_text(nonsense)
     shoot(page, "insights")
-
