@@ -15,6 +15,7 @@ is the difference. The insights page reads a query log filled with `--log-entrie
 from __future__ import annotations
 
 import argparse
+import logging
 import random
 import tempfile
 import time
@@ -154,6 +155,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from kbsearch.settings import Settings
     from tests.support.hashing import HashingEmbedder
 
+    for noisy in ("httpx", "kbsearch", "mcp"):  # one line per request would bury the figures and slow the service
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     print(f"[console] {args.chunks} chunks, {args.queries} searches, {args.log_entries} log entries ({load_text()})")
     result: dict[str, Any] = {"embedder": "hashing, 384 dimensions (query embedding excluded; see search_latency)"}
     with tempfile.TemporaryDirectory(prefix="bench-console-") as tmp:

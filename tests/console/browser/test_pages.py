@@ -64,6 +64,7 @@ def test_a_document_page_shows_metadata_and_chunks_in_order(handbook: Console, p
     page.goto(f"{handbook.url}/ui/?q=rotate+postgres+password")
     page.locator(".hit-title", has_text="Rotating database credentials").first.click()
     expect(page.locator("h1")).to_have_text("Rotating database credentials")
+    page.evaluate("window.scrollTo(0, 0)")  # the link scrolled to its chunk; the screenshot starts at the top
     expect(page.locator(".checksum")).to_have_text(re.compile(r"^sha256:[0-9a-f]{64}$"))
     expect(page.locator("table.meta")).to_contain_text("security/credential-rotation.md")
     chunks = page.locator("ol.chunks > li")
@@ -201,16 +202,22 @@ def test_a_nonsense_query_shows_under_zero_result_queries(handbook: Console, pag
     expect(page.locator(".empty")).to_contain_text("No results")
     page.goto(f"{handbook.url}/ui/?q=rolling+deploys")  # and one that finds something
     expect(page.locator(".hit").first).to_be_visible()
+    # Agents' searches through REST, for the page's other tables: a dense search far from every
+    # chunk is a low-score one; the repeated one leads the top queries.
+    for query, mode in [("orbital zeppelin marmalade", "dense"), *[("on-call paging policy", "hybrid")] * 3]:
+        assert handbook.rest.get("/api/v1/search", params={"q": query, "mode": mode}).status_code == 200
     for _ in range(100):  # the log is written off the request path, in batches: wait for it to land
         page.goto(f"{handbook.url}/ui/insights?window=24h")
-        if page.locator("#zero-result", has_text=nonsense).count():
+        if page.locator("#zero-result", has_text=nonsense).count() and page.locator("#low-score").count():
             break
         page.wait_for_timeout(100)
     expect(page.locator("#zero-result")).to_contain_text(nonsense)
+    expect(page.locator("#top-queries tbody tr").first).to_contain_text("on-call paging policy")
+    expect(page.locator("#low-score")).to_contain_text("orbital zeppelin marmalade")
     expect(page.locator("#top-queries")).to_contain_text("rolling deploys")
     assert "rolling deploys" not in page.locator("#zero-result").inner_text()
-    via_ui = page.locator(".stat", has_text="via ui").locator("dd")
-    assert int(via_ui.inner_text()) >= 2
+    assert int(page.locator(".stat", has_text="via ui").locator("dd").inner_text()) >= 2
+    assert int(page.locator(".stat", has_text="via api").locator("dd").inner_text()) == 4
     page.get_by_role("link", name="7d").click()
     expect(page.locator("#zero-result")).to_contain_text(nonsense)
     shoot(page, "insights")
