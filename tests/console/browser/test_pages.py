@@ -221,3 +221,22 @@ def test_a_nonsense_query_shows_under_zero_result_queries(handbook: Console, pag
     page.get_by_role("link", name="7d").click()
     expect(page.locator("#zero-result")).to_contain_text(nonsense)
     shoot(page, "insights")
+
+
+def test_pages_fit_a_phone_screen(handbook: Console, browser: Browser) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        page = context.new_page()
+        for path in (
+            "/ui/?q=rolling+deploys",
+            "/ui/documents",
+            "/ui/document?uri=" + quote(XSS_URI, safe=""),
+            "/ui/sources",
+        ):
+            page.goto(handbook.url + path)
+            overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"{path} scrolls sideways by {overflow}px on a phone"
+        page.goto(f"{handbook.url}/ui/?q=rolling+deploys")
+        shoot(page, "search-phone")
+    finally:
+        context.close()
