@@ -33,6 +33,9 @@ def test_a_search_shows_highlighted_results(handbook: Console, page: Page) -> No
 
 
 def test_typing_searches_live_and_the_url_follows(handbook: Console, page: Page) -> None:
+    problems: list[str] = []  # CSP violations and script errors: htmx must work under the policy
+    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
     page.goto(f"{handbook.url}/ui/")
     expect(page.locator(".hint")).to_be_visible()
     page.locator("#q").press_sequentially("disk pressure evicted")
@@ -43,6 +46,7 @@ def test_typing_searches_live_and_the_url_follows(handbook: Console, page: Page)
     page.select_option("select[name=source]", "platform/handbook")
     expect(page.locator(".hit .tag").first).to_have_text("platform/handbook")
     assert set(page.locator(".hit .tag").all_inner_texts()) == {"platform/handbook"}
+    assert problems == []
 
 
 def test_paging_through_documents(handbook: Console, page: Page) -> None:
