@@ -13,6 +13,7 @@ Kubernetes cannot decide. Then the SDK checks the Host header against SEARCHSVC_
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -67,6 +68,26 @@ class McpFace:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        # A mounted app's lifespan never runs, so the app's own lifespan runs the session manager.
-        async with self.server.session_manager.run():
+        """The SDK's session manager, for as long as the app's lifespan.
+
+        It runs in a task of its own: its task group must be entered and left in one task, and
+        a lifespan may be entered and left in two (pytest's async fixtures do that).
+        """
+        up, down = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            async with self.server.session_manager.run():
+                up.set()
+                await down.wait()
+
+        holder = asyncio.create_task(hold(), name="mcp-session-manager")
+        waiting = asyncio.create_task(up.wait())
+        await asyncio.wait({holder, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if holder.done():  # it failed to start: say why
+            holder.result()
+        try:
             yield
+        finally:
+            down.set()
+            await holder
