@@ -135,6 +135,24 @@ class Settings(BaseSettings):
         False, description="Also offer the search and fetch tools that OpenAI's connectors expect."
     )
 
+    # Query log and insights
+    query_log: Literal["on", "off"] = Field(
+        "on", description="Record every search (query text, caller name, counts) for insights; off records nothing."
+    )
+    query_log_retention_days: int = Field(30, ge=1, description="Query log entries older than this are deleted.")
+    query_log_max_entries: int = Field(
+        200_000, ge=1, description="The query log keeps at most this many entries, the newest."
+    )
+    query_log_queue_size: int = Field(
+        10_000, ge=1, description="Entries waiting to be written; past it new ones are dropped and counted."
+    )
+    query_log_prune_interval_s: float = Field(
+        600.0, gt=0, description="Seconds between two retention passes over the query log."
+    )
+    insights_low_score: float = Field(
+        0.4, description="Insights list a query as low-score when its best top score stays below this."
+    )
+
     @field_validator("api_token", "read_token")
     @classmethod
     def _usable_token(cls, token: SecretStr | None) -> SecretStr | None:
