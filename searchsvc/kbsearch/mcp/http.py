@@ -29,10 +29,13 @@ from kbsearch.mcp.server import build_server
 from kbsearch.settings import Settings
 
 PATH = "/mcp"
+ANY_HOST = "*"
 
 
 def transport_security(hosts: list[str]) -> TransportSecuritySettings:
-    """DNS-rebinding protection: these Host values, and browser Origins naming them."""
+    """DNS-rebinding protection: these Host values, and browser Origins naming them; `*` turns it off."""
+    if ANY_HOST in hosts:  # behind a gateway that checks hosts itself
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
