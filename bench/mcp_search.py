@@ -65,6 +65,7 @@ async def measure(base_url: str, docs: int, queries: int) -> dict[str, Any]:
             body["metadata"] = {"sourceIdentifier": f"team-{n % 10}/runbooks"}
             (await http.put("/api/v1/documents", json=body)).raise_for_status()
         ingest_s = time.perf_counter() - started
+        chunks = (await http.get("/api/v1/status")).json()["store"]["chunks"]
         times: dict[str, list[float]] = {"rest": [], "mcp-rpc": [], "mcp": []}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=60) as mcp_http,
@@ -103,6 +104,7 @@ async def measure(base_url: str, docs: int, queries: int) -> dict[str, Any]:
         "searches": summaries,
         "p50OverheadMs": overhead,
         "ingestSeconds": round(ingest_s, 1),
+        "chunks": chunks,
         "target": {"p50OverheadMs": TARGET_MS, "met": overhead["mcp"] <= TARGET_MS},
     }
 
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(
         f"MCP search_knowledge round trip (SDK client) over REST: p50 +{result['p50OverheadMs']['mcp']} ms "
         f"(target <= {TARGET_MS} ms: {verdict}); server side alone (raw JSON-RPC): "
-        f"+{result['p50OverheadMs']['mcp-rpc']} ms ({result['load']})"
+        f"+{result['p50OverheadMs']['mcp-rpc']} ms; {args.docs} documents, {result['chunks']} chunks ({result['load']})"
     )
     write_result(NAME, result)
     return result
