@@ -15,13 +15,14 @@ from typing import Any
 
 from bench.common import load_average, load_scifact, load_text, print_table, write_result
 
-ORDER = ("retrieval", "ingest", "search_latency", "sync")
+ORDER = ("retrieval", "ingest", "search_latency", "sync", "mcp_search")
 
 QUICK_ARGS = {
     "retrieval": ["--docs", "300", "--no-sweep"],
     "ingest": ["--docs", "20", "--big-kb", "20"],
     "search_latency": ["--docs", "200", "--chunks", "2000", "--queries", "50"],
     "sync": ["--files", "50"],
+    "mcp_search": ["--docs", "100", "--queries", "50"],
 }
 
 
@@ -59,6 +60,13 @@ def headline(name: str, r: dict[str, Any]) -> tuple[str, str, str]:
             f"{r['runs']['incremental']['seconds']:.3f} s = {r['incrementalToFullRatio']:.4%}"
         )
         return fig, "incremental <= 1% of full", met(r["target"]["met"])
+    if name == "mcp_search":
+        s, o = r["searches"], r["p50OverheadMs"]
+        fig = (
+            f"MCP search_knowledge p50 {s['mcp']['p50']} ms vs REST {s['rest']['p50']} ms: +{o['mcp']} ms "
+            f"(server side +{o['mcp-rpc']} ms)"
+        )
+        return fig, "MCP overhead p50 <= 5 ms", met(r["target"]["met"])
     return "", "", ""
 
 

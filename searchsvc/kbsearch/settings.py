@@ -126,7 +126,7 @@ class Settings(BaseSettings):
     # MCP (the /mcp endpoint beside the REST API)
     mcp_allowed_hosts: str = Field(
         LOOPBACK_HOSTS,
-        description="Comma-separated Host values /mcp answers (host or host:port; host:* is any port); others get 421.",
+        description="Comma-separated Host values /mcp answers (host, host:port, host:* for any port, * for any host).",
     )
     mcp_compat_dotai: bool = Field(
         False, description="Also offer dot-ai's manageKnowledge tool (operation ingest, search or deleteByUri)."

@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
+from starlette.datastructures import State
 from starlette.requests import Request
 
 from kbsearch.api.deps import ready_state
@@ -31,6 +32,7 @@ class ToolContext:
     caller: Caller
     search: SearchService
     documents: DocumentService
+    state: State  # every service the app's lifespan built, for a tool that needs another one
 
 
 def caller_of(request: object) -> Caller | None:
@@ -46,8 +48,9 @@ def tool_context(ctx: Context[Any]) -> ToolContext:
     caller = caller_of(request)
     if caller is None or not isinstance(request, Request):  # only /mcp serves these tools, and it always sets one
         raise ToolError("UNAUTHENTICATED: this tool runs only behind the service's /mcp endpoint")
-    state = ready_state(request)  # NOT_READY while the store or embedder is loading
-    return ToolContext(caller=caller, search=state.search, documents=state.documents)
+    with tool_errors():
+        state = ready_state(request)  # NOT_READY while the store or embedder is loading
+    return ToolContext(caller=caller, search=state.search, documents=state.documents, state=state)
 
 
 def not_found(uri: str) -> ToolError:
