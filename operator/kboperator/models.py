@@ -163,7 +163,8 @@ _REPORTED_PATH = 1024
 _REPORTED_REASON = 1000
 _REPORTED_MESSAGE = 2000
 _CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # newlines and tabs are fine in a reason
+_PATH_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ class SyncReport:
 
 def _reported(issue: FileIssue) -> dict[str, str]:
     # A git path may hold any byte but NUL; the service takes printable text, so escape the rest.
-    path = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", issue.path)[:_REPORTED_PATH]
+    path = _PATH_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", issue.path)[:_REPORTED_PATH]
     reason = _CONTROL.sub(" ", issue.reason)[:_REPORTED_REASON]
     code = {"code": issue.code} if issue.code and _CODE.match(issue.code) else {}
     return {"path": path, "reason": reason} | code
