@@ -471,13 +471,15 @@ class EdgeQueryLog(QueryLogStore):
         facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=_filter(conditions)))
         return {hit.value: hit.count for hit in facet.hits}
 
-    def _highest(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
+    def _first_by(
+        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+    ) -> dict[str, Any] | None:
         page, _ = self._s.scroll(
             qe.ScrollRequest(
                 limit=1,
                 filter=_filter(conditions),
                 with_payload=True,
-                order_by=qe.OrderBy(field, direction=qe.Direction.Desc),
+                order_by=qe.OrderBy(field, direction=qe.Direction.Desc if descending else qe.Direction.Asc),
             )
         )
         return (page[0].payload or {}) if page else None

@@ -396,14 +396,16 @@ class QdrantQueryLog(QueryLogStore):
             )
         return {hit.value: hit.count for hit in facet.hits}
 
-    def _highest(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
+    def _first_by(
+        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+    ) -> dict[str, Any] | None:
         with _unavailable_on_failure("read the query log"):
             page, _ = self.client.scroll(
                 self.collection,
                 scroll_filter=_filter(conditions),
                 limit=1,
                 with_payload=True,
-                order_by=qm.OrderBy(key=field, direction=qm.Direction.DESC),
+                order_by=qm.OrderBy(key=field, direction=qm.Direction.DESC if descending else qm.Direction.ASC),
             )
         return (page[0].payload or {}) if page else None
 

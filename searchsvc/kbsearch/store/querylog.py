@@ -175,8 +175,10 @@ class QueryLogStore(ABC):
         """The `limit` most frequent values of an indexed `key` among the matching points (exact counts)."""
 
     @abstractmethod
-    def _highest(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
-        """The payload of the matching point with the greatest float-indexed `field`, or None."""
+    def _first_by(
+        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+    ) -> dict[str, Any] | None:
+        """The payload of the matching point with the greatest (or least) float-indexed `field`, or None."""
 
     @abstractmethod
     def _delete_where(self, conditions: list[pl.Condition]) -> None:
@@ -216,7 +218,11 @@ class QueryLogStore(ABC):
         LOW_SCORE_CANDIDATES * top queries with a low search are considered). Lists are ordered
         by count; queries tied at a list's end are cut by the engine's order.
         """
-        where = [pl.Range(AT, gte=since), *visible_to(allowed)]
+        oldest = self._first_by([], AT, descending=False)
+        # A window that reaches past the oldest entry (a retention shorter than the window) needs no
+        # time condition, which spares every count and facet below a range check per entry.
+        within = [pl.Range(AT, gte=since)] if oldest is not None and float(oldest[AT]) < since else []
+        where = [*within, *visible_to(allowed)]
         total = self._count(where)
         if not total:
             return Insights(window, 0, [], [], [], {}, None, None, True)
@@ -239,7 +245,7 @@ class QueryLogStore(ABC):
         """The `top` most frequent queries among the matching entries, with their count and last time."""
         ranked: list[tuple[int, float, str]] = []
         for query, count in self._facet(NORMALIZED, where, top).items():
-            last = self._highest([*where, pl.Match(NORMALIZED, str(query))], AT) or {}
+            last = self._first_by([*where, pl.Match(NORMALIZED, str(query))], AT) or {}
             ranked.append((count, float(last.get(AT, 0.0)), str(query)))
         # Most frequent first; ties by the most recent, then by text, so the lists are stable.
         ranked.sort(key=lambda r: (-r[0], -r[1], r[2]))
@@ -256,7 +262,7 @@ class QueryLogStore(ABC):
         once_good = {str(k) for k in self._facet(NORMALIZED, good, len(names))}
         scores = []
         for query in [n for n in names if n not in once_good][:top]:
-            best = self._highest([*low, pl.Match(NORMALIZED, query)], TOP_SCORE) or {}
+            best = self._first_by([*low, pl.Match(NORMALIZED, query)], TOP_SCORE) or {}
             scores.append(QueryScore(query, candidates[query], float(best.get(TOP_SCORE, 0.0))))
         return sorted(scores, key=lambda q: (-q.count, q.top_score, q.query))
 
