@@ -42,7 +42,13 @@ from kbsearch.store.base import (
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.points import PointStore
-from kbsearch.store.querylog import BOOL_INDEXES, FLOAT_INDEXES, KEYWORD_INDEXES, QueryLogStore
+from kbsearch.store.querylog import (
+    BOOL_INDEXES,
+    FLOAT_INDEXES,
+    INTEGER_INDEXES,
+    KEYWORD_INDEXES,
+    QueryLogStore,
+)
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 log = logging.getLogger(__name__)
@@ -420,6 +426,7 @@ class EdgeQueryLog(QueryLogStore):
             wanted: dict[str, Any] = {f: qe.FloatIndexParams() for f in FLOAT_INDEXES}
             wanted |= dict.fromkeys(KEYWORD_INDEXES, qe.PayloadSchemaType.Keyword)
             wanted |= dict.fromkeys(BOOL_INDEXES, qe.PayloadSchemaType.Bool)
+            wanted |= {f: qe.IntegerIndexParams(lookup=True, range=True) for f in INTEGER_INDEXES}
             for field, schema in wanted.items():
                 if field not in present:
                     shard.update(qe.UpdateOperation.create_field_index(field, schema))
@@ -459,6 +466,23 @@ class EdgeQueryLog(QueryLogStore):
 
     def _count(self, conditions: list[pl.Condition]) -> int:
         return self._s.count(qe.CountRequest(exact=True, filter=_filter(conditions)))
+
+    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
+        facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=_filter(conditions)))
+        return {hit.value: hit.count for hit in facet.hits}
+
+    def _first_by(
+        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+    ) -> dict[str, Any] | None:
+        page, _ = self._s.scroll(
+            qe.ScrollRequest(
+                limit=1,
+                filter=_filter(conditions),
+                with_payload=True,
+                order_by=qe.OrderBy(field, direction=qe.Direction.Desc if descending else qe.Direction.Asc),
+            )
+        )
+        return (page[0].payload or {}) if page else None
 
     def _delete_where(self, conditions: list[pl.Condition]) -> None:
         with self._lock:
@@ -519,6 +543,6 @@ def _condition(condition: pl.Condition) -> Any:
             return qe.FieldCondition(key, match=qe.MatchAny(values))
         case pl.Prefix(key, prefix):
             return qe.FieldCondition(key, match=qe.MatchPrefix(prefix))
-        case pl.Range(key, gte, lte):
-            return qe.FieldCondition(key, range=qe.RangeFloat(gte=gte, lte=lte))
+        case pl.Range(key, gte, lte, lt):
+            return qe.FieldCondition(key, range=qe.RangeFloat(gte=gte, lte=lte, lt=lt))
     raise TypeError(f"unknown condition {condition!r}")

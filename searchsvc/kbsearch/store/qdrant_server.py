@@ -42,7 +42,13 @@ from kbsearch.store.base import (
     VERSION,
 )
 from kbsearch.store.points import PointStore
-from kbsearch.store.querylog import BOOL_INDEXES, FLOAT_INDEXES, KEYWORD_INDEXES, QueryLogStore
+from kbsearch.store.querylog import (
+    BOOL_INDEXES,
+    FLOAT_INDEXES,
+    INTEGER_INDEXES,
+    KEYWORD_INDEXES,
+    QueryLogStore,
+)
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 _INDEXES: dict[str, Any] = {
@@ -344,6 +350,8 @@ class QdrantQueryLog(QueryLogStore):
             wanted: dict[str, Any] = dict.fromkeys(FLOAT_INDEXES, qm.PayloadSchemaType.FLOAT)
             wanted |= dict.fromkeys(KEYWORD_INDEXES, qm.PayloadSchemaType.KEYWORD)
             wanted |= dict.fromkeys(BOOL_INDEXES, qm.PayloadSchemaType.BOOL)
+            integer = qm.IntegerIndexParams(type=qm.IntegerIndexType.INTEGER, lookup=True, range=True)
+            wanted |= dict.fromkeys(INTEGER_INDEXES, integer)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
                 for field, schema in wanted.items():
@@ -380,6 +388,26 @@ class QdrantQueryLog(QueryLogStore):
     def _count(self, conditions: list[pl.Condition]) -> int:
         with _unavailable_on_failure("count the query log"):
             return self.client.count(self.collection, count_filter=_filter(conditions), exact=True).count
+
+    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
+        with _unavailable_on_failure("count the query log"):
+            facet = self.client.facet(
+                self.collection, key=key, facet_filter=_filter(conditions), limit=limit, exact=True
+            )
+        return {hit.value: hit.count for hit in facet.hits}
+
+    def _first_by(
+        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+    ) -> dict[str, Any] | None:
+        with _unavailable_on_failure("read the query log"):
+            page, _ = self.client.scroll(
+                self.collection,
+                scroll_filter=_filter(conditions),
+                limit=1,
+                with_payload=True,
+                order_by=qm.OrderBy(key=field, direction=qm.Direction.DESC if descending else qm.Direction.ASC),
+            )
+        return (page[0].payload or {}) if page else None
 
     def _delete_where(self, conditions: list[pl.Condition]) -> None:
         if not conditions:
@@ -420,6 +448,6 @@ def _condition(condition: pl.Condition) -> Any:
             return qm.FieldCondition(key=key, match=qm.MatchAny(any=values))
         case pl.Prefix(key, prefix):
             return qm.FieldCondition(key=key, match=qm.MatchPrefix(prefix=prefix))
-        case pl.Range(key, gte, lte):
-            return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lte=lte))
+        case pl.Range(key, gte, lte, lt):
+            return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lte=lte, lt=lt))
     raise TypeError(f"unknown condition {condition!r}")
