@@ -10,16 +10,18 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from kbsearch import __version__
-from kbsearch.api import documents, search, system
+from kbsearch.api import ask, documents, search, system
 from kbsearch.api.auth import Authenticator, AuthGate
 from kbsearch.api.errors import install_error_handlers
 from kbsearch.api.middleware import RequestContextMiddleware
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
+from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
 from kbsearch.services.access import SourceCatalog
+from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
@@ -40,8 +42,9 @@ def create_app(
     *,
     store: VectorStore | None = None,
     embedder: EmbeddingProvider | None = None,
+    chat: ChatClient | None = None,
 ) -> FastAPI:
-    """Build the app. `store` and `embedder` override the ones the settings would build (tests)."""
+    """Build the app. `store`, `embedder` and `chat` override the ones the settings would build (tests)."""
     settings = settings or Settings()
     metrics = Metrics()
     authenticator = build_authenticator(settings)  # a malformed tokens file stops start-up here
@@ -49,6 +52,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from kbsearch.embedders.factory import build_embedder
+        from kbsearch.llm.factory import build_chat
         from kbsearch.store.factory import build_store
 
         active_embedder = embedder if embedder is not None else build_embedder(settings)
@@ -92,8 +96,22 @@ def create_app(
             candidates=settings.search_candidates,
             catalog=catalog,
         )
+        active_chat = chat if chat is not None else build_chat(settings, metrics)
+        state.ask = AskService(
+            search=state.search,
+            embedder=active_embedder,
+            chat=active_chat,
+            metrics=metrics,
+            results_per_search=settings.ask_results_per_search,
+            min_similarity=settings.ask_min_similarity,
+            answer_sentences=settings.ask_answer_sentences,
+            timeout_s=settings.ask_timeout_s,
+        )
         state.ready = True
-        log.info("ready", extra={"store": active_store.backend, "embedder": active_embedder.model})
+        log.info(
+            "ready",
+            extra={"store": active_store.backend, "embedder": active_embedder.model, "ask": state.ask.mode},
+        )
         try:
             yield
         finally:
@@ -102,6 +120,8 @@ def create_app(
                 await in_thread(active_store.close)
             finally:
                 active_embedder.close()
+                if active_chat is not None:
+                    await active_chat.close()
 
     app = FastAPI(
         title="Knowledge search service",
@@ -117,6 +137,7 @@ def create_app(
     app.include_router(system.router)
     app.include_router(documents.router)
     app.include_router(search.router)
+    app.include_router(ask.router)
     app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line
     app.add_middleware(
         RequestContextMiddleware,
