@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -42,9 +42,10 @@ def create_app(
     *,
     store: VectorStore | None = None,
     embedder: EmbeddingProvider | None = None,
-    chat: ChatClient | None = None,
+    chat: Callable[[Metrics], ChatClient] | None = None,
 ) -> FastAPI:
-    """Build the app. `store`, `embedder` and `chat` override the ones the settings would build (tests)."""
+    """Build the app. `store`, `embedder` and `chat` (a factory given the app's metrics) override the
+    ones the settings would build (tests)."""
     settings = settings or Settings()
     metrics = Metrics()
     authenticator = build_authenticator(settings)  # a malformed tokens file stops start-up here
@@ -96,7 +97,7 @@ def create_app(
             candidates=settings.search_candidates,
             catalog=catalog,
         )
-        active_chat = chat if chat is not None else build_chat(settings, metrics)
+        active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
         state.ask = AskService(
             search=state.search,
             embedder=active_embedder,

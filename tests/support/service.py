@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -11,6 +11,8 @@ from fastapi import FastAPI
 
 from kbsearch.app import create_app
 from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.llm.chat import ChatClient
+from kbsearch.metrics import Metrics
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from tests.support.hashing import HashingEmbedder
@@ -47,6 +49,7 @@ async def running_service(
     data_dir: Path,
     *,
     embedder: EmbeddingProvider | None = None,
+    chat: Callable[[Metrics], ChatClient] | None = None,
     **settings: object,
 ) -> AsyncIterator[httpx.AsyncClient]:
     """The real app with the hashing embedder on the given store kind."""
@@ -54,6 +57,7 @@ async def running_service(
         Settings(data_dir=data_dir, **settings),
         store=make_store(store_kind, data_dir),
         embedder=embedder or HashingEmbedder(),
+        chat=chat,
     )
     async with serve(app) as client:
         client.app = app  # type: ignore[attr-defined]  # lets tests reach app.state

@@ -146,8 +146,13 @@ class ChatClient:
                         finish = choice.finish_reason or finish
             except openai.APITimeoutError as exc:
                 raise self._failed("timeout", LLMTimeoutError("the chat model stopped answering in time")) from exc
-            except openai.OpenAIError as exc:  # the stream broke, or carried an error or a malformed chunk
+            except openai.OpenAIError as exc:  # the stream broke, or carried an error
                 raise self._failed("stream", LLMUnavailableError(f"the chat stream failed: {_reason(exc)}")) from exc
+            except (AttributeError, TypeError, ValueError, KeyError) as exc:
+                # The client builds chunks without validating them: a malformed one fails when read.
+                raise self._failed(
+                    "bad_reply", LLMUnavailableError(f"the chat stream is not chat-completions chunks: {exc}"[:300])
+                ) from exc
         tool_calls = _tool_calls(calls)
         if not text_seen and not tool_calls:
             raise self._failed("bad_reply", LLMUnavailableError("the chat model returned neither text nor a tool call"))
