@@ -10,6 +10,8 @@ from typing import Literal
 POINT_ID_NAMESPACE = uuid.UUID("6f1f8a52-9a7c-4d8e-b0f4-2b7d0c1e5a31")
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
+# Which face a search came through: REST, MCP, the console or an ask (recorded in the query log).
+SearchOrigin = Literal["api", "mcp", "ui", "ask"]
 
 # The checksum of a record whose write has not finished (or was interrupted): it matches no
 # content, so the next PUT of any content rewrites the document.
@@ -82,6 +84,8 @@ class ChunkPoint:
     dense: list[float]
     sparse: SparseVector
     version: int = 0  # the record version of the write that made it (see DocumentRecord)
+    start: int | None = None  # character offsets of `text` in the document body
+    end: int | None = None
 
     @property
     def id(self) -> str:
@@ -130,6 +134,25 @@ class SearchHit:
     headings: list[str]
     metadata: dict[str, MetadataValue]
     source_identifier: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChunk:
+    """One stored chunk as read back for display: no vectors, no score.
+
+    `start`/`end` locate `content` in the document body; None for chunks written before the
+    offsets were stored.
+    """
+
+    uri: str
+    source_identifier: str | None
+    chunk_index: int
+    total_chunks: int
+    content: str
+    title: str | None
+    headings: list[str]
+    start: int | None
+    end: int | None
 
 
 @dataclass(frozen=True, slots=True)

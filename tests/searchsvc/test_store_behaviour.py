@@ -336,6 +336,27 @@ def chunk_texts(store: VectorStore, uri: str, indexes: range) -> dict[int, str]:
     return {h.chunk_index: h.content for h in hits if h.uri == uri and h.chunk_index in indexes}
 
 
+def test_document_chunks_reads_a_range_in_order_by_id(store: VectorStore):
+    texts = [f"chunk number {i}" for i in range(7)]
+    points = make_chunks("doc://a", texts, source="s")
+    for i, point in enumerate(points):
+        point.start, point.end = i * 100, i * 100 + len(point.text)
+    store.upsert_chunks(points[::-1])  # written out of order
+    store.upsert_chunks(make_chunks("doc://b", ["another document"], source="s"))
+
+    middle = store.document_chunks("doc://a", 2, 5)
+    assert [c.chunk_index for c in middle] == [2, 3, 4]
+    assert [c.content for c in middle] == texts[2:5]
+    assert middle[0].start == 200 and middle[0].end == 200 + len(texts[2])
+    assert middle[0].headings == ["Top", "Section 2"] and middle[0].title == "Title of doc://a"
+    assert middle[0].source_identifier == "s" and middle[0].total_chunks == 7
+    assert [c.chunk_index for c in store.document_chunks("doc://a", 0, 1000)] == list(range(7))
+    assert store.document_chunks("doc://a", 7, 9) == []
+    assert store.document_chunks("doc://missing", 0, 3) == []
+    # Chunks written before offsets were stored read back with None.
+    assert store.document_chunks("doc://b", 0, 1)[0].start is None
+
+
 def test_delete_chunks_takes_a_version_range(store: VectorStore):
     store.upsert_chunks(make_chunks("docs/a.md", ["chunk text 0", "chunk text 1"], source="s", version=3))
     store.upsert_chunks(make_chunks("docs/a.md", ["x", "x", "chunk text 2", "chunk text 3"], source="s", version=5)[2:])

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
-from kbsearch.models import SearchFilter, SearchHit
+from kbsearch.models import SearchFilter, SearchHit, SearchOrigin
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.access import Caller, SourceCatalog, narrow
 from kbsearch.services.runtime import embed_call, store_call
@@ -46,7 +46,8 @@ class SearchService:
         self.rrf_k = rrf_k
         self.candidates = candidates
 
-    async def search(self, request: SearchRequest, caller: Caller) -> SearchOutcome:
+    async def search(self, request: SearchRequest, caller: Caller, *, origin: SearchOrigin = "api") -> SearchOutcome:
+        """The caller's search; `origin` names the face it came through (REST, MCP, console, ask)."""
         started = time.perf_counter()
         raw = request.filter
         requested = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier

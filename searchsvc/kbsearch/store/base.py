@@ -25,6 +25,7 @@ from kbsearch.errors import StoreUnavailableError
 from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
+    DocumentChunk,
     DocumentRecord,
     SearchFilter,
     SearchHit,
@@ -57,6 +58,8 @@ CHUNKS = "chunks"
 INGESTED_AT = "ingestedAt"
 CHUNKER = "chunker"
 VERSION = "version"
+CHAR_START = "start"
+CHAR_END = "end"
 WRITE_ID = "writeId"
 EPOCH = "epoch"
 
@@ -98,6 +101,10 @@ class VectorStore(ABC):
 
     @abstractmethod
     def get_document(self, uri: str) -> DocumentRecord | None: ...
+
+    @abstractmethod
+    def document_chunks(self, uri: str, first: int, last: int) -> list[DocumentChunk]:
+        """The stored chunks of `uri` with first <= index < last, in index order (absent ones skipped)."""
 
     @abstractmethod
     def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:

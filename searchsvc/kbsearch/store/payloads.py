@@ -13,12 +13,15 @@ from kbsearch.models import (
     POINT_ID_NAMESPACE,
     ChunkPoint,
     CollectionSignature,
+    DocumentChunk,
     DocumentRecord,
     SearchFilter,
     SearchHit,
     SourceStats,
 )
 from kbsearch.store.base import (
+    CHAR_END,
+    CHAR_START,
     CHECKSUM,
     CHUNK_INDEX,
     CHUNKER,
@@ -73,6 +76,8 @@ def chunk_payload(point: ChunkPoint) -> dict[str, Any]:
         TAGS: list(point.tags),
         HEADINGS: list(point.headings),
         VERSION: point.version,
+        CHAR_START: point.start,
+        CHAR_END: point.end,
     }
 
 
@@ -131,6 +136,20 @@ def hit_from_payload(point_id: Any, score: float, payload: Mapping[str, Any]) ->
         headings=list(payload.get(HEADINGS) or []),
         metadata={},
         source_identifier=payload.get(SOURCE),
+    )
+
+
+def chunk_from_payload(payload: Mapping[str, Any]) -> DocumentChunk:
+    return DocumentChunk(
+        uri=payload[URI],
+        source_identifier=payload.get(SOURCE),
+        chunk_index=payload[CHUNK_INDEX],
+        total_chunks=payload[TOTAL_CHUNKS],
+        content=payload[CONTENT],
+        title=payload.get(TITLE),
+        headings=list(payload.get(HEADINGS) or []),
+        start=payload.get(CHAR_START),
+        end=payload.get(CHAR_END),
     )
 
 

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from kbsearch.models import (
+    DocumentChunk,
     DocumentRecord,
     SearchFilter,
     SearchHit,
@@ -21,6 +22,7 @@ from kbsearch.models import (
     SourceStats,
     SourceStatus,
     SparseVector,
+    chunk_point_id,
     document_point_id,
 )
 from kbsearch.store import payloads as pl
@@ -98,6 +100,18 @@ class PointStore(VectorStore):
         if not found or (found[0].payload or {}).get(KIND) != KIND_DOCUMENT:
             return None
         return pl.document_from_payload(found[0].payload)
+
+    def document_chunks(self, uri: str, first: int, last: int) -> list[DocumentChunk]:
+        chunks: list[DocumentChunk] = []
+        with self._guard("read the chunks of a document"):
+            # Chunk ids are derived from (uri, index): a retrieve by id per page, never a scan.
+            for start in range(max(first, 0), last, pl.SCROLL_PAGE):
+                ids = [chunk_point_id(uri, i) for i in range(start, min(start + pl.SCROLL_PAGE, last))]
+                found = (r.payload or {} for r in self._retrieve(ids, True))
+                chunks.extend(
+                    pl.chunk_from_payload(p) for p in found if p.get(KIND) == KIND_CHUNK and p.get(URI) == uri
+                )
+        return sorted(chunks, key=lambda c: c.chunk_index)
 
     def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
         if not text_hashes:
