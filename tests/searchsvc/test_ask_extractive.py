@@ -67,3 +67,19 @@ async def test_sources_narrow_the_search(tmp_path):
     body = response.json()
     assert [c["uri"] for c in body["citations"]] == ["https://git.example/other/rollback.md"]
     assert body["sourcesRetrieved"] == []
+
+
+async def test_every_search_of_an_ask_names_its_origin(tmp_path):
+    async with running_service("edge", tmp_path / "data") as client:
+        await put_docs(client)
+        search = client.app.state.search
+        origins: list[str] = []
+        real_search = search.search
+
+        async def recording(request, caller, *, origin="api"):
+            origins.append(origin)
+            return await real_search(request, caller, origin=origin)
+
+        search.search = recording  # the query log (issue 11) hooks this same call
+        await client.post("/api/v1/ask", json={"question": "How is a failed deployment rolled back?"})
+    assert origins == ["ask"]
