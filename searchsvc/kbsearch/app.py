@@ -57,6 +57,8 @@ def create_app(
         from kbsearch.store.factory import build_store
 
         active_embedder = embedder if embedder is not None else build_embedder(settings)
+        # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
+        active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
         active_store = store if store is not None else build_store(settings)
         await in_thread(active_embedder.load)
         sparse = Bm25Encoder()
@@ -97,7 +99,6 @@ def create_app(
             candidates=settings.search_candidates,
             catalog=catalog,
         )
-        active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
         state.ask = AskService(
             search=state.search,
             embedder=active_embedder,

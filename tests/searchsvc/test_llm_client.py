@@ -98,3 +98,23 @@ def test_each_openai_api_has_one_owner_module():
     chat_owner = (package / "llm" / "chat.py").read_text()
     assert ".embeddings." in embeddings_owner and ".chat." not in embeddings_owner
     assert ".chat.completions." in chat_owner and ".embeddings." not in chat_owner
+
+
+def test_a_chat_model_without_a_key_or_endpoint_stops_start_up_naming_the_setting(tmp_path):
+    from tests.support.served import run_service
+
+    result = run_service(SEARCHSVC_LLM_MODEL="gpt-4.1-mini", SEARCHSVC_DATA_DIR=str(tmp_path), OPENAI_API_KEY="")
+    assert result.returncode != 0
+    assert "SEARCHSVC_LLM_API_KEY is required" in result.stdout + result.stderr
+
+
+def test_an_endpoint_or_key_without_a_model_is_refused():
+    from pydantic import ValidationError
+
+    from kbsearch.settings import Settings
+
+    with pytest.raises(ValidationError, match="SEARCHSVC_LLM_MODEL is not"):
+        Settings(llm_base_url="http://127.0.0.1:1/v1")
+    with pytest.raises(ValidationError, match="SEARCHSVC_LLM_MODEL is not") as caught:
+        Settings(llm_api_key="sk-secret-value")
+    assert "sk-secret-value" not in str(caught.value)

@@ -15,6 +15,7 @@ before anything was retrieved is not part of the answer.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -169,6 +170,9 @@ class AskService:
             yield AskEvent("done", response)
         except ServiceError as exc:
             outcome = exc.code
+            raise
+        except (GeneratorExit, asyncio.CancelledError):
+            outcome = "cancelled"  # the client went away mid-stream
             raise
         finally:
             self.metrics.asks.labels(self.mode, outcome).inc()
