@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from kbsearch import __version__
-from kbsearch.api import ask, documents, search, system
+from kbsearch.api import ask, documents, insights, search, system
 from kbsearch.api.auth import Authenticator, AuthGate
 from kbsearch.api.errors import install_error_handlers
 from kbsearch.api.middleware import RequestContextMiddleware
@@ -18,14 +18,18 @@ from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
 from kbsearch.llm.chat import ChatClient
+from kbsearch.mcp.http import McpFace
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
 from kbsearch.services.access import SourceCatalog
 from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
+from kbsearch.services.insights import InsightsService
+from kbsearch.services.querylog import QueryLog
 from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
 from kbsearch.services.search import SearchService
+from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.services.tokens import StaticTokens, legacy_entries
 
 if TYPE_CHECKING:
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
+from kbsearch.store.querylog import QueryLogStore
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +48,10 @@ def create_app(
     store: VectorStore | None = None,
     embedder: EmbeddingProvider | None = None,
     chat: Callable[[Metrics], ChatClient] | None = None,
+    query_log_store: QueryLogStore | None = None,
 ) -> FastAPI:
-    """Build the app. `store`, `embedder` and `chat` (a factory given the app's metrics) override the
-    ones the settings would build (tests)."""
+    """Build the app. `store`, `embedder`, `chat` (a factory given the app's metrics) and `query_log_store`
+    override the ones the settings would build (tests)."""
     settings = settings or Settings()
     metrics = Metrics()
     authenticator = build_authenticator(settings)  # a malformed tokens file stops start-up here
@@ -54,7 +60,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from kbsearch.embedders.factory import build_embedder
         from kbsearch.llm.factory import build_chat
-        from kbsearch.store.factory import build_store
+        from kbsearch.store.factory import build_store, query_log_beside
 
         active_embedder = embedder if embedder is not None else build_embedder(settings)
         # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
@@ -90,6 +96,18 @@ def create_app(
             max_pending_writes=settings.max_pending_writes,
             catalog=catalog,
         )
+        state.sync_status = SyncStatusService(store=active_store, catalog=catalog)
+        state.query_log = query_log = QueryLog(
+            (query_log_store or query_log_beside(active_store)) if settings.query_log == "on" else None,
+            metrics=metrics,
+            guard=active_store,
+            queue_size=settings.query_log_queue_size,
+            retention_days=settings.query_log_retention_days,
+            max_entries=settings.query_log_max_entries,
+            prune_interval_s=settings.query_log_prune_interval_s,
+        )
+        await query_log.start()
+        state.insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights_low_score)
         state.search = SearchService(
             store=active_store,
             embedder=active_embedder,
@@ -98,6 +116,7 @@ def create_app(
             rrf_k=settings.rrf_k,
             candidates=settings.search_candidates,
             catalog=catalog,
+            query_log=query_log,
         )
         state.ask = AskService(
             search=state.search,
@@ -115,10 +134,13 @@ def create_app(
             extra={"store": active_store.backend, "embedder": active_embedder.model, "ask": state.ask.mode},
         )
         try:
-            yield
+            mcp: McpFace = app.state.mcp
+            async with mcp.running():  # MCP's session manager lives as long as the services it calls
+                yield
         finally:
             state.ready = False
             try:
+                await query_log.stop()  # before the store: on a Qdrant server the log shares its client
                 await in_thread(active_store.close)
             finally:
                 active_embedder.close()
@@ -140,6 +162,8 @@ def create_app(
     app.include_router(documents.router)
     app.include_router(search.router)
     app.include_router(ask.router)
+    app.include_router(insights.router)
+    app.state.mcp = McpFace(app, settings, authenticator)  # the exact path /mcp, beside the REST routes
     app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line
     app.add_middleware(
         RequestContextMiddleware,

@@ -15,6 +15,7 @@ from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
+from kbsearch.store.querylog import QueryLogStore
 from tests.support.hashing import HashingEmbedder
 
 STORE_KINDS = ("edge", "qdrant-local")
@@ -50,14 +51,17 @@ async def running_service(
     *,
     embedder: EmbeddingProvider | None = None,
     chat: Callable[[Metrics], ChatClient] | None = None,
+    store: VectorStore | None = None,
+    query_log_store: QueryLogStore | None = None,
     **settings: object,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """The real app with the hashing embedder on the given store kind."""
+    """The real app with the hashing embedder on the given store kind (or on `store`, made by make_store)."""
     app = create_app(
         Settings(data_dir=data_dir, **settings),
-        store=make_store(store_kind, data_dir),
+        store=store or make_store(store_kind, data_dir),
         embedder=embedder or HashingEmbedder(),
         chat=chat,
+        query_log_store=query_log_store,
     )
     async with serve(app) as client:
         client.app = app  # type: ignore[attr-defined]  # lets tests reach app.state

@@ -8,7 +8,9 @@ from starlette.datastructures import State
 from kbsearch.errors import NotReadyError
 from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
+from kbsearch.services.insights import InsightsService
 from kbsearch.services.search import SearchService
+from kbsearch.services.syncstatus import SyncStatusService
 
 
 def ready_state(request: Request) -> State:
@@ -30,4 +32,14 @@ def search_service(request: Request) -> SearchService:
 
 def ask_service(request: Request) -> AskService:
     service: AskService = ready_state(request).ask
+    return service
+
+
+def sync_status_service(request: Request) -> SyncStatusService:
+    service: SyncStatusService = ready_state(request).sync_status
+    return service
+
+
+def insights_service(request: Request) -> InsightsService:
+    service: InsightsService = ready_state(request).insights
     return service
