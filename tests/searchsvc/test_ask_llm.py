@@ -273,3 +273,18 @@ def fast_retrying_chat(url: str, max_retries: int = 3) -> Callable[[Metrics], Ch
         backoff_base=0.001,
         metrics=metrics,
     )
+
+
+async def test_text_of_several_turns_joins_as_paragraphs_and_text_before_any_retrieval_is_dropped(tmp_path):
+    script = [
+        CallTools([("search", {"query": "roll back a failed deployment"})], text="Let me look that up."),
+        CallTools([("search", {"query": "canary release traffic"})], text="Rollbacks use kubectl rollout undo [1]."),
+        Answer("Canaries shift traffic slowly [2]."),
+    ]
+    with chat_stub(script) as stub:
+        async with running_service("edge", tmp_path / "data", ask_results_per_search=1, **llm_settings(stub.url)) as c:
+            await put_docs(c)
+            body = (await c.post("/api/v1/ask", json={"question": "Rollbacks and canaries?"})).json()
+    assert body["answer"] == "Rollbacks use kubectl rollout undo [1].\n\nCanaries shift traffic slowly [2]."
+    assert [c["uri"] for c in body["citations"]] == [ROLLBACK, CANARY]
+    assert stub.requests[1]["messages"][2]["content"] == "Let me look that up."  # the model keeps its own words

@@ -37,6 +37,7 @@ class CallTools:
     calls: list[tuple[str, dict[str, Any] | str]]
     prompt_tokens: int = 50
     completion_tokens: int = 10
+    text: str = ""  # said before the calls, in the same turn
 
 
 @dataclass
@@ -193,6 +194,8 @@ def _chunks(model: str, step: Step) -> Iterator[dict[str, Any]]:
             yield chunk({"content": step.text[i : i + step.piece]})
         yield chunk({}, "stop")
     elif isinstance(step, CallTools):
+        if step.text:
+            yield chunk({"content": step.text})
         for index, (name, arguments) in enumerate(step.calls):
             text = _text(arguments)
             head = {

@@ -172,7 +172,8 @@ class AskService:
             outcome = exc.code
             raise
         except (GeneratorExit, asyncio.CancelledError):
-            outcome = "cancelled"  # the client went away mid-stream
+            if outcome == "error":  # the client went away before the answer was done
+                outcome = "cancelled"
             raise
         finally:
             self.metrics.asks.labels(self.mode, outcome).inc()
@@ -192,13 +193,16 @@ class AskService:
             offer = [SEARCH_TOOL] if budget > 0 and turn < turns - 1 else []
             text: list[str] = []
             tool_calls: tuple[ToolCall, ...] = ()
+            # A turn's text follows an earlier turn's as a new paragraph (models rarely write in both).
+            separator = "\n\n" if run.citations.text.strip() else ""
             async with aclosing(self.chat.turn(messages, offer, deadline=deadline)) as pieces:
                 async for piece in pieces:
                     if isinstance(piece, TextPiece):
                         text.append(piece.text)
                         # Before anything was retrieved the model has nothing to cite: that text is not answer.
-                        if len(run.ledger) and (out := run.citations.feed(piece.text)):
+                        if len(run.ledger) and (out := run.citations.feed(separator + piece.text)):
                             yield AskEvent("delta", AskDeltaEvent(text=out))
+                        separator = ""
                     else:
                         run.usage.promptTokens += piece.prompt_tokens
                         run.usage.completionTokens += piece.completion_tokens
