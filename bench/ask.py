@@ -2,8 +2,11 @@
 
 Corpus: the first --docs SciFact abstracts chunked by the service, with their real MiniLM vectors
 (bench/vectors.py: cached .npy, the retrieval benchmark's collection, or embedded once), topped up
-to --chunks by augmented copies (same text, noisy dense vector), loaded straight into the embedded
-Qdrant Edge store. Queries: SciFact train claims, sent one at a time through the real HTTP API
+to --chunks by augmented copies (noisy dense vector), loaded straight into the embedded Qdrant Edge
+store. A verbatim copy would repeat its sentences, and ask embeds a repeated sentence only once, so
+the extractive step would look cheaper than on a real corpus: every copy's text is perturbed here
+(one word in five replaced by a random corpus word, its BM25 vector recomputed), so each sentence
+it holds is new text to embed. Queries: SciFact train claims, sent one at a time through the real HTTP API
 (uvicorn on 127.0.0.1) as `POST /api/v1/ask` in extractive mode (no LLM configured): one hybrid
 search of SEARCHSVC_ASK_RESULTS_PER_SEARCH chunks, then every sentence of those chunks embedded in
 one batch with the question and ranked. The same claims through `POST /api/v1/search` (same limit)
@@ -16,6 +19,8 @@ embedded: the embedder has no cache here.
 from __future__ import annotations
 
 import argparse
+import logging
+import random
 import statistics
 import tempfile
 import time
@@ -36,6 +41,23 @@ from bench.search_latency import load_store
 
 NAME = "ask"
 WARMUP = 5
+
+
+def perturb_copies(points: list, seed: int = 7) -> int:
+    """Give every augmented copy (bench/vectors.augment) text of its own; returns how many were changed."""
+    from kbsearch.store.bm25 import Bm25Encoder
+
+    rng = random.Random(seed)
+    vocabulary = sorted({word for p in points for word in p.text.split() if word.isalpha()})
+    copies = [p for p in points if p.uri.startswith("scifact-aug:")]
+    for point in copies:
+        words = point.text.split(" ")
+        point.text = " ".join(rng.choice(vocabulary) if i % 5 == 2 and w.isalpha() else w for i, w in enumerate(words))
+    for start in range(0, len(copies), 2048):
+        batch = copies[start : start + 2048]
+        for point, sparse in zip(batch, Bm25Encoder().encode_documents([p.text for p in batch]), strict=True):
+            point.sparse = sparse
+    return len(copies)
 
 
 def measure(base_url: str, queries: list[str], limit: int) -> dict[str, Any]:
@@ -87,6 +109,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from kbsearch.settings import Settings
     from kbsearch.store.edge import EdgeStore
 
+    for noisy in ("httpx", "kbsearch", "mcp"):  # one line per request would bury the figures
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     data = load_scifact(args.scifact)
     if args.docs:
         data.corpus = data.corpus[: args.docs]
@@ -94,9 +118,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"[ask] {args.chunks} chunks target, {len(queries) - WARMUP} asks (+{WARMUP} warm-up) ({load_text()})")
     embedder = local_embedder()  # uncached: every question and sentence is really embedded
     chunk_set = scifact_chunks(data, embedder, target=args.chunks)
+    perturb_copies(chunk_set.points)
     corpus = (
         f"{chunk_set.real} real SciFact chunks from {len(data.corpus)} abstracts (dense vectors: {chunk_set.origin}) "
-        f"+ {chunk_set.augmented} augmented copies = {len(chunk_set.points)} chunks, loaded with store.upsert_chunks"
+        f"+ {chunk_set.augmented} augmented copies (noisy vectors, 1 word in 5 replaced) = {len(chunk_set.points)} "
+        "chunks, loaded with store.upsert_chunks"
     )
     print(f"  corpus: {corpus}")
     with tempfile.TemporaryDirectory(prefix="bench-ask-") as tmp:
