@@ -49,10 +49,6 @@ async def ask(body: AskRequest, service: Service, caller: Reader) -> Response | 
 
 async def _server_sent(first: AskEvent, rest: AsyncGenerator[AskEvent]) -> AsyncIterator[str]:
     async with aclosing(rest):  # a client that goes away stops the model and the searches
-        yield _frame(first)
+        yield first.server_sent()
         async for event in rest:
-            yield _frame(event)
-
-
-def _frame(event: AskEvent) -> str:
-    return f"event: {event.event}\ndata: {event.data.model_dump_json()}\n\n"
+            yield event.server_sent()

@@ -83,6 +83,10 @@ class AskEvent:
     data: BaseModel
     status: int = 200
 
+    def server_sent(self) -> str:
+        """The event as one text/event-stream frame; every face that streams an ask sends exactly this."""
+        return f"event: {self.event}\ndata: {self.data.model_dump_json()}\n\n"
+
 
 @dataclass(slots=True)
 class _Run:
