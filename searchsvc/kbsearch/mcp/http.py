@@ -13,6 +13,7 @@ Kubernetes cannot decide. Then the SDK checks the Host header against SEARCHSVC_
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -67,6 +68,26 @@ class McpFace:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        # A mounted app's lifespan never runs, so the app's own lifespan runs the session manager.
-        async with self.server.session_manager.run():
+        """The session manager, run by the app's lifespan (a mounted app's own lifespan never runs).
+
+        It lives in a task of its own: its task group must be entered and left by one task, and
+        a lifespan may be entered and left by different ones (an ASGI server's, a test fixture's).
+        """
+        started, stop = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            async with self.server.session_manager.run():
+                started.set()
+                await stop.wait()
+
+        holder = asyncio.create_task(hold(), name="mcp-session-manager")
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait((holder, waiting), return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if holder.done():
+            holder.result()  # it failed to start: raise its error here
+        try:
             yield
+        finally:
+            stop.set()
+            await holder
