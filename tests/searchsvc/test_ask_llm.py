@@ -288,3 +288,21 @@ async def test_text_of_several_turns_joins_as_paragraphs_and_text_before_any_ret
     assert body["answer"] == "Rollbacks use kubectl rollout undo [1].\n\nCanaries shift traffic slowly [2]."
     assert [c["uri"] for c in body["citations"]] == [ROLLBACK, CANARY]
     assert stub.requests[1]["messages"][2]["content"] == "Let me look that up."  # the model keeps its own words
+
+
+async def test_a_model_that_answers_without_searching_is_not_shown(tmp_path):
+    with chat_stub([Answer("From memory, trust me [1].")]) as stub:
+        async with running_service("edge", tmp_path / "data", **llm_settings(stub.url)) as client:
+            await put_docs(client)
+            body = (await client.post("/api/v1/ask", json={"question": "How do I roll back?"})).json()
+    assert body["answer"] == "I found nothing in the knowledge base that answers this question."
+    assert body["grounded"] is False and body["searches"] == [] and body["droppedCitations"] == 0
+
+
+async def test_the_whole_ask_has_a_deadline_of_its_own(tmp_path):
+    settings = llm_settings("", llm_timeout_s=30, ask_timeout_s=0.5)
+    with chat_stub([Hang(3.0)]) as stub:
+        async with running_service("edge", tmp_path / "data", **(settings | {"llm_base_url": stub.url})) as client:
+            response = await client.post("/api/v1/ask", json={"question": "anything"})
+    assert response.status_code == 504
+    assert response.json()["error"]["code"] == "LLM_TIMEOUT"

@@ -104,7 +104,7 @@ class ChatStub:
                     step = step(body)
                 stub._answer(self, body, step)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
@@ -217,6 +217,12 @@ def _chunks(model: str, step: Step) -> Iterator[dict[str, Any]]:
         "choices": [],
         "usage": _usage(step),
     }
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out and left (the Hang step) is expected; print nothing for it.
+        pass
 
 
 @contextmanager
