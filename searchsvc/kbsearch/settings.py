@@ -123,6 +123,24 @@ class Settings(BaseSettings):
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )
 
+    # Ask: an OpenAI-compatible chat model answers with citations; without one, extractive answers.
+    llm_model: str | None = Field(
+        None, description="Chat model for ask; unset: extractive answers from the local embedder, no network."
+    )
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible chat endpoint; default is OpenAI.")
+    llm_api_key: SecretStr | None = Field(None, description="API key for the chat endpoint.")
+    llm_timeout_s: float = Field(30.0, gt=0, description="Timeout of one chat request (connect, and between bytes).")
+    llm_max_retries: int = Field(3, ge=0, le=10, description="Retries of a chat request on 429/5xx/connection errors.")
+    llm_max_wait_s: float = Field(
+        10.0, ge=0, description="Longest backoff or Retry-After wait; a server asking for longer is not retried."
+    )
+    llm_max_tokens: int = Field(1024, ge=16, description="Most tokens one chat answer may have.")
+    ask_timeout_s: float = Field(120.0, gt=0, description="Longest time one ask may take, every search and turn.")
+    ask_results_per_search: int = Field(5, ge=1, le=20, description="Chunks each ask search retrieves.")
+    ask_min_similarity: float = Field(
+        0.3, ge=-1, le=1, description="Extractive ask: a sentence less similar than this to the question is not used."
+    )
+    ask_answer_sentences: int = Field(3, ge=1, le=10, description="Extractive ask: sentences in an answer at most.")
     # MCP (the /mcp endpoint beside the REST API)
     mcp_allowed_hosts: str = Field(
         LOOPBACK_HOSTS,
@@ -185,6 +203,11 @@ class Settings(BaseSettings):
                 "set, so anyone there could write and delete documents: set SEARCHSVC_API_TOKEN (or "
                 "SEARCHSVC_TOKENS_FILE), or "
                 "SEARCHSVC_ALLOW_UNAUTHENTICATED_WRITES=true to accept open writes"
+            )
+        if self.llm_model is None and (self.llm_base_url is not None or self.llm_api_key is not None):
+            raise ValueError(
+                "SEARCHSVC_LLM_BASE_URL or SEARCHSVC_LLM_API_KEY is set but SEARCHSVC_LLM_MODEL is not; "
+                "set the chat model too (or unset both for extractive answers)"
             )
         if self.store == "qdrant" and not self.qdrant_url:
             raise ValueError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
