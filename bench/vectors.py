@@ -53,7 +53,8 @@ def scifact_chunks(data: SciFact, embedder=None, *, target: int = 0, seed: int =
     key = hashlib.sha256((chunker.fingerprint + "\n" + "\n".join(embed_texts)).encode()).hexdigest()[:16]
     dense, origin = _dense_vectors(ids, embed_texts, key, embedder)
 
-    sparse = Bm25Encoder().encode_documents(embed_texts)
+    encoder = Bm25Encoder()  # per document: a chunk's neighbours are part of its keyword vector
+    sparse = [v for _, p in parsed for v in encoder.encode_chunks([c.embed_text for c in p.chunks])]
     points, records = [], []
     row = 0
     for doc, p in parsed:
