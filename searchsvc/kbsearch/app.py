@@ -18,7 +18,7 @@ from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
 from kbsearch.metrics import Metrics
-from kbsearch.models import CollectionSignature
+from kbsearch.models import CollectionSignature, Fusion
 from kbsearch.services.access import SourceCatalog
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.repair import repair
@@ -88,7 +88,9 @@ def create_app(
             embedder=active_embedder,
             sparse=sparse,
             metrics=metrics,
-            rrf_k=settings.rrf_k,
+            fusion=Fusion(
+                settings.fusion, settings.rrf_k, settings.fusion_dense_weight, settings.fusion_keyword_weight
+            ),
             candidates=settings.search_candidates,
             catalog=catalog,
         )

@@ -19,6 +19,7 @@ from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
     DocumentRecord,
+    Fusion,
     SearchHit,
     SearchMode,
     SparseVector,
@@ -350,7 +351,7 @@ class EdgeStore(PointStore):
         conditions: list[pl.Condition],
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
         where = _filter(conditions)
         dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
@@ -361,13 +362,15 @@ class EdgeStore(PointStore):
             else None
         )
         if mode == "hybrid":
-            stages = [q for q in (dense_query, sparse_query) if q is not None]
-            if not stages:
+            lanes = [
+                (q, w) for q, w in ((dense_query, fusion.dense_weight), (sparse_query, fusion.keyword_weight)) if q
+            ]
+            if not lanes:
                 return []
             request = qe.QueryRequest(
                 limit=limit,
-                prefetches=[qe.Prefetch(candidates, query=q, filter=where) for q in stages],
-                query=qe.Fusion.Rrf(k=rrf_k),  # type: ignore[arg-type]  # the stub types Rrf apart from Fusion
+                prefetches=[qe.Prefetch(candidates, query=q, filter=where) for q, _ in lanes],
+                query=_fusion(fusion, [w for _, w in lanes]),
                 filter=where,
                 with_payload=True,
                 with_vector=False,
@@ -380,6 +383,13 @@ class EdgeStore(PointStore):
                 return []
             request = qe.QueryRequest(limit=limit, query=query, filter=where, with_payload=True, with_vector=False)
         return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
+
+
+def _fusion(fusion: Fusion, weights: list[float]) -> Any:
+    """The engine's fusion of the lanes' prefetches; `weights` follows the prefetch order."""
+    if fusion.method == "dbsf":
+        return qe.Fusion.Dbsf()
+    return qe.Fusion.Rrf(k=fusion.rrf_k, weights=weights)
 
 
 def _config(signature: CollectionSignature) -> qe.EdgeConfig:
