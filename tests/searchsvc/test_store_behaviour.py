@@ -799,6 +799,8 @@ FUSIONS = {
     "rrf-keyword-heavy": Fusion("rrf", 2, dense_weight=0.5, keyword_weight=2.0),
     "rrf-keyword-only": Fusion("rrf", 2, dense_weight=0.0, keyword_weight=1.0),
     "dbsf": Fusion("dbsf"),
+    "dbsf-dense-heavy": Fusion("dbsf", dense_weight=2.0, keyword_weight=0.5),
+    "dbsf-keyword-only": Fusion("dbsf", dense_weight=0.0, keyword_weight=1.0),
 }
 FUSION_QUERIES = ["knead the dough", "postgres indexes", "kubernetes pods scheduled onto nodes", EVERYTHING]
 
@@ -813,16 +815,17 @@ def rrf_reference(lanes: list[list[str]], fusion: Fusion) -> dict[str, float]:
     return scores
 
 
-def dbsf_reference(lanes: list[list[tuple[str, float]]]) -> dict[str, float]:
-    """DBSF: each lane's scores mapped from [mean - 3 sd, mean + 3 sd] (sample sd) onto [0, 1], summed."""
+def dbsf_reference(lanes: list[list[tuple[str, float]]], weights: list[float]) -> dict[str, float]:
+    """DBSF: each lane's scores mapped from [mean - 3 sd, mean + 3 sd] (sample sd) onto [0, 1], then
+    summed with the lane's weight."""
     scores: dict[str, float] = {}
-    for hits in lanes:
+    for hits, weight in zip(lanes, weights, strict=True):
         values = [score for _, score in hits]
         mean = sum(values) / len(values)
         sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
         for point, score in hits:
             normalised = (score - (mean - 3 * sd)) / (6 * sd) if sd > 0 else 0.5
-            scores[point] = scores.get(point, 0.0) + normalised
+            scores[point] = scores.get(point, 0.0) + weight * normalised
     return scores
 
 
@@ -836,7 +839,11 @@ def test_hybrid_scores_are_the_fusion_of_the_two_lanes(corpus: VectorStore, fusi
     if fusion.method == "rrf":
         expected = rrf_reference([[h.id for h in dense], [h.id for h in keyword]], fusion)
     else:
-        expected = dbsf_reference([[(h.id, h.score) for h in lane] for lane in (dense, keyword) if lane])
+        lanes = [
+            ([(h.id, h.score) for h in lane], w)
+            for lane, w in ((dense, fusion.dense_weight), (keyword, fusion.keyword_weight))
+        ]
+        expected = dbsf_reference([hits for hits, _ in lanes if hits], [w for hits, w in lanes if hits])
     assert {h.id: h.score for h in hybrid} == pytest.approx(expected, rel=1e-4, abs=1e-6)
     assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
 

@@ -367,10 +367,20 @@ class EdgeStore(PointStore):
             ]
             if not lanes:
                 return []
+            prefetches = [qe.Prefetch(candidates, query=q, filter=where) for q, _ in lanes]
+            weights = [w for _, w in lanes]
+            query: Any
+            if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
+                # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
+                normalise = _fusion(Fusion("dbsf"), [])
+                prefetches = [qe.Prefetch(candidates, prefetches=[p], query=normalise) for p in prefetches]
+                query = _weighted_sum(weights)
+            else:
+                query = _fusion(fusion, weights)
             request = qe.QueryRequest(
                 limit=limit,
-                prefetches=[qe.Prefetch(candidates, query=q, filter=where) for q, _ in lanes],
-                query=_fusion(fusion, [w for _, w in lanes]),
+                prefetches=prefetches,
+                query=query,
                 filter=where,
                 with_payload=True,
                 with_vector=False,
@@ -390,6 +400,15 @@ def _fusion(fusion: Fusion, weights: list[float]) -> Any:
     if fusion.method == "dbsf":
         return qe.Fusion.Dbsf()
     return qe.Fusion.Rrf(k=fusion.rrf_k, weights=weights)
+
+
+def _weighted_sum(weights: list[float]) -> qe.Formula:
+    """sum(weight_i * score of prefetch i); a point a lane did not return scores 0 there."""
+    terms = [
+        qe.Expression.Mult([qe.Expression.Constant(w), qe.Expression.Variable(f"$score[{i}]")])
+        for i, w in enumerate(weights)
+    ]
+    return qe.Formula(qe.Expression.Sum(terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))})
 
 
 def _config(signature: CollectionSignature) -> qe.EdgeConfig:

@@ -305,7 +305,15 @@ class QdrantServerStore(PointStore):
         common: dict[str, Any] = {"query_filter": where, "limit": limit, "with_payload": True, "with_vectors": False}
         if mode == "hybrid":
             prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using, _ in stages]
-            fused = _fusion(fusion, [w for _, _, w in stages])
+            weights = [w for _, _, w in stages]
+            fused: Any
+            if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
+                # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
+                dbsf = qm.FusionQuery(fusion=qm.Fusion.DBSF)
+                prefetch = [qm.Prefetch(prefetch=[p], query=dbsf, limit=candidates) for p in prefetch]
+                fused = _weighted_sum(weights)
+            else:
+                fused = _fusion(fusion, weights)
             response = self.client.query_points(self.collection, prefetch=prefetch, query=fused, **common)
         else:
             query, using, _ = stages[0]
@@ -318,6 +326,14 @@ def _fusion(fusion: Fusion, weights: list[float]) -> qm.FusionQuery | qm.RrfQuer
     if fusion.method == "dbsf":
         return qm.FusionQuery(fusion=qm.Fusion.DBSF)
     return qm.RrfQuery(rrf=qm.Rrf(k=fusion.rrf_k, weights=weights))
+
+
+def _weighted_sum(weights: list[float]) -> qm.FormulaQuery:
+    """sum(weight_i * score of prefetch i); a point a lane did not return scores 0 there."""
+    terms: list[qm.Expression] = [qm.MultExpression(mult=[w, f"$score[{i}]"]) for i, w in enumerate(weights)]
+    return qm.FormulaQuery(
+        formula=qm.SumExpression(sum=terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))}
+    )
 
 
 def _bare_point(point_id: str, payload: dict[str, Any]) -> qm.PointStruct:
