@@ -226,18 +226,22 @@ def _main(args, data: SciFact) -> dict[str, Any]:
             print(f"  hybrid {label:10s} nDCG@10 {row['ndcg@10']:.4f}  Recall@100 {row['recall@100']:.4f}")
         sweep: list[dict[str, Any]] = []
         if args.sweep:
-            print(f"  sweep: fusion x rrf_k x dense weight (keyword weight 1), 100 candidates ({load_text()})")
-            grid = [Fusion("dbsf")] + [Fusion("rrf", k, w, 1.0) for k in SWEEP_RRF_K for w in SWEEP_DENSE_WEIGHT]
+            print(
+                f"  sweep: fusion x rrf_k x dense weight (keyword weight 1), 100 candidates ({load_text()})", flush=True
+            )
+            grid = [Fusion("dbsf", 2, w, 1.0) for w in SWEEP_DENSE_WEIGHT]
+            grid += [Fusion("rrf", k, w, 1.0) for k in SWEEP_RRF_K for w in SWEEP_DENSE_WEIGHT]
             sweep.extend(
                 {**describe_fusion(fusion), "candidates": 100, **evaluator.run("hybrid", fusion)} for fusion in grid
             )
-            best_rrf = max((r for r in sweep if r["fusion"] == "rrf"), key=lambda r: r["ndcg@10"])
-            best = Fusion("rrf", best_rrf["rrf_k"], best_rrf["dense_weight"], 1.0)
-            for fusion in (best, Fusion("dbsf")):
+            for method in ("rrf", "dbsf"):
+                top = max((r for r in sweep if r["fusion"] == method), key=lambda r: r["ndcg@10"])
+                best = Fusion(method, top.get("rrf_k", 2), top["dense_weight"], 1.0)
                 for candidates in SWEEP_CANDIDATES:
                     if candidates != 100:
-                        row = evaluator.run("hybrid", fusion, candidates)
-                        sweep.append({**describe_fusion(fusion), "candidates": candidates, **row})
+                        row = evaluator.run("hybrid", best, candidates)
+                        sweep.append({**describe_fusion(best), "candidates": candidates, **row})
+            print(f"  sweep done ({load_text()})")
     finally:
         store.close()
         shutil.rmtree(data_dir() / COLLECTION, ignore_errors=True)
