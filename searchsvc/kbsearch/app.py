@@ -10,20 +10,24 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from kbsearch import __version__
-from kbsearch.api import documents, search, system
+from kbsearch.api import documents, insights, search, system
 from kbsearch.api.auth import Authenticator, AuthGate
 from kbsearch.api.errors import install_error_handlers
 from kbsearch.api.middleware import RequestContextMiddleware
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
+from kbsearch.mcp.http import McpFace
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature, Fusion
 from kbsearch.services.access import SourceCatalog
 from kbsearch.services.documents import DocumentService
+from kbsearch.services.insights import InsightsService
+from kbsearch.services.querylog import QueryLog
 from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
 from kbsearch.services.search import SearchService
+from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.services.tokens import StaticTokens, legacy_entries
 
 if TYPE_CHECKING:
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
+from kbsearch.store.querylog import QueryLogStore
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +45,9 @@ def create_app(
     *,
     store: VectorStore | None = None,
     embedder: EmbeddingProvider | None = None,
+    query_log_store: QueryLogStore | None = None,
 ) -> FastAPI:
-    """Build the app. `store` and `embedder` override the ones the settings would build (tests)."""
+    """Build the app. `store`, `embedder` and `query_log_store` override the ones the settings would build (tests)."""
     settings = settings or Settings()
     metrics = Metrics()
     authenticator = build_authenticator(settings)  # a malformed tokens file stops start-up here
@@ -49,7 +55,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from kbsearch.embedders.factory import build_embedder
-        from kbsearch.store.factory import build_store
+        from kbsearch.store.factory import build_store, query_log_beside
 
         active_embedder = embedder if embedder is not None else build_embedder(settings)
         active_store = store if store is not None else build_store(settings)
@@ -83,6 +89,18 @@ def create_app(
             max_pending_writes=settings.max_pending_writes,
             catalog=catalog,
         )
+        state.sync_status = SyncStatusService(store=active_store, catalog=catalog)
+        state.query_log = query_log = QueryLog(
+            (query_log_store or query_log_beside(active_store)) if settings.query_log == "on" else None,
+            metrics=metrics,
+            guard=active_store,
+            queue_size=settings.query_log_queue_size,
+            retention_days=settings.query_log_retention_days,
+            max_entries=settings.query_log_max_entries,
+            prune_interval_s=settings.query_log_prune_interval_s,
+        )
+        await query_log.start()
+        state.insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights_low_score)
         state.search = SearchService(
             store=active_store,
             embedder=active_embedder,
@@ -93,14 +111,18 @@ def create_app(
             ),
             candidates=settings.search_candidates,
             catalog=catalog,
+            query_log=query_log,
         )
         state.ready = True
         log.info("ready", extra={"store": active_store.backend, "embedder": active_embedder.model})
         try:
-            yield
+            mcp: McpFace = app.state.mcp
+            async with mcp.running():  # MCP's session manager lives as long as the services it calls
+                yield
         finally:
             state.ready = False
             try:
+                await query_log.stop()  # before the store: on a Qdrant server the log shares its client
                 await in_thread(active_store.close)
             finally:
                 active_embedder.close()
@@ -119,6 +141,8 @@ def create_app(
     app.include_router(system.router)
     app.include_router(documents.router)
     app.include_router(search.router)
+    app.include_router(insights.router)
+    app.state.mcp = McpFace(app, settings, authenticator)  # the exact path /mcp, beside the REST routes
     app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line
     app.add_middleware(
         RequestContextMiddleware,

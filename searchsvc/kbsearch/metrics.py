@@ -43,3 +43,19 @@ class Metrics:
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )
+        self.query_log_written = Counter(
+            "searchsvc_query_log_written_total",
+            "Query log entries written to the store.",
+            registry=self.registry,
+        )
+        self.query_log_dropped = Counter(
+            "searchsvc_query_log_dropped_total",
+            "Query log entries dropped, by reason (queue_full, store_error, store_unwritable).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.query_log_pruned = Counter(
+            "searchsvc_query_log_pruned_total",
+            "Query log entries deleted by retention (age or count).",
+            registry=self.registry,
+        )

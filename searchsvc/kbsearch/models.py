@@ -13,6 +13,8 @@ SearchMode = Literal["hybrid", "dense", "keyword"]
 # rrf: reciprocal rank fusion (k, lane weights); dbsf: distribution-based score fusion (each lane's
 # scores normalised by their mean +- 3 standard deviations, then summed).
 FusionMethod = Literal["rrf", "dbsf"]
+# Which face a search came through: REST, MCP, the console or an ask (recorded in the query log).
+SearchOrigin = Literal["api", "mcp", "ui", "ask"]
 
 # The checksum of a record whose write has not finished (or was interrupted): it matches no
 # content, so the next PUT of any content rewrites the document.
@@ -85,6 +87,8 @@ class ChunkPoint:
     dense: list[float]
     sparse: SparseVector
     version: int = 0  # the record version of the write that made it (see DocumentRecord)
+    start: int | None = None  # character offsets of `text` in the document body
+    end: int | None = None
 
     @property
     def id(self) -> str:
@@ -146,11 +150,31 @@ class SearchHit:
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentChunk:
+    """One stored chunk as read back for display: no vectors, no score.
+
+    `start`/`end` locate `content` in the document body; None for chunks written before the
+    offsets were stored.
+    """
+
+    uri: str
+    source_identifier: str | None
+    chunk_index: int
+    total_chunks: int
+    content: str
+    title: str | None
+    headings: list[str]
+    start: int | None
+    end: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class SourceStats:
     source_identifier: str
     documents: int
     chunks: int
     last_ingested_at: str | None
+    sync: SyncStatus | None = None  # the last sync its syncer reported, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,3 +186,96 @@ class SourceStatus:
     chunks: int
     incomplete_documents: int
     last_ingested_at: str | None
+    sync: SyncStatus | None = None
+
+
+def sync_status_point_id(source_identifier: str) -> str:
+    """The id of the vector-less point that holds a source's last reported sync."""
+    return str(uuid.uuid5(POINT_ID_NAMESPACE, f"syncstatus:{source_identifier}"))
+
+
+SyncPhase = Literal["ok", "partial", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileIssue:
+    """One file a sync skipped or failed, and why; `code` is the search service's, when it refused it."""
+
+    path: str
+    reason: str
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncStatus:
+    """The outcome of a source's last sync, as its syncer (the operator, knowledge-sync) reported it.
+
+    `failed` and `skipped` are the full counts; the file lists are bounded and may hold fewer.
+    `added`, `modified`, `deleted` and `unchanged` are optional extras of the report (0 if not sent).
+    """
+
+    source_identifier: str
+    commit: str | None
+    phase: SyncPhase
+    documents: int
+    failed: int
+    skipped: int
+    failed_files: list[FileIssue]
+    skipped_files: list[FileIssue]
+    synced_at: str  # RFC 3339, UTC
+    next_sync_at: str | None
+    message: str | None
+    added: int = 0
+    modified: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueryLogEntry:
+    """One search, as the query log keeps it: never a token, only the caller's name.
+
+    `sources` are the sources the search was scoped to after the caller's scope was applied;
+    None means unrestricted (no source filter at all).
+    """
+
+    at: float  # seconds since the epoch, UTC
+    origin: SearchOrigin
+    query: str
+    results: int
+    top_score: float | None
+    latency_ms: float
+    caller: str
+    sources: list[str] | None
+
+
+InsightsWindow = Literal["24h", "7d", "30d"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryCount:
+    query: str  # the normalised text (lowercase, single spaces)
+    count: int
+    last_at: str  # RFC 3339, UTC
+
+
+@dataclass(frozen=True, slots=True)
+class QueryScore:
+    query: str
+    count: int
+    top_score: float  # the best top score this query reached in the window
+
+
+@dataclass(frozen=True, slots=True)
+class Insights:
+    """What people and agents searched for, over one window, as far as the viewer may see."""
+
+    window: InsightsWindow
+    total: int
+    top_queries: list[QueryCount]
+    zero_result: list[QueryCount]
+    low_score: list[QueryScore]
+    by_origin: dict[str, int]
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    enabled: bool

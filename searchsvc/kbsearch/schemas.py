@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -17,6 +19,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     field_validator,
+    model_validator,
 )
 
 # Keys become Qdrant JSON paths (quoted), so keep them to a safe alphabet.
@@ -175,11 +178,126 @@ class DocumentList(Body):
     nextCursor: str | None
 
 
+# A sync status report: bounded so that one source's failures cannot bloat the store or a page.
+MAX_REPORTED_FILES = 100
+MAX_FILE_PATH = 1024
+MAX_ISSUE_REASON = 1000
+MAX_SYNC_MESSAGE = 2000
+MAX_COMMIT = 128
+ISSUE_CODE = r"^[A-Za-z0-9_.\-]{1,64}$"
+# Counts fit the store's integers and a browser's numbers exactly.
+Count = Annotated[StrictInt, Field(ge=0, le=2**53)]
+
+
+def _printable(text: str, *, lines: bool) -> str:
+    """No control characters (newlines and tabs allowed where `lines`) and valid Unicode."""
+    allowed = {"\n", "\t"} if lines else set()
+    if any(_has_control(ch) and ch not in allowed for ch in text) or not _encodable(text):
+        raise ValueError("must not contain control characters or lone surrogates")
+    return text
+
+
+def _one_line(text: str) -> str:
+    return _printable(text, lines=False)
+
+
+def _text(text: str) -> str:
+    return _printable(text, lines=True)
+
+
+class FileIssueBody(Body):
+    """One file a sync skipped or failed: its path in the repository, why, and the service's code if any."""
+
+    path: Annotated[StrictStr, Field(min_length=1, max_length=MAX_FILE_PATH), AfterValidator(_one_line)]
+    reason: Annotated[StrictStr, Field(max_length=MAX_ISSUE_REASON), AfterValidator(_text)]
+    code: Annotated[StrictStr, Field(pattern=ISSUE_CODE)] | None = None
+
+
+def _rfc3339(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SyncStatusRequest(Body):
+    """PUT /api/v1/sources/{sourceIdentifier}/status: the outcome of one sync, as its syncer saw it.
+
+    `failed` and `skipped` are the full counts and default to the length of their lists; the
+    lists hold at most MAX_REPORTED_FILES entries each (send the first ones and the full count).
+    """
+
+    commit: Annotated[StrictStr, Field(min_length=1, max_length=MAX_COMMIT), AfterValidator(_one_line)] | None = None
+    phase: Literal["ok", "partial", "error"]
+    documents: Count = 0
+    failed: Count | None = None
+    skipped: Count | None = None
+    added: Count = 0
+    modified: Count = 0
+    deleted: Count = 0
+    unchanged: Count = 0
+    failedFiles: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
+    skippedFiles: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
+    syncedAt: AwareDatetime
+    nextSyncAt: AwareDatetime | None = None
+    message: Annotated[StrictStr, Field(max_length=MAX_SYNC_MESSAGE), AfterValidator(_text)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SyncStatusRequest:
+        for count, files in (("failed", "failedFiles"), ("skipped", "skippedFiles")):
+            listed = len(getattr(self, files))
+            total = getattr(self, count)
+            if total is None:
+                setattr(self, count, listed)
+            elif total < listed:
+                raise ValueError(f"{count} is {total} but {files} lists {listed} files; {count} is the full count")
+        if self.phase == "ok" and self.failed:
+            raise ValueError(f"phase is ok but {self.failed} files failed; report phase partial")
+        return self
+
+    @property
+    def synced_at(self) -> str:
+        return _rfc3339(self.syncedAt)
+
+    @property
+    def next_sync_at(self) -> str | None:
+        return _rfc3339(self.nextSyncAt) if self.nextSyncAt is not None else None
+
+
+class FileIssueInfo(Body):
+    path: str
+    reason: str
+    code: str | None
+
+
+class SyncStatusInfo(Body):
+    """A source's last reported sync (camelCase, like the rest of the API)."""
+
+    commit: str | None
+    phase: Literal["ok", "partial", "error"]
+    documents: int
+    failed: int
+    skipped: int
+    added: int
+    modified: int
+    deleted: int
+    unchanged: int
+    failedFiles: list[FileIssueInfo]
+    skippedFiles: list[FileIssueInfo]
+    syncedAt: str
+    nextSyncAt: str | None
+    message: str | None
+
+
+class SyncStatusResponse(Body):
+    sourceIdentifier: str
+    stored: bool  # false: a report with a later syncedAt is already stored, and stays
+    sync: SyncStatusInfo
+
+
 class SourceInfo(Body):
     sourceIdentifier: str
     documents: int
     chunks: int
     lastIngestedAt: str | None
+    sync: SyncStatusInfo | None = None
 
 
 class SourceList(Body):
@@ -195,6 +313,7 @@ class SourceStatusInfo(Body):
     incompleteDocuments: int
     lastIngestedAt: str | None
     collectionEpoch: str
+    sync: SyncStatusInfo | None = None
 
 
 class SearchFilterBody(Body):
@@ -263,3 +382,29 @@ class ErrorDetail(Body):
 
 class ErrorResponse(Body):
     error: ErrorDetail
+
+
+class QueryCountInfo(Body):
+    query: str
+    count: int
+    lastAt: str
+
+
+class QueryScoreInfo(Body):
+    query: str
+    count: int
+    topScore: float
+
+
+class InsightsResponse(Body):
+    """GET /api/v1/insights: what was searched in the window, as far as the caller's scope reaches."""
+
+    window: Literal["24h", "7d", "30d"]
+    enabled: bool  # false: the query log is switched off (SEARCHSVC_QUERY_LOG=off)
+    total: int
+    topQueries: list[QueryCountInfo]
+    zeroResult: list[QueryCountInfo]
+    lowScore: list[QueryScoreInfo]
+    byOrigin: dict[str, int]
+    latencyP50Ms: float | None
+    latencyP95Ms: float | None

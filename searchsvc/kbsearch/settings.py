@@ -10,6 +10,8 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "SEARCHSVC_"
+# Host header values of this machine, with any port: the MCP endpoint's default.
+LOOPBACK_HOSTS = "127.0.0.1,127.0.0.1:*,localhost,localhost:*,[::1],[::1]:*"
 
 
 def is_loopback(host: str) -> bool:
@@ -130,6 +132,36 @@ class Settings(BaseSettings):
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )
 
+    # MCP (the /mcp endpoint beside the REST API)
+    mcp_allowed_hosts: str = Field(
+        LOOPBACK_HOSTS,
+        description="Comma-separated Host values /mcp answers (host or host:port; host:* is any port); others get 421.",
+    )
+    mcp_compat_dotai: bool = Field(
+        False, description="Also offer dot-ai's manageKnowledge tool (operation ingest, search or deleteByUri)."
+    )
+    mcp_compat_openai: bool = Field(
+        False, description="Also offer the search and fetch tools that OpenAI's connectors expect."
+    )
+
+    # Query log and insights
+    query_log: Literal["on", "off"] = Field(
+        "on", description="Record every search (query text, caller name, counts) for insights; off records nothing."
+    )
+    query_log_retention_days: int = Field(30, ge=1, description="Query log entries older than this are deleted.")
+    query_log_max_entries: int = Field(
+        200_000, ge=1, description="The query log keeps at most this many entries, the newest."
+    )
+    query_log_queue_size: int = Field(
+        10_000, ge=1, description="Entries waiting to be written; past it new ones are dropped and counted."
+    )
+    query_log_prune_interval_s: float = Field(
+        600.0, gt=0, description="Seconds between two retention passes over the query log."
+    )
+    insights_low_score: float = Field(
+        0.4, description="Insights list a query as low-score when its best top score stays below this."
+    )
+
     @field_validator("api_token", "read_token")
     @classmethod
     def _usable_token(cls, token: SecretStr | None) -> SecretStr | None:
@@ -185,6 +217,10 @@ class Settings(BaseSettings):
     @staticmethod
     def _names(value: str | None) -> list[str]:
         return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+    @property
+    def mcp_hosts(self) -> list[str]:
+        return self._names(self.mcp_allowed_hosts)
 
     @property
     def audiences(self) -> list[str]:

@@ -24,11 +24,14 @@ from kbsearch.models import (
     INCOMPLETE,
     ChunkPoint,
     DocumentRecord,
+    FileIssue,
     Fusion,
+    QueryLogEntry,
     SearchFilter,
     SourceStats,
     SourceStatus,
     SparseVector,
+    SyncStatus,
     chunk_point_id,
     document_point_id,
 )
@@ -36,8 +39,9 @@ from kbsearch.settings import Settings
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import VectorStore
 from kbsearch.store.edge import EdgeStore
-from kbsearch.store.factory import build_store
+from kbsearch.store.factory import build_store, query_log_beside
 from kbsearch.store.qdrant_server import QdrantServerStore
+from kbsearch.store.querylog import QueryLogStore, entry_from_payload
 from tests.searchsvc.conftest import TEST_SIGNATURE, StoreOpener
 from tests.support.hashing import HashingEmbedder
 
@@ -347,6 +351,27 @@ def chunk_texts(store: VectorStore, uri: str, indexes: range) -> dict[int, str]:
         fusion=Fusion(rrf_k=60),
     )
     return {h.chunk_index: h.content for h in hits if h.uri == uri and h.chunk_index in indexes}
+
+
+def test_document_chunks_reads_a_range_in_order_by_id(store: VectorStore):
+    texts = [f"chunk number {i}" for i in range(7)]
+    points = make_chunks("doc://a", texts, source="s")
+    for i, point in enumerate(points):
+        point.start, point.end = i * 100, i * 100 + len(point.text)
+    store.upsert_chunks(points[::-1])  # written out of order
+    store.upsert_chunks(make_chunks("doc://b", ["another document"], source="s"))
+
+    middle = store.document_chunks("doc://a", 2, 5)
+    assert [c.chunk_index for c in middle] == [2, 3, 4]
+    assert [c.content for c in middle] == texts[2:5]
+    assert middle[0].start == 200 and middle[0].end == 200 + len(texts[2])
+    assert middle[0].headings == ["Top", "Section 2"] and middle[0].title == "Title of doc://a"
+    assert middle[0].source_identifier == "s" and middle[0].total_chunks == 7
+    assert [c.chunk_index for c in store.document_chunks("doc://a", 0, 1000)] == list(range(7))
+    assert store.document_chunks("doc://a", 7, 9) == []
+    assert store.document_chunks("doc://missing", 0, 3) == []
+    # Chunks written before offsets were stored read back with None.
+    assert store.document_chunks("doc://b", 0, 1)[0].start is None
 
 
 def test_delete_chunks_takes_a_version_range(store: VectorStore):
@@ -1020,3 +1045,155 @@ def test_reusable_vectors_are_found_by_the_hash_each_chunk_carries(store):
     assert found["hash-docs/a.md-0"] == pytest.approx(expected[0])
     assert found["hash-docs/a.md-2"] == pytest.approx(expected[1])
     assert store.reusable_vectors("docs/a.md", []) == {}
+
+
+# --- sync status ----------------------------------------------------------------------------
+
+
+def sync_status(source: str, synced_at: str = "2026-11-24T10:00:00.000Z", **changes) -> SyncStatus:
+    status = SyncStatus(
+        source_identifier=source,
+        commit="abc123",
+        phase="partial",
+        documents=1,
+        failed=2,
+        skipped=1,
+        failed_files=[FileIssue("a.md", "not ingested: 503"), FileIssue("b.md", "not ingested: 503")],
+        skipped_files=[FileIssue("big.md", "refused", "DOCUMENT_TOO_LARGE")],
+        synced_at=synced_at,
+        next_sync_at="2026-11-24T11:00:00.000Z",
+        message="2 documents failed",
+        added=1,
+    )
+    return replace(status, **changes)
+
+
+def test_a_sync_status_round_trips_and_joins_its_source(store: VectorStore):
+    ingest(store, "a/1.md", ["x", "y"], source="alpha", ingested_at="2026-03-02T09:00:00Z")
+    status = sync_status("alpha")
+    assert store.put_sync_status(status) is True
+    assert store.get_sync_status("alpha") == status
+    assert store.get_sync_status("beta") is None
+    assert store.list_sources() == [SourceStats("alpha", 1, 2, "2026-03-02T09:00:00Z", sync=status)]
+    assert store.source_status("alpha").sync == status
+    # Not a document, not a chunk: counts and listings are unchanged.
+    assert store.count() == (1, 2)
+    assert [r.uri for r in all_documents(store)] == ["a/1.md"]
+
+
+def test_a_source_with_only_a_sync_status_is_a_source(store: VectorStore):
+    status = sync_status("failing", documents=0, phase="error")
+    store.put_sync_status(status)
+    ingest(store, "b/1.md", ["x"], source="beta", ingested_at="2026-03-02T09:00:00Z")
+    assert store.list_sources() == [
+        SourceStats("beta", 1, 1, "2026-03-02T09:00:00Z"),
+        SourceStats("failing", 0, 0, None, sync=status),
+    ]
+    assert store.source_identifiers() == ["beta", "failing"]  # glob scopes resolve to it
+    assert store.list_sources(allowed=["beta"]) == [SourceStats("beta", 1, 1, "2026-03-02T09:00:00Z")]
+    assert store.list_sources(allowed=["failing"]) == [SourceStats("failing", 0, 0, None, sync=status)]
+    assert store.count() == (1, 1)
+
+
+def test_a_newer_sync_status_is_never_replaced_by_an_older_one(store: VectorStore):
+    newer = sync_status("alpha", "2026-11-24T12:00:00.000Z", phase="ok", failed=0, failed_files=[])
+    assert store.put_sync_status(newer)
+    assert store.put_sync_status(sync_status("alpha", "2026-11-24T11:59:59.999Z")) is False
+    assert store.get_sync_status("alpha") == newer
+    newest = sync_status("alpha", "2026-11-24T12:00:00.001Z")
+    assert store.put_sync_status(newest) and store.get_sync_status("alpha") == newest
+
+
+def test_deleting_a_source_deletes_its_sync_status(store: VectorStore):
+    ingest(store, "a/1.md", ["x"], source="alpha")
+    store.put_sync_status(sync_status("alpha"))
+    store.put_sync_status(sync_status("beta"))
+    assert store.delete_source("alpha") == (1, 1)
+    assert store.get_sync_status("alpha") is None and store.get_sync_status("beta") is not None
+    assert store.delete_source("beta") == (0, 0)  # a status alone: no documents, no chunks
+    assert store.list_sources() == []
+
+
+def test_a_sync_status_survives_a_reopen(store_opener: StoreOpener):
+    store = store_opener.open()
+    store.put_sync_status(sync_status("alpha"))
+    store.close()
+    assert store_opener.open().get_sync_status("alpha") == sync_status("alpha")
+
+
+# --- query log ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def query_log(store: VectorStore) -> Iterator[QueryLogStore]:
+    """The query-log collection beside `store`, on its backend."""
+    log = query_log_beside(store)
+    log.open()
+    yield log
+    log.close()
+
+
+def logged(at: float, query: str = "q", sources: list[str] | None = None, **changes) -> QueryLogEntry:
+    entry = QueryLogEntry(
+        at=at, origin="api", query=query, results=1, top_score=0.5, latency_ms=3.0, caller="team-a", sources=sources
+    )
+    return replace(entry, **changes)
+
+
+def test_the_query_log_is_a_collection_of_its_own(store: VectorStore, query_log: QueryLogStore):
+    assert query_log.collection == f"{store.collection}_querylog"
+    query_log.append([logged(1000.0, "Deploy  Rollback", ["a"]), logged(1001.0, sources=None, origin="mcp")])
+    assert query_log.count() == 2
+    assert store.count() == (0, 0) and store.list_sources() == []
+    payloads = sorted(query_log.entries(since=0, allowed=None), key=lambda p: p["at"])
+    assert payloads[0]["normalized"] == "deploy rollback" and payloads[0]["query"] == "Deploy  Rollback"
+    assert payloads[0]["time"] == "1970-01-01T00:16:40.000Z" and payloads[0]["sources"] == ["a"]
+    assert [entry_from_payload(p) for p in payloads] == [
+        logged(1000.0, "Deploy  Rollback", ["a"]),
+        logged(1001.0, sources=None, origin="mcp"),
+    ]
+
+
+def test_query_log_entries_are_visible_only_within_the_viewers_scope(query_log: QueryLogStore):
+    query_log.append(
+        [
+            logged(1.0, "only a", ["team-a/docs"]),
+            logged(2.0, "a and a2", ["team-a/docs", "team-a/wiki"]),
+            logged(3.0, "a and b", ["team-a/docs", "team-b/docs"]),
+            logged(4.0, "only b", ["team-b/docs"]),
+            logged(5.0, "unrestricted", None),
+            logged(6.0, "scope matched nothing", []),
+        ]
+    )
+
+    def seen(allowed: list[str] | None, since: float = 0.0) -> list[str]:
+        return [p["query"] for p in sorted(query_log.entries(since=since, allowed=allowed), key=lambda p: p["at"])]
+
+    assert seen(None) == ["only a", "a and a2", "a and b", "only b", "unrestricted", "scope matched nothing"]
+    assert seen(["team-a/docs"]) == ["only a"]
+    assert seen(["team-a/docs", "team-a/wiki"]) == ["only a", "a and a2"]
+    assert seen(["team-b/docs"]) == ["only b"]
+    assert seen(["team-a/docs", "team-b/docs"]) == ["only a", "a and b", "only b"]
+    assert seen(["team-c/docs"]) == []
+    assert seen(None, since=4.0) == ["only b", "unrestricted", "scope matched nothing"]
+
+
+def test_query_log_retention_by_age_then_by_count(query_log: QueryLogStore):
+    query_log.append([logged(float(t), f"q{t}") for t in range(100)])
+    assert query_log.prune(before=9.0, keep=1000) == 10  # at 0..9
+    assert query_log.count() == 90
+    assert query_log.prune(before=9.0, keep=25) == 65  # the oldest beyond the newest 25
+    assert sorted(p["at"] for p in query_log.entries(since=0, allowed=None)) == [float(t) for t in range(75, 100)]
+    assert query_log.prune(before=0.0, keep=25) == 0
+
+
+def test_the_query_log_survives_a_reopen(store_opener: StoreOpener):
+    store = store_opener.open()
+    log = query_log_beside(store)
+    log.open()
+    log.append([logged(1.0, "kept")])
+    log.close()
+    again = query_log_beside(store)
+    again.open()
+    assert [p["query"] for p in again.entries(since=0, allowed=None)] == ["kept"]
+    again.close()

@@ -13,6 +13,7 @@ from kbsearch.app import create_app
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
+from kbsearch.store.querylog import QueryLogStore
 from tests.support.hashing import HashingEmbedder
 
 STORE_KINDS = ("edge", "qdrant-local")
@@ -47,13 +48,16 @@ async def running_service(
     data_dir: Path,
     *,
     embedder: EmbeddingProvider | None = None,
+    store: VectorStore | None = None,
+    query_log_store: QueryLogStore | None = None,
     **settings: object,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """The real app with the hashing embedder on the given store kind."""
+    """The real app with the hashing embedder on the given store kind (or on `store`, made by make_store)."""
     app = create_app(
         Settings(data_dir=data_dir, **settings),
-        store=make_store(store_kind, data_dir),
+        store=store or make_store(store_kind, data_dir),
         embedder=embedder or HashingEmbedder(),
+        query_log_store=query_log_store,
     )
     async with serve(app) as client:
         client.app = app  # type: ignore[attr-defined]  # lets tests reach app.state

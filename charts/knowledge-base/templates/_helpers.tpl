@@ -117,6 +117,23 @@ The in-cluster URL of the search service, as the operator and NOTES use it.
 {{- end }}
 
 {{/*
+The Host values the search service's /mcp endpoint answers (SEARCHSVC_MCP_ALLOWED_HOSTS): loopback
+(probes, port-forwards), the Service's DNS names with and without its port, and any extra hosts
+(an Ingress). Any other Host gets 421, the SDK's DNS-rebinding protection.
+*/}}
+{{- define "knowledge-base.search.mcpAllowedHosts" -}}
+{{- $name := include "knowledge-base.search.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $port := .Values.search.service.port }}
+{{- $hosts := list "127.0.0.1" "127.0.0.1:*" "localhost" "localhost:*" "[::1]" "[::1]:*" }}
+{{- range $host := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.%s" $name $ns $.Values.search.mcp.clusterDomain) }}
+{{- $hosts = append $hosts $host }}
+{{- $hosts = append $hosts (printf "%s:%v" $host $port) }}
+{{- end }}
+{{- join "," (concat $hosts .Values.search.mcp.extraAllowedHosts) }}
+{{- end }}
+
+{{/*
 A Secret value generated once: the existing value when the Secret is already in the cluster
 (so upgrades keep it), else a new random one. `helm template` cannot look up, so it always
 generates. Call with (dict "ctx" $ "name" <secret name> "key" <data key>).

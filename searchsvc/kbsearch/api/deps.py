@@ -7,7 +7,9 @@ from starlette.datastructures import State
 
 from kbsearch.errors import NotReadyError
 from kbsearch.services.documents import DocumentService
+from kbsearch.services.insights import InsightsService
 from kbsearch.services.search import SearchService
+from kbsearch.services.syncstatus import SyncStatusService
 
 
 def ready_state(request: Request) -> State:
@@ -24,4 +26,14 @@ def documents_service(request: Request) -> DocumentService:
 
 def search_service(request: Request) -> SearchService:
     service: SearchService = ready_state(request).search
+    return service
+
+
+def sync_status_service(request: Request) -> SyncStatusService:
+    service: SyncStatusService = ready_state(request).sync_status
+    return service
+
+
+def insights_service(request: Request) -> InsightsService:
+    service: InsightsService = ready_state(request).insights
     return service

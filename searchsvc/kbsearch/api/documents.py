@@ -7,8 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from kbsearch.api.auth import require_read, require_write
-from kbsearch.api.deps import documents_service
+from kbsearch.api.deps import documents_service, sync_status_service
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
+from kbsearch.api.views import sync_status_info
 from kbsearch.schemas import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -20,14 +21,18 @@ from kbsearch.schemas import (
     SourceInfo,
     SourceList,
     SourceStatusInfo,
+    SyncStatusRequest,
+    SyncStatusResponse,
 )
 from kbsearch.services.access import Caller
 from kbsearch.services.documents import DocumentService
+from kbsearch.services.syncstatus import SyncStatusService
 
 ERROR_STATUSES = (401, 403, 409, 413, 422, 429, 503)
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in ERROR_STATUSES}
 router = APIRouter(prefix="/api/v1", responses=ERRORS)
 Service = Annotated[DocumentService, Depends(documents_service)]
+SyncStatuses = Annotated[SyncStatusService, Depends(sync_status_service)]
 Reader = Annotated[Caller, Depends(require_read)]
 Writer = Annotated[Caller, Depends(require_write)]
 
@@ -73,9 +78,23 @@ async def list_documents(
     return DocumentList(documents=documents, nextCursor=next_cursor)
 
 
+@router.put(f"/sources/{SOURCE_PATH}/status", tags=["sources"])
+async def put_sync_status(
+    sourceIdentifier: SourceIdPath, body: SyncStatusRequest, service: SyncStatuses, caller: Writer
+) -> SyncStatusResponse:
+    """Report the outcome of one sync of a source: commit, phase, counts, failed and skipped files, times.
+
+    Needs write rights on the source, like its documents. The last report is kept (a report with
+    an earlier `syncedAt` than the stored one is answered `stored: false` and dropped) and shown
+    as `sync` by GET /api/v1/sources. A source whose every file failed is listed all the same.
+    """
+    status, stored = await service.report(sourceIdentifier, body, caller)
+    return SyncStatusResponse(sourceIdentifier=sourceIdentifier, stored=stored, sync=sync_status_info(status))
+
+
 @router.delete(f"/sources/{SOURCE_PATH}", tags=["sources"])
 async def delete_source(sourceIdentifier: SourceIdPath, service: Service, caller: Writer) -> DeleteSourceResponse:
-    """Delete every document of one source, however many chunks it has."""
+    """Delete every document of one source, however many chunks it has, and its sync status."""
     documents, chunks = await service.delete_source(sourceIdentifier, caller)
     return DeleteSourceResponse(sourceIdentifier=sourceIdentifier, documentsDeleted=documents, chunksDeleted=chunks)
 
@@ -96,18 +115,25 @@ async def source_status(sourceIdentifier: SourceIdPath, service: Service, caller
         incompleteDocuments=status.incomplete_documents,
         lastIngestedAt=status.last_ingested_at,
         collectionEpoch=epoch,
+        sync=sync_status_info(status.sync) if status.sync else None,
     )
 
 
 @router.get("/sources", tags=["sources"])
 async def list_sources(service: Service, caller: Reader) -> SourceList:
-    """Every source the caller may see, with its document and chunk counts."""
+    """Every source the caller may see, with its document and chunk counts and its last reported sync."""
+    return await source_list(service, caller)
+
+
+async def source_list(service: DocumentService, caller: Caller) -> SourceList:
+    """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
     sources = [
         SourceInfo(
             sourceIdentifier=s.source_identifier,
             documents=s.documents,
             chunks=s.chunks,
             lastIngestedAt=s.last_ingested_at,
+            sync=sync_status_info(s.sync) if s.sync else None,
         )
         for s in await service.sources(caller)
     ]

@@ -13,7 +13,7 @@ from kbsearch.api.params import SourceIdListQuery, UriPrefixQuery
 from kbsearch.errors import InvalidRequestError
 from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse, SearchResult
 from kbsearch.services.access import Caller
-from kbsearch.services.search import SearchService
+from kbsearch.services.search import SearchOutcome, SearchService
 
 router = APIRouter(
     prefix="/api/v1",
@@ -28,6 +28,11 @@ async def _run(request: SearchRequest, service: SearchService, response: Respons
     outcome = await service.search(request, caller)
     # Query embedding and engine time apart, for benchmarks and dashboards.
     response.headers["Server-Timing"] = f"embed;dur={outcome.embed_ms:.2f}, engine;dur={outcome.engine_ms:.2f}"
+    return search_response(request, outcome)
+
+
+def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchResponse:
+    """The response body of a search: REST's, and the MCP search tool's structured output."""
     results = [
         SearchResult(
             id=h.id,

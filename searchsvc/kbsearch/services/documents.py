@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +27,15 @@ from kbsearch.errors import (
     WriteConflictError,
 )
 from kbsearch.metrics import Metrics
-from kbsearch.models import INCOMPLETE, ChunkPoint, DocumentRecord, ParsedDocument, SourceStats, SourceStatus
+from kbsearch.models import (
+    INCOMPLETE,
+    ChunkPoint,
+    DocumentChunk,
+    DocumentRecord,
+    ParsedDocument,
+    SourceStats,
+    SourceStatus,
+)
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
 from kbsearch.services.access import Caller, SourceCatalog, narrow
 from kbsearch.services.batching import EmbeddingBatcher
@@ -240,6 +248,8 @@ class DocumentService:
                 headings=chunk.headings,
                 dense=dense[i],
                 sparse=sparse[i],
+                start=chunk.start,
+                end=chunk.end,
             )
             for i, chunk in enumerate(parsed.chunks)
         ]
@@ -425,12 +435,56 @@ class DocumentService:
             status = SourceStatus(source_identifier, 0, 0, 0, None)
         return status, await store_call(self.store.collection_epoch)
 
+    async def document(self, uri: str, caller: Caller) -> DocumentRecord | None:
+        """The record of `uri`; None when absent or outside the caller's scope (the two look alike)."""
+        record = await store_call(self.store.get_document, uri)
+        if record is None or not caller.scope.allows(record.source_identifier):
+            return None
+        return record
+
+    async def chunks(
+        self, uri: str, caller: Caller, first: int = 0, last: int | None = None
+    ) -> builtins.list[DocumentChunk]:
+        """The stored chunks of `uri` in [first, last) in order; [] when absent or out of scope."""
+        record = await self.document(uri, caller)
+        if record is None:
+            return []
+        end = record.chunks if last is None else min(last, record.chunks)
+        if end <= first:
+            return []
+        return await store_call(self.store.document_chunks, uri, first, end)
+
+    async def text(self, uri: str, caller: Caller) -> tuple[DocumentRecord, str] | None:
+        """The document's body rebuilt from its chunks in order; None when absent or out of scope."""
+        record = await self.document(uri, caller)
+        if record is None:
+            return None
+        return record, join_chunks(await store_call(self.store.document_chunks, uri, 0, record.chunks))
+
     async def count(self, caller: Caller) -> tuple[int, int]:
         """(documents, chunks) the caller may see."""
         allowed = await caller.scope.resolve(self.catalog)
         if allowed == []:
             return 0, 0
         return await store_call(self.store.count, allowed)
+
+
+def join_chunks(chunks: Iterable[DocumentChunk]) -> str:
+    """Chunk texts in order, without repeating the chunker's overlap.
+
+    Where both neighbours carry offsets, the part of a chunk already covered by the previous one
+    is cut; elsewhere (older chunks, or a gap such as a dropped heading-only piece) chunks are
+    joined by a blank line.
+    """
+    parts: list[str] = []
+    covered: int | None = None  # the body offset the text so far reaches
+    for chunk in chunks:
+        if covered is not None and chunk.start is not None and chunk.start < covered:
+            parts.append(chunk.content[covered - chunk.start :])
+        else:
+            parts.extend(("\n\n", chunk.content) if parts else (chunk.content,))
+        covered = max(covered or 0, chunk.end) if chunk.end is not None else None
+    return "".join(parts)
 
 
 def require_writer(caller: Caller, source_identifier: str | None, *, check_source: bool = True) -> None:

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
-from kbsearch.models import Fusion, SearchFilter, SearchHit
+from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.access import Caller, SourceCatalog, narrow
+from kbsearch.services.querylog import QueryLog
 from kbsearch.services.runtime import embed_call, store_call
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -37,8 +38,10 @@ class SearchService:
         fusion: Fusion,
         candidates: int,
         catalog: SourceCatalog,
+        query_log: QueryLog | None = None,
     ) -> None:
         self.store = store
+        self.query_log = query_log
         self.catalog = catalog
         self.embedder = embedder
         self.sparse = sparse
@@ -46,14 +49,36 @@ class SearchService:
         self.fusion = fusion
         self.candidates = candidates
 
-    async def search(self, request: SearchRequest, caller: Caller) -> SearchOutcome:
+    async def search(self, request: SearchRequest, caller: Caller, *, origin: SearchOrigin = "api") -> SearchOutcome:
+        """The caller's search; `origin` names the face it came through (REST, MCP, console, ask).
+
+        Every search, whatever its face, is recorded in the query log here, and only here.
+        """
+        outcome, sources = await self._search(request, caller)
+        if self.query_log is not None:
+            self.query_log.record(
+                QueryLogEntry(
+                    at=time.time(),
+                    origin=origin,
+                    query=request.query,
+                    results=len(outcome.hits),
+                    top_score=max((h.score for h in outcome.hits), default=None),
+                    latency_ms=round(outcome.took_ms, 3),
+                    caller=caller.name,
+                    sources=sources,
+                )
+            )
+        return outcome
+
+    async def _search(self, request: SearchRequest, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
+        """The outcome, and the sources the search was scoped to (None: every source)."""
         started = time.perf_counter()
         raw = request.filter
         requested = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier
         # The caller's scope is part of the engine filter, so `limit` is filled from what it may see.
         sources = narrow(requested, await caller.scope.resolve(self.catalog))
         if sources == []:
-            return SearchOutcome(hits=[], embed_ms=0.0, engine_ms=(time.perf_counter() - started) * 1000)
+            return SearchOutcome(hits=[], embed_ms=0.0, engine_ms=(time.perf_counter() - started) * 1000), sources
         dense = await embed_call(self.embedder.embed_query, request.query) if request.mode != "keyword" else None
         sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
@@ -74,4 +99,4 @@ class SearchService:
         outcome = SearchOutcome(hits=hits, embed_ms=(embedded - started) * 1000, engine_ms=(finished - embedded) * 1000)
         self.metrics.search_seconds.labels(request.mode, "embed").observe(outcome.embed_ms / 1000)
         self.metrics.search_seconds.labels(request.mode, "engine").observe(outcome.engine_ms / 1000)
-        return outcome
+        return outcome, sources

@@ -9,7 +9,10 @@ Layout of one collection:
 - a *document* point per document: no vectors, id `document_point_id(uri)`, the manifest,
   the document's metadata (stored once, never copied into chunks) and its `version`;
 - one *collection* point holding the CollectionSignature, so a different embedder is refused,
-  and the collection's epoch: a random id made when the collection is created.
+  and the collection's epoch: a random id made when the collection is created;
+- a *sync status* point per source that reported one: no vectors, id
+  `sync_status_point_id(source)`, the source's sourceIdentifier and its last reported sync
+  under `sync`. It goes with the source's documents when the source is deleted.
 
 Writes are conditional where several writers could meet (replicas on one Qdrant server):
 a record is written only over the version its writer read, and a chunk is overwritten only
@@ -25,6 +28,7 @@ from kbsearch.errors import StoreUnavailableError
 from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
+    DocumentChunk,
     DocumentRecord,
     Fusion,
     SearchFilter,
@@ -33,6 +37,7 @@ from kbsearch.models import (
     SourceStats,
     SourceStatus,
     SparseVector,
+    SyncStatus,
 )
 
 DENSE_VECTOR = "dense"
@@ -43,6 +48,7 @@ KIND = "kind"
 KIND_CHUNK = "chunk"
 KIND_DOCUMENT = "document"
 KIND_COLLECTION = "collection"
+KIND_SYNC_STATUS = "syncstatus"
 URI = "uri"
 SOURCE = "sourceIdentifier"
 CHUNK_INDEX = "chunkIndex"
@@ -58,8 +64,12 @@ CHUNKS = "chunks"
 INGESTED_AT = "ingestedAt"
 CHUNKER = "chunker"
 VERSION = "version"
+CHAR_START = "start"
+CHAR_END = "end"
 WRITE_ID = "writeId"
 EPOCH = "epoch"
+SYNC = "sync"
+SYNCED_AT_S = "syncedAtS"  # the report's time as seconds since the epoch: a newer one is never replaced
 
 # Keyword payload indexes every backend creates.
 KEYWORD_INDEXES = (KIND, URI, SOURCE, CHECKSUM)
@@ -99,6 +109,10 @@ class VectorStore(ABC):
 
     @abstractmethod
     def get_document(self, uri: str) -> DocumentRecord | None: ...
+
+    @abstractmethod
+    def document_chunks(self, uri: str, first: int, last: int) -> list[DocumentChunk]:
+        """The stored chunks of `uri` with first <= index < last, in index order (absent ones skipped)."""
 
     @abstractmethod
     def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
@@ -144,7 +158,7 @@ class VectorStore(ABC):
 
     @abstractmethod
     def delete_source(self, source_identifier: str) -> tuple[int, int]:
-        """Delete every record and chunk of a source, with no cap; return (documents, chunks)."""
+        """Delete every record, chunk and the sync status of a source, with no cap; return (documents, chunks)."""
 
     @abstractmethod
     def incomplete_documents(self) -> list[DocumentRecord]:
@@ -178,11 +192,24 @@ class VectorStore(ABC):
 
     @abstractmethod
     def list_sources(self, allowed: list[str] | None = None) -> list[SourceStats]:
-        """Every source (or those of `allowed`) with its counts."""
+        """Every source (or those of `allowed`) with its counts and its last reported sync.
+
+        A source with a sync status but no documents (its every file failed) is listed too.
+        """
+
+    @abstractmethod
+    def put_sync_status(self, status: SyncStatus) -> bool:
+        """Store a source's sync status, unless the stored one is newer (a later synced_at).
+
+        True when `status` is now the stored one.
+        """
+
+    @abstractmethod
+    def get_sync_status(self, source_identifier: str) -> SyncStatus | None: ...
 
     @abstractmethod
     def source_identifiers(self) -> list[str]:
-        """Every sourceIdentifier of a document record: a facet, not a scan (resolves scope globs)."""
+        """Every sourceIdentifier of a document record or a sync status: a facet, not a scan (resolves scope globs)."""
 
     @abstractmethod
     def source_status(self, source_identifier: str) -> SourceStatus:

@@ -23,7 +23,9 @@ from kbsearch.models import (
     SearchHit,
     SearchMode,
     SparseVector,
+    SyncStatus,
     document_point_id,
+    sync_status_point_id,
 )
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import (
@@ -41,6 +43,7 @@ from kbsearch.store.base import (
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.points import PointStore
+from kbsearch.store.querylog import BOOL_INDEXES, FLOAT_INDEXES, KEYWORD_INDEXES, QueryLogStore
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 log = logging.getLogger(__name__)
@@ -258,6 +261,12 @@ class EdgeStore(PointStore):
         with self._lock:
             self._apply(qe.UpdateOperation.delete_points_by_filter(_where(doomed)))
 
+    def put_sync_status(self, status: SyncStatus) -> bool:
+        point = _bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
+        with self._lock:
+            self._apply(qe.UpdateOperation.upsert_points([point], condition=_filter(pl.sync_status_newer_than(status))))
+            return self._sync_status(status.source_identifier) == status
+
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
         doomed = pl.chunk_conditions(uri, lowest, highest)
         with self._lock:
@@ -411,6 +420,86 @@ def _weighted_sum(weights: list[float]) -> qe.Formula:
     return qe.Formula(qe.Expression.Sum(terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))})
 
 
+class EdgeQueryLog(QueryLogStore):
+    """The query log as a second shard, `data_dir/<collection>`, beside the chunks' shard.
+
+    Edge needs at least one vector in a shard's config: a 1-dimension one is declared and never
+    written, so every point is payload-only. Each append is flushed: the log is written in
+    batches by a background task, never on a request's path. The main EdgeStore's directory
+    lock already keeps a second process out of the data directory.
+    """
+
+    backend = "edge"
+
+    def __init__(self, data_dir: Path, collection: str) -> None:
+        self.collection = collection
+        self.path = Path(data_dir) / collection
+        self._shard: qe.EdgeShard | None = None
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        with self._lock:
+            if self.path.is_dir() and any(self.path.iterdir()):
+                shard = qe.EdgeShard.load(str(self.path))
+            else:
+                self.path.mkdir(parents=True, exist_ok=True)
+                unused = qe.EdgeVectorParams(size=1, distance=qe.Distance.Cosine)
+                shard = qe.EdgeShard.create(str(self.path), qe.EdgeConfig(vectors={"unused": unused}))
+            present = shard.info().payload_schema
+            wanted: dict[str, Any] = {f: qe.FloatIndexParams() for f in FLOAT_INDEXES}
+            wanted |= dict.fromkeys(KEYWORD_INDEXES, qe.PayloadSchemaType.Keyword)
+            wanted |= dict.fromkeys(BOOL_INDEXES, qe.PayloadSchemaType.Bool)
+            for field, schema in wanted.items():
+                if field not in present:
+                    shard.update(qe.UpdateOperation.create_field_index(field, schema))
+            shard.flush()
+            self._shard = shard
+
+    def close(self) -> None:
+        with self._lock:
+            if self._shard is not None:
+                try:
+                    self._shard.flush()
+                    self._shard.close()
+                finally:
+                    self._shard = None
+
+    @property
+    def _s(self) -> qe.EdgeShard:
+        if self._shard is None:
+            raise RuntimeError(f"query log {self.path} is not open")
+        return self._shard
+
+    def _upsert(self, points: list[tuple[str, dict[str, Any]]]) -> None:
+        with self._lock:
+            self._s.update(qe.UpdateOperation.upsert_points([_bare_point(i, p) for i, p in points]))
+            self._s.flush()
+
+    def _scroll_page(
+        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool
+    ) -> tuple[list[Any], Any]:
+        page = qe.ScrollRequest(offset=offset, limit=limit, filter=_filter(conditions), with_payload=payload)
+        return self._s.scroll(page)
+
+    def _oldest_ids(self, limit: int) -> list[str]:
+        oldest = qe.OrderBy(FLOAT_INDEXES[0], direction=qe.Direction.Asc)
+        page, _ = self._s.scroll(qe.ScrollRequest(limit=limit, with_payload=False, order_by=oldest))
+        return [str(p.id) for p in page]
+
+    def _count(self, conditions: list[pl.Condition]) -> int:
+        return self._s.count(qe.CountRequest(exact=True, filter=_filter(conditions)))
+
+    def _delete_where(self, conditions: list[pl.Condition]) -> None:
+        with self._lock:
+            self._s.update(qe.UpdateOperation.delete_points_by_filter(_where(conditions)))
+            self._s.flush()
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        with self._lock:
+            self._s.update(qe.UpdateOperation.delete_points(list[int | UUID | str](ids)))
+            self._s.flush()
+
+
 def _config(signature: CollectionSignature) -> qe.EdgeConfig:
     return qe.EdgeConfig(
         vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=signature.dimensions, distance=qe.Distance.Cosine)},
@@ -444,6 +533,9 @@ def _condition(condition: pl.Condition) -> Any:
             return qe.IsEmptyCondition(key)
         case pl.AnyOf(conditions):
             return qe.Filter(should=[_condition(c) for c in conditions])
+        case pl.OnlyAmong(key, values):
+            # must_not "a value outside `values`", and must_not "empty": every value is among them.
+            return qe.Filter(must_not=[qe.FieldCondition(key, match=qe.MatchExcept(values)), qe.IsEmptyCondition(key)])
         case pl.HasId(point_id):
             return qe.HasIdCondition({point_id})
         case pl.Match(key, bool() as value):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kbsearch.errors import ConfigurationError
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
+from kbsearch.store.querylog import QueryLogStore, querylog_collection
 
 
 def build_store(settings: Settings) -> VectorStore:
@@ -28,3 +29,22 @@ def build_store(settings: Settings) -> VectorStore:
             settings.qdrant_url, api_key, settings.qdrant_timeout_s, collection=settings.collection
         )
     raise ConfigurationError(f"unknown store backend {settings.store!r}")
+
+
+def query_log_beside(store: VectorStore) -> QueryLogStore:
+    """An unopened query-log store beside `store`'s collection (`<collection>_querylog`), on its backend.
+
+    On a Qdrant server it shares the store's client; on Edge it is a second shard in the data directory.
+    """
+    collection = querylog_collection(store.collection)
+    if store.backend == "edge":
+        from kbsearch.store.edge import EdgeQueryLog, EdgeStore
+
+        assert isinstance(store, EdgeStore)
+        return EdgeQueryLog(store.path.parent, collection)
+    if store.backend == "qdrant":
+        from kbsearch.store.qdrant_server import QdrantQueryLog, QdrantServerStore
+
+        assert isinstance(store, QdrantServerStore)
+        return QdrantQueryLog(store.client, collection)
+    raise ConfigurationError(f"no query log for store backend {store.backend!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from kbsearch.errors import ConfigurationError, InvalidRequestError
@@ -13,12 +14,17 @@ from kbsearch.models import (
     POINT_ID_NAMESPACE,
     ChunkPoint,
     CollectionSignature,
+    DocumentChunk,
     DocumentRecord,
+    FileIssue,
     SearchFilter,
     SearchHit,
     SourceStats,
+    SyncStatus,
 )
 from kbsearch.store.base import (
+    CHAR_END,
+    CHAR_START,
     CHECKSUM,
     CHUNK_INDEX,
     CHUNKER,
@@ -31,9 +37,12 @@ from kbsearch.store.base import (
     KIND_CHUNK,
     KIND_COLLECTION,
     KIND_DOCUMENT,
+    KIND_SYNC_STATUS,
     MAX_METADATA_FILTER_DOCUMENTS,
     METADATA,
     SOURCE,
+    SYNC,
+    SYNCED_AT_S,
     TAGS,
     TEXT_HASH,
     TITLE,
@@ -73,6 +82,8 @@ def chunk_payload(point: ChunkPoint) -> dict[str, Any]:
         TAGS: list(point.tags),
         HEADINGS: list(point.headings),
         VERSION: point.version,
+        CHAR_START: point.start,
+        CHAR_END: point.end,
     }
 
 
@@ -134,10 +145,92 @@ def hit_from_payload(point_id: Any, score: float, payload: Mapping[str, Any]) ->
     )
 
 
+def chunk_from_payload(payload: Mapping[str, Any]) -> DocumentChunk:
+    return DocumentChunk(
+        uri=payload[URI],
+        source_identifier=payload.get(SOURCE),
+        chunk_index=payload[CHUNK_INDEX],
+        total_chunks=payload[TOTAL_CHUNKS],
+        content=payload[CONTENT],
+        title=payload.get(TITLE),
+        headings=list(payload.get(HEADINGS) or []),
+        start=payload.get(CHAR_START),
+        end=payload.get(CHAR_END),
+    )
+
+
 def with_metadata(hits: list[SearchHit], record_payloads: Iterable[Mapping[str, Any]]) -> list[SearchHit]:
     """The hits with the metadata of their document records."""
     by_uri = {p[URI]: dict(p.get(METADATA) or {}) for p in record_payloads if p.get(KIND) == KIND_DOCUMENT}
     return [replace(hit, metadata=by_uri.get(hit.uri, {})) for hit in hits]
+
+
+def sync_status_payload(status: SyncStatus) -> dict[str, Any]:
+    """The payload of a source's sync status point; the report itself sits under `sync`, in camelCase."""
+    return {
+        KIND: KIND_SYNC_STATUS,
+        SOURCE: status.source_identifier,
+        SYNCED_AT_S: rfc3339_seconds(status.synced_at),
+        SYNC: {
+            "commit": status.commit,
+            "phase": status.phase,
+            "documents": status.documents,
+            "failed": status.failed,
+            "skipped": status.skipped,
+            "added": status.added,
+            "modified": status.modified,
+            "deleted": status.deleted,
+            "unchanged": status.unchanged,
+            "failedFiles": [_issue_payload(i) for i in status.failed_files],
+            "skippedFiles": [_issue_payload(i) for i in status.skipped_files],
+            "syncedAt": status.synced_at,
+            "nextSyncAt": status.next_sync_at,
+            "message": status.message,
+        },
+    }
+
+
+def sync_status_from_payload(payload: Mapping[str, Any]) -> SyncStatus:
+    sync = payload[SYNC]
+    return SyncStatus(
+        source_identifier=payload[SOURCE],
+        commit=sync.get("commit"),
+        phase=sync["phase"],
+        documents=int(sync.get("documents") or 0),
+        failed=int(sync.get("failed") or 0),
+        skipped=int(sync.get("skipped") or 0),
+        failed_files=[_issue(i) for i in sync.get("failedFiles") or []],
+        skipped_files=[_issue(i) for i in sync.get("skippedFiles") or []],
+        synced_at=sync["syncedAt"],
+        next_sync_at=sync.get("nextSyncAt"),
+        message=sync.get("message"),
+        added=int(sync.get("added") or 0),
+        modified=int(sync.get("modified") or 0),
+        deleted=int(sync.get("deleted") or 0),
+        unchanged=int(sync.get("unchanged") or 0),
+    )
+
+
+def _issue_payload(issue: FileIssue) -> dict[str, Any]:
+    return {"path": issue.path, "reason": issue.reason, "code": issue.code}
+
+
+def _issue(payload: Mapping[str, Any]) -> FileIssue:
+    return FileIssue(path=payload["path"], reason=payload["reason"], code=payload.get("code"))
+
+
+def rfc3339_seconds(text: str) -> float:
+    """Seconds since the epoch of an RFC 3339 time (validated upstream)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def sync_status_newer_than(status: SyncStatus) -> list[Condition]:
+    """The condition of a sync status write: the stored one (if any) is not newer than `status`."""
+    return [AnyOf((Range(SYNCED_AT_S, lte=rfc3339_seconds(status.synced_at)), Missing(SYNCED_AT_S)))]
+
+
+def sync_status_conditions(allowed: list[str] | None) -> list[Condition]:
+    return [Match(KIND, KIND_SYNC_STATUS), *scope_conditions(allowed)]
 
 
 # --- signature --------------------------------------------------------------------------
@@ -250,7 +343,15 @@ class HasId:
     point_id: str
 
 
-Condition = Match | MatchAny | Prefix | Range | Missing | AnyOf | HasId
+@dataclass(frozen=True, slots=True)
+class OnlyAmong:
+    """The list at `key` is not empty and every one of its values is in `values`."""
+
+    key: str
+    values: list[str]
+
+
+Condition = Match | MatchAny | Prefix | Range | Missing | AnyOf | HasId | OnlyAmong
 
 # A value no stored version has: a write conditional on it can only insert.
 _NO_VERSION = -1
@@ -398,8 +499,20 @@ def tally_documents(payloads: Iterable[Mapping[str, Any]]) -> dict[str, tuple[in
     return tally
 
 
-def source_stats(documents: Mapping[str, tuple[int, str | None]], chunks: Mapping[str, int]) -> list[SourceStats]:
+def source_stats(
+    documents: Mapping[str, tuple[int, str | None]],
+    chunks: Mapping[str, int],
+    statuses: Mapping[str, SyncStatus] | None = None,
+) -> list[SourceStats]:
+    """One entry per source with documents or a sync status (a source whose every file failed has none)."""
+    statuses = statuses or {}
     return [
-        SourceStats(source_identifier=source, documents=count, chunks=chunks.get(source, 0), last_ingested_at=latest)
-        for source, (count, latest) in sorted(documents.items())
+        SourceStats(
+            source_identifier=source,
+            documents=documents.get(source, (0, None))[0],
+            chunks=chunks.get(source, 0),
+            last_ingested_at=documents.get(source, (0, None))[1],
+            sync=statuses.get(source),
+        )
+        for source in sorted(set(documents) | set(statuses))
     ]

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from kbsearch.models import (
+    DocumentChunk,
     DocumentRecord,
     Fusion,
     SearchFilter,
@@ -22,7 +23,10 @@ from kbsearch.models import (
     SourceStats,
     SourceStatus,
     SparseVector,
+    SyncStatus,
+    chunk_point_id,
     document_point_id,
+    sync_status_point_id,
 )
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import (
@@ -31,6 +35,7 @@ from kbsearch.store.base import (
     KIND,
     KIND_CHUNK,
     KIND_DOCUMENT,
+    KIND_SYNC_STATUS,
     MAX_METADATA_FILTER_DOCUMENTS,
     METADATA,
     SOURCE,
@@ -100,6 +105,18 @@ class PointStore(VectorStore):
             return None
         return pl.document_from_payload(found[0].payload)
 
+    def document_chunks(self, uri: str, first: int, last: int) -> list[DocumentChunk]:
+        chunks: list[DocumentChunk] = []
+        with self._guard("read the chunks of a document"):
+            # Chunk ids are derived from (uri, index): a retrieve by id per page, never a scan.
+            for start in range(max(first, 0), last, pl.SCROLL_PAGE):
+                ids = [chunk_point_id(uri, i) for i in range(start, min(start + pl.SCROLL_PAGE, last))]
+                found = (r.payload or {} for r in self._retrieve(ids, True))
+                chunks.extend(
+                    pl.chunk_from_payload(p) for p in found if p.get(KIND) == KIND_CHUNK and p.get(URI) == uri
+                )
+        return sorted(chunks, key=lambda c: c.chunk_index)
+
     def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
         if not text_hashes:
             return {}
@@ -149,6 +166,7 @@ class PointStore(VectorStore):
                 chunks=self._count(where["chunks"]),
                 incomplete_documents=self._count(where["incomplete"]),
                 last_ingested_at=(latest or {}).get(INGESTED_AT),
+                sync=self._sync_status(source_identifier),
             )
 
     def list_documents(
@@ -175,18 +193,38 @@ class PointStore(VectorStore):
     def list_sources(self, allowed: list[str] | None = None) -> list[SourceStats]:
         with self._guard("list sources"):
             documents = pl.tally_documents(self._document_payloads([SOURCE, INGESTED_AT], allowed))
-            if not documents:
+            statuses = {
+                status.source_identifier: status
+                for status in (
+                    pl.sync_status_from_payload(r.payload or {})
+                    for r in self._scroll_all(pl.sync_status_conditions(allowed), payload=True)
+                )
+            }
+            if not documents and not statuses:
                 return []
-            sources = list(documents)
-            # Restricted to the known sources, `limit=len(sources)` cannot drop any of them.
-            chunks = self._facet(SOURCE, [pl.Match(KIND, KIND_CHUNK), pl.MatchAny(SOURCE, sources)], len(sources))
-        return pl.source_stats(documents, chunks)
+            chunks: dict[str, int] = {}
+            if documents:
+                sources = list(documents)
+                # Restricted to the known sources, `limit=len(sources)` cannot drop any of them.
+                chunks = self._facet(SOURCE, [pl.Match(KIND, KIND_CHUNK), pl.MatchAny(SOURCE, sources)], len(sources))
+        return pl.source_stats(documents, chunks, statuses)
+
+    def get_sync_status(self, source_identifier: str) -> SyncStatus | None:
+        with self._guard("read a sync status"):
+            return self._sync_status(source_identifier)
+
+    def _sync_status(self, source_identifier: str) -> SyncStatus | None:
+        found = self._retrieve([sync_status_point_id(source_identifier)], True)
+        if not found or (found[0].payload or {}).get(KIND) != KIND_SYNC_STATUS:
+            return None
+        return pl.sync_status_from_payload(found[0].payload)
 
     def source_identifiers(self) -> list[str]:
-        documents: list[pl.Condition] = [pl.Match(KIND, KIND_DOCUMENT)]
+        # A source whose every file failed has a sync status and no records: it is a source all the same.
+        named: list[pl.Condition] = [pl.MatchAny(KIND, [KIND_DOCUMENT, KIND_SYNC_STATUS])]
         with self._guard("list source identifiers"):
-            # The record count bounds the distinct sources, so the facet drops none.
-            return sorted(self._facet(SOURCE, documents, max(self._count(documents), 1)))
+            # The point count bounds the distinct sources, so the facet drops none.
+            return sorted(self._facet(SOURCE, named, max(self._count(named), 1)))
 
     def count(self, allowed: list[str] | None = None) -> tuple[int, int]:
         scope = pl.scope_conditions(allowed)

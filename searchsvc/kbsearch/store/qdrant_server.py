@@ -23,7 +23,9 @@ from kbsearch.models import (
     SearchHit,
     SearchMode,
     SparseVector,
+    SyncStatus,
     document_point_id,
+    sync_status_point_id,
 )
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import (
@@ -41,6 +43,7 @@ from kbsearch.store.base import (
     VERSION,
 )
 from kbsearch.store.points import PointStore
+from kbsearch.store.querylog import BOOL_INDEXES, FLOAT_INDEXES, KEYWORD_INDEXES, QueryLogStore
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 _INDEXES: dict[str, Any] = {
@@ -192,6 +195,14 @@ class QdrantServerStore(PointStore):
         with self._lock, _unavailable_on_failure("delete a document record"):
             self._delete(doomed)
 
+    def put_sync_status(self, status: SyncStatus) -> bool:
+        point = _bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
+        with self._lock, _unavailable_on_failure("write a sync status"):
+            self.client.upsert(
+                self.collection, [point], wait=True, update_filter=_filter(pl.sync_status_newer_than(status))
+            )
+        return self.get_sync_status(status.source_identifier) == status
+
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
         doomed = pl.chunk_conditions(uri, lowest, highest)
         with self._lock, _unavailable_on_failure("delete chunks"):
@@ -336,6 +347,76 @@ def _weighted_sum(weights: list[float]) -> qm.FormulaQuery:
     )
 
 
+class QdrantQueryLog(QueryLogStore):
+    """The query log as a second, vector-less collection on the same server (shared by the replicas)."""
+
+    backend = "qdrant"
+
+    def __init__(self, client: QdrantClient, collection: str) -> None:
+        self.client = client  # the main store's: it closes it
+        self.collection = collection
+
+    def open(self) -> None:
+        with _unavailable_on_failure(f"open collection '{self.collection}'"):
+            if not self.client.collection_exists(self.collection):
+                try:
+                    self.client.create_collection(self.collection, vectors_config={})
+                except UnexpectedResponse as exc:
+                    if exc.status_code != 409:  # 409: another replica created it first
+                        raise
+            present = self.client.get_collection(self.collection).payload_schema or {}
+            wanted: dict[str, Any] = dict.fromkeys(FLOAT_INDEXES, qm.PayloadSchemaType.FLOAT)
+            wanted |= dict.fromkeys(KEYWORD_INDEXES, qm.PayloadSchemaType.KEYWORD)
+            wanted |= dict.fromkeys(BOOL_INDEXES, qm.PayloadSchemaType.BOOL)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
+                for field, schema in wanted.items():
+                    if field not in present:
+                        self.client.create_payload_index(self.collection, field, field_schema=schema)
+
+    def close(self) -> None:
+        pass
+
+    def _upsert(self, points: list[tuple[str, dict[str, Any]]]) -> None:
+        with _unavailable_on_failure("write the query log"):
+            for start in range(0, len(points), _UPSERT_BATCH):
+                batch = [_bare_point(i, p) for i, p in points[start : start + _UPSERT_BATCH]]
+                self.client.upsert(self.collection, batch, wait=True)
+
+    def _scroll_page(
+        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool
+    ) -> tuple[list[Any], Any]:
+        with _unavailable_on_failure("read the query log"):
+            return self.client.scroll(
+                self.collection, scroll_filter=_filter(conditions), limit=limit, offset=offset, with_payload=payload
+            )
+
+    def _oldest_ids(self, limit: int) -> list[str]:
+        with _unavailable_on_failure("read the query log"):
+            page, _ = self.client.scroll(
+                self.collection,
+                limit=limit,
+                with_payload=False,
+                order_by=qm.OrderBy(key=FLOAT_INDEXES[0], direction=qm.Direction.ASC),
+            )
+        return [str(p.id) for p in page]
+
+    def _count(self, conditions: list[pl.Condition]) -> int:
+        with _unavailable_on_failure("count the query log"):
+            return self.client.count(self.collection, count_filter=_filter(conditions), exact=True).count
+
+    def _delete_where(self, conditions: list[pl.Condition]) -> None:
+        if not conditions:
+            raise ValueError("a delete by filter needs at least one condition")
+        with _unavailable_on_failure("prune the query log"):
+            selector = qm.FilterSelector(filter=_filter(conditions))
+            self.client.delete(self.collection, points_selector=selector, wait=True)
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        with _unavailable_on_failure("prune the query log"):
+            self.client.delete(self.collection, points_selector=qm.PointIdsList(points=list(ids)), wait=True)
+
+
 def _bare_point(point_id: str, payload: dict[str, Any]) -> qm.PointStruct:
     """A point with no vectors: document records and the signature."""
     return qm.PointStruct(id=point_id, vector={}, payload=payload)
@@ -351,6 +432,10 @@ def _condition(condition: pl.Condition) -> Any:
             return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
         case pl.AnyOf(conditions):
             return qm.Filter(should=[_condition(c) for c in conditions])
+        case pl.OnlyAmong(key, values):
+            # must_not "a value outside `values`", and must_not "empty": every value is among them.
+            outside = qm.FieldCondition(key=key, match=qm.MatchExcept(**{"except": values}))
+            return qm.Filter(must_not=[outside, qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))])
         case pl.HasId(point_id):
             return qm.HasIdCondition(has_id=[point_id])
         case pl.Match(key, value):

@@ -1,0 +1,41 @@
+"""GET /api/v1/insights: the query log, aggregated over a window, within the caller's scope."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query
+
+from kbsearch.api.auth import require_read
+from kbsearch.api.deps import insights_service
+from kbsearch.schemas import ErrorResponse, InsightsResponse, QueryCountInfo, QueryScoreInfo
+from kbsearch.services.access import Caller
+from kbsearch.services.insights import InsightsService
+
+router = APIRouter(
+    prefix="/api/v1", tags=["insights"], responses={code: {"model": ErrorResponse} for code in (401, 422, 503)}
+)
+
+
+@router.get("/insights")
+async def insights(
+    service: Annotated[InsightsService, Depends(insights_service)],
+    caller: Annotated[Caller, Depends(require_read)],
+    window: Annotated[Literal["24h", "7d", "30d"], Query()] = "24h",
+) -> InsightsResponse:
+    """Top, zero-result and low-score queries, searches by origin and latency p50/p95 over the window.
+
+    Only the searches the caller's scope covers are counted (see the README's query log section).
+    """
+    found = await service.insights(caller, window)
+    return InsightsResponse(
+        window=found.window,
+        enabled=found.enabled,
+        total=found.total,
+        topQueries=[QueryCountInfo(query=c.query, count=c.count, lastAt=c.last_at) for c in found.top_queries],
+        zeroResult=[QueryCountInfo(query=c.query, count=c.count, lastAt=c.last_at) for c in found.zero_result],
+        lowScore=[QueryScoreInfo(query=s.query, count=s.count, topScore=s.top_score) for s in found.low_score],
+        byOrigin=found.by_origin,
+        latencyP50Ms=found.latency_p50_ms,
+        latencyP95Ms=found.latency_p95_ms,
+    )

@@ -1,0 +1,88 @@
+"""What a tool call runs with (the caller and the services), and how its failures reach the agent.
+
+The /mcp endpoint (kbsearch.mcp.http) authenticates the HTTP request with the REST API's
+Authenticator and leaves the Caller in the request's state; the SDK hands that same request to
+every tool through its Context. A failure becomes a tool error (`isError: true`) whose message
+names the problem: the service's stable code and message, or the argument that was refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from kbsearch.api.deps import ready_state
+from kbsearch.errors import ServiceError
+from kbsearch.services.access import Caller
+from kbsearch.services.documents import DocumentService
+from kbsearch.services.search import SearchService
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    caller: Caller
+    search: SearchService
+    documents: DocumentService
+
+
+def caller_of(request: object) -> Caller | None:
+    """The Caller the endpoint resolved for this HTTP request; None outside one."""
+    if not isinstance(request, Request):
+        return None
+    caller = getattr(request.state, "caller", None)
+    return caller if isinstance(caller, Caller) else None
+
+
+def tool_context(ctx: Context[Any]) -> ToolContext:
+    request = ctx.request_context.request
+    caller = caller_of(request)
+    if caller is None or not isinstance(request, Request):  # only /mcp serves these tools, and it always sets one
+        raise ToolError("UNAUTHENTICATED: this tool runs only behind the service's /mcp endpoint")
+    state = ready_state(request)  # NOT_READY while the store or embedder is loading
+    return ToolContext(caller=caller, search=state.search, documents=state.documents)
+
+
+def not_found(uri: str) -> ToolError:
+    # Another team's document looks exactly like a missing one.
+    return ToolError(f"NOT_FOUND: no document {uri!r} (or it is not visible to you)")
+
+
+@contextmanager
+def tool_errors(argument_names: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Turn service errors and refused arguments into a tool error that names the problem.
+
+    `argument_names` maps a field of the REST schema the tool validates with (say
+    `filter.uriPrefix`) to the tool's own argument (`uri_prefix`).
+    """
+    try:
+        yield
+    except ServiceError as exc:
+        raise ToolError(f"{exc.code}: {exc.message}") from None
+    except ValidationError as exc:
+        raise ToolError(invalid_arguments(exc, argument_names or {})) from None
+
+
+def invalid_arguments(exc: ValidationError, argument_names: Mapping[str, str]) -> str:
+    # Never the input itself: it may be a megabyte of document.
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        field = ".".join(str(part) for part in error["loc"])
+        name = next((argument_names[f] for f in argument_names if field == f or field.startswith(f + ".")), field)
+        problems.append(f"{name}: {error['msg'].removeprefix('Value error, ')}")
+    return "INVALID_ARGUMENT: " + "; ".join(problems)
+
+
+def tool_result(text: str, structured: BaseModel | None = None) -> CallToolResult:
+    """Compact text for the model, and the full records as structuredContent (validated by the SDK)."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=structured.model_dump(mode="json") if structured is not None else None,
+    )

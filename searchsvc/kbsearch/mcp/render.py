@@ -1,0 +1,79 @@
+"""The compact text a model reads beside each tool's structured output: never a second copy of the JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kbsearch.mcp.models import ChunkContext, DocumentText, SourcesOverview
+from kbsearch.schemas import (
+    DeleteDocumentResponse,
+    PutDocumentResponse,
+    SearchResponse,
+    SearchResult,
+    SourceInfo,
+)
+
+SEPARATOR = " \u203a "  # a right-pointing angle quote, between a title and its headings
+
+
+def heading_path(title: str | None, headings: Iterable[str]) -> str:
+    parts = [title] if title else []
+    parts.extend(h for h in headings if h and h != title)
+    return SEPARATOR.join(parts)
+
+
+def hit_line(n: int, hit: SearchResult) -> str:
+    label = heading_path(hit.title, hit.headings) or hit.uri
+    return f"[{n}] {label} — {hit.uri} (score {hit.score:.3f})"
+
+
+def search_text(response: SearchResponse) -> str:
+    if not response.results:
+        return f"No results ({response.mode} search) among the sources you may read."
+    blocks = [f"{hit_line(n, hit)}\n{hit.content}" for n, hit in enumerate(response.results, start=1)]
+    return "\n\n".join(blocks)
+
+
+def document_text(page: DocumentText) -> str:
+    label = page.title or page.uri
+    where = f"characters {page.start} to {page.end} of {page.totalChars}"
+    more = f"; continue with start={page.nextStart}" if page.nextStart is not None else "; end of document"
+    return f"{label} — {page.uri} ({where}{more})\n\n{page.text}"
+
+
+def context_text(context: ChunkContext) -> str:
+    blocks = []
+    for chunk in context.chunks:
+        marker = " (asked for)" if chunk.chunkIndex == context.chunkIndex else ""
+        label = heading_path(context.title, chunk.headings) or context.uri
+        blocks.append(f"[chunk {chunk.chunkIndex}/{context.totalChunks}{marker}] {label}\n{chunk.content}")
+    return f"{context.uri}\n\n" + "\n\n".join(blocks)
+
+
+def _source_line(source: SourceInfo) -> str:
+    line = (
+        f"{source.sourceIdentifier}: {source.documents} documents, {source.chunks} chunks, "
+        f"last ingest {source.lastIngestedAt or 'never'}"
+    )
+    # Fields REST adds to a source later (the operator's sync status) show up here without a change.
+    known = {"sourceIdentifier", "documents", "chunks", "lastIngestedAt"}
+    extra = {k: v for k, v in source.model_dump(mode="json").items() if k not in known and v is not None}
+    return line + "".join(f"; {key}: {value}" for key, value in extra.items())
+
+
+def sources_text(overview: SourcesOverview) -> str:
+    if not overview.sources:
+        return "No sources are visible to you."
+    header = f"{len(overview.sources)} sources, {overview.documents} documents, {overview.chunks} chunks"
+    return header + "\n" + "\n".join(_source_line(s) for s in overview.sources)
+
+
+def put_text(response: PutDocumentResponse) -> str:
+    return (
+        f"{response.status}: {response.uri} ({response.chunks} chunks, {response.chunksEmbedded} embedded, "
+        f"checksum {response.checksum})"
+    )
+
+
+def delete_text(response: DeleteDocumentResponse) -> str:
+    return f"deleted: {response.uri} ({response.chunksDeleted} chunks)"

@@ -1,0 +1,107 @@
+"""The MCP server: which tools exist, how they are annotated, and who sees which.
+
+Adding a tool is one ToolSpec in TOOLS (a function whose docstring describes it and whose return
+annotation, `Annotated[CallToolResult, Model]`, gives its outputSchema). A spec with `writes=True`
+is listed only to callers that may write; its service refuses the others anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, ListToolsResult, ToolAnnotations
+
+from kbsearch import __version__
+from kbsearch.mcp import compat, tools
+from kbsearch.mcp.context import caller_of
+from kbsearch.settings import Settings
+
+INSTRUCTIONS = (
+    "A knowledge base of documents (mostly markdown from git repositories), searchable by meaning and keywords. "
+    "Start with search_knowledge; read around a hit with get_chunk_context or the whole document with "
+    "fetch_document; list_sources says what there is. Cite documents by their URI."
+)
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+# Ingest replaces what is stored under the URI (destructive), but the same content twice changes nothing.
+REPLACE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+# manageKnowledge reads or writes depending on its operation; hints must cover the worst case.
+MIXED = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    fn: Callable[..., Awaitable[CallToolResult]]
+    title: str
+    annotations: ToolAnnotations
+    writes: bool = False
+    name: str | None = None  # default: the function's name
+
+    @property
+    def tool_name(self) -> str:
+        return self.name or self.fn.__name__
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(tools.search_knowledge, "Search the knowledge base", READ),
+    ToolSpec(tools.fetch_document, "Read a document", READ),
+    ToolSpec(tools.get_chunk_context, "Read around a search hit", READ),
+    ToolSpec(tools.list_sources, "List sources", READ),
+    ToolSpec(tools.ingest_document, "Store a document", REPLACE, writes=True),
+    ToolSpec(tools.delete_document, "Delete a document", DELETE, writes=True),
+)
+DOTAI_TOOLS = (ToolSpec(compat.manage_knowledge, "Manage knowledge (dot-ai)", MIXED, name="manageKnowledge"),)
+OPENAI_TOOLS = (
+    ToolSpec(compat.search, "Search (OpenAI connector)", READ),
+    ToolSpec(compat.fetch, "Fetch a document (OpenAI connector)", READ),
+)
+
+
+def tool_specs(settings: Settings) -> list[ToolSpec]:
+    specs = list(TOOLS)
+    if settings.mcp_compat_dotai:
+        specs.extend(DOTAI_TOOLS)
+    if settings.mcp_compat_openai:
+        specs.extend(OPENAI_TOOLS)
+    return specs
+
+
+def build_server(settings: Settings) -> MCPServer:
+    """The tools the settings switch on; transport and authentication are kbsearch.mcp.http's job."""
+    server: MCPServer = MCPServer(
+        name="knowledge-base", title="Knowledge base", version=__version__, instructions=INSTRUCTIONS
+    )
+    specs = tool_specs(settings)
+    for spec in specs:
+        server.add_tool(spec.fn, name=spec.tool_name, title=spec.title, annotations=spec.annotations)
+    server.middleware.append(HideWriteTools([s.tool_name for s in specs if s.writes]))
+    return server
+
+
+class HideWriteTools:
+    """tools/list leaves out the write tools for a caller that may not write.
+
+    tools/list answers are private to the caller (the SDK's default cache scope), so a shared
+    cache never hands one caller's list to another.
+    """
+
+    def __init__(self, write_tools: Sequence[str]) -> None:
+        self.write_tools = frozenset(write_tools)
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "tools/list":
+            return result
+        caller = caller_of(ctx.request)
+        if caller is not None and caller.may_write:
+            return result
+        if isinstance(result, ListToolsResult):
+            return result.model_copy(update={"tools": [t for t in result.tools if t.name not in self.write_tools]})
+        if isinstance(result, dict):
+            return {**result, "tools": [t for t in result.get("tools", []) if t.get("name") not in self.write_tools]}
+        return result

@@ -1,0 +1,200 @@
+"""The knowledge base's MCP tools: thin faces over SearchService and DocumentService, like the REST routes.
+
+Each tool's docstring is the description an agent reads. Every call runs with the caller's scope
+(kbsearch.mcp.context), and every search passes origin="mcp" for the query log.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult
+from pydantic import Field
+
+from kbsearch.api.documents import source_list
+from kbsearch.api.search import search_response
+from kbsearch.mcp import render
+from kbsearch.mcp.context import ToolContext, not_found, tool_context, tool_errors, tool_result
+from kbsearch.mcp.models import (
+    DEFAULT_FETCH_CHARS,
+    MAX_CONTEXT_WINDOW,
+    MAX_FETCH_CHARS,
+    ChunkContext,
+    ContextChunk,
+    DocumentText,
+    SourcesOverview,
+)
+from kbsearch.models import MetadataValue, SearchMode
+from kbsearch.schemas import (
+    DeleteDocumentResponse,
+    PutDocumentRequest,
+    PutDocumentResponse,
+    SearchRequest,
+    SearchResponse,
+)
+
+# SearchRequest's fields, named as the tool's arguments in error messages.
+SEARCH_ARGUMENTS = {"filter.sourceIdentifier": "sources", "filter.uriPrefix": "uri_prefix"}
+
+Query = Annotated[str, Field(description="What to look for: a question, a phrase or keywords (1-1000 characters).")]
+Limit = Annotated[int, Field(description="How many chunks to return, 1-100.")]
+Sources = Annotated[
+    list[str] | None, Field(description="Only these sources (sourceIdentifier values, e.g. 'team-a/handbook').")
+]
+UriPrefix = Annotated[str | None, Field(description="Only documents whose URI starts with this prefix.")]
+Mode = Annotated[
+    SearchMode, Field(description="hybrid (default): meaning and keywords fused; dense: meaning only; keyword: BM25.")
+]
+DocumentUri = Annotated[str, Field(description="The document's URI, as search results give it.")]
+
+
+async def run_search(
+    tools: ToolContext,
+    query: str,
+    limit: int,
+    sources: list[str] | None = None,
+    uri_prefix: str | None = None,
+    mode: SearchMode = "hybrid",
+) -> SearchResponse:
+    """One scoped search, validated exactly as REST's POST /api/v1/search validates its body."""
+    with tool_errors(SEARCH_ARGUMENTS):
+        request = SearchRequest(
+            query=query, limit=limit, mode=mode, filter={"sourceIdentifier": sources, "uriPrefix": uri_prefix}
+        )
+        outcome = await tools.search.search(request, tools.caller, origin="mcp")
+    return search_response(request, outcome)
+
+
+async def search_knowledge(
+    ctx: Context,
+    query: Query,
+    limit: Limit = 10,
+    sources: Sources = None,
+    uri_prefix: UriPrefix = None,
+    mode: Mode = "hybrid",
+) -> Annotated[CallToolResult, SearchResponse]:
+    """Search the knowledge base. Each result is one chunk of a document: its title and heading path, URI,
+    score and text. Read more around a hit with get_chunk_context, or the whole document with fetch_document.
+    """
+    response = await run_search(tool_context(ctx), query, limit, sources, uri_prefix, mode)
+    return tool_result(render.search_text(response), response)
+
+
+async def fetch_document(
+    ctx: Context,
+    uri: DocumentUri,
+    start: Annotated[int, Field(description="Character offset to start at; 0 is the beginning.")] = 0,
+    max_chars: Annotated[int, Field(description=f"Characters to return, 1-{MAX_FETCH_CHARS}.")] = DEFAULT_FETCH_CHARS,
+) -> Annotated[CallToolResult, DocumentText]:
+    """Read a document's full text, in order, one page at a time. When nextStart is not null, call again
+    with start=nextStart to read on.
+    """
+    if start < 0:
+        raise ToolError(f"INVALID_ARGUMENT: start must be 0 or more, not {start}")
+    if not 1 <= max_chars <= MAX_FETCH_CHARS:
+        raise ToolError(f"INVALID_ARGUMENT: max_chars must be 1 to {MAX_FETCH_CHARS}, not {max_chars}")
+    tools = tool_context(ctx)
+    with tool_errors():
+        found = await tools.documents.text(uri, tools.caller)
+    if found is None:
+        raise not_found(uri)
+    record, body = found
+    if start > len(body):
+        raise ToolError(f"INVALID_ARGUMENT: start {start} is past the end of {uri!r} ({len(body)} characters)")
+    end = min(start + max_chars, len(body))
+    page = DocumentText(
+        uri=record.uri,
+        title=record.title,
+        sourceIdentifier=record.source_identifier,
+        checksum=record.checksum,
+        metadata=record.metadata,
+        ingestedAt=record.ingested_at,
+        totalChars=len(body),
+        start=start,
+        end=end,
+        nextStart=end if end < len(body) else None,
+        text=body[start:end],
+    )
+    return tool_result(render.document_text(page), page)
+
+
+async def get_chunk_context(
+    ctx: Context,
+    uri: DocumentUri,
+    chunk_index: Annotated[int, Field(description="The chunk's index, as a search result's chunkIndex gives it.")],
+    window: Annotated[int, Field(description=f"Chunks to include on each side, 0-{MAX_CONTEXT_WINDOW}.")] = 2,
+) -> Annotated[CallToolResult, ChunkContext]:
+    """The chunks around one chunk of a document, in order: the text just before and after a search hit."""
+    if chunk_index < 0:
+        raise ToolError(f"INVALID_ARGUMENT: chunk_index must be 0 or more, not {chunk_index}")
+    if not 0 <= window <= MAX_CONTEXT_WINDOW:
+        raise ToolError(f"INVALID_ARGUMENT: window must be 0 to {MAX_CONTEXT_WINDOW}, not {window}")
+    tools = tool_context(ctx)
+    with tool_errors():
+        chunks = await tools.documents.chunks(
+            uri, tools.caller, first=max(0, chunk_index - window), last=chunk_index + window + 1
+        )
+        if not any(chunk.chunk_index == chunk_index for chunk in chunks):
+            record = await tools.documents.document(uri, tools.caller)
+            if record is None:
+                raise not_found(uri)
+            raise ToolError(
+                f"INVALID_ARGUMENT: chunk_index {chunk_index} is out of range: {uri!r} has {record.chunks} chunks"
+            )
+    first = chunks[0]
+    context = ChunkContext(
+        uri=first.uri,
+        title=first.title,
+        sourceIdentifier=first.source_identifier,
+        chunkIndex=chunk_index,
+        totalChunks=first.total_chunks,
+        chunks=[
+            ContextChunk(chunkIndex=c.chunk_index, headings=c.headings, content=c.content, start=c.start, end=c.end)
+            for c in chunks
+        ],
+    )
+    return tool_result(render.context_text(context), context)
+
+
+async def list_sources(ctx: Context) -> Annotated[CallToolResult, SourcesOverview]:
+    """The sources you may read, with their document and chunk counts and last ingest: what there is to search."""
+    tools = tool_context(ctx)
+    with tool_errors():
+        listing = await source_list(tools.documents, tools.caller)
+    overview = SourcesOverview(
+        documents=sum(s.documents for s in listing.sources),
+        chunks=sum(s.chunks for s in listing.sources),
+        sources=listing.sources,
+    )
+    return tool_result(render.sources_text(overview), overview)
+
+
+async def ingest_document(
+    ctx: Context,
+    uri: Annotated[str, Field(description="The document's URI: where it lives, e.g. its URL in git.")],
+    content: Annotated[str, Field(description="The document's text (markdown), at most 1 MiB of UTF-8.")],
+    metadata: Annotated[
+        dict[str, MetadataValue] | None,
+        Field(description="Metadata to store with it; 'sourceIdentifier' names the source it belongs to."),
+    ] = None,
+) -> Annotated[CallToolResult, PutDocumentResponse]:
+    """Store a document, or replace the one stored under the same URI. Storing the same content and metadata
+    again changes nothing (status 'unchanged').
+    """
+    tools = tool_context(ctx)
+    with tool_errors():
+        request = PutDocumentRequest(uri=uri, content=content, metadata=metadata or {})
+        response = await tools.documents.put(request, tools.caller)
+    return tool_result(render.put_text(response), response)
+
+
+async def delete_document(ctx: Context, uri: DocumentUri) -> Annotated[CallToolResult, DeleteDocumentResponse]:
+    """Delete a document and all its chunks."""
+    tools = tool_context(ctx)
+    with tool_errors():
+        if await tools.documents.document(uri, tools.caller) is None:
+            raise not_found(uri)
+        response = DeleteDocumentResponse(uri=uri, chunksDeleted=await tools.documents.delete(uri, None, tools.caller))
+    return tool_result(render.delete_text(response), response)

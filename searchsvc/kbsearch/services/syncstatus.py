@@ -1,0 +1,62 @@
+"""Sync status: what a source's syncer (the operator, knowledge-sync) reports after each sync."""
+
+from __future__ import annotations
+
+from kbsearch.models import FileIssue, SyncStatus
+from kbsearch.schemas import FileIssueBody, SyncStatusRequest
+from kbsearch.services.access import Caller, SourceCatalog
+from kbsearch.services.documents import require_writer
+from kbsearch.services.runtime import in_thread, store_call
+from kbsearch.store.base import VectorStore
+
+
+class SyncStatusService:
+    """Stores one status per source in the collection, beside its documents (see store/base.py)."""
+
+    def __init__(self, *, store: VectorStore, catalog: SourceCatalog) -> None:
+        self.store = store
+        self.catalog = catalog
+
+    async def report(
+        self, source_identifier: str, request: SyncStatusRequest, caller: Caller
+    ) -> tuple[SyncStatus, bool]:
+        """Store the report of a sync of a source the caller may write.
+
+        Returns the status now stored and whether it is this report: a report older (by syncedAt)
+        than the stored one never replaces it, so a delayed retry cannot hide a newer outcome.
+        """
+        require_writer(caller, source_identifier)
+        problem = await in_thread(self.store.write_problem)
+        if problem is not None:
+            raise problem
+        status = to_status(source_identifier, request)
+        stored = await store_call(self.store.put_sync_status, status)
+        self.catalog.wrote(source_identifier)
+        if stored:
+            return status, True
+        current = await store_call(self.store.get_sync_status, source_identifier)
+        return (current or status), False
+
+
+def to_status(source_identifier: str, request: SyncStatusRequest) -> SyncStatus:
+    return SyncStatus(
+        source_identifier=source_identifier,
+        commit=request.commit,
+        phase=request.phase,
+        documents=request.documents,
+        failed=request.failed or 0,
+        skipped=request.skipped or 0,
+        failed_files=[_issue(i) for i in request.failedFiles],
+        skipped_files=[_issue(i) for i in request.skippedFiles],
+        synced_at=request.synced_at,
+        next_sync_at=request.next_sync_at,
+        message=request.message,
+        added=request.added,
+        modified=request.modified,
+        deleted=request.deleted,
+        unchanged=request.unchanged,
+    )
+
+
+def _issue(body: FileIssueBody) -> FileIssue:
+    return FileIssue(path=body.path, reason=body.reason, code=body.code)
