@@ -116,9 +116,18 @@ class Settings(BaseSettings):
     chunk_max_chars: int | None = Field(None, ge=100, description="Largest chunk; default by embedder.")
     chunk_overlap_chars: int = Field(0, ge=0, description="Characters shared by neighbouring chunks.")
 
-    # Hybrid search
-    # k=2 (also Qdrant's own default) scored best on SciFact train: 0.735 nDCG@10 vs 0.724 at 60.
+    # Hybrid search: how the dense and keyword lanes' candidates are merged (inside the engine).
+    # Defaults: the best setting measured on SciFact train (bench/README.md).
+    fusion: Literal["rrf", "dbsf"] = Field(
+        "rrf", description="rrf: reciprocal rank fusion; dbsf: distribution-based score fusion (normalised scores)."
+    )
     rrf_k: int = Field(2, ge=1, description="RRF constant k; larger flattens rank differences.")
+    fusion_dense_weight: float = Field(
+        1.0, ge=0, le=100, allow_inf_nan=False, description="Weight of the dense (embedding) lane in fusion."
+    )
+    fusion_keyword_weight: float = Field(
+        1.0, ge=0, le=100, allow_inf_nan=False, description="Weight of the keyword (BM25) lane in fusion."
+    )
     search_candidates: int = Field(
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )
@@ -211,6 +220,11 @@ class Settings(BaseSettings):
             )
         if self.store == "qdrant" and not self.qdrant_url:
             raise ValueError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
+        if self.fusion_dense_weight == 0 and self.fusion_keyword_weight == 0:
+            raise ValueError(
+                "SEARCHSVC_FUSION_DENSE_WEIGHT and SEARCHSVC_FUSION_KEYWORD_WEIGHT are both 0, so hybrid "
+                "search would rank nothing; give at least one lane a weight above 0"
+            )
         lo, hi = self.chunk_range
         if lo > hi:
             raise ValueError(f"chunk_min_chars ({lo}) must not exceed chunk_max_chars ({hi})")

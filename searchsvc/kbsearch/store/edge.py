@@ -19,6 +19,7 @@ from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
     DocumentRecord,
+    Fusion,
     SearchHit,
     SearchMode,
     SparseVector,
@@ -365,7 +366,7 @@ class EdgeStore(PointStore):
         conditions: list[pl.Condition],
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
         where = _filter(conditions)
         dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
@@ -376,13 +377,25 @@ class EdgeStore(PointStore):
             else None
         )
         if mode == "hybrid":
-            stages = [q for q in (dense_query, sparse_query) if q is not None]
-            if not stages:
+            lanes = [
+                (q, w) for q, w in ((dense_query, fusion.dense_weight), (sparse_query, fusion.keyword_weight)) if q
+            ]
+            if not lanes:
                 return []
+            prefetches = [qe.Prefetch(candidates, query=q, filter=where) for q, _ in lanes]
+            weights = [w for _, w in lanes]
+            query: Any
+            if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
+                # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
+                normalise = _fusion(Fusion("dbsf"), [])
+                prefetches = [qe.Prefetch(candidates, prefetches=[p], query=normalise) for p in prefetches]
+                query = _weighted_sum(weights)
+            else:
+                query = _fusion(fusion, weights)
             request = qe.QueryRequest(
                 limit=limit,
-                prefetches=[qe.Prefetch(candidates, query=q, filter=where) for q in stages],
-                query=qe.Fusion.Rrf(k=rrf_k),  # type: ignore[arg-type]  # the stub types Rrf apart from Fusion
+                prefetches=prefetches,
+                query=query,
                 filter=where,
                 with_payload=True,
                 with_vector=False,
@@ -395,6 +408,22 @@ class EdgeStore(PointStore):
                 return []
             request = qe.QueryRequest(limit=limit, query=query, filter=where, with_payload=True, with_vector=False)
         return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
+
+
+def _fusion(fusion: Fusion, weights: list[float]) -> Any:
+    """The engine's fusion of the lanes' prefetches; `weights` follows the prefetch order."""
+    if fusion.method == "dbsf":
+        return qe.Fusion.Dbsf()
+    return qe.Fusion.Rrf(k=fusion.rrf_k, weights=weights)
+
+
+def _weighted_sum(weights: list[float]) -> qe.Formula:
+    """sum(weight_i * score of prefetch i); a point a lane did not return scores 0 there."""
+    terms = [
+        qe.Expression.Mult([qe.Expression.Constant(w), qe.Expression.Variable(f"$score[{i}]")])
+        for i, w in enumerate(weights)
+    ]
+    return qe.Formula(qe.Expression.Sum(terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))})
 
 
 class EdgeQueryLog(QueryLogStore):

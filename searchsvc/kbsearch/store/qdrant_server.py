@@ -19,6 +19,7 @@ from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
     DocumentRecord,
+    Fusion,
     SearchHit,
     SearchMode,
     SparseVector,
@@ -304,29 +305,52 @@ class QdrantServerStore(PointStore):
         conditions: list[pl.Condition],
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
         where = _filter(conditions)
-        stages: list[tuple[Any, str]] = []
+        stages: list[tuple[Any, str, float]] = []
         if dense is not None and mode in ("hybrid", "dense"):
-            stages.append((list(dense), DENSE_VECTOR))
+            stages.append((list(dense), DENSE_VECTOR, fusion.dense_weight))
         # A query of stopwords only has no terms: it can match nothing, so it is not sent.
         if sparse is not None and sparse.indices and mode in ("hybrid", "keyword"):
-            stages.append((qm.SparseVector(indices=list(sparse.indices), values=list(sparse.values)), SPARSE_VECTOR))
+            vector = qm.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+            stages.append((vector, SPARSE_VECTOR, fusion.keyword_weight))
         if mode == "dense" and not stages:
             raise ValueError("dense search needs a dense query vector")
         if not stages:
             return []
         common: dict[str, Any] = {"query_filter": where, "limit": limit, "with_payload": True, "with_vectors": False}
         if mode == "hybrid":
-            prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using in stages]
-            response = self.client.query_points(
-                self.collection, prefetch=prefetch, query=qm.RrfQuery(rrf=qm.Rrf(k=rrf_k)), **common
-            )
+            prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using, _ in stages]
+            weights = [w for _, _, w in stages]
+            fused: Any
+            if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
+                # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
+                dbsf = qm.FusionQuery(fusion=qm.Fusion.DBSF)
+                prefetch = [qm.Prefetch(prefetch=[p], query=dbsf, limit=candidates) for p in prefetch]
+                fused = _weighted_sum(weights)
+            else:
+                fused = _fusion(fusion, weights)
+            response = self.client.query_points(self.collection, prefetch=prefetch, query=fused, **common)
         else:
-            query, using = stages[0]
+            query, using, _ = stages[0]
             response = self.client.query_points(self.collection, query=query, using=using, **common)
         return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in response.points]
+
+
+def _fusion(fusion: Fusion, weights: list[float]) -> qm.FusionQuery | qm.RrfQuery:
+    """The engine's fusion of the lanes' prefetches; `weights` follows the prefetch order."""
+    if fusion.method == "dbsf":
+        return qm.FusionQuery(fusion=qm.Fusion.DBSF)
+    return qm.RrfQuery(rrf=qm.Rrf(k=fusion.rrf_k, weights=weights))
+
+
+def _weighted_sum(weights: list[float]) -> qm.FormulaQuery:
+    """sum(weight_i * score of prefetch i); a point a lane did not return scores 0 there."""
+    terms: list[qm.Expression] = [qm.MultExpression(mult=[w, f"$score[{i}]"]) for i, w in enumerate(weights)]
+    return qm.FormulaQuery(
+        formula=qm.SumExpression(sum=terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))}
+    )
 
 
 class QdrantQueryLog(QueryLogStore):
