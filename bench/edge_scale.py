@@ -341,9 +341,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"[edge_scale] sizes {sizes}, {len(queries) - WARMUP} queries per phase ({load_text()})")
     runs = [run_size(n, synthetic, queries, args.indexing_threshold_kb) for n in sizes]
     largest = runs[-1]
-    worst_search = max(
-        (p["search"]["maxMs"] or 0) for r in runs for name, p in r["build"]["phases"].items() if name not in ("build", "baseline")
-    )
+    build_phases = [p for r in runs for name, p in r["build"]["phases"].items() if name not in ("build", "baseline")]
+    worst_search = max((p["search"]["maxMs"] or 0) for p in build_phases)
     result = {
         "corpus": f"synthetic dense vectors ({CENTERS} clusters, {DIM}-d), texts: {text_origin}, "
         f"{CHUNKS_PER_DOC} chunks per document",
