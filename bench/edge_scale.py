@@ -300,6 +300,7 @@ def run_size(chunks: int, synthetic: Synthetic, queries: list[str], indexing_thr
                     "detail": report.detail,
                     "phases": stalls,
                     "probeErrors": probe.errors,
+                    "swapInterpreterLockSeconds": store.last_swap,
                     "searchesDuringBuild": len([1 for t, _ in probe.searches if started <= t <= ended]),
                     "load": build_load,
                 },

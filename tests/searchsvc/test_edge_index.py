@@ -85,6 +85,7 @@ def test_a_build_indexes_every_vector_and_searches_answer_the_same(tmp_path: Pat
         report = store.indexer.build_now()
         assert report.outcome is BuildOutcome.BUILT, report.detail
         assert store.unindexed_vectors() == 0
+        assert store.last_swap["replayedWrites"] == 0
         assert store.path == tmp_path / "test@1"
         assert shard_dirs(tmp_path) == ["test@1"]  # the replaced shard is gone
         assert answers(store) == before
@@ -114,6 +115,7 @@ def test_writes_made_while_the_child_builds_reach_the_new_shard_and_survive_a_re
         report = store.indexer.build_now()
         assert report.outcome is BuildOutcome.BUILT, report.detail
         after = answers(store)
+        assert store.last_swap["replayedWrites"] > 0
         assert store.count() == (24, 20 * 5 - 5 - 5 + 1 + 25)
         assert store.get_document("docs/0.md") is None
         assert store.count_chunks("docs/1.md") == 1

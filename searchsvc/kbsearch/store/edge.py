@@ -101,6 +101,7 @@ class EdgeStore(PointStore):
         self._watch = StoreWatch(self.path, min_free_bytes)
         # Every write since an index build copied the shard, or None when no build is under way.
         self._write_log: list[qe.UpdateOperation] | None = None
+        self.last_swap: dict[str, float] = {}  # what the last index swap cost, for the log and benchmarks
         self.indexer = BackgroundIndexer(
             self,
             self._layout,
@@ -358,7 +359,11 @@ class EdgeStore(PointStore):
 
     def adopt_index(self, built: Path) -> bool:
         """Swap in the optimized copy at `built`, with the writes logged since it was copied."""
+        # Edge holds the interpreter lock while it loads and closes a shard: these two stall every
+        # request, once per build; their times are kept for the log and the benchmark.
+        started = time.perf_counter()
         new = qe.EdgeShard.load(str(built))  # outside the lock: writes go on to the old shard, logged
+        loaded = time.perf_counter()
         with self._lock:
             logged, self._write_log = self._write_log, None
             if logged is None or self._shard is None:
@@ -376,11 +381,21 @@ class EdgeStore(PointStore):
             self._shard, self.path = new, built
             self._watch.moved_to(built)
             self._dirty = False
+            swapped = time.perf_counter()
         # A search that took the old shard before the swap still holds a reference: close after it.
         while sys.getrefcount(old) > 2:
             time.sleep(0.01)
+        closing = time.perf_counter()
         old.close()
+        closed = time.perf_counter()
         remove(old_path)
+        self.last_swap = {
+            "loadSeconds": round(loaded - started, 3),
+            "replaySeconds": round(swapped - loaded, 3),  # writes wait; replayed writes, a flush
+            "replayedWrites": len(logged),
+            "closeSeconds": round(closed - closing, 3),
+        }
+        log.info("swapped in the indexed shard", extra={"path": str(built), **self.last_swap})
         return True
 
     # --- reads --------------------------------------------------------------------------
