@@ -170,6 +170,8 @@ class BackgroundIndexer:
         ]
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self._child = child
+        if self._stop.is_set():  # stop() ran before the child was known to it
+            child.kill()
         try:
             assert child.stdout is not None
             last = ""
