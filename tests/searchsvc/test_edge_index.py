@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -167,6 +168,32 @@ def test_a_killed_optimizer_child_leaves_the_live_store_as_it_was(tmp_path: Path
     finally:
         reopened.close()
     assert before  # the first answers came from a store that was not indexed
+
+
+def test_closing_the_store_during_a_build_kills_the_child_and_keeps_the_store(tmp_path: Path):
+    store = open_store(tmp_path)
+    fill(store, 20)
+    closer: list[threading.Thread] = []
+    children: list[int] = []
+
+    def close_now(event: str, pid: int) -> None:
+        if event == "optimizing" and not closer:
+            children.append(pid)
+            closer.append(threading.Thread(target=store.close))  # as the service's shutdown does
+            closer[0].start()
+
+    store.indexer.on_child = close_now
+    report = store.indexer.build_now()
+    closer[0].join()
+    assert report.outcome is BuildOutcome.ABANDONED
+    wait_for_exit(children[0])
+    reopened = open_store(tmp_path)
+    try:
+        assert reopened.path == tmp_path / "test"
+        assert shard_dirs(tmp_path) == ["test"]
+        assert reopened.count() == (20, 100)
+    finally:
+        reopened.close()
 
 
 def test_a_service_killed_during_a_build_reopens_with_every_write_and_no_stale_copy(tmp_path: Path):

@@ -106,6 +106,8 @@ class BackgroundIndexer:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        with self._build_lock:  # a build in another thread (build_now) ends before the store closes
+            pass
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
