@@ -10,6 +10,7 @@ in a process of its own on a copy of the shard, and the service swaps the copy i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -17,6 +18,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import qdrant_edge as qe
 
@@ -70,6 +72,13 @@ def edge_config(
     )
 
 
+def _be_killed_first() -> None:
+    """Out of memory in the pod, the kernel kills this build (about the size of the service) and
+    not the service; the build fails and is retried later."""
+    with contextlib.suppress(OSError):  # not Linux, or no /proc
+        Path("/proc/self/oom_score_adj").write_text("1000")
+
+
 def _die_with_parent() -> None:
     """An orphaned build would go on burning a core on a directory the next start deletes."""
     try:
@@ -93,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--indexing-threshold-kb", type=int, default=None)
     args = parser.parse_args(argv)
     _die_with_parent()
+    _be_killed_first()
     os.nice(10)  # searches in the service come first
     config = edge_config(args.dimensions, threads=args.threads, indexing_threshold_kb=args.indexing_threshold_kb)
     shard = qe.EdgeShard.load(args.path, config)
