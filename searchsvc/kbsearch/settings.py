@@ -86,6 +86,12 @@ class Settings(BaseSettings):
     edge_flush_interval_s: float = Field(
         1.0, ge=0, description="Embedded store: seconds between WAL fsyncs (group commit); 0 syncs every write."
     )
+    edge_index_threshold: int = Field(
+        20_000,
+        ge=0,
+        description="Embedded store: unindexed vectors that start a background HNSW build (child process); 0: never.",
+    )
+    edge_index_threads: int = Field(1, ge=1, description="Embedded store: threads of the background HNSW build.")
     min_free_disk_mb: int = Field(
         128, ge=1, description="Embedded store: below this many MiB free on the data volume, writes get 503."
     )

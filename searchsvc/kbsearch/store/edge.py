@@ -6,7 +6,10 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -41,6 +44,9 @@ from kbsearch.store.base import (
     URI,
 )
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
+from kbsearch.store.edge_indexer import BackgroundIndexer
+from kbsearch.store.edge_layout import ShardLayout, remove
+from kbsearch.store.edge_optimize import IndexOptions, edge_config
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.points import PointStore
 from kbsearch.store.querylog import (
@@ -65,20 +71,34 @@ _INDEXES: dict[str, Any] = {
     INGESTED_AT: qe.DatetimeIndexParams(),
 }
 
+# Writes logged while an index is built, to replay on the new shard; past this the build is dropped.
+_MAX_LOGGED_WRITES = 100_000
+
 
 class EdgeStore(PointStore):
-    """A collection stored at `data_dir/collection`; only one process may open it at a time.
+    """A collection stored at `data_dir/collection` (or a later generation of it, see
+    store/edge_layout.py); only one process may open it at a time.
 
-    `data_dir/.collection.lock` is held (flock) while the store is open.
+    `data_dir/.collection.lock` is held (flock) while the store is open. With `index`, a
+    background thread builds the HNSW index in a child process (store/edge_indexer.py).
     """
 
     backend = "edge"
 
     def __init__(
-        self, data_dir: Path, collection: str, *, flush_interval_s: float = 1.0, min_free_bytes: int = 128 * MIB
+        self,
+        data_dir: Path,
+        collection: str,
+        *,
+        flush_interval_s: float = 1.0,
+        min_free_bytes: int = 128 * MIB,
+        index: IndexOptions | None = None,
+        index_interval_s: float = 10.0,
     ) -> None:
         self.collection = collection
-        self.path = Path(data_dir) / collection
+        self._layout = ShardLayout(Path(data_dir), collection)
+        self.path = self._layout.first  # the live shard's directory, known once open
+        self.dimensions = 0
         self._lock_path = Path(data_dir) / f".{collection}.lock"
         self._lock_fd: int | None = None
         self._shard: qe.EdgeShard | None = None
@@ -89,6 +109,16 @@ class EdgeStore(PointStore):
         self._stop_flusher = threading.Event()
         self._flusher: threading.Thread | None = None
         self._watch = StoreWatch(self.path, min_free_bytes)
+        # Every write since an index build copied the shard, or None when no build is under way.
+        self._write_log: list[qe.UpdateOperation] | None = None
+        self.last_swap: dict[str, float] = {}  # what the last index swap cost, for the log and benchmarks
+        self.indexer = BackgroundIndexer(
+            self,
+            self._layout,
+            index or IndexOptions(threshold=0),
+            interval_s=index_interval_s,
+            min_free_bytes=min_free_bytes,
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -99,6 +129,10 @@ class EdgeStore(PointStore):
             self._take_directory()
             shard = None
             try:
+                self._layout.remove_stale()  # an unfinished build, or the generation a build replaced
+                self.path = self._layout.live()
+                self._watch.moved_to(self.path)
+                self.dimensions = signature.dimensions
                 ensure_space_to_open(self.path, self._watch.min_free_bytes)
                 shard = self._open_shard(signature)
                 self._prepare(shard, signature)
@@ -113,6 +147,7 @@ class EdgeStore(PointStore):
             self._stop_flusher.clear()
             self._flusher = threading.Thread(target=self._flush_periodically, name="edge-flush", daemon=True)
             self._flusher.start()
+        self.indexer.start()
 
     def _take_directory(self) -> None:
         # Must happen before edge touches the shard: a load that edge refuses because the WAL
@@ -145,7 +180,7 @@ class EdgeStore(PointStore):
             if exists:
                 return qe.EdgeShard.load(str(self.path))
             self.path.mkdir(parents=True, exist_ok=True)
-            return qe.EdgeShard.create(str(self.path), _config(signature))
+            return qe.EdgeShard.create(str(self.path), edge_config(signature.dimensions))
         except Exception as exc:  # edge raises plain Exception; tell a held lock apart by its text
             if "WouldBlock" in str(exc):  # a holder that does not take our lock file
                 raise ConfigurationError(self._held_message()) from exc
@@ -168,6 +203,7 @@ class EdgeStore(PointStore):
         shard.flush()
 
     def close(self) -> None:
+        self.indexer.stop()
         if self._flusher is not None:
             self._stop_flusher.set()
             self._flusher.join()
@@ -210,8 +246,17 @@ class EdgeStore(PointStore):
         if problem is not None:
             self._watch.check()  # logs the cause once
             raise problem.error()
-        self._s.update(operation)
+        try:
+            self._s.update(operation)
+        except BaseException:
+            self._write_log = None  # whether it half-applied is unknown: a build under way is dropped
+            raise
         self._dirty = True
+        if self._write_log is not None:
+            self._write_log.append(operation)
+            if len(self._write_log) > _MAX_LOGGED_WRITES:
+                log.warning("too many writes during an index build; the build is dropped and retried later")
+                self._write_log = None
         if self._flush_interval_s == 0:
             self._flush_locked()
 
@@ -301,6 +346,73 @@ class EdgeStore(PointStore):
 
     def _count(self, conditions: list[pl.Condition]) -> int:
         return self._s.count(qe.CountRequest(exact=True, filter=_filter(conditions)))
+
+    # --- the background index build (store/edge_indexer.py) ----------------------------------
+
+    def unindexed_vectors(self) -> int:
+        """About how many dense vectors no HNSW index covers yet.
+
+        Edge counts a chunk's sparse vector as indexed wherever it is, and its dense vector only in
+        an indexed segment; deleted points stay counted until a build drops them.
+        """
+        chunks = self._count([pl.Match(KIND, KIND_CHUNK)])
+        return max(0, 2 * chunks - self._s.info().indexed_vectors_count)
+
+    def copy_for_index(self, destination: Path) -> bool:
+        """Copy the flushed shard to `destination` and log every write from now on; False if closed."""
+        with self._lock:
+            if self._shard is None:
+                return False
+            self._flush_locked()
+            # Writes wait for the copy (they would change files under it); reads go on.
+            shutil.copytree(self.path, destination)
+            self._write_log = []
+        return True
+
+    def drop_write_log(self) -> None:
+        with self._lock:
+            self._write_log = None
+
+    def adopt_index(self, built: Path) -> bool:
+        """Swap in the optimized copy at `built`, with the writes logged since it was copied."""
+        # Edge holds the interpreter lock while it loads and closes a shard: these two stall every
+        # request, once per build; their times are kept for the log and the benchmark.
+        started = time.perf_counter()
+        new = qe.EdgeShard.load(str(built))  # outside the lock: writes go on to the old shard, logged
+        loaded = time.perf_counter()
+        with self._lock:
+            logged, self._write_log = self._write_log, None
+            if logged is None or self._shard is None:
+                new.close()
+                return False
+            try:
+                for operation in logged:
+                    new.update(operation)
+                new.flush()
+                self._layout.commit(built)  # from here a restart opens `built`
+            except BaseException:
+                new.close()
+                raise
+            old, old_path = self._shard, self.path
+            self._shard, self.path = new, built
+            self._watch.moved_to(built)
+            self._dirty = False
+            swapped = time.perf_counter()
+        # A search that took the old shard before the swap still holds a reference: close after it.
+        while sys.getrefcount(old) > 2:
+            time.sleep(0.01)
+        closing = time.perf_counter()
+        old.close()
+        closed = time.perf_counter()
+        remove(old_path)
+        self.last_swap = {
+            "loadSeconds": round(loaded - started, 3),
+            "replaySeconds": round(swapped - loaded, 3),  # writes wait; replayed writes, a flush
+            "replayedWrites": len(logged),
+            "closeSeconds": round(closed - closing, 3),
+        }
+        log.info("swapped in the indexed shard", extra={"path": str(built), **self.last_swap})
+        return True
 
     # --- reads --------------------------------------------------------------------------
 
@@ -522,13 +634,6 @@ class EdgeQueryLog(QueryLogStore):
         with self._lock:
             self._s.update(qe.UpdateOperation.delete_points(list[int | UUID | str](ids)))
             self._s.flush()
-
-
-def _config(signature: CollectionSignature) -> qe.EdgeConfig:
-    return qe.EdgeConfig(
-        vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=signature.dimensions, distance=qe.Distance.Cosine)},
-        sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-    )
 
 
 def _bare_point(point_id: str, payload: dict[str, Any]) -> qe.Point:
