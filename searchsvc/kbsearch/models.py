@@ -10,6 +10,9 @@ from typing import Literal
 POINT_ID_NAMESPACE = uuid.UUID("6f1f8a52-9a7c-4d8e-b0f4-2b7d0c1e5a31")
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
+# rrf: reciprocal rank fusion (k, lane weights); dbsf: distribution-based score fusion (each lane's
+# scores normalised by their mean +- 3 standard deviations, then summed).
+FusionMethod = Literal["rrf", "dbsf"]
 # Which face a search came through: REST, MCP, the console or an ask (recorded in the query log).
 SearchOrigin = Literal["api", "mcp", "ui", "ask"]
 
@@ -113,6 +116,16 @@ class DocumentRecord:
     @property
     def id(self) -> str:
         return document_point_id(self.uri)
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """How hybrid search merges its dense and keyword candidates, inside the engine."""
+
+    method: FusionMethod = "rrf"
+    rrf_k: int = 2
+    dense_weight: float = 1.0
+    keyword_weight: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from kbsearch.api.deps import ready_state
 from kbsearch.errors import ServiceError
 from kbsearch.services.access import Caller
+from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.search import SearchService
 
@@ -31,6 +32,7 @@ class ToolContext:
     caller: Caller
     search: SearchService
     documents: DocumentService
+    ask: AskService
 
 
 def caller_of(request: object) -> Caller | None:
@@ -46,8 +48,9 @@ def tool_context(ctx: Context[Any]) -> ToolContext:
     caller = caller_of(request)
     if caller is None or not isinstance(request, Request):  # only /mcp serves these tools, and it always sets one
         raise ToolError("UNAUTHENTICATED: this tool runs only behind the service's /mcp endpoint")
-    state = ready_state(request)  # NOT_READY while the store or embedder is loading
-    return ToolContext(caller=caller, search=state.search, documents=state.documents)
+    with tool_errors():
+        state = ready_state(request)  # NOT_READY while the store or embedder is loading
+    return ToolContext(caller=caller, search=state.search, documents=state.documents, ask=state.ask)
 
 
 def not_found(uri: str) -> ToolError:

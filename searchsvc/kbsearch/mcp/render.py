@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from kbsearch.mcp.models import ChunkContext, DocumentText, SourcesOverview
 from kbsearch.schemas import (
+    AskResponse,
     DeleteDocumentResponse,
     PutDocumentResponse,
     SearchResponse,
@@ -58,7 +59,21 @@ def _source_line(source: SourceInfo) -> str:
     # Fields REST adds to a source later (the operator's sync status) show up here without a change.
     known = {"sourceIdentifier", "documents", "chunks", "lastIngestedAt"}
     extra = {k: v for k, v in source.model_dump(mode="json").items() if k not in known and v is not None}
-    return line + "".join(f"; {key}: {value}" for key, value in extra.items())
+    return line + "".join(f"; {key}: {_compact(value)}" for key, value in extra.items())
+
+
+def _compact(value: object) -> str:
+    """A nested record on one line: its set scalars, and its lists as counts (the records are in structuredContent)."""
+    if not isinstance(value, dict):
+        return str(value)
+    parts = []
+    for key, item in value.items():
+        if isinstance(item, list):
+            if item:
+                parts.append(f"{key} {len(item)}")
+        elif item is not None and not isinstance(item, dict):
+            parts.append(f"{key} {item}")
+    return ", ".join(parts)
 
 
 def sources_text(overview: SourcesOverview) -> str:
@@ -77,3 +92,15 @@ def put_text(response: PutDocumentResponse) -> str:
 
 def delete_text(response: DeleteDocumentResponse) -> str:
     return f"deleted: {response.uri} ({response.chunksDeleted} chunks)"
+
+
+def ask_text(response: AskResponse) -> str:
+    """The answer, then its numbered citations: what each [n] points at, and the cited sentence."""
+    if not response.citations:
+        return response.answer
+    lines = [response.answer, "", "Citations:"]
+    for citation in response.citations:
+        label = heading_path(citation.title, citation.headings) or citation.uri
+        lines.append(f"[{citation.n}] {label} — {citation.uri} (chunk {citation.chunkIndex})")
+        lines.append(f'    "{citation.quote}"')
+    return "\n".join(lines)

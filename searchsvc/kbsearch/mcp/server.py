@@ -7,7 +7,9 @@ is listed only to callers that may write; its service refuses the others anyway.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +25,8 @@ from kbsearch.settings import Settings
 INSTRUCTIONS = (
     "A knowledge base of documents (mostly markdown from git repositories), searchable by meaning and keywords. "
     "Start with search_knowledge; read around a hit with get_chunk_context or the whole document with "
-    "fetch_document; list_sources says what there is. Cite documents by their URI."
+    "fetch_document; list_sources says what there is; ask_knowledge answers a question with checked citations. "
+    "Cite documents by their URI."
 )
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -52,6 +55,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(tools.fetch_document, "Read a document", READ),
     ToolSpec(tools.get_chunk_context, "Read around a search hit", READ),
     ToolSpec(tools.list_sources, "List sources", READ),
+    ToolSpec(tools.ask_knowledge, "Ask the knowledge base", READ),
     ToolSpec(tools.ingest_document, "Store a document", REPLACE, writes=True),
     ToolSpec(tools.delete_document, "Delete a document", DELETE, writes=True),
 )
@@ -73,14 +77,28 @@ def tool_specs(settings: Settings) -> list[ToolSpec]:
 
 def build_server(settings: Settings) -> MCPServer:
     """The tools the settings switch on; transport and authentication are kbsearch.mcp.http's job."""
-    server: MCPServer = MCPServer(
-        name="knowledge-base", title="Knowledge base", version=__version__, instructions=INSTRUCTIONS
-    )
+    with _logging_left_alone():
+        server: MCPServer = MCPServer(
+            name="knowledge-base", title="Knowledge base", version=__version__, instructions=INSTRUCTIONS
+        )
     specs = tool_specs(settings)
     for spec in specs:
         server.add_tool(spec.fn, name=spec.tool_name, title=spec.title, annotations=spec.annotations)
     server.middleware.append(HideWriteTools([s.tool_name for s in specs if s.writes]))
     return server
+
+
+@contextmanager
+def _logging_left_alone() -> Iterator[None]:
+    """MCPServer() calls logging.basicConfig (a rich handler at INFO on the root logger); the service
+    configures its own logging (kbsearch.logging), so whatever the root logger had is put back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 class HideWriteTools:

@@ -233,7 +233,7 @@ class DocumentService:
         parsed: ParsedDocument = await in_thread(self.chunker.chunk, request.content)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
         dense, embedded = await self._dense_vectors(request.uri, parsed, hashes, existing is not None)
-        sparse = await in_thread(self.sparse.encode_documents, [c.embed_text for c in parsed.chunks])
+        sparse = await in_thread(self.sparse.encode_chunks, [c.embed_text for c in parsed.chunks])
         total = len(parsed.chunks)
         points = [
             ChunkPoint(

@@ -30,6 +30,7 @@ from kbsearch.models import (
     CollectionSignature,
     DocumentChunk,
     DocumentRecord,
+    Fusion,
     SearchFilter,
     SearchHit,
     SearchMode,
@@ -228,9 +229,10 @@ class VectorStore(ABC):
         filter: SearchFilter,
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
-        """Top `limit` chunks. Hybrid fuses `candidates` dense and sparse hits with RRF(k).
+        """Top `limit` chunks. Hybrid fuses `candidates` dense and sparse hits by `fusion`,
+        in the engine.
 
         A metadata filter is resolved to the URIs of the matching records first (at most
         MAX_METADATA_FILTER_DOCUMENTS, else InvalidRequestError), so the engine still applies

@@ -322,6 +322,7 @@ class Range:
     key: str
     gte: float | None = None
     lte: float | None = None
+    lt: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 from kbsearch.models import (
     DocumentChunk,
     DocumentRecord,
+    Fusion,
     SearchFilter,
     SearchHit,
     SearchMode,
@@ -91,7 +92,7 @@ class PointStore(VectorStore):
         conditions: list[pl.Condition],
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
         """The ranked chunks (without metadata); a query of stopwords only is never sent."""
 
@@ -242,7 +243,7 @@ class PointStore(VectorStore):
         filter: SearchFilter,
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
         uris = None
         if filter.metadata:
@@ -261,7 +262,7 @@ class PointStore(VectorStore):
                 conditions=pl.search_conditions(filter, uris),
                 limit=limit,
                 candidates=candidates,
-                rrf_k=rrf_k,
+                fusion=fusion,
             )
             if not hits:
                 return hits
