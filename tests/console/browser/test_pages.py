@@ -244,3 +244,22 @@ def test_pages_fit_a_phone_screen(handbook: Console, browser: Browser) -> None:
         shoot(page, "search-phone")
     finally:
         context.close()
+
+
+def test_the_ask_panel_answers_with_chips_that_open_the_cited_chunk(handbook: Console, page: Page) -> None:
+    page.goto(f"{handbook.url}/ui/?q=rotate+database+password&source=platform%2Fhandbook")
+    page.fill("#question", "How do we rotate the database password in Postgres?")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    chip = page.locator("#answer .answer a.chip").first
+    expect(chip).to_be_visible()
+    expect(page.locator("#answer .badge").first).to_have_text("extractive")
+    expect(page.locator("#answer .citations li").first).to_contain_text("Rotating database credentials")
+    assert page.url.endswith("/ui/?q=rotate+database+password&source=platform%2Fhandbook")  # answered in place
+    shoot(page, "ask")
+    href = chip.get_attribute("href")
+    assert href is not None and href.startswith("/ui/document?uri=")
+    chip.click()
+    target = page.locator(f"li#{href.rsplit('#', 1)[1]}")
+    expect(target).to_be_visible()
+    assert page.evaluate("location.hash") == "#" + href.rsplit("#", 1)[1]
+    expect(page.locator("h1")).to_have_text("Rotating database credentials")

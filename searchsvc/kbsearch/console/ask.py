@@ -1,0 +1,82 @@
+"""The ask panel: a question posted from the search page, answered by the same AskService as POST /api/v1/ask."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Form, Request
+from markupsafe import Markup, escape
+from pydantic import ValidationError
+from starlette.responses import HTMLResponse
+
+from kbsearch.console.pages import MODES, source_names
+from kbsearch.console.session import CSRF_FIELD, check_csrf, console_caller
+from kbsearch.errors import ServiceError
+from kbsearch.schemas import AskCitation, AskRequest
+from kbsearch.services.access import Caller
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+Reader = Annotated[Caller, Depends(console_caller)]
+_MARKER = re.compile(r"\[(\d{1,3})\]")
+
+
+def chunk_link(uri: str, chunk_index: int) -> str:
+    return f"/ui/document?uri={quote(uri, safe='')}#chunk-{chunk_index}"
+
+
+def answer_with_chips(answer: str, citations: list[AskCitation]) -> Markup:
+    """The answer, escaped, with each verified [n] marker turned into a chip that opens the cited chunk."""
+    cited = {c.n: c for c in citations}
+    pieces: list[Markup] = []
+    position = 0
+    for match in _MARKER.finditer(answer):
+        citation = cited.get(int(match.group(1)))
+        if citation is None:
+            continue  # not a verified citation: left as the text it is
+        pieces.append(Markup(escape(answer[position : match.start()])))
+        title = citation.title or citation.uri
+        pieces.append(
+            Markup('<a class="chip" href="{}" title="{}">{}</a>').format(
+                chunk_link(citation.uri, citation.chunkIndex), title, citation.n
+            )
+        )
+        position = match.end()
+    pieces.append(Markup(escape(answer[position:])))
+    return Markup("").join(pieces)
+
+
+@router.post("/ask")
+async def ask_panel(
+    request: Request,
+    caller: Reader,
+    question: Annotated[str, Form(max_length=4000)],
+    csrf_token: Annotated[str, Form(alias=CSRF_FIELD, max_length=128)] = "",
+    source: Annotated[str, Form(max_length=512)] = "",
+) -> HTMLResponse:
+    check_csrf(request, csrf_token)
+    service = getattr(request.app.state, "ask", None)
+    answer, ask_error = None, None
+    if service is None:
+        ask_error = "Ask is not available on this service."
+    else:
+        try:
+            body: dict[str, Any] = {"question": question}
+            if source:
+                body["sources"] = [source]
+            answer = await service.ask(AskRequest.model_validate(body), caller)
+        except ValidationError as exc:
+            ask_error = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        except ServiceError as exc:
+            ask_error = exc.message
+    chips = answer_with_chips(answer.answer, answer.citations) if answer is not None else None
+    context = {"question": question, "source": source, "answer": answer, "answer_html": chips, "ask_error": ask_error}
+    if request.headers.get("hx-request") == "true":
+        response: HTMLResponse = request.app.state.console.render(request, "_ask.html", context)
+        return response
+    # Without JavaScript: the search page again, with the answer in its panel.
+    sources = await source_names(request, caller)
+    page = {"q": "", "mode": "hybrid", "hits": [], "took_ms": None, "error": None, "sources": sources, "ask": True}
+    rendered: HTMLResponse = request.app.state.console.render(request, "search.html", page | {"modes": MODES} | context)
+    return rendered
