@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
