@@ -188,6 +188,7 @@ def test_a_damaged_export_is_made_again(export_dir, tmp_path, damage):
     else:
         manifest_path(graph).unlink()
     assert not is_valid(graph, None)
+    (folder / ".int8.onnx.abc123.tmp").write_bytes(b"left by a killed export")
 
     ensure_exports(BUNDLED_MODEL, tmp_path / "onnx", "int8")
     assert is_valid(graph, None)

@@ -46,9 +46,16 @@ class LocalEmbedder(EmbeddingProvider):
                 return
             path = resolve_model_path(self.model)
             # Imported here: torch and sentence-transformers take seconds to import.
-            import torch
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
+            try:
+                import torch
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+            except ImportError as exc:
+                raise ConfigurationError(
+                    f"SEARCHSVC_LOCAL_BACKEND=torch needs torch and sentence-transformers, which are not "
+                    f"installed ({exc.name}): use SEARCHSVC_LOCAL_BACKEND=onnx (the same vectors), or install "
+                    "the search-torch extra"
+                ) from exc
 
             if self.threads:
                 torch.set_num_threads(self.threads)

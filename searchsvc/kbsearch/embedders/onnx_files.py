@@ -120,6 +120,8 @@ def _complete(folder: Path, variant: Variant, fingerprint: str | None) -> bool:
 def _export(model_dir: Path, folder: Path, variant: Variant, fingerprint: str) -> None:
     from kbsearch.embedders import onnx_export  # imports torch only inside its functions
 
+    for stale in folder.glob(".*.tmp"):  # left by an exporter that was killed; we hold the lock now
+        stale.unlink(missing_ok=True)
     if not is_valid(folder / TOKENIZER, fingerprint):
         _write_atomically(folder / TOKENIZER, fingerprint, lambda tmp: shutil.copyfile(model_dir / TOKENIZER, tmp))
     fp32 = folder / "fp32.onnx"
