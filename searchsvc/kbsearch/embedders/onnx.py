@@ -84,6 +84,9 @@ class OnnxEmbedder(EmbeddingProvider):
             options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.log_severity_level = 3  # warnings about unused initialisers are noise in service logs
+            # Idle intra-op threads otherwise spin between operators, taking the CPU the service's
+            # own threads (HTTP, chunking, BM25, store writes) need on a small machine.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             try:
                 session = ort.InferenceSession(
                     str(folder / f"{self.variant}.onnx"), options, providers=["CPUExecutionProvider"]
