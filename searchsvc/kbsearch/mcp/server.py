@@ -1,8 +1,11 @@
 """The MCP server: which tools exist, how they are annotated, and who sees which.
 
-Adding a tool is one ToolSpec in TOOLS (a function whose docstring describes it and whose return
-annotation, `Annotated[CallToolResult, Model]`, gives its outputSchema). A spec with `writes=True`
-is listed only to callers that may write; its service refuses the others anyway.
+Adding a tool is one ToolSpec in TOOLS: an async function whose docstring describes it, whose
+return annotation `Annotated[CallToolResult, Model]` gives its outputSchema, and which returns
+`tool_result(text, model)` (kbsearch.mcp.context). It reaches the caller and any service the
+lifespan built through `tool_context(ctx)` (`.caller`, `.search`, `.documents`, `.state.<name>`).
+A spec with `writes=True` is listed only to callers that may write; its service refuses the
+others anyway.
 """
 
 from __future__ import annotations
