@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
 from kbsearch import __version__
-from kbsearch.api import documents, insights, search, system
+from kbsearch.api import ask, documents, insights, search, system
 from kbsearch.api.auth import Authenticator, AuthGate
 from kbsearch.api.errors import install_error_handlers
 from kbsearch.api.middleware import RequestContextMiddleware
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
+from kbsearch.llm.chat import ChatClient
 from kbsearch.mcp.http import McpFace
 from kbsearch.metrics import Metrics
-from kbsearch.models import CollectionSignature
+from kbsearch.models import CollectionSignature, Fusion
 from kbsearch.services.access import SourceCatalog
+from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.querylog import QueryLog
@@ -45,9 +47,11 @@ def create_app(
     *,
     store: VectorStore | None = None,
     embedder: EmbeddingProvider | None = None,
+    chat: Callable[[Metrics], ChatClient] | None = None,
     query_log_store: QueryLogStore | None = None,
 ) -> FastAPI:
-    """Build the app. `store`, `embedder` and `query_log_store` override the ones the settings would build (tests)."""
+    """Build the app. `store`, `embedder`, `chat` (a factory given the app's metrics) and `query_log_store`
+    override the ones the settings would build (tests)."""
     settings = settings or Settings()
     metrics = Metrics()
     authenticator = build_authenticator(settings)  # a malformed tokens file stops start-up here
@@ -55,9 +59,12 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from kbsearch.embedders.factory import build_embedder
+        from kbsearch.llm.factory import build_chat
         from kbsearch.store.factory import build_store, query_log_beside
 
         active_embedder = embedder if embedder is not None else build_embedder(settings)
+        # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
+        active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
         active_store = store if store is not None else build_store(settings)
         await in_thread(active_embedder.load)
         sparse = Bm25Encoder()
@@ -66,6 +73,7 @@ def create_app(
             embedder_model=active_embedder.model,
             dimensions=active_embedder.dimensions,
             sparse_encoder=sparse.name,
+            embedder_backend=active_embedder.backend,
         )
         try:
             await in_thread(active_store.open, signature)
@@ -106,13 +114,28 @@ def create_app(
             embedder=active_embedder,
             sparse=sparse,
             metrics=metrics,
-            rrf_k=settings.rrf_k,
+            fusion=Fusion(
+                settings.fusion, settings.rrf_k, settings.fusion_dense_weight, settings.fusion_keyword_weight
+            ),
             candidates=settings.search_candidates,
             catalog=catalog,
             query_log=query_log,
         )
+        state.ask = AskService(
+            search=state.search,
+            embedder=active_embedder,
+            chat=active_chat,
+            metrics=metrics,
+            results_per_search=settings.ask_results_per_search,
+            min_similarity=settings.ask_min_similarity,
+            answer_sentences=settings.ask_answer_sentences,
+            timeout_s=settings.ask_timeout_s,
+        )
         state.ready = True
-        log.info("ready", extra={"store": active_store.backend, "embedder": active_embedder.model})
+        log.info(
+            "ready",
+            extra={"store": active_store.backend, "embedder": active_embedder.model, "ask": state.ask.mode},
+        )
         try:
             mcp: McpFace = app.state.mcp
             async with mcp.running():  # MCP's session manager lives as long as the services it calls
@@ -124,6 +147,8 @@ def create_app(
                 await in_thread(active_store.close)
             finally:
                 active_embedder.close()
+                if active_chat is not None:
+                    await active_chat.close()
 
     app = FastAPI(
         title="Knowledge search service",
@@ -139,6 +164,7 @@ def create_app(
     app.include_router(system.router)
     app.include_router(documents.router)
     app.include_router(search.router)
+    app.include_router(ask.router)
     app.include_router(insights.router)
     app.state.mcp = McpFace(app, settings, authenticator)  # the exact path /mcp, beside the REST routes
     app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line

@@ -10,6 +10,8 @@ ServiceError
 ├── ConflictError              409  the document belongs to another source
 │   └── WriteConflictError          a concurrent write of the same document won; retry
 ├── OverloadedError            429  too much work queued; retry later
+├── LLMUnavailableError        502  the language model could not answer (down, 5xx after retries, bad reply)
+├── LLMTimeoutError            504  the language model did not answer in time
 └── UnavailableError           503  transient: store or embedder not usable now
     ├── NotReadyError               still starting up
     ├── StoreUnavailableError       the vector store failed or is unreachable
@@ -90,6 +92,18 @@ class WriteConflictError(ConflictError):
 class OverloadedError(ServiceError):
     status_code = 429
     code = "TOO_MANY_REQUESTS"
+
+
+class LLMUnavailableError(ServiceError):
+    """The chat model is the upstream here, so its failure is a 502, not our own 503."""
+
+    status_code = 502
+    code = "LLM_UNAVAILABLE"
+
+
+class LLMTimeoutError(ServiceError):
+    status_code = 504
+    code = "LLM_TIMEOUT"
 
 
 class UnavailableError(ServiceError):

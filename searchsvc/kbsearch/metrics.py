@@ -43,6 +43,31 @@ class Metrics:
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )
+        self.ask_seconds = Histogram(
+            "searchsvc_ask_duration_seconds",
+            "Ask time, from the request to the final answer, by mode (llm, extractive).",
+            ["mode"],
+            registry=self.registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160),
+        )
+        self.asks = Counter(
+            "searchsvc_asks_total",
+            "Asks by mode and outcome (grounded, ungrounded, or the error code).",
+            ["mode", "outcome"],
+            registry=self.registry,
+        )
+        self.llm_tokens = Counter(
+            "searchsvc_llm_tokens_total",
+            "Chat model tokens, as the endpoint reported them, by kind (prompt, completion).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.llm_errors = Counter(
+            "searchsvc_llm_errors_total",
+            "Failed chat model requests, retried ones included, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.query_log_written = Counter(
             "searchsvc_query_log_written_total",
             "Query log entries written to the store.",

@@ -374,6 +374,96 @@ class SearchResponse(Body):
     tookMs: float
 
 
+MAX_QUESTION_CHARS = 2000
+
+
+class AskRequest(Body):
+    question: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]
+    # Narrows the caller's scope, never widens it: a source outside the scope is simply not searched.
+    sources: list[StrictStr] | None = Field(None, min_length=1, max_length=100)
+    maxSearches: Annotated[StrictInt, Field(ge=1, le=5)] = 3
+    stream: StrictBool = False
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, question: str) -> str:
+        if not question.strip():
+            raise ValueError("question must contain a non-whitespace character")
+        if "\x00" in question or not _encodable(question):
+            raise ValueError("question must not contain NUL characters or lone surrogates")
+        return question
+
+    @field_validator("sources")
+    @classmethod
+    def _sources(cls, sources: list[str] | None) -> list[str] | None:
+        for source in sources or []:
+            check_source_identifier(source)
+        return sources
+
+
+class AskSource(Body):
+    """A chunk retrieved while answering; `n` is the number the answer's [n] markers use."""
+
+    n: int
+    id: str
+    uri: str
+    title: str | None
+    headings: list[str]
+    chunkIndex: int
+    sourceIdentifier: str | None
+    score: float
+
+
+class AskCitation(Body):
+    """A retrieved chunk the answer cites; `quote` is its sentence closest to the citing one."""
+
+    n: int
+    id: str
+    uri: str
+    title: str | None
+    headings: list[str]
+    chunkIndex: int
+    sourceIdentifier: str | None
+    quote: str
+
+
+class AskSearch(Body):
+    query: str
+    results: int
+    refs: list[int]  # the numbers of the chunks it returned (a chunk found twice keeps its first number)
+
+
+class AskUsage(Body):
+    promptTokens: int = 0
+    completionTokens: int = 0
+
+
+class AskResponse(Body):
+    answer: str
+    mode: Literal["llm", "extractive"]
+    grounded: bool
+    citations: list[AskCitation]
+    sourcesRetrieved: list[AskSource]
+    searches: list[AskSearch]
+    droppedCitations: int
+    usage: AskUsage
+
+
+class AskSearchEvent(Body):
+    """Stream event `search`: one search ran; `sources` are the chunks it numbered for the first time."""
+
+    query: str
+    results: int
+    refs: list[int]
+    sources: list[AskSource]
+
+
+class AskDeltaEvent(Body):
+    """Stream event `delta`: the next piece of the answer, citation markers already verified."""
+
+    text: str
+
+
 class ErrorDetail(Body):
     code: str
     message: str

@@ -86,6 +86,12 @@ class Settings(BaseSettings):
     edge_flush_interval_s: float = Field(
         1.0, ge=0, description="Embedded store: seconds between WAL fsyncs (group commit); 0 syncs every write."
     )
+    edge_index_threshold: int = Field(
+        20_000,
+        ge=0,
+        description="Embedded store: unindexed vectors that start a background HNSW build (child process); 0: never.",
+    )
+    edge_index_threads: int = Field(1, ge=1, description="Embedded store: threads of the background HNSW build.")
     min_free_disk_mb: int = Field(
         128, ge=1, description="Embedded store: below this many MiB free on the data volume, writes get 503."
     )
@@ -100,6 +106,15 @@ class Settings(BaseSettings):
         "all-MiniLM-L6-v2", description="Model name or path for the local embedder (bundled by default)."
     )
     local_batch_size: int = Field(32, ge=1, description="Batch size for the local model.")
+    local_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "onnx", description="How the local model runs: torch, onnx (fp32, same vectors) or onnx-int8 (quantised)."
+    )
+    local_threads: int = Field(
+        0, ge=0, description="Threads of one local-model inference; 0: every CPU the process may use."
+    )
+    onnx_dir: Path | None = Field(
+        None, description="Folder of the ONNX exports, made at first start if missing; default: DATA_DIR/.onnx."
+    )
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default is OpenAI.")
     openai_api_key: SecretStr | None = Field(None, description="API key for the OpenAI-compatible endpoint.")
     openai_model: str = Field("text-embedding-3-small", description="Embedding model name.")
@@ -116,13 +131,40 @@ class Settings(BaseSettings):
     chunk_max_chars: int | None = Field(None, ge=100, description="Largest chunk; default by embedder.")
     chunk_overlap_chars: int = Field(0, ge=0, description="Characters shared by neighbouring chunks.")
 
-    # Hybrid search
-    # k=2 (also Qdrant's own default) scored best on SciFact train: 0.735 nDCG@10 vs 0.724 at 60.
+    # Hybrid search: how the dense and keyword lanes' candidates are merged (inside the engine).
+    # Defaults: the best setting measured on SciFact train (bench/README.md).
+    fusion: Literal["rrf", "dbsf"] = Field(
+        "rrf", description="rrf: reciprocal rank fusion; dbsf: distribution-based score fusion (normalised scores)."
+    )
     rrf_k: int = Field(2, ge=1, description="RRF constant k; larger flattens rank differences.")
+    fusion_dense_weight: float = Field(
+        1.0, ge=0, le=100, allow_inf_nan=False, description="Weight of the dense (embedding) lane in fusion."
+    )
+    fusion_keyword_weight: float = Field(
+        1.0, ge=0, le=100, allow_inf_nan=False, description="Weight of the keyword (BM25) lane in fusion."
+    )
     search_candidates: int = Field(
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )
 
+    # Ask: an OpenAI-compatible chat model answers with citations; without one, extractive answers.
+    llm_model: str | None = Field(
+        None, description="Chat model for ask; unset: extractive answers from the local embedder, no network."
+    )
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible chat endpoint; default is OpenAI.")
+    llm_api_key: SecretStr | None = Field(None, description="API key for the chat endpoint.")
+    llm_timeout_s: float = Field(30.0, gt=0, description="Timeout of one chat request (connect, and between bytes).")
+    llm_max_retries: int = Field(3, ge=0, le=10, description="Retries of a chat request on 429/5xx/connection errors.")
+    llm_max_wait_s: float = Field(
+        10.0, ge=0, description="Longest backoff or Retry-After wait; a server asking for longer is not retried."
+    )
+    llm_max_tokens: int = Field(1024, ge=16, description="Most tokens one chat answer may have.")
+    ask_timeout_s: float = Field(120.0, gt=0, description="Longest time one ask may take, every search and turn.")
+    ask_results_per_search: int = Field(5, ge=1, le=20, description="Chunks each ask search retrieves.")
+    ask_min_similarity: float = Field(
+        0.3, ge=-1, le=1, description="Extractive ask: a sentence less similar than this to the question is not used."
+    )
+    ask_answer_sentences: int = Field(3, ge=1, le=10, description="Extractive ask: sentences in an answer at most.")
     # MCP (the /mcp endpoint beside the REST API)
     mcp_allowed_hosts: str = Field(
         LOOPBACK_HOSTS,
@@ -186,8 +228,18 @@ class Settings(BaseSettings):
                 "SEARCHSVC_TOKENS_FILE), or "
                 "SEARCHSVC_ALLOW_UNAUTHENTICATED_WRITES=true to accept open writes"
             )
+        if self.llm_model is None and (self.llm_base_url is not None or self.llm_api_key is not None):
+            raise ValueError(
+                "SEARCHSVC_LLM_BASE_URL or SEARCHSVC_LLM_API_KEY is set but SEARCHSVC_LLM_MODEL is not; "
+                "set the chat model too (or unset both for extractive answers)"
+            )
         if self.store == "qdrant" and not self.qdrant_url:
             raise ValueError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
+        if self.fusion_dense_weight == 0 and self.fusion_keyword_weight == 0:
+            raise ValueError(
+                "SEARCHSVC_FUSION_DENSE_WEIGHT and SEARCHSVC_FUSION_KEYWORD_WEIGHT are both 0, so hybrid "
+                "search would rank nothing; give at least one lane a weight above 0"
+            )
         lo, hi = self.chunk_range
         if lo > hi:
             raise ValueError(f"chunk_min_chars ({lo}) must not exceed chunk_max_chars ({hi})")
@@ -215,6 +267,11 @@ class Settings(BaseSettings):
     @property
     def writers(self) -> list[str]:
         return self._names(self.kubernetes_writers)
+
+    @property
+    def onnx_export_dir(self) -> Path:
+        """Where the ONNX exports live; `.onnx` cannot be a collection name, so it never meets one."""
+        return self.onnx_dir if self.onnx_dir is not None else self.data_dir / ".onnx"
 
     @property
     def chunk_range(self) -> tuple[int, int]:

@@ -38,7 +38,7 @@ LONG = "https://git.example/a/handbook.md"
 LONG_CONTENT = "---\ntitle: The handbook\n---\n# The handbook\n\n" + sections(12, words="delta epsilon zeta")
 # A Host header as an in-cluster agent sends it through the chart's Service.
 SERVICE_HOST = "kb-knowledge-base-search.kb-system.svc:8000"
-CORE_READ_TOOLS = {"search_knowledge", "fetch_document", "get_chunk_context", "list_sources"}
+CORE_READ_TOOLS = {"search_knowledge", "fetch_document", "get_chunk_context", "list_sources", "ask_knowledge"}
 WRITE_TOOLS = {"ingest_document", "delete_document"}
 COMPAT_TOOLS = {"manageKnowledge", "search", "fetch"}
 

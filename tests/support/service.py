@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -11,6 +11,8 @@ from fastapi import FastAPI
 
 from kbsearch.app import create_app
 from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.llm.chat import ChatClient
+from kbsearch.metrics import Metrics
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.querylog import QueryLogStore
@@ -48,6 +50,7 @@ async def running_service(
     data_dir: Path,
     *,
     embedder: EmbeddingProvider | None = None,
+    chat: Callable[[Metrics], ChatClient] | None = None,
     store: VectorStore | None = None,
     query_log_store: QueryLogStore | None = None,
     **settings: object,
@@ -57,6 +60,7 @@ async def running_service(
         Settings(data_dir=data_dir, **settings),
         store=store or make_store(store_kind, data_dir),
         embedder=embedder or HashingEmbedder(),
+        chat=chat,
         query_log_store=query_log_store,
     )
     async with serve(app) as client:

@@ -158,6 +158,12 @@ Refuse combinations that cannot work, with a message that says what to change.
 {{- if and .Values.operator.allowLocalRepositories (not .Values.operator.localRepositoriesRoot) }}
 {{- fail "operator.allowLocalRepositories=true needs operator.localRepositoriesRoot: the one folder (mounted into the operator) that local repositories must be in." }}
 {{- end }}
+{{- if and .Values.llm.model (not .Values.llm.baseUrl) (not .Values.llm.existingSecret) }}
+{{- fail "llm.model on OpenAI's own endpoint needs llm.existingSecret: the name of a Secret holding the API key (key llm.existingSecretKey). For a server that needs no key, set llm.baseUrl." }}
+{{- end }}
+{{- if and (not .Values.llm.model) (or .Values.llm.baseUrl .Values.llm.existingSecret) }}
+{{- fail "llm.baseUrl or llm.existingSecret is set but llm.model is not: set the chat model too, or leave all three empty for extractive answers." }}
+{{- end }}
 {{- if and (eq .Values.embeddings.provider "openai") (not .Values.embeddings.openai.existingSecret) }}
 {{- fail "embeddings.provider=openai needs embeddings.openai.existingSecret: the name of a Secret holding the API key (key embeddings.openai.existingSecretKey)." }}
 {{- end }}

@@ -6,6 +6,7 @@ from fastapi import Request
 from starlette.datastructures import State
 
 from kbsearch.errors import NotReadyError
+from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.search import SearchService
@@ -26,6 +27,11 @@ def documents_service(request: Request) -> DocumentService:
 
 def search_service(request: Request) -> SearchService:
     service: SearchService = ready_state(request).search
+    return service
+
+
+def ask_service(request: Request) -> AskService:
+    service: AskService = ready_state(request).ask
     return service
 
 

@@ -17,12 +17,12 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
-from starlette.datastructures import State
 from starlette.requests import Request
 
 from kbsearch.api.deps import ready_state
 from kbsearch.errors import ServiceError
 from kbsearch.services.access import Caller
+from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.search import SearchService
 
@@ -32,7 +32,7 @@ class ToolContext:
     caller: Caller
     search: SearchService
     documents: DocumentService
-    state: State  # every service the app's lifespan built, for a tool that needs another one
+    ask: AskService
 
 
 def caller_of(request: object) -> Caller | None:
@@ -50,7 +50,7 @@ def tool_context(ctx: Context[Any]) -> ToolContext:
         raise ToolError("UNAUTHENTICATED: this tool runs only behind the service's /mcp endpoint")
     with tool_errors():
         state = ready_state(request)  # NOT_READY while the store or embedder is loading
-    return ToolContext(caller=caller, search=state.search, documents=state.documents, state=state)
+    return ToolContext(caller=caller, search=state.search, documents=state.documents, ask=state.ask)
 
 
 def not_found(uri: str) -> ToolError:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from kbsearch.mcp.models import ChunkContext, DocumentText, SourcesOverview
 from kbsearch.schemas import (
+    AskResponse,
     DeleteDocumentResponse,
     PutDocumentResponse,
     SearchResponse,
@@ -91,3 +92,15 @@ def put_text(response: PutDocumentResponse) -> str:
 
 def delete_text(response: DeleteDocumentResponse) -> str:
     return f"deleted: {response.uri} ({response.chunksDeleted} chunks)"
+
+
+def ask_text(response: AskResponse) -> str:
+    """The answer, then its numbered citations: what each [n] points at, and the cited sentence."""
+    if not response.citations:
+        return response.answer
+    lines = [response.answer, "", "Citations:"]
+    for citation in response.citations:
+        label = heading_path(citation.title, citation.headings) or citation.uri
+        lines.append(f"[{citation.n}] {label} — {citation.uri} (chunk {citation.chunkIndex})")
+        lines.append(f'    "{citation.quote}"')
+    return "\n".join(lines)

@@ -28,7 +28,8 @@ from kbsearch.settings import Settings
 INSTRUCTIONS = (
     "A knowledge base of documents (mostly markdown from git repositories), searchable by meaning and keywords. "
     "Start with search_knowledge; read around a hit with get_chunk_context or the whole document with "
-    "fetch_document; list_sources says what there is. Cite documents by their URI."
+    "fetch_document; list_sources says what there is; ask_knowledge answers a question with checked citations. "
+    "Cite documents by their URI."
 )
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -57,6 +58,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(tools.fetch_document, "Read a document", READ),
     ToolSpec(tools.get_chunk_context, "Read around a search hit", READ),
     ToolSpec(tools.list_sources, "List sources", READ),
+    ToolSpec(tools.ask_knowledge, "Ask the knowledge base", READ),
     ToolSpec(tools.ingest_document, "Store a document", REPLACE, writes=True),
     ToolSpec(tools.delete_document, "Delete a document", DELETE, writes=True),
 )

@@ -28,6 +28,9 @@ from kbsearch.mcp.models import (
 )
 from kbsearch.models import MetadataValue, SearchMode
 from kbsearch.schemas import (
+    MAX_QUESTION_CHARS,
+    AskRequest,
+    AskResponse,
     DeleteDocumentResponse,
     PutDocumentRequest,
     PutDocumentResponse,
@@ -80,6 +83,22 @@ async def search_knowledge(
     """
     response = await run_search(tool_context(ctx), query, limit, sources, uri_prefix, mode)
     return tool_result(render.search_text(response), response)
+
+
+async def ask_knowledge(
+    ctx: Context,
+    question: Annotated[str, Field(description=f"The question, in plain words (1-{MAX_QUESTION_CHARS} characters).")],
+    sources: Sources = None,
+) -> Annotated[CallToolResult, AskResponse]:
+    """Answer a question from the knowledge base. The answer cites its sources as [n], and every [n] was
+    checked: it points at a chunk retrieved for this question, listed under Citations with its URI and the
+    cited sentence. When nothing relevant is found the answer says so and cites nothing.
+    """
+    tools = tool_context(ctx)
+    with tool_errors():
+        request = AskRequest(question=question, sources=sources)
+        response = await tools.ask.ask(request, tools.caller)
+    return tool_result(render.ask_text(response), response)
 
 
 async def fetch_document(

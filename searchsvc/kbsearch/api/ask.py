@@ -1,0 +1,54 @@
+"""The ask route: a grounded answer as JSON, or as server-sent events with `"stream": true`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import Response, StreamingResponse
+
+from kbsearch.api.auth import require_read
+from kbsearch.api.deps import ask_service
+from kbsearch.api.errors import error_response
+from kbsearch.schemas import AskRequest, AskResponse, ErrorResponse
+from kbsearch.services.access import Caller
+from kbsearch.services.ask import AskEvent, AskService
+
+router = APIRouter(
+    prefix="/api/v1",
+    tags=["ask"],
+    responses={code: {"model": ErrorResponse} for code in (401, 422, 502, 503, 504)},
+)
+Service = Annotated[AskService, Depends(ask_service)]
+Reader = Annotated[Caller, Depends(require_read)]
+
+
+@router.post(
+    "/ask",
+    response_model=AskResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "The answer, or its events when streamed."}},
+)
+async def ask(body: AskRequest, service: Service, caller: Reader) -> Response | AskResponse:
+    """Answer a question from the caller's sources, citing only chunks retrieved for it."""
+    if not body.stream:
+        return await service.ask(body, caller)
+    events = service.stream(body, caller)
+    first = await anext(events)
+    if isinstance(first.data, ErrorResponse):  # nothing sent yet: the failure can still be an honest status
+        await events.aclose()
+        error = first.data.error
+        return error_response(first.status, error.code, error.message, error.details)
+    return StreamingResponse(
+        _server_sent(first, events),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},  # no proxy buffering of the stream
+    )
+
+
+async def _server_sent(first: AskEvent, rest: AsyncGenerator[AskEvent]) -> AsyncIterator[str]:
+    async with aclosing(rest):  # a client that goes away stops the model and the searches
+        yield first.server_sent()
+        async for event in rest:
+            yield event.server_sent()

@@ -1,0 +1,337 @@
+"""Ask: a grounded answer to a question, citing only chunks the caller's own searches retrieved.
+
+With a chat model (llm mode) the model runs a tool loop: it may call `search` up to
+`maxSearches` times, every call the same scoped search as the REST API (origin "ask"), and then
+answers with [n] markers. Without one (extractive mode) one search with the question feeds an
+extractive answer (kbsearch.services.extractive). Both modes produce the same events in the same
+order — `search`*, `delta`*, `citation`*, then `done` — and `ask` is `stream` read to its end, so
+the JSON answer and the streamed one never differ.
+
+Grounded means the answer cites at least one retrieved chunk. When retrieval found nothing
+(llm: the searches returned no chunk at all; extractive: no sentence reached the similarity
+threshold) the answer is NOTHING_FOUND, ungrounded, and cites nothing. Text the model writes
+before anything was retrieved is not part of the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.errors import LLMUnavailableError, ServiceError
+from kbsearch.llm.chat import ChatClient, ChatMessage, TextPiece, ToolCall, ToolSpec, parse_arguments
+from kbsearch.metrics import Metrics
+from kbsearch.models import SearchHit
+from kbsearch.schemas import (
+    AskCitation,
+    AskDeltaEvent,
+    AskRequest,
+    AskResponse,
+    AskSearch,
+    AskSearchEvent,
+    AskSource,
+    AskUsage,
+    ErrorDetail,
+    ErrorResponse,
+    SearchFilterBody,
+    SearchRequest,
+)
+from kbsearch.services.access import Caller
+from kbsearch.services.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
+from kbsearch.services.extractive import extract
+from kbsearch.services.search import SearchService
+
+log = logging.getLogger(__name__)
+
+NOTHING_FOUND = "I found nothing in the knowledge base that answers this question."
+AskEventName = Literal["search", "delta", "citation", "done", "error"]
+
+SEARCH_TOOL = ToolSpec(
+    name="search",
+    description=(
+        "Search the knowledge base (hybrid keyword and semantic search). Returns numbered chunks; "
+        "cite them in your answer as [n]."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "What to look for, in a few words."}},
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+)
+SYSTEM_PROMPT = """You answer questions from a knowledge base, using only what its `search` tool returns.
+Search before you answer; you may search at most {searches} time(s), so choose your queries well.
+Every search result starts with its number, like [3]. After each statement, cite the result it comes \
+from as [3]; cite several as [3][5]. Cite only numbers you were given.
+If the results do not answer the question, say that the knowledge base does not cover it.
+Answer concisely, in the language of the question, in plain text or simple markdown."""
+
+
+@dataclass(frozen=True, slots=True)
+class AskEvent:
+    """One event of an ask. `data` is the event's JSON body; `status` is an error event's HTTP status."""
+
+    event: AskEventName
+    data: BaseModel
+    status: int = 200
+
+    def server_sent(self) -> str:
+        """The event as one text/event-stream frame; every face that streams an ask sends exactly this."""
+        return f"event: {self.event}\ndata: {self.data.model_dump_json()}\n\n"
+
+
+@dataclass(slots=True)
+class _Run:
+    """What one ask has gathered so far."""
+
+    request: AskRequest
+    caller: Caller
+    ledger: RetrievalLedger = field(default_factory=RetrievalLedger)
+    searches: list[AskSearch] = field(default_factory=list)
+    usage: AskUsage = field(default_factory=AskUsage)
+    citations: CitationFilter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.citations = CitationFilter(lambda n: n in self.ledger)
+
+
+class AskService:
+    def __init__(
+        self,
+        *,
+        search: SearchService,
+        embedder: EmbeddingProvider,
+        chat: ChatClient | None,
+        metrics: Metrics,
+        results_per_search: int,
+        min_similarity: float,
+        answer_sentences: int,
+        timeout_s: float,
+    ) -> None:
+        self.search = search
+        self.embedder = embedder
+        self.chat = chat
+        self.metrics = metrics
+        self.results_per_search = results_per_search
+        self.min_similarity = min_similarity
+        self.answer_sentences = answer_sentences
+        self.timeout_s = timeout_s
+
+    @property
+    def mode(self) -> Literal["llm", "extractive"]:
+        return "llm" if self.chat is not None else "extractive"
+
+    async def ask(self, request: AskRequest, caller: Caller) -> AskResponse:
+        """The whole answer at once; a failure raises its ServiceError (502, 504, 503...)."""
+        response = None
+        async with aclosing(self._events(request, caller)) as events:
+            async for event in events:
+                if isinstance(event.data, AskResponse):
+                    response = event.data
+        assert response is not None, "an ask ends with its done event or an error"
+        return response
+
+    async def stream(self, request: AskRequest, caller: Caller) -> AsyncGenerator[AskEvent]:
+        """The answer as events; a failure becomes one final `error` event (with its HTTP status)."""
+        try:
+            async with aclosing(self._events(request, caller)) as events:
+                async for event in events:
+                    yield event
+        except ServiceError as exc:
+            yield AskEvent(
+                "error",
+                ErrorResponse(error=ErrorDetail(code=exc.code, message=exc.message, details=exc.details)),
+                exc.status_code,
+            )
+        except Exception:
+            log.exception("ask failed")
+            detail = ErrorDetail(
+                code="INTERNAL_ERROR", message="the service hit an unexpected error; it has been logged"
+            )
+            yield AskEvent("error", ErrorResponse(error=detail), 500)
+
+    async def _events(self, request: AskRequest, caller: Caller) -> AsyncGenerator[AskEvent]:
+        started = time.perf_counter()
+        run = _Run(request, caller)
+        outcome = "error"
+        try:
+            answering = self._llm(run) if self.chat is not None else self._extractive(run)
+            async with aclosing(answering) as events:
+                async for event in events:
+                    yield event
+            async for event in self._conclude(run):
+                yield event
+            response = self._response(run)
+            outcome = "grounded" if response.grounded else "ungrounded"
+            yield AskEvent("done", response)
+        except ServiceError as exc:
+            outcome = exc.code
+            raise
+        except (GeneratorExit, asyncio.CancelledError):
+            if outcome == "error":  # the client went away before the answer was done
+                outcome = "cancelled"
+            raise
+        finally:
+            self.metrics.asks.labels(self.mode, outcome).inc()
+            self.metrics.ask_seconds.labels(self.mode).observe(time.perf_counter() - started)
+
+    async def _llm(self, run: _Run) -> AsyncGenerator[AskEvent]:
+        assert self.chat is not None
+        deadline = time.monotonic() + self.timeout_s
+        budget = run.request.maxSearches
+        messages = [
+            ChatMessage("system", SYSTEM_PROMPT.format(searches=budget)),
+            ChatMessage("user", run.request.question),
+        ]
+        # One turn per search, one to answer, one spare for a model that wasted a call on bad arguments.
+        turns = budget + 2
+        for turn in range(turns):
+            offer = [SEARCH_TOOL] if budget > 0 and turn < turns - 1 else []
+            text: list[str] = []
+            tool_calls: tuple[ToolCall, ...] = ()
+            # A turn's text follows an earlier turn's as a new paragraph (models rarely write in both).
+            separator = "\n\n" if run.citations.text.strip() else ""
+            async with aclosing(self.chat.turn(messages, offer, deadline=deadline)) as pieces:
+                async for piece in pieces:
+                    if isinstance(piece, TextPiece):
+                        text.append(piece.text)
+                        # Before anything was retrieved the model has nothing to cite: that text is not answer.
+                        if len(run.ledger) and (out := run.citations.feed(separator + piece.text)):
+                            yield AskEvent("delta", AskDeltaEvent(text=out))
+                        separator = ""
+                    else:
+                        run.usage.promptTokens += piece.prompt_tokens
+                        run.usage.completionTokens += piece.completion_tokens
+                        tool_calls = piece.tool_calls
+            if not tool_calls:
+                return
+            if not offer:
+                raise LLMUnavailableError("the chat model kept calling tools after its searches were used up")
+            messages.append(ChatMessage("assistant", "".join(text), tool_calls=tool_calls))
+            for call in tool_calls:
+                reply, event = await self._tool(run, call, budget)
+                if event is not None:
+                    budget -= 1
+                    yield event
+                messages.append(ChatMessage("tool", reply, tool_call_id=call.id))
+
+    async def _tool(self, run: _Run, call: ToolCall, budget: int) -> tuple[str, AskEvent | None]:
+        """Run one tool call: the reply the model reads, and the search event when a search ran."""
+        if call.name != SEARCH_TOOL.name:
+            return f"error: there is no tool {call.name!r}; the only tool is 'search'", None
+        if budget <= 0:
+            return "error: no searches left; answer with what you have", None
+        try:
+            query = parse_arguments(call.arguments).get("query")
+            if not isinstance(query, str):
+                raise ValueError("'query' must be a string")
+            hits, event = await self._search(run, query)
+        except (ValueError, ValidationError) as exc:
+            return f"error: invalid search arguments: {_first_problem(exc)}", None
+        if not hits:
+            return "No results.", event
+        numbers = event.data.refs if isinstance(event.data, AskSearchEvent) else []
+        return "\n\n".join(_for_model(n, hit) for n, hit in zip(numbers, hits, strict=True)), event
+
+    async def _extractive(self, run: _Run) -> AsyncGenerator[AskEvent]:
+        _, event = await self._search(run, run.request.question)
+        yield event
+        extracts = await extract(
+            run.request.question,
+            run.ledger,
+            self.embedder,
+            max_sentences=self.answer_sentences,
+            min_similarity=self.min_similarity,
+        )
+        for i, item in enumerate(extracts):
+            if out := run.citations.feed(("" if i == 0 else " ") + item.cited()):
+                yield AskEvent("delta", AskDeltaEvent(text=out))
+
+    async def _search(self, run: _Run, query: str) -> tuple[list[SearchHit], AskEvent]:
+        """The caller's scoped search, narrowed to the ask's sources; its hits numbered in the ledger."""
+        request = SearchRequest(
+            query=query,
+            limit=self.results_per_search,
+            filter=SearchFilterBody(sourceIdentifier=run.request.sources),
+        )
+        outcome = await self.search.search(request, run.caller, origin="ask")
+        numbers, new = run.ledger.add(outcome.hits)
+        search = AskSearch(query=query, results=len(outcome.hits), refs=numbers)
+        run.searches.append(search)
+        sources = [_source(n, run.ledger.hit(n)) for n in new]
+        return outcome.hits, AskEvent(
+            "search", AskSearchEvent(query=query, results=search.results, refs=numbers, sources=sources)
+        )
+
+    async def _conclude(self, run: _Run) -> AsyncIterator[AskEvent]:
+        """The rest of the answer (held-back text, or NOTHING_FOUND), then one citation event per cited chunk."""
+        if out := run.citations.finish():
+            yield AskEvent("delta", AskDeltaEvent(text=out))
+        if not run.citations.text.strip():  # nothing retrieved, nothing relevant, or only dropped markers
+            yield AskEvent("delta", AskDeltaEvent(text=NOTHING_FOUND))
+            run.citations.text = NOTHING_FOUND
+        for citation in self._citations(run):
+            yield AskEvent("citation", citation)
+
+    def _citations(self, run: _Run) -> list[AskCitation]:
+        answer = run.citations.text
+        return [_citation(n, run.ledger.hit(n), citing_sentence(answer, n)) for n in run.citations.cited]
+
+    def _response(self, run: _Run) -> AskResponse:
+        cited = set(run.citations.cited)
+        return AskResponse(
+            answer=run.citations.text,
+            mode=self.mode,
+            grounded=bool(cited),
+            citations=self._citations(run),
+            sourcesRetrieved=[_source(n, hit) for n, hit in run.ledger.numbered() if n not in cited],
+            searches=run.searches,
+            droppedCitations=run.citations.dropped,
+            usage=run.usage,
+        )
+
+
+def _source(n: int, hit: SearchHit) -> AskSource:
+    return AskSource(
+        n=n,
+        id=hit.id,
+        uri=hit.uri,
+        title=hit.title,
+        headings=hit.headings,
+        chunkIndex=hit.chunk_index,
+        sourceIdentifier=hit.source_identifier,
+        score=hit.score,
+    )
+
+
+def _citation(n: int, hit: SearchHit, citing: str) -> AskCitation:
+    return AskCitation(
+        n=n,
+        id=hit.id,
+        uri=hit.uri,
+        title=hit.title,
+        headings=hit.headings,
+        chunkIndex=hit.chunk_index,
+        sourceIdentifier=hit.source_identifier,
+        quote=quote(hit, citing),
+    )
+
+
+def _for_model(n: int, hit: SearchHit) -> str:
+    path = " \u203a ".join([p for p in [hit.title, *hit.headings] if p])
+    return f"[{n}] {path} — {hit.uri}\n{hit.content}" if path else f"[{n}] {hit.uri}\n{hit.content}"
+
+
+def _first_problem(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors(include_url=False, include_input=False)[0]
+        return f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
+    return str(exc)

@@ -1,0 +1,85 @@
+"""Ask with no chat model configured: extractive answers from the retrieved sentences, offline."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbsearch.services.ask import NOTHING_FOUND
+from tests.searchsvc.ask_support import DOCS, put_docs, server_sent_events
+from tests.support.service import running_service
+
+ROLLBACK, _, _ = DOCS
+
+
+async def test_the_answer_is_the_closest_sentences_each_citing_its_chunk(tmp_path):
+    async with running_service("edge", tmp_path / "data") as client:
+        await put_docs(client)
+        response = await client.post("/api/v1/ask", json={"question": "How is a failed deployment rolled back?"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["mode"] == "extractive" and body["grounded"] is True
+    assert body["answer"].startswith("A failed deployment is rolled back with kubectl rollout undo [1].")
+    assert body["citations"][0]["uri"] == ROLLBACK
+    assert body["citations"][0]["quote"] == "A failed deployment is rolled back with kubectl rollout undo."
+    assert body["searches"] == [{"query": "How is a failed deployment rolled back?", "results": 3, "refs": [1, 2, 3]}]
+    cited = {c["n"] for c in body["citations"]}
+    assert {s["n"] for s in body["sourcesRetrieved"]} == {1, 2, 3} - cited
+    assert body["droppedCitations"] == 0 and body["usage"] == {"promptTokens": 0, "completionTokens": 0}
+
+
+async def test_the_extractive_stream_has_the_same_events_in_order(tmp_path):
+    async with running_service("edge", tmp_path / "data") as client:
+        await put_docs(client)
+        question = {"question": "How is a failed deployment rolled back?"}
+        whole = (await client.post("/api/v1/ask", json=question)).json()
+        streamed = await client.post("/api/v1/ask", json={**question, "stream": True})
+    events = server_sent_events(streamed.text)
+    names = [name for name, _ in events]
+    deltas = names.count("delta")
+    assert names == ["search"] + ["delta"] * deltas + ["citation"] * len(whole["citations"]) + ["done"]
+    assert "".join(data["text"] for name, data in events if name == "delta") == whole["answer"]
+    assert events[-1][1] == whole
+
+
+@pytest.mark.parametrize("store_empty", [True, False])
+async def test_nothing_relevant_is_said_plainly_and_cites_nothing(tmp_path, store_empty):
+    # Nothing retrieved at all, or retrieved sentences all below the similarity threshold.
+    async with running_service("edge", tmp_path / "data", ask_min_similarity=0.95) as client:
+        if not store_empty:
+            await put_docs(client)
+        response = await client.post("/api/v1/ask", json={"question": "What is the airspeed of a swallow?"})
+    body = response.json()
+    assert body["answer"] == NOTHING_FOUND
+    assert body["grounded"] is False and body["citations"] == []
+    assert len(body["sourcesRetrieved"]) == (0 if store_empty else 3)
+
+
+async def test_sources_narrow_the_search(tmp_path):
+    async with running_service("edge", tmp_path / "data") as client:
+        await put_docs(client)
+        other = {"https://git.example/other/rollback.md": DOCS[ROLLBACK]}
+        for uri, text in other.items():
+            body = {"uri": uri, "content": text, "metadata": {"sourceIdentifier": "other/docs"}}
+            assert (await client.put("/api/v1/documents", json=body)).status_code == 200
+        response = await client.post(
+            "/api/v1/ask", json={"question": "How is a failed deployment rolled back?", "sources": ["other/docs"]}
+        )
+    body = response.json()
+    assert [c["uri"] for c in body["citations"]] == ["https://git.example/other/rollback.md"]
+    assert body["sourcesRetrieved"] == []
+
+
+async def test_every_search_of_an_ask_names_its_origin(tmp_path):
+    async with running_service("edge", tmp_path / "data") as client:
+        await put_docs(client)
+        search = client.app.state.search
+        origins: list[str] = []
+        real_search = search.search
+
+        async def recording(request, caller, *, origin="api"):
+            origins.append(origin)
+            return await real_search(request, caller, origin=origin)
+
+        search.search = recording  # the query log (issue 11) hooks this same call
+        await client.post("/api/v1/ask", json={"question": "How is a failed deployment rolled back?"})
+    assert origins == ["ask"]
