@@ -96,6 +96,8 @@ async def test_tools_list_has_typed_tools_and_write_tools_only_for_writers(servi
     for name in CORE_READ_TOOLS:
         assert admin[name].annotations.read_only_hint is True, name
         assert admin[name].annotations.destructive_hint is False, name
+    assert admin["search_knowledge"].annotations.idempotent_hint is True
+    assert admin["ask_knowledge"].annotations.idempotent_hint is False  # a model's answer may vary
     assert admin["delete_document"].annotations.destructive_hint is True
     assert admin["ingest_document"].annotations.idempotent_hint is True
     assert admin["ingest_document"].annotations.read_only_hint is False
