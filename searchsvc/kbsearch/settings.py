@@ -134,7 +134,7 @@ class Settings(BaseSettings):
     # Hybrid search: how the dense and keyword lanes' candidates are merged (inside the engine).
     # Defaults: the best setting measured on SciFact train (bench/README.md).
     fusion: Literal["rrf", "dbsf"] = Field(
-        "rrf", description="rrf: reciprocal rank fusion; dbsf: distribution-based score fusion (normalised scores)."
+        "dbsf", description="rrf: reciprocal rank fusion; dbsf: distribution-based score fusion (normalised scores)."
     )
     rrf_k: int = Field(2, ge=1, description="RRF constant k; larger flattens rank differences.")
     fusion_dense_weight: float = Field(
