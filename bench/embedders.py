@@ -7,7 +7,8 @@
 3. Quality: for each backend, all chunks go into a fresh Qdrant Edge collection in-process
    (dense from that backend, BM25 from the service's encoder), and the 809 judged train queries,
    embedded by the same backend, are searched hybrid (the service's RRF k and candidates) and
-   dense. Document vectors and query vectors are cached per backend under
+   dense (each query embedded alone, as the service does). Document vectors and query vectors are
+   cached per backend under
    bench/results/cache/embedders/ (resumable: saved every slice), so a re-run only evaluates.
 
     python -m bench.embedders --scifact ../shared/eval/scifact-train [--throughput-chunks 256]
@@ -63,8 +64,14 @@ def chunk_corpus(data, docs: int) -> tuple[list[str], list[str], str]:
     return texts, doc_ids, key
 
 
-def cached_vectors(backend: str, kind: str, key: str, texts: list[str], get_embedder) -> np.ndarray:
-    """Vectors of `texts` by `backend`, from the cache or embedded now (saved every SLICE texts)."""
+def cached_vectors(
+    backend: str, kind: str, key: str, texts: list[str], get_embedder, *, one_by_one: bool = False
+) -> np.ndarray:
+    """Vectors of `texts` by `backend`, from the cache or embedded now (saved every SLICE texts).
+
+    `one_by_one` embeds each text alone, as the service embeds a query: int8's vectors shift a
+    little with their batch-mates, so batched queries would not measure what the service does.
+    """
     folder = CACHE_DIR / "embedders"
     folder.mkdir(parents=True, exist_ok=True)
     done_path = folder / f"{kind}-{backend}-{key}.npy"
@@ -78,7 +85,8 @@ def cached_vectors(backend: str, kind: str, key: str, texts: list[str], get_embe
         started = time.perf_counter()
         while len(parts) < len(texts):
             batch = texts[len(parts) : len(parts) + SLICE]
-            parts = np.concatenate([parts, np.asarray(embedder.embed_documents(batch), dtype=np.float32)])
+            vectors = [embedder.embed_query(t) for t in batch] if one_by_one else embedder.embed_documents(batch)
+            parts = np.concatenate([parts, np.asarray(vectors, dtype=np.float32)])
             np.save(partial_path, parts)
             print(f"    {len(parts)}/{len(texts)} ({time.perf_counter() - started:.0f} s, {load_text()})", flush=True)
     np.save(done_path, parts)
@@ -240,7 +248,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 return loaded[0]
 
             vectors[backend] = cached_vectors(backend, "chunks", key, texts, get)
-            query_vectors = cached_vectors(backend, "queries", qkey, query_texts, get)
+            query_vectors = cached_vectors(backend, "query", qkey, query_texts, get, one_by_one=True)
             quality[backend] = evaluate(backend, data, texts, doc_ids, vectors[backend], query_ids, query_vectors)
             quality[backend]["load"] = load_average()
             print(
