@@ -46,7 +46,10 @@ def headline(name: str, r: dict[str, Any]) -> tuple[str, str, str]:
     """(figure, target, verdict) for the summary table."""
     met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     if name == "embedders":
-        speed = ", ".join(f"{b} {t['medianChunksPerSecond']}" for b, t in r["throughput"].items())
+        speed = ", ".join(
+            f"{b} {t['medianChunksPerSecond']} ({t['medianChunksPerCpuSecond']}/CPU-s)"
+            for b, t in r["throughput"].items()
+        )
         fig = f"chunks/s {speed}"
         if "quality" in r:
             q = r["quality"]
