@@ -2,7 +2,7 @@
 
 1. ~200 markdown documents generated from SciFact abstracts (front matter, headings, lists,
    tables, code) are chunked with `kbsearch.chunker.MarkdownChunker` at the service's default
-   settings; the raw LocalEmbedder encodes exactly those `Chunk.embed_text`s (one call, the
+   settings; the raw embedder encodes exactly those `Chunk.embed_text`s (one call, the
    service's batch size) - the ceiling.
 2. The same documents are PUT through the real service (uvicorn on 127.0.0.1, bundled MiniLM,
    Qdrant Edge in a temp dir) by `--workers` concurrent clients, with a fresh app and an empty
@@ -44,6 +44,10 @@ def settings_for(data_dir: Path):
     from kbsearch.settings import Settings
 
     return Settings(data_dir=data_dir, collection="bench", api_token=None, read_token=None)
+
+
+def backend_of(embedder) -> str:
+    return getattr(embedder, "backend", None) or "torch"
 
 
 def chunk_texts(docs: list[tuple[str, str]], settings) -> list[list[str]]:
@@ -140,6 +144,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--docs", type=int, default=200, help="generated markdown documents (default 200)")
     parser.add_argument("--workers", type=int, default=4, help="concurrent PUTs (the operator's default is 4)")
     parser.add_argument("--big-kb", type=int, default=100, help="size of the 1-line-edit file in KB (default 100)")
+    parser.add_argument(
+        "--backend", choices=["torch", "onnx", "onnx-int8"], help="local backend (default: the service's)"
+    )
     args = parser.parse_args(argv)
 
     data = load_scifact(args.scifact)
@@ -148,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"[ingest] {len(docs)} generated markdown docs, "
         f"{sum(len(t.encode()) for _, t in docs) / 1e6:.2f} MB ({load_text()})"
     )
-    embedder = local_embedder()  # loaded once, outside every timing
+    embedder = local_embedder(args.backend)  # loaded once, outside every timing
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         settings = settings_for(Path(tmp) / "cold")
         per_doc = chunk_texts(docs, settings)
@@ -156,7 +163,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         embedder.embed_documents(texts[:64])  # warm-up: first torch call pays one-off costs
 
         print(
-            f"  raw LocalEmbedder on the same {len(texts)} chunk texts, one call, batch {embedder.batch_size} ...",
+            f"  raw embedder on the same {len(texts)} chunk texts, one call, batch {embedder.batch_size} ...",
             flush=True,
         )
         raw_load = load_average()
@@ -179,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{cold['chunksEmbedded']} embedded ({load_text()})"
         )
 
-        print("  raw LocalEmbedder again, one call per document (the pipeline's batching) ...", flush=True)
+        print("  raw embedder again, one call per document (the pipeline's batching) ...", flush=True)
         raw_doc_load = load_average()
         t0 = time.perf_counter()
         for doc_texts in per_doc:
@@ -208,6 +215,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     overhead = 1 - cold["chunksPerSecond"] / raw["chunksPerSecond"]
     overhead_per_doc = 1 - cold["chunksPerSecond"] / raw_per_doc["chunksPerSecond"]
     result = {
+        "backend": backend_of(embedder),
         "corpus": f"{len(docs)} markdown digests generated from SciFact abstracts",
         "bytes": sum(len(t.encode()) for _, t in docs),
         "chunkRange": list(settings.chunk_range),
@@ -222,7 +230,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "bigFile": big,
     }
     path = write_result(NAME, result)
-    print(f"\n[ingest] {len(docs)} docs / {len(texts)} chunks, {args.workers} workers ({load_text()})")
+    print(
+        f"\n[ingest] backend {backend_of(embedder)}, {len(docs)} docs / {len(texts)} chunks, "
+        f"{args.workers} workers ({load_text()})"
+    )
     print_table(
         ["run", "docs/s", "chunks/s", "seconds"],
         [

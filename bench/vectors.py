@@ -30,15 +30,21 @@ class ChunkSet:
     augmented: int  # extra points made from real ones (see augment)
 
 
-def _signature():
+def signature():
+    """The collection signature of the SciFact points: local MiniLM and the service's BM25 encoder."""
     from kbsearch.models import CollectionSignature
     from kbsearch.store.bm25 import Bm25Encoder
 
     return CollectionSignature("local", "all-MiniLM-L6-v2", 384, Bm25Encoder.name)
 
 
-def scifact_chunks(data: SciFact, embedder=None, *, target: int = 0, seed: int = 3) -> ChunkSet:
-    """Every SciFact chunk as a ChunkPoint, topped up to `target` points by augmentation if asked."""
+def scifact_chunks(
+    data: SciFact, embedder=None, *, target: int = 0, seed: int = 3, backend: str | None = None
+) -> ChunkSet:
+    """Every SciFact chunk as a ChunkPoint, topped up to `target` points by augmentation if asked.
+
+    `backend` (SEARCHSVC_LOCAL_BACKEND) is part of the vector cache's key: each backend's vectors apart.
+    """
     from kbsearch.chunker import MarkdownChunker
     from kbsearch.models import ChunkPoint, DocumentRecord, chunk_point_id
     from kbsearch.settings import Settings
@@ -50,10 +56,12 @@ def scifact_chunks(data: SciFact, embedder=None, *, target: int = 0, seed: int =
     parsed = [(doc, chunker.chunk(scifact_markdown(doc))) for doc in data.corpus]
     embed_texts = [c.embed_text for _, p in parsed for c in p.chunks]
     ids = [chunk_point_id(f"scifact:{doc['_id']}", c.index) for doc, p in parsed for c in p.chunks]
-    key = hashlib.sha256((chunker.fingerprint + "\n" + "\n".join(embed_texts)).encode()).hexdigest()[:16]
+    salt = chunker.fingerprint + (f"\nbackend={backend}" if backend else "")
+    key = hashlib.sha256((salt + "\n" + "\n".join(embed_texts)).encode()).hexdigest()[:16]
     dense, origin = _dense_vectors(ids, embed_texts, key, embedder)
 
-    sparse = Bm25Encoder().encode_documents(embed_texts)
+    encoder = Bm25Encoder()  # per document: a chunk's neighbours are part of its keyword vector
+    sparse = [v for _, p in parsed for v in encoder.encode_chunks([c.embed_text for c in p.chunks])]
     points, records = [], []
     row = 0
     for doc, p in parsed:
@@ -185,7 +193,7 @@ def _read_store(path: Path, collection: str, ids: list[str]) -> tuple[np.ndarray
 
     store = EdgeStore(path, collection)
     try:
-        store.open(_signature())
+        store.open(signature())
     except Exception as exc:  # noqa: BLE001 - busy or incompatible: compute instead
         print(f"  cannot read the retrieval collection ({exc}); embedding instead")
         return None, ""

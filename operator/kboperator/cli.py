@@ -29,6 +29,7 @@ from kboperator.errors import (
 )
 from kboperator.gitrepo import RepoCache
 from kboperator.models import Baseline, Credentials, RepoSpec, SyncResult, SyncSpec
+from kboperator.schedule import format_time, utcnow
 from kboperator.statefile import read_state, write_state
 from kboperator.sync import SyncEngine
 
@@ -107,7 +108,12 @@ async def _run(args: argparse.Namespace) -> int:
             _save_state(args, spec, last_commit, full_owed=True)
         async with SearchClient(args.service, token) as client:
             engine = SyncEngine(client, cache)
-            result = await engine.sync(spec, last_commit, force_full=args.full, baseline=baseline)
+            try:
+                result = await engine.sync(spec, last_commit, force_full=args.full, baseline=baseline)
+            except SyncError as exc:
+                await engine.report(spec.source_id, None, exc, synced_at=format_time(utcnow()))
+                raise
+            await engine.report(spec.source_id, result, None, synced_at=format_time(utcnow()))
         if result.ok and args.state:
             _save_state(args, spec, result.commit, baseline=result.baseline)
     except (_ConfigError, *_CONFIG_ERRORS) as exc:

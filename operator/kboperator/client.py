@@ -25,6 +25,7 @@ import httpx
 
 from kboperator import __version__
 from kboperator.errors import DocumentRejectedError, ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
+from kboperator.models import SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -176,13 +177,35 @@ class SearchClient:
                     return int(source["documents"])
             return 0
 
-    async def _call(self, method: str, path: str, *, document: bool = False, **kwargs: Any) -> dict[str, Any]:
+    async def report_sync(self, source_id: str, report: SyncReport) -> bool:
+        """PUT /api/v1/sources/{id}/status: tell the service how a sync of the source ended.
+
+        True when the service took it (it keeps a later report it already has); False from a
+        service too old to take it (404/405). Tried at most twice: the caller logs a
+        failure and reports again after its next sync, so a report never holds a sync up for long.
+        """
+        path = f"/api/v1/sources/{quote(source_id, safe='')}/status"
+        try:
+            body = await self._call("PUT", path, json=report.to_json(), attempts=min(2, self.max_attempts))
+        except ServiceRejectedError as exc:
+            if exc.status in _NO_SUCH_ENDPOINT:
+                return False
+            raise
+        with _contract("PUT /api/v1/sources/{sourceIdentifier}/status"):
+            _nonempty(body["sync"]["syncedAt"])
+        return True
+
+    async def _call(
+        self, method: str, path: str, *, document: bool = False, attempts: int | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """Send with retries; return the decoded JSON body of a 2xx answer.
 
         `document`: the request carries one document, which a 409/413/422 rejects for good.
+        `attempts`: fewer tries than the client's own max_attempts.
         """
-        for attempt in range(1, self.max_attempts + 1):
-            last = attempt == self.max_attempts
+        tries = attempts or self.max_attempts
+        for attempt in range(1, tries + 1):
+            last = attempt == tries
             try:
                 response = await self._http.request(method, path, **kwargs)
             except httpx.TransportError as exc:
@@ -219,7 +242,7 @@ class SearchClient:
         delay = self._rng.uniform(0, ceiling)  # full jitter: spreads clients that failed together
         if retry_after is not None:
             delay = max(delay, min(retry_after, _RETRY_AFTER_CAP_S))
-        log.warning("search service call failed (%s); retry %d/%d in %.2fs", why, attempt, self.max_attempts - 1, delay)
+        log.warning("search service call failed (%s); retry %d in %.2fs", why, attempt, delay)
         await self._sleep(delay)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -154,3 +155,65 @@ class SyncResult:
             "drift": self.drift,
             "durationSeconds": round(self.duration_s, 3),
         }
+
+
+#: What the search service takes in one status report (PUT /api/v1/sources/{id}/status).
+REPORTED_FILES = 100
+_REPORTED_PATH = 1024
+_REPORTED_REASON = 1000
+_REPORTED_MESSAGE = 2000
+_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # newlines and tabs are fine in a reason
+_PATH_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """One sync's outcome as the search service keeps it: phase ok, partial (files failed) or error.
+
+    `result` is None when the whole sync failed (phase error, `message` says why).
+    """
+
+    phase: str  # "ok" | "partial" | "error"
+    synced_at: str  # RFC 3339
+    result: SyncResult | None = None
+    next_sync_at: str | None = None
+    message: str | None = None
+
+    @classmethod
+    def of(
+        cls, result: SyncResult | None, error: Exception | None, *, synced_at: str, next_sync_at: str | None
+    ) -> SyncReport:
+        if result is None:
+            text = str(error) if error is not None and str(error) else type(error).__name__
+            return cls("error", synced_at, None, next_sync_at, text)
+        return cls("ok" if result.ok else "partial", synced_at, result, next_sync_at, None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The request body, within the service's bounds: lists cut to REPORTED_FILES, texts shortened."""
+        body: dict[str, Any] = {"phase": self.phase, "syncedAt": self.synced_at, "nextSyncAt": self.next_sync_at}
+        if self.message:
+            body["message"] = _CONTROL.sub(" ", self.message)[:_REPORTED_MESSAGE]
+        result = self.result
+        if result is not None:
+            body |= {
+                "commit": result.commit,
+                "documents": result.documents,
+                "added": result.added,
+                "modified": result.modified + result.renamed,
+                "deleted": result.deleted,
+                "unchanged": result.unchanged,
+                "failed": len(result.failed),
+                "skipped": len(result.skipped),
+                "failedFiles": [_reported(issue) for issue in result.failed[:REPORTED_FILES]],
+                "skippedFiles": [_reported(issue) for issue in result.skipped[:REPORTED_FILES]],
+            }
+        return body
+
+
+def _reported(issue: FileIssue) -> dict[str, str]:
+    # A git path may hold any byte but NUL; the service takes printable text, so escape the rest.
+    path = _PATH_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", issue.path)[:_REPORTED_PATH]
+    reason = _CONTROL.sub(" ", issue.reason)[:_REPORTED_REASON]
+    code = {"code": issue.code} if issue.code and _CODE.match(issue.code) else {}
+    return {"path": path, "reason": reason} | code

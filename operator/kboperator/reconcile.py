@@ -42,7 +42,7 @@ from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import InvalidSpecError, SyncError
 from kboperator.kubesecrets import SecretError, repository_credentials
 from kboperator.models import Baseline, Credentials, SyncResult
-from kboperator.schedule import utcnow
+from kboperator.schedule import format_time, utcnow
 from kboperator.services import Services
 from kboperator.settings import OperatorSettings
 from kboperator.source import ServiceRef, Source, service_ref, source_id
@@ -157,15 +157,34 @@ async def _sync(
         except Exception as exc:  # a bug must not stop this source's loop; it is shown in status
             log.exception("source %s: sync failed unexpectedly", source.source_id)
             error = exc
-    now = utcnow()
-    retry_at = _retry_at(services.settings, source, writer.failures() + 1, now)
-    if result is not None:
-        services.metrics.record_sync(result)
-        writer.synced(source, result, now, retry_at)
-        return
-    assert error is not None
-    services.metrics.record_failure(time.monotonic() - started)
-    writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at)
+        now = utcnow()
+        retry_at = _retry_at(services.settings, source, writer.failures() + 1, now)
+        if result is not None:
+            services.metrics.record_sync(result)
+            writer.synced(source, result, now, retry_at)
+        else:
+            assert error is not None
+            services.metrics.record_failure(time.monotonic() - started)
+            writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at)
+        # Under the lock: a cleanup that deletes the source cannot run between the sync and its report.
+        await _report(services, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time())
+
+
+async def _report(
+    services: Services,
+    source: Source,
+    result: SyncResult | None,
+    error: Exception | None,
+    *,
+    synced_at: str,
+    next_at: str | None,
+) -> None:
+    """Report the outcome to the source's search service; a failure is logged and the next sync reports again."""
+    try:
+        async with services.engine(source.namespace, source.service) as engine:
+            await engine.report(source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at)
+    except (SyncError, SecretError) as exc:  # no usable service or token: the sync's status already says so
+        log.info("source %s: the sync's outcome was not reported to the search service: %s", source.source_id, exc)
 
 
 async def _credentials(services: Services, source: Source) -> Credentials | None:

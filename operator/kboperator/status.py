@@ -133,6 +133,11 @@ class StatusWriter:
         """Failed attempts since the last success."""
         return int(self.status.get("consecutiveFailures") or 0)
 
+    def next_sync_time(self) -> str | None:
+        """status.nextSyncTime as this process last wrote it: the next planned sync or retry, if any."""
+        value = self.status.get("nextSyncTime")
+        return value if isinstance(value, str) else None
+
     def apply(self, decision: Decision, now: datetime.datetime) -> None:
         """Write the status change of a decision that runs nothing (see statemachine.py)."""
         if decision.action is Action.SUSPEND:

@@ -51,9 +51,10 @@ from kboperator.errors import (
     MassDeletionRefusedError,
     ServiceRejectedError,
     ServiceUnavailableError,
+    SyncError,
 )
 from kboperator.gitrepo import Checkout, RepoCache
-from kboperator.models import Baseline, FileIssue, SyncResult, SyncSpec
+from kboperator.models import Baseline, FileIssue, SyncReport, SyncResult, SyncSpec
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class SyncEngine:
         self.concurrency = concurrency
         self.give_up_after = give_up_after
         self._told_no_stats = False
+        self._told_no_status = False
 
     async def sync(
         self, spec: SyncSpec, last_commit: str | None, *, force_full: bool = False, baseline: Baseline | None = None
@@ -174,6 +176,30 @@ class SyncEngine:
             len(result.rejected), len(result.failed), result.documents, result.duration_s,
         )  # fmt: skip
         return result
+
+    async def report(
+        self,
+        source_id: str,
+        result: SyncResult | None,
+        error: Exception | None,
+        *,
+        synced_at: str,
+        next_sync_at: str | None = None,
+    ) -> bool:
+        """Tell the search service how a sync ended (its sources page shows it); True when it took it.
+
+        Never raises: a report that fails is logged, and the next sync reports again.
+        """
+        report = SyncReport.of(result, error, synced_at=synced_at, next_sync_at=next_sync_at)
+        try:
+            taken = await self.client.report_sync(source_id, report)
+        except SyncError as exc:  # the sync's own outcome stands, whatever happens to its report
+            log.warning("source %s: could not report the sync's outcome to the search service: %s", source_id, exc)
+            return False
+        if not taken and not self._told_no_status:
+            self._told_no_status = True
+            log.info("the search service at %s takes no sync status (an older version)", self.client.base_url)
+        return taken
 
     async def _stats(self, source_id: str) -> SourceStats | None:
         stats = await self.client.source_stats(source_id)

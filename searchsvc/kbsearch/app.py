@@ -20,7 +20,7 @@ from kbsearch.errors import ConfigurationError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.mcp.http import McpFace
 from kbsearch.metrics import Metrics
-from kbsearch.models import CollectionSignature
+from kbsearch.models import CollectionSignature, Fusion
 from kbsearch.services.access import SourceCatalog
 from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
@@ -73,6 +73,7 @@ def create_app(
             embedder_model=active_embedder.model,
             dimensions=active_embedder.dimensions,
             sparse_encoder=sparse.name,
+            embedder_backend=active_embedder.backend,
         )
         try:
             await in_thread(active_store.open, signature)
@@ -113,7 +114,9 @@ def create_app(
             embedder=active_embedder,
             sparse=sparse,
             metrics=metrics,
-            rrf_k=settings.rrf_k,
+            fusion=Fusion(
+                settings.fusion, settings.rrf_k, settings.fusion_dense_weight, settings.fusion_keyword_weight
+            ),
             candidates=settings.search_candidates,
             catalog=catalog,
             query_log=query_log,

@@ -86,6 +86,12 @@ class Settings(BaseSettings):
     edge_flush_interval_s: float = Field(
         1.0, ge=0, description="Embedded store: seconds between WAL fsyncs (group commit); 0 syncs every write."
     )
+    edge_index_threshold: int = Field(
+        20_000,
+        ge=0,
+        description="Embedded store: unindexed vectors that start a background HNSW build (child process); 0: never.",
+    )
+    edge_index_threads: int = Field(1, ge=1, description="Embedded store: threads of the background HNSW build.")
     min_free_disk_mb: int = Field(
         128, ge=1, description="Embedded store: below this many MiB free on the data volume, writes get 503."
     )
@@ -100,6 +106,15 @@ class Settings(BaseSettings):
         "all-MiniLM-L6-v2", description="Model name or path for the local embedder (bundled by default)."
     )
     local_batch_size: int = Field(32, ge=1, description="Batch size for the local model.")
+    local_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "onnx", description="How the local model runs: torch, onnx (fp32, same vectors) or onnx-int8 (quantised)."
+    )
+    local_threads: int = Field(
+        0, ge=0, description="Threads of one local-model inference; 0: every CPU the process may use."
+    )
+    onnx_dir: Path | None = Field(
+        None, description="Folder of the ONNX exports, made at first start if missing; default: DATA_DIR/.onnx."
+    )
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default is OpenAI.")
     openai_api_key: SecretStr | None = Field(None, description="API key for the OpenAI-compatible endpoint.")
     openai_model: str = Field("text-embedding-3-small", description="Embedding model name.")
@@ -116,9 +131,18 @@ class Settings(BaseSettings):
     chunk_max_chars: int | None = Field(None, ge=100, description="Largest chunk; default by embedder.")
     chunk_overlap_chars: int = Field(0, ge=0, description="Characters shared by neighbouring chunks.")
 
-    # Hybrid search
-    # k=2 (also Qdrant's own default) scored best on SciFact train: 0.735 nDCG@10 vs 0.724 at 60.
+    # Hybrid search: how the dense and keyword lanes' candidates are merged (inside the engine).
+    # Defaults: the best setting measured on SciFact train (bench/README.md).
+    fusion: Literal["rrf", "dbsf"] = Field(
+        "rrf", description="rrf: reciprocal rank fusion; dbsf: distribution-based score fusion (normalised scores)."
+    )
     rrf_k: int = Field(2, ge=1, description="RRF constant k; larger flattens rank differences.")
+    fusion_dense_weight: float = Field(
+        1.0, ge=0, le=100, allow_inf_nan=False, description="Weight of the dense (embedding) lane in fusion."
+    )
+    fusion_keyword_weight: float = Field(
+        1.0, ge=0, le=100, allow_inf_nan=False, description="Weight of the keyword (BM25) lane in fusion."
+    )
     search_candidates: int = Field(
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )
@@ -144,7 +168,7 @@ class Settings(BaseSettings):
     # MCP (the /mcp endpoint beside the REST API)
     mcp_allowed_hosts: str = Field(
         LOOPBACK_HOSTS,
-        description="Comma-separated Host values /mcp answers (host or host:port; host:* is any port); others get 421.",
+        description="Comma-separated Host values /mcp answers (host, host:port, host:* for any port, * for any host).",
     )
     mcp_compat_dotai: bool = Field(
         False, description="Also offer dot-ai's manageKnowledge tool (operation ingest, search or deleteByUri)."
@@ -211,6 +235,11 @@ class Settings(BaseSettings):
             )
         if self.store == "qdrant" and not self.qdrant_url:
             raise ValueError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
+        if self.fusion_dense_weight == 0 and self.fusion_keyword_weight == 0:
+            raise ValueError(
+                "SEARCHSVC_FUSION_DENSE_WEIGHT and SEARCHSVC_FUSION_KEYWORD_WEIGHT are both 0, so hybrid "
+                "search would rank nothing; give at least one lane a weight above 0"
+            )
         lo, hi = self.chunk_range
         if lo > hi:
             raise ValueError(f"chunk_min_chars ({lo}) must not exceed chunk_max_chars ({hi})")
@@ -238,6 +267,11 @@ class Settings(BaseSettings):
     @property
     def writers(self) -> list[str]:
         return self._names(self.kubernetes_writers)
+
+    @property
+    def onnx_export_dir(self) -> Path:
+        """Where the ONNX exports live; `.onnx` cannot be a collection name, so it never meets one."""
+        return self.onnx_dir if self.onnx_dir is not None else self.data_dir / ".onnx"
 
     @property
     def chunk_range(self) -> tuple[int, int]:

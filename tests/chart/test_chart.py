@@ -390,6 +390,17 @@ def test_embedded_store_on_an_existing_claim() -> None:
     assert volumes["data"]["persistentVolumeClaim"] == {"claimName": "kb-data"}
 
 
+def test_embedded_index_settings_reach_the_search_service() -> None:
+    defaults = env_of(container(render_ok(), "Deployment", SEARCH, "search"))
+    assert defaults["SEARCHSVC_EDGE_INDEX_THRESHOLD"]["value"] == "20000"
+    assert defaults["SEARCHSVC_EDGE_INDEX_THREADS"]["value"] == "1"
+    tuned = render_ok("--set", "store.embedded.index.threshold=0", "--set", "store.embedded.index.threads=2")
+    env = env_of(container(tuned, "Deployment", SEARCH, "search"))
+    assert (env["SEARCHSVC_EDGE_INDEX_THRESHOLD"]["value"], env["SEARCHSVC_EDGE_INDEX_THREADS"]["value"]) == ("0", "2")
+    server = env_of(container(render_ok("--set", "store.mode=server"), "Deployment", SEARCH, "search"))
+    assert "SEARCHSVC_EDGE_INDEX_THRESHOLD" not in server
+
+
 def test_qdrant_server_in_the_chart() -> None:
     manifests = render("qdrant-server")
     sts = manifests.one("StatefulSet", QDRANT)
@@ -459,6 +470,16 @@ def test_local_embeddings_pass_no_openai_settings() -> None:
     assert not [name for name in env if name.startswith("SEARCHSVC_OPENAI_")]
 
 
+def test_local_backend_is_passed_and_defaults_to_the_services_default() -> None:
+    from kbsearch.settings import Settings
+
+    env = env_of(container(render("default"), "Deployment", SEARCH, "search"))
+    assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == Settings.model_fields["local_backend"].default
+    int8 = render_ok(*values_args("default"), "--set", "embeddings.local.backend=onnx-int8")
+    env = env_of(container(int8, "Deployment", SEARCH, "search"))
+    assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == "onnx-int8"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -479,6 +500,7 @@ def test_incomplete_settings_fail_with_a_clear_message(args: list[str], message:
         (["--set", "search.replicas=two"], "/search/replicas"),
         (["--set", "search.replicas=0"], "/search/replicas"),
         (["--set", "embeddings.provider=cohere"], "/embeddings/provider"),
+        (["--set", "embeddings.local.backend=cuda"], "/embeddings/local/backend"),
         (["--set", "store.mode=sqlite"], "/store/mode"),
         (["--set", "operator.watchNamespaces=team-a"], "/operator/watchNamespaces"),
         (["--set", "operator.watchNamespaces[0]=Team_A"], "/operator/watchNamespaces/0"),
@@ -487,6 +509,8 @@ def test_incomplete_settings_fail_with_a_clear_message(args: list[str], message:
         (["--set", "operator.maxConcurrentSyncs=many"], "/operator/maxConcurrentSyncs"),
         (["--set", "embeddings.openai.dimensions=-1"], "/embeddings/openai/dimensions"),
         (["--set", "store.external.url=qdrant:6333"], "/store/external/url"),
+        (["--set", "store.embedded.index.threads=0"], "/store/embedded/index/threads"),
+        (["--set", "store.embedded.index.threshold=-1"], "/store/embedded/index/threshold"),
         (["--set", "operator.image.digest=latest"], "/operator/image/digest"),
         (
             ["--set", "containerSecurityContext.readOnlyRootFilesystem=false"],

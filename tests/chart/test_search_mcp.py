@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chart.helmchart import NAMESPACE, SEARCH, assert_schema_rejects, container, env_of, render, render_ok
+from tests.chart.helmchart import (
+    NAMESPACE,
+    SEARCH,
+    assert_schema_rejects,
+    container,
+    env_of,
+    notes,
+    render,
+    render_ok,
+)
 from tests.support.mcpclient import ACCEPT, rpc
 from tests.support.service import running_service
 
@@ -73,3 +82,13 @@ async def test_the_app_answers_the_charts_service_names_and_refuses_other_hosts(
         for host in ("evil.example", f"{SEARCH}.other-namespace.svc:8000", "10.0.0.7:8000"):
             response = await client.post("/mcp", json=rpc("tools/list"), headers={"accept": ACCEPT, "host": host})
             assert response.status_code == 421, host
+
+
+async def test_a_lone_star_lets_any_host_through(tmp_path):
+    async with running_service("edge", tmp_path / "data", mcp_allowed_hosts="*") as client:
+        response = await client.post("/mcp", json=rpc("tools/list"), headers={"accept": ACCEPT, "host": "kb.example"})
+        assert response.status_code == 200
+
+
+def test_the_notes_point_agents_at_the_mcp_endpoint():
+    assert f"http://{SEARCH}.{NAMESPACE}.svc:8000/mcp" in notes("default")

@@ -11,7 +11,7 @@ import base64
 import pytest
 
 from kbsearch.settings import Settings
-from tests.chart.helmchart import SCENARIOS, SEARCH, container, env_of, render
+from tests.chart.helmchart import SCENARIOS, SEARCH, assert_schema_rejects, container, env_of, render, render_ok
 
 # A Secret the chart does not render (an existing one) stands in with a token of the generated kind.
 EXTERNAL_VALUE = "A1b2C3d4" * 6
@@ -56,3 +56,24 @@ def test_the_chart_gives_the_search_service_settings_it_starts_with(scenario, mo
         monkeypatch.setenv(name, value)
     settings = Settings()
     assert settings.api_token is not None and not settings.allow_unauthenticated_writes
+
+
+def test_the_query_log_values_reach_the_service() -> None:
+    default = env_of(container(render("default"), "Deployment", SEARCH, "search"))
+    assert {k: default[k]["value"] for k in default if k.startswith("SEARCHSVC_QUERY_LOG")} == {
+        "SEARCHSVC_QUERY_LOG": "on",
+        "SEARCHSVC_QUERY_LOG_RETENTION_DAYS": "30",
+        "SEARCHSVC_QUERY_LOG_MAX_ENTRIES": "200000",
+    }
+    off = render_ok(
+        "--set", "search.queryLog.enabled=false", "--set", "search.queryLog.retentionDays=7",
+        "--set", "search.queryLog.maxEntries=1000000",
+    )  # fmt: skip
+    env = env_of(container(off, "Deployment", SEARCH, "search"))
+    assert env["SEARCHSVC_QUERY_LOG"]["value"] == "off"
+    assert env["SEARCHSVC_QUERY_LOG_RETENTION_DAYS"]["value"] == "7"
+    assert env["SEARCHSVC_QUERY_LOG_MAX_ENTRIES"]["value"] == "1000000"  # not 1e+06
+
+
+def test_the_schema_refuses_a_query_log_that_keeps_nothing() -> None:
+    assert_schema_rejects(["--set", "search.queryLog.retentionDays=0"], "/search/queryLog/retentionDays")

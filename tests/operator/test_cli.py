@@ -369,3 +369,63 @@ def test_an_unwritable_state_file_is_a_config_error(server: Server, repo: WorkRe
     blocker.write_text("")
     code, _, err = run(capsys, *base_args(server, repo, tmp_path), "--state", str(blocker / "state.json"))
     assert code == 2 and "--state: cannot write" in err
+
+
+def sources_listed(server: Server) -> dict[str, dict]:
+    response = httpx.get(f"{server.url}/api/v1/sources", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200, response.text
+    return {s["sourceIdentifier"]: s for s in response.json()["sources"]}
+
+
+def test_each_run_reports_its_outcome_to_the_service(server: Server, repo: WorkRepo, tmp_path: Path, capsys) -> None:
+    args = [*base_args(server, repo, tmp_path), "--max-file-size", "2000000"]
+    repo.write("flaky.md", "# Flaky\n")
+    repo.write("huge.md", "z" * (1_048_576 + 1))  # refused by the service: a skip with its code
+    repo.commit()
+    server.faults.failing_paths.add("flaky.md")  # a 503 to its PUT: a failure that may pass
+    code, _, err = run(capsys, *args)
+    assert code == 1, err
+    sync = sources_listed(server)[SOURCE]["sync"]
+    assert sync["phase"] == "partial" and sync["commit"] == repo.head() and sync["documents"] == 2
+    assert [(f["path"], f["code"]) for f in sync["failedFiles"]] == [("flaky.md", None)]
+    assert "503" in sync["failedFiles"][0]["reason"]
+    assert [(f["path"], f["code"]) for f in sync["skippedFiles"]] == [("huge.md", "DOCUMENT_TOO_LARGE")]
+    assert (sync["failed"], sync["skipped"], sync["added"]) == (1, 1, 2)
+
+    server.faults.heal()
+    assert run(capsys, *args)[0] == 0
+    sync = sources_listed(server)[SOURCE]["sync"]
+    assert sync["phase"] == "ok" and sync["failedFiles"] == [] and sync["documents"] == 3
+    assert sync["syncedAt"].endswith("Z") and sync["nextSyncAt"] is None
+
+
+def test_a_run_that_fails_as_a_whole_reports_an_error(server: Server, tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "no-such-repo"
+    args = ["--repo", str(missing), "--source-id", SOURCE, "--service", server.url, "--cache-dir", str(tmp_path / "c")]
+    code, _, err = run(capsys, *args)
+    assert code != 0 and err
+    listed = sources_listed(server)[SOURCE]
+    assert listed["documents"] == 0 and listed["sync"]["phase"] == "error" and listed["sync"]["message"]
+
+
+def test_a_status_report_that_fails_does_not_fail_the_run(
+    server: Server, repo: WorkRepo, tmp_path: Path, capsys
+) -> None:
+    real = server.faults.app
+
+    async def refusing_reports(scope, receive, send) -> None:  # the service answers 503 to status reports only
+        if scope["type"] == "http" and scope["method"] == "PUT" and scope["path"].endswith("/status"):
+            await server.faults._refuse(send)
+            return
+        await real(scope, receive, send)
+
+    server.faults.app = refusing_reports
+    code, out, err = run(capsys, *base_args(server, repo, tmp_path))
+    assert code == 0 and out.startswith("converged"), err
+    assert "could not report the sync's outcome" in err
+    assert server.faults.refused == 2  # tried twice, not for the client's whole retry budget
+    assert sources_listed(server)[SOURCE]["sync"] is None and server.listing() == expected(repo)
+
+    server.faults.app = real  # the next run reports again
+    assert run(capsys, *base_args(server, repo, tmp_path))[0] == 0
+    assert sources_listed(server)[SOURCE]["sync"]["phase"] == "ok"

@@ -1,6 +1,7 @@
 """SearchClient against the real search service app in-process: the v1 contract, errors, retries.
 
-This pins what the operator relies on, including GET /api/v1/sources/{sourceIdentifier} (counts
+This pins what the operator relies on, including PUT /api/v1/sources/{sourceIdentifier}/status (each
+sync's outcome, shown by GET /api/v1/sources), GET /api/v1/sources/{sourceIdentifier} (counts
 and the collection epoch, zeros for an unknown source, never 404) and `collectionEpoch` in GET
 /api/v1/status: an id that stays across restarts and changes when the collection is re-created.
 """
@@ -10,13 +11,23 @@ from __future__ import annotations
 import logging
 import random
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 
 from kboperator.client import SearchClient, SourceStats
-from kboperator.errors import DocumentRejectedError, ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
+from kboperator.errors import (
+    DocumentRejectedError,
+    RepositoryUnavailableError,
+    ServiceAuthError,
+    ServiceRejectedError,
+    ServiceUnavailableError,
+)
+from kboperator.gitrepo import RepoCache
+from kboperator.models import REPORTED_FILES, FileIssue, SyncReport, SyncResult
+from kboperator.sync import SyncEngine
 from tests.operator.servicefixtures import (
     BASE_URL,
     asgi,
@@ -255,3 +266,104 @@ async def test_a_2xx_that_is_not_the_contract_is_not_success(service: httpx.Asyn
         async with SearchClient(BASE_URL, transport=transport, sleep=no_sleep, max_attempts=1) as client:
             with pytest.raises(ServiceUnavailableError):
                 await client.put_document("https://x/a.md", "alpha", META)
+
+
+# --- sync status ----------------------------------------------------------------------------
+
+
+def synced(**changes: object) -> SyncResult:
+    result = SyncResult(
+        commit="c0ffee" * 6 + "c0ff",
+        full=True,
+        added=2,
+        modified=1,
+        deleted=1,
+        renamed=1,
+        unchanged=5,
+        skipped=[FileIssue("big.md", "refused by the search service: 413", "DOCUMENT_TOO_LARGE")],
+        failed=[],
+        documents=9,
+        duration_s=1.5,
+    )
+    return replace(result, **changes)  # type: ignore[arg-type]
+
+
+async def sources_seen(service: httpx.AsyncClient) -> dict[str, dict]:
+    return {s["sourceIdentifier"]: s for s in (await service.get("/api/v1/sources")).json()["sources"]}
+
+
+async def test_a_sync_report_is_what_the_sources_listing_shows(search_client: SearchClient, service) -> None:
+    report = SyncReport.of(synced(), None, synced_at="2026-11-24T10:00:00Z", next_sync_at="2026-11-24T11:00:00Z")
+    assert await search_client.report_sync(SOURCE, report) is True
+    sync = (await sources_seen(service))[SOURCE]["sync"]
+    assert (sync["phase"], sync["commit"], sync["documents"]) == ("ok", "c0ffee" * 6 + "c0ff", 9)
+    assert (sync["added"], sync["modified"], sync["deleted"], sync["unchanged"]) == (
+        2,
+        2,
+        1,
+        5,
+    )  # renames count as modified
+    assert sync["skippedFiles"] == [
+        {"path": "big.md", "reason": "refused by the search service: 413", "code": "DOCUMENT_TOO_LARGE"}
+    ]
+    assert (sync["syncedAt"], sync["nextSyncAt"]) == ("2026-11-24T10:00:00.000Z", "2026-11-24T11:00:00.000Z")
+
+
+async def test_a_partial_sync_with_more_failures_than_a_report_lists(search_client: SearchClient, service) -> None:
+    failed = [FileIssue(f"dir/f{i:03}.md", "not ingested: 503 STORE_UNAVAILABLE " + "x" * 1200) for i in range(150)]
+    failed[0] = FileIssue("odd\nname\x01.md", "not ingested:\nline two")  # git allows these bytes in a path
+    report = SyncReport.of(synced(failed=failed), None, synced_at="2026-11-24T10:00:00Z", next_sync_at=None)
+    assert await search_client.report_sync(SOURCE, report) is True
+    sync = (await sources_seen(service))[SOURCE]["sync"]
+    assert sync["phase"] == "partial" and sync["failed"] == 150 and len(sync["failedFiles"]) == REPORTED_FILES
+    assert sync["failedFiles"][0] == {"path": "odd\\x0aname\\x01.md", "reason": "not ingested:\nline two", "code": None}
+    assert all(len(f["reason"]) <= 1000 for f in sync["failedFiles"])
+
+
+async def test_a_failed_sync_is_reported_as_an_error_for_a_source_with_no_documents(
+    search_client: SearchClient, service
+) -> None:
+    error = RepositoryUnavailableError("git clone failed: could not resolve host")
+    report = SyncReport.of(None, error, synced_at="2026-11-24T10:00:00Z", next_sync_at="2026-11-24T10:05:00Z")
+    assert await search_client.report_sync(SOURCE, report) is True
+    listed = (await sources_seen(service))[SOURCE]
+    assert listed["documents"] == 0 and listed["sync"]["phase"] == "error"
+    assert listed["sync"]["message"] == "git clone failed: could not resolve host" and listed["sync"]["commit"] is None
+
+
+async def test_an_older_service_takes_no_report_and_the_engine_never_raises(caplog: pytest.LogCaptureFixture) -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        assert request.method == "PUT" and request.url.raw_path == b"/api/v1/sources/team%2Fdocs/status"
+        return httpx.Response(405, json={"error": {"code": "METHOD_NOT_ALLOWED", "message": "no", "details": {}}})
+
+    report = SyncReport.of(synced(), None, synced_at="2026-11-24T10:00:00Z", next_sync_at=None)
+    async with SearchClient(BASE_URL, transport=httpx.MockTransport(handler), sleep=no_sleep) as client:
+        assert await client.report_sync(SOURCE, report) is False
+        engine = SyncEngine(client, RepoCache(Path("/nonexistent-cache")))
+        assert await engine.report(SOURCE, synced(), None, synced_at="2026-11-24T10:00:00Z") is False
+
+
+async def test_a_report_that_keeps_failing_is_logged_and_tried_twice_at_most(
+    service: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    transport = flaky(service, [unavailable() for _ in range(5)])
+    async with SearchClient(BASE_URL, transport=transport, sleep=no_sleep, max_attempts=5) as client:
+        engine = SyncEngine(client, RepoCache(Path("/nonexistent-cache")))
+        with caplog.at_level(logging.WARNING, logger="kboperator.sync"):
+            assert await engine.report(SOURCE, synced(), None, synced_at="2026-11-24T10:00:00Z") is False
+    assert "could not report the sync's outcome" in caplog.text
+    assert (await sources_seen(service)) == {}
+    # Two of the five failures were used: the next call goes straight through.
+    async with SearchClient(BASE_URL, transport=transport, sleep=no_sleep, max_attempts=1) as client:
+        with pytest.raises(ServiceUnavailableError):
+            await client.source_document_count(SOURCE)
+
+
+async def test_a_report_needs_write_rights_on_the_source(tmp_path: Path) -> None:
+    async with running_service("edge", tmp_path / "data", api_token="svc-write-token") as service:
+        report = SyncReport.of(synced(), None, synced_at="2026-11-24T10:00:00Z", next_sync_at=None)
+        async with SearchClient(BASE_URL, "wrong", transport=asgi(service), sleep=no_sleep) as client:
+            with pytest.raises(ServiceAuthError):
+                await client.report_sync(SOURCE, report)
+        async with SearchClient(BASE_URL, "svc-write-token", transport=asgi(service), sleep=no_sleep) as client:
+            assert await client.report_sync(SOURCE, report) is True

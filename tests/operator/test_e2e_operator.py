@@ -42,6 +42,12 @@ async def test_create_reaches_synced(world: World) -> None:
     assert conditions["Ready"]["observedGeneration"] == 1
     assert status["nextSyncTime"] > status["lastSyncTime"]
     assert await world.listing("docs") == repo.expected("README.md", "guide/install.md")
+    # The service's sources page shows the same outcome, reported by the operator.
+    sync = await reported(world, "docs")
+    assert (sync["phase"], sync["commit"], sync["documents"], sync["added"]) == ("ok", commit, 2, 2)
+    assert [f["path"] for f in sync["skippedFiles"]] == ["guide/broken.md"]
+    assert sync["syncedAt"] == f"{status['lastSyncTime'][:-1]}.000Z"
+    assert sync["nextSyncAt"] == f"{status['nextSyncTime'][:-1]}.000Z"
     await has_event(world, "docs", "SyncCompleted")
     assert world.syncs("success") == 1
     # Objects in namespaces the operator does not watch are left alone.
@@ -60,6 +66,20 @@ def synced_at(world: World, name: str, commit: str) -> Callable[[], dict[str, An
         return status if ok else None
 
     return check
+
+
+async def reported(world: World, name: str) -> dict[str, Any]:
+    """The sync status the operator reported to the service for a source.
+
+    The operator reports before its status patch is applied, so once the status shows a sync, the
+    service has its report.
+    """
+    response = await world.service.get("/api/v1/sources")
+    assert response.status_code == 200, response.text
+    found = {s["sourceIdentifier"]: s for s in response.json()["sources"]}.get(f"{NAMESPACE}/{name}")
+    assert found is not None and found["sync"] is not None, f"no sync report for {name}"
+    sync: dict[str, Any] = found["sync"]
+    return sync
 
 
 async def has_event(world: World, name: str, reason: str) -> None:
@@ -336,6 +356,9 @@ async def test_a_partial_sync_then_a_revert_converges(world: World) -> None:
     repo.commit("delete x, edit y")
     partial = await eventually(lambda: (s := world.api.status("reverted")).get("failedFiles") and s, what="partial")
     assert partial["lastSyncedCommit"] == first and [f["path"] for f in partial["failedFiles"]] == ["y.md"]
+    sync = await reported(world, "reverted")
+    assert sync["phase"] == "partial"
+    assert [f["path"] for f in sync["failedFiles"]] == ["y.md"] and "503" in sync["failedFiles"][0]["reason"]
     assert (await world.listing("reverted")).keys() == {"y.md"}  # the deletion of x.md went through
 
     # The tree is the synced commit's again: no diff from it, yet the service lacks x.md.

@@ -1,4 +1,4 @@
-"""Insights: the aggregation itself, and the windows over a real query-log collection on both stores."""
+"""Insights over a real query-log collection on both stores: the engine's counting, windows and scope."""
 
 from __future__ import annotations
 
@@ -10,14 +10,29 @@ import pytest
 from kbsearch.metrics import Metrics
 from kbsearch.models import Insights, QueryCount, QueryLogEntry, QueryScore
 from kbsearch.services.access import Caller, SourceScope
-from kbsearch.services.insights import InsightsService, aggregate, percentile
+from kbsearch.services.insights import InsightsService
 from kbsearch.services.querylog import QueryLog
 from kbsearch.store.base import VectorStore
 from kbsearch.store.factory import query_log_beside
-from kbsearch.store.querylog import QueryLogStore, entry_payload, rfc3339
+from kbsearch.store.querylog import (
+    LATENCY_STEP,
+    QueryLogStore,
+    bucket_latency,
+    histogram_percentile,
+    latency_bucket,
+    rfc3339,
+)
 
 NOW = 1_800_000_000.0
 HOUR = 3600.0
+
+
+@pytest.fixture
+def log_store(store: VectorStore) -> Iterator[QueryLogStore]:
+    log = query_log_beside(store)
+    log.open()
+    yield log
+    log.close()
 
 
 def searched(
@@ -42,12 +57,16 @@ def searched(
     )
 
 
-def insights_of(entries: list[QueryLogEntry], low_score: float = 0.4, top: int = 10) -> Insights:
-    return aggregate((entry_payload(e) for e in entries), "24h", low_score=low_score, top=top)
+def insights_of(
+    log_store: QueryLogStore, entries: list[QueryLogEntry], low_score: float = 0.4, top: int = 10
+) -> Insights:
+    log_store.append(entries)
+    return log_store.insights("24h", since=NOW - 24 * HOUR, allowed=None, top=top, low_score=low_score)
 
 
-def test_queries_group_by_case_and_whitespace_and_rank_by_count() -> None:
+def test_queries_group_by_case_and_whitespace_and_rank_by_count(log_store: QueryLogStore) -> None:
     found = insights_of(
+        log_store,
         [
             searched("Deploy rollback", ago=5 * HOUR),
             searched("deploy   ROLLBACK", ago=1 * HOUR),
@@ -55,7 +74,7 @@ def test_queries_group_by_case_and_whitespace_and_rank_by_count() -> None:
             searched("helm values", ago=2 * HOUR),
             searched("helm values", ago=4 * HOUR),
             searched("vault", ago=0.5 * HOUR),
-        ]
+        ],
     )
     assert found.total == 6 and found.enabled
     assert found.top_queries == [
@@ -65,20 +84,25 @@ def test_queries_group_by_case_and_whitespace_and_rank_by_count() -> None:
     ]
 
 
-def test_ties_are_broken_by_recency_then_text_and_lists_are_cut_at_top() -> None:
-    found = insights_of([searched("b", ago=2 * HOUR), searched("a", ago=2 * HOUR), searched("c", ago=HOUR)], top=2)
-    assert [q.query for q in found.top_queries] == ["c", "a"]
+def test_ties_are_broken_by_recency_then_text_and_lists_are_cut_at_top(log_store: QueryLogStore) -> None:
+    entries = [searched("c"), searched("c"), searched("b", ago=2 * HOUR), searched("a", ago=2 * HOUR)]
+    entries += [searched("d", ago=0.5 * HOUR)]
+    assert [q.query for q in insights_of(log_store, entries).top_queries] == ["c", "d", "a", "b"]
+    assert [q.query for q in log_store.insights("24h", since=0, allowed=None, top=1, low_score=0.4).top_queries] == [
+        "c"
+    ]
 
 
-def test_zero_result_queries_count_only_their_empty_searches() -> None:
+def test_zero_result_queries_count_only_their_empty_searches(log_store: QueryLogStore) -> None:
     found = insights_of(
+        log_store,
         [
             searched("kubectl rollout", results=0, ago=3 * HOUR),
             searched("kubectl rollout", results=0, ago=2 * HOUR),
             searched("kubectl rollout", results=4, ago=1 * HOUR),  # found once: still listed, with 2
             searched("xyzzy", results=0, ago=5 * HOUR),
             searched("found", results=1),
-        ]
+        ],
     )
     assert found.zero_result == [
         QueryCount("kubectl rollout", 2, rfc3339(NOW - 2 * HOUR)),
@@ -86,8 +110,9 @@ def test_zero_result_queries_count_only_their_empty_searches() -> None:
     ]
 
 
-def test_low_score_queries_are_those_whose_best_top_score_stays_below_the_threshold() -> None:
+def test_low_score_queries_are_those_whose_best_top_score_stays_below_the_threshold(log_store: QueryLogStore) -> None:
     found = insights_of(
+        log_store,
         [
             searched("vague", score=0.2),
             searched("vague", score=0.35),
@@ -103,35 +128,35 @@ def test_low_score_queries_are_those_whose_best_top_score_stays_below_the_thresh
     assert found.low_score == [QueryScore("vague", 3, 0.35), QueryScore("weak", 1, 0.3)]
 
 
-def test_searches_by_origin_and_latency_percentiles() -> None:
+def test_searches_by_origin_and_latency_percentiles(log_store: QueryLogStore) -> None:
     entries = [searched(f"q{i}", latency=float(i), origin="api") for i in range(1, 91)]
     entries += [searched(f"m{i}", latency=float(90 + i), origin="mcp") for i in range(1, 9)]
     entries += [searched("ui", latency=99.0, origin="ui"), searched("ask", latency=100.0, origin="ask")]
-    found = insights_of(entries)
+    found = insights_of(log_store, entries)
     assert found.by_origin == {"api": 90, "ask": 1, "mcp": 8, "ui": 1}
-    assert (found.latency_p50_ms, found.latency_p95_ms) == (50.0, 95.0)
+    # Nearest rank over 100 latencies of 1..100 ms, to within one 5 % histogram bucket.
+    assert found.latency_p50_ms is not None and 50.0 <= found.latency_p50_ms < 50.0 * LATENCY_STEP
+    assert found.latency_p95_ms is not None and 95.0 <= found.latency_p95_ms < 95.0 * LATENCY_STEP
 
 
-def test_percentile_is_the_nearest_rank() -> None:
-    assert percentile([], 50) is None
-    assert percentile([7.0], 95) == 7.0
-    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
-    assert percentile([1.0, 2.0, 3.0, 4.0], 95) == 4.0
+@pytest.mark.parametrize("latency", [0.0, 0.1, 0.37, 1.0, 9.99, 50.0, 1234.5])
+def test_a_latency_bucket_bounds_its_latency_within_five_percent(latency: float) -> None:
+    upper = bucket_latency(latency_bucket(latency))
+    assert latency <= upper + 1e-9 and (upper <= 0.1 or upper < latency * LATENCY_STEP + 1e-9)
 
 
-def test_no_entries_means_empty_lists_and_no_latency() -> None:
-    assert insights_of([]) == Insights("24h", 0, [], [], [], {}, None, None, True)
+def test_histogram_percentiles_are_nearest_rank() -> None:
+    assert histogram_percentile({}, 50) is None
+    assert histogram_percentile({3: 1}, 95) == bucket_latency(3)
+    assert histogram_percentile({1: 2, 7: 2}, 50) == bucket_latency(1)
+    assert histogram_percentile({1: 2, 7: 2}, 95) == bucket_latency(7)
+
+
+def test_no_entries_means_empty_lists_and_no_latency(log_store: QueryLogStore) -> None:
+    assert insights_of(log_store, []) == Insights("24h", 0, [], [], [], {}, None, None, True)
 
 
 # --- windows and scope over a real collection -----------------------------------------------
-
-
-@pytest.fixture
-def log_store(store: VectorStore) -> Iterator[QueryLogStore]:
-    log = query_log_beside(store)
-    log.open()
-    yield log
-    log.close()
 
 
 class _NoCatalog:

@@ -61,7 +61,7 @@ def test_related_meaning_ranks_first_where_keyword_search_cannot(embedder):
     bm25 = Bm25Encoder()
     query_terms = set(bm25.encode_query(QUERY).indices)
     assert query_terms  # "reset" and "password" are real terms
-    assert query_terms.isdisjoint(bm25.encode_documents([DOCS[RIGHT]])[0].indices)
+    assert query_terms.isdisjoint(bm25.encode_chunks([DOCS[RIGHT]])[0].indices)
 
 
 @pytest.mark.slow

@@ -29,7 +29,9 @@ from tests.searchsvc.test_scoped_access import (
     bearer,
     content,
 )
+from tests.searchsvc.test_sync_status import report, status_path
 from tests.support.mcpclient import ACCEPT, everything, mcp_client, rpc, text_of
+from tests.support.service import running_service
 from tests.support.service_process import ServiceProcess
 
 LONG = "https://git.example/a/handbook.md"
@@ -61,6 +63,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             body = {"uri": uri, "content": text, "metadata": {"sourceIdentifier": source, "team": source[5]}}
             response = process.client.put("/api/v1/documents", json=body, headers=bearer(ADMIN))
             assert response.status_code == 200, response.text
+        status = process.client.put(status_path("team-a/handbook"), json=report(), headers=bearer(ADMIN))
+        assert status.status_code == 200, status.text
         yield f"http://127.0.0.1:{process.port}"
     finally:
         process.stop()
@@ -269,8 +273,12 @@ async def test_list_sources_counts_what_the_caller_may_read(service):
     assert by_source["team-a/handbook"]["lastIngestedAt"]
     async with httpx.AsyncClient() as client:
         rest = (await client.get(f"{service}/api/v1/sources", headers=bearer(ADMIN))).json()["sources"]
-    assert body["sources"] == rest  # the same records as GET /api/v1/sources
-    assert text_of(result).startswith("3 sources, ")
+    assert body["sources"] == rest  # the same records as GET /api/v1/sources, the operator's sync status included
+    assert by_source["team-a/handbook"]["sync"]["phase"] == "partial"
+    text = text_of(result)
+    assert text.startswith("3 sources, ")
+    assert "team-a/handbook: 1 documents" in text and "sync: commit 0123456789" in text and "phase partial" in text
+    assert "failedFiles 1" in text
 
 
 # --- writes -------------------------------------------------------------------------------------
@@ -403,3 +411,30 @@ def test_a_token_in_the_url_is_refused(service):
 def test_unknown_paths_keep_the_apis_json_errors(service):
     response = httpx.get(f"{service}/no-such-path")
     assert response.status_code == 404 and response.json()["error"]["code"] == "NOT_FOUND"
+
+
+# --- the query log ------------------------------------------------------------------------------
+
+
+async def test_mcp_searches_are_logged_with_origin_mcp(tmp_path):
+    async with running_service("edge", tmp_path / "data", mcp_compat_dotai=True, mcp_compat_openai=True) as client:
+        await client.put("/api/v1/documents", json={"uri": "https://x/a.md", "content": "# A\n\nrollback with helm"})
+        headers = {"accept": ACCEPT, "host": "127.0.0.1"}
+        for name, arguments in [
+            ("search_knowledge", {"query": "rollback helm"}),
+            ("manageKnowledge", {"operation": "search", "query": "helm"}),
+            ("search", {"query": "rollback"}),
+        ]:
+            response = await client.post(
+                "/mcp", json=rpc("tools/call", {"name": name, "arguments": arguments}), headers=headers
+            )
+            assert not response.json()["result"]["isError"], response.text
+        await client.get("/api/v1/search", params={"q": "helm"})
+        await client.app.state.query_log.flush()
+        entries = sorted(client.app.state.query_log.store.entries(since=0, allowed=None), key=lambda e: e["at"])
+    assert [(e["origin"], e["query"]) for e in entries] == [
+        ("mcp", "rollback helm"),
+        ("mcp", "helm"),
+        ("mcp", "rollback"),
+        ("api", "helm"),
+    ]

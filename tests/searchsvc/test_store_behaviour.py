@@ -25,6 +25,7 @@ from kbsearch.models import (
     ChunkPoint,
     DocumentRecord,
     FileIssue,
+    Fusion,
     QueryLogEntry,
     SearchFilter,
     SourceStats,
@@ -155,7 +156,19 @@ def all_documents(store: VectorStore, *, limit: int = 1000, **filters) -> list[D
     return records
 
 
-def search(store: VectorStore, query: str, *, mode: str = "hybrid", limit: int = 10, candidates: int = 100, **flt):
+RRF_60 = Fusion(rrf_k=60)
+
+
+def search(
+    store: VectorStore,
+    query: str,
+    *,
+    mode: str = "hybrid",
+    limit: int = 10,
+    candidates: int = 100,
+    fusion: Fusion = RRF_60,
+    **flt,
+):
     return store.search(
         mode=mode,
         dense=EMBEDDER.embed_query(query),
@@ -163,7 +176,7 @@ def search(store: VectorStore, query: str, *, mode: str = "hybrid", limit: int =
         filter=SearchFilter(**flt),
         limit=limit,
         candidates=candidates,
-        rrf_k=60,
+        fusion=fusion,
     )
 
 
@@ -335,7 +348,7 @@ def chunk_texts(store: VectorStore, uri: str, indexes: range) -> dict[int, str]:
         filter=SearchFilter(uri_prefix=uri),
         limit=100,
         candidates=100,
-        rrf_k=60,
+        fusion=Fusion(rrf_k=60),
     )
     return {h.chunk_index: h.content for h in hits if h.uri == uri and h.chunk_index in indexes}
 
@@ -802,6 +815,105 @@ def test_a_query_of_stopwords_only_finds_no_keyword_hits(corpus: VectorStore):
     assert len(search(corpus, "the of and", mode="hybrid", limit=50)) == 6  # dense still answers
 
 
+# --- fusion: both engines fuse the same lanes the same way ------------------------------------------
+
+FUSIONS = {
+    "rrf-k2": Fusion("rrf", 2),
+    "rrf-k60": Fusion("rrf", 60),
+    "rrf-dense-heavy": Fusion("rrf", 2, dense_weight=3.0, keyword_weight=1.0),
+    "rrf-keyword-heavy": Fusion("rrf", 2, dense_weight=0.5, keyword_weight=2.0),
+    "rrf-keyword-only": Fusion("rrf", 2, dense_weight=0.0, keyword_weight=1.0),
+    "dbsf": Fusion("dbsf"),
+    "dbsf-dense-heavy": Fusion("dbsf", dense_weight=2.0, keyword_weight=0.5),
+    "dbsf-keyword-only": Fusion("dbsf", dense_weight=0.0, keyword_weight=1.0),
+}
+FUSION_QUERIES = ["knead the dough", "postgres indexes", "kubernetes pods scheduled onto nodes", EVERYTHING]
+
+
+def rrf_reference(lanes: list[list[str]], fusion: Fusion) -> dict[str, float]:
+    """Weighted RRF as Qdrant defines it: a hit at 0-based position p adds 1 / ((p + 1) / w + k - 1)."""
+    scores: dict[str, float] = {}
+    for ids, weight in zip(lanes, (fusion.dense_weight, fusion.keyword_weight), strict=True):
+        for position, point in enumerate(ids):
+            share = 1 / ((position + 1) / weight + fusion.rrf_k - 1) if weight > 0 else 0.0
+            scores[point] = scores.get(point, 0.0) + share
+    return scores
+
+
+def dbsf_reference(lanes: list[list[tuple[str, float]]], weights: list[float]) -> dict[str, float]:
+    """DBSF: each lane's scores mapped from [mean - 3 sd, mean + 3 sd] (sample sd) onto [0, 1], then
+    summed with the lane's weight."""
+    scores: dict[str, float] = {}
+    for hits, weight in zip(lanes, weights, strict=True):
+        values = [score for _, score in hits]
+        mean = sum(values) / len(values)
+        sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+        for point, score in hits:
+            normalised = (score - (mean - 3 * sd)) / (6 * sd) if sd > 0 else 0.5
+            scores[point] = scores.get(point, 0.0) + weight * normalised
+    return scores
+
+
+@pytest.mark.parametrize("query", FUSION_QUERIES)
+@pytest.mark.parametrize("fusion", FUSIONS.values(), ids=FUSIONS.keys())
+def test_hybrid_scores_are_the_fusion_of_the_two_lanes(corpus: VectorStore, fusion: Fusion, query: str):
+    # The same query in dense and keyword mode gives the lanes; hybrid must be exactly their fusion.
+    dense = search(corpus, query, mode="dense", limit=50)
+    keyword = search(corpus, query, mode="keyword", limit=50)
+    hybrid = search(corpus, query, mode="hybrid", limit=50, fusion=fusion)
+    if fusion.method == "rrf":
+        expected = rrf_reference([[h.id for h in dense], [h.id for h in keyword]], fusion)
+    else:
+        lanes = [
+            ([(h.id, h.score) for h in lane], w)
+            for lane, w in ((dense, fusion.dense_weight), (keyword, fusion.keyword_weight))
+        ]
+        expected = dbsf_reference([hits for hits, _ in lanes if hits], [w for hits, w in lanes if hits])
+    assert {h.id: h.score for h in hybrid} == pytest.approx(expected, rel=1e-4, abs=1e-6)
+    assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS.values(), ids=FUSIONS.keys())
+def test_every_fusion_ranks_the_matching_chunk_first(corpus: VectorStore, fusion: Fusion):
+    assert (search(corpus, "knead the dough", fusion=fusion)[0].uri, 1) == ("notes/cooking.md", 1)
+    top = search(corpus, "vacuum dead tuples", fusion=fusion)[0]
+    assert (top.uri, top.chunk_index) == ("guides/postgres.md", 0)
+
+
+@pytest.mark.parametrize("k", [2, 60])
+def test_lane_weights_decide_between_the_lanes(store: VectorStore, k: int):
+    # The dense lane ranks dense.md first (it shares the query's many "the"), the keyword lane
+    # keyword.md ("the" is a stopword; it says "zebra" thrice).
+    ingest(store, "dense.md", ["the the the the zebra giraffe lion tiger bear cat dog"])
+    ingest(store, "keyword.md", ["zebra zebra zebra"])
+    query = "the the the zebra"
+    assert [h.uri for h in search(store, query, mode="dense")] == ["dense.md", "keyword.md"]  # the premises
+    assert [h.uri for h in search(store, query, mode="keyword")] == ["keyword.md", "dense.md"]
+    dense_only, keyword_only = Fusion("rrf", k, 1.0, 0.0), Fusion("rrf", k, 0.0, 1.0)
+    assert [h.uri for h in search(store, query, fusion=dense_only)] == ["dense.md", "keyword.md"]
+    assert [h.uri for h in search(store, query, fusion=keyword_only)] == ["keyword.md", "dense.md"]
+    # Equal weights and mirrored ranks: a tie, which a weight breaks as Qdrant's weighted RRF says
+    # (a weight divides the lane's rank positions, so which way depends on k).
+    [first, second] = search(store, query, fusion=Fusion("rrf", k))
+    assert first.score == pytest.approx(second.score)
+    weighted = Fusion("rrf", k, 1.0, 1.5)
+    lanes = [["dense.md", "keyword.md"], ["keyword.md", "dense.md"]]
+    expected = max(rrf_reference(lanes, weighted).items(), key=lambda item: item[1])[0]
+    [top, runner_up] = search(store, query, fusion=weighted)
+    assert top.uri == expected and top.score > runner_up.score
+
+
+@pytest.mark.parametrize("fusion", FUSIONS.values(), ids=FUSIONS.keys())
+def test_a_stopword_query_fuses_the_dense_lane_alone(corpus: VectorStore, fusion: Fusion):
+    dense = search(corpus, "the of and", mode="dense", limit=50)
+    hybrid = search(corpus, "the of and", mode="hybrid", limit=50, fusion=fusion)
+    assert {h.id for h in hybrid} == {h.id for h in dense} and len(hybrid) == 6
+    if fusion.dense_weight > 0:  # in the dense lane's order (ties in any order)
+        dense_scores = {h.id: h.score for h in dense}
+        in_order = [dense_scores[h.id] for h in hybrid]
+        assert in_order == sorted(in_order, reverse=True)
+
+
 def test_count_tracks_documents_and_chunks(store: VectorStore):
     ingest(store, "a.md", ["1", "2"])
     ingest(store, "b.md", ["1", "2", "3"], source=None)
@@ -1085,3 +1197,20 @@ def test_the_query_log_survives_a_reopen(store_opener: StoreOpener):
     again.open()
     assert [p["query"] for p in again.entries(since=0, allowed=None)] == ["kept"]
     again.close()
+
+
+def test_vectors_are_found_by_text_hash_across_the_whole_collection(store):
+    ingest(store, "docs/a.md", ["alpha text", "beta text"])
+    ingest(store, "docs/b.md", ["gamma text"], source="src-b")
+    found = store.vectors_by_text_hash(["hash-docs/a.md-1", "hash-docs/b.md-0", "nope"])
+    assert set(found) == {"hash-docs/a.md-1", "hash-docs/b.md-0"}  # any document, any source
+    assert found["hash-docs/a.md-1"] == pytest.approx(EMBEDDER.embed_query("beta text"))
+    assert found["hash-docs/b.md-0"] == pytest.approx(EMBEDDER.embed_query("gamma text"))
+    assert store.vectors_by_text_hash([]) == {}
+
+
+def test_a_text_repeated_in_many_documents_gives_one_vector(store):
+    ingest_bulk(store, source="versions", documents=30, chunks_each=4)  # hashes h0..h3 in every document
+    found = store.vectors_by_text_hash(["h0", "h3", "h9"])
+    assert set(found) == {"h0", "h3"}
+    assert found["h0"] == pytest.approx(EMBEDDER.embed_query("bulk chunk text"))

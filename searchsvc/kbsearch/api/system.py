@@ -80,7 +80,13 @@ async def status(request: Request, caller: Annotated[Caller, Depends(require_rea
             "overlapChars": settings.chunk_overlap_chars,
             "fingerprint": state.chunker.fingerprint,
         },
-        "search": {"rrfK": settings.rrf_k, "candidates": settings.search_candidates},
+        "search": {
+            "fusion": settings.fusion,
+            "rrfK": settings.rrf_k,
+            "denseWeight": settings.fusion_dense_weight,
+            "keywordWeight": settings.fusion_keyword_weight,
+            "candidates": settings.search_candidates,
+        },
         "auth": {
             "writeTokenRequired": request.app.state.authenticator.writes_need_token,
             "readTokenRequired": settings.read_token is not None or settings.authenticates,

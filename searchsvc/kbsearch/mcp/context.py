@@ -48,7 +48,8 @@ def tool_context(ctx: Context[Any]) -> ToolContext:
     caller = caller_of(request)
     if caller is None or not isinstance(request, Request):  # only /mcp serves these tools, and it always sets one
         raise ToolError("UNAUTHENTICATED: this tool runs only behind the service's /mcp endpoint")
-    state = ready_state(request)  # NOT_READY while the store or embedder is loading
+    with tool_errors():
+        state = ready_state(request)  # NOT_READY while the store or embedder is loading
     return ToolContext(caller=caller, search=state.search, documents=state.documents, ask=state.ask)
 
 

@@ -29,10 +29,13 @@ from kbsearch.mcp.server import build_server
 from kbsearch.settings import Settings
 
 PATH = "/mcp"
+ANY_HOST = "*"
 
 
 def transport_security(hosts: list[str]) -> TransportSecuritySettings:
-    """DNS-rebinding protection: these Host values, and browser Origins naming them."""
+    """DNS-rebinding protection: these Host values, and browser Origins naming them; `*` turns it off."""
+    if ANY_HOST in hosts:  # behind a gateway that checks hosts itself
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
@@ -68,26 +71,26 @@ class McpFace:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The session manager, run by the app's lifespan (a mounted app's own lifespan never runs).
+        """The SDK's session manager, for as long as the app's lifespan.
 
-        It lives in a task of its own: its task group must be entered and left by one task, and
-        a lifespan may be entered and left by different ones (an ASGI server's, a test fixture's).
+        It runs in a task of its own: its task group must be entered and left in one task, and
+        a lifespan may be entered and left in two (pytest's async fixtures do that).
         """
-        started, stop = asyncio.Event(), asyncio.Event()
+        up, down = asyncio.Event(), asyncio.Event()
 
         async def hold() -> None:
             async with self.server.session_manager.run():
-                started.set()
-                await stop.wait()
+                up.set()
+                await down.wait()
 
         holder = asyncio.create_task(hold(), name="mcp-session-manager")
-        waiting = asyncio.create_task(started.wait())
-        await asyncio.wait((holder, waiting), return_when=asyncio.FIRST_COMPLETED)
+        waiting = asyncio.create_task(up.wait())
+        await asyncio.wait({holder, waiting}, return_when=asyncio.FIRST_COMPLETED)
         waiting.cancel()
-        if holder.done():
-            holder.result()  # it failed to start: raise its error here
+        if holder.done():  # it failed to start: say why
+            holder.result()
         try:
             yield
         finally:
-            stop.set()
+            down.set()
             await holder

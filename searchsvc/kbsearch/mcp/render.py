@@ -59,7 +59,21 @@ def _source_line(source: SourceInfo) -> str:
     # Fields REST adds to a source later (the operator's sync status) show up here without a change.
     known = {"sourceIdentifier", "documents", "chunks", "lastIngestedAt"}
     extra = {k: v for k, v in source.model_dump(mode="json").items() if k not in known and v is not None}
-    return line + "".join(f"; {key}: {value}" for key, value in extra.items())
+    return line + "".join(f"; {key}: {_compact(value)}" for key, value in extra.items())
+
+
+def _compact(value: object) -> str:
+    """A nested record on one line: its set scalars, and its lists as counts (the records are in structuredContent)."""
+    if not isinstance(value, dict):
+        return str(value)
+    parts = []
+    for key, item in value.items():
+        if isinstance(item, list):
+            if item:
+                parts.append(f"{key} {len(item)}")
+        elif item is not None and not isinstance(item, dict):
+            parts.append(f"{key} {item}")
+    return ", ".join(parts)
 
 
 def sources_text(overview: SourcesOverview) -> str:

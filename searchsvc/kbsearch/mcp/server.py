@@ -7,7 +7,9 @@ is listed only to callers that may write; its service refuses the others anyway.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,14 +77,28 @@ def tool_specs(settings: Settings) -> list[ToolSpec]:
 
 def build_server(settings: Settings) -> MCPServer:
     """The tools the settings switch on; transport and authentication are kbsearch.mcp.http's job."""
-    server: MCPServer = MCPServer(
-        name="knowledge-base", title="Knowledge base", version=__version__, instructions=INSTRUCTIONS
-    )
+    with _logging_left_alone():
+        server: MCPServer = MCPServer(
+            name="knowledge-base", title="Knowledge base", version=__version__, instructions=INSTRUCTIONS
+        )
     specs = tool_specs(settings)
     for spec in specs:
         server.add_tool(spec.fn, name=spec.tool_name, title=spec.title, annotations=spec.annotations)
     server.middleware.append(HideWriteTools([s.tool_name for s in specs if s.writes]))
     return server
+
+
+@contextmanager
+def _logging_left_alone() -> Iterator[None]:
+    """MCPServer() calls logging.basicConfig (a rich handler at INFO on the root logger); the service
+    configures its own logging (kbsearch.logging), so whatever the root logger had is put back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 class HideWriteTools:

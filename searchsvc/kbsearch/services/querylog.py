@@ -2,10 +2,12 @@
 
 `record()` never waits and never raises: it puts the entry on a bounded queue, or drops it and
 counts the drop (searchsvc_query_log_dropped_total{reason="queue_full"}) when the queue is full.
-A background task drains the queue in batches into the store; a failed write drops its batch,
-counts it (reason "store_error", or "store_unwritable" when the store refuses writes, e.g. a
-full disk) and logs once per streak of failures. Another task enforces retention by age and by
-count every `prune_interval_s`. Switched off, nothing is recorded and nothing is created.
+A background task drains the queue in batches into the store. Writes are grouped: a batch is
+written at most `batch_window_s` after its first entry, so a busy service touches the store about
+once a second. A failed write drops its batch, counts it (reason "store_error", or
+"store_unwritable" when the store refuses writes, e.g. a full disk) and logs once per streak of
+failures. Another task enforces retention by age and by count every `prune_interval_s`.
+Switched off, nothing is recorded and nothing is created.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class QueryLog:
         retention_days: int = 30,
         max_entries: int = 200_000,
         prune_interval_s: float = 600.0,
+        batch_window_s: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -49,6 +52,8 @@ class QueryLog:
         self.retention_days = retention_days
         self.max_entries = max_entries
         self.prune_interval_s = prune_interval_s
+        self.batch_window_s = batch_window_s
+        self._hurry = asyncio.Event()  # set by flush(): write now
         self.clock = clock
         self._queue: asyncio.Queue[QueryLogEntry] = asyncio.Queue(maxsize=queue_size)
         self._tasks: list[asyncio.Task[None]] = []
@@ -89,8 +94,12 @@ class QueryLog:
             self.metrics.query_log_dropped.labels("queue_full").inc()
 
     async def flush(self) -> None:
-        """Wait until every entry queued so far is written (or dropped)."""
-        await self._queue.join()
+        """Write what is queued now, without waiting out the batch window, and wait until it is written (or dropped)."""
+        self._hurry.set()
+        try:
+            await self._queue.join()
+        finally:
+            self._hurry.clear()
 
     async def prune(self) -> int:
         """One retention pass: entries past the age limit, then the oldest beyond the count limit."""
@@ -104,6 +113,10 @@ class QueryLog:
     async def _drain(self) -> None:
         while True:
             batch = [await self._queue.get()]
+            # Group commit: gather what else arrives within the window, so that a busy service
+            # writes (and flushes) the log about once per window, not once per search.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._hurry.wait(), self.batch_window_s)
             while len(batch) < BATCH_SIZE and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             try:

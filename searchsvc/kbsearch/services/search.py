@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
-from kbsearch.models import QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
+from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.access import Caller, SourceCatalog, narrow
 from kbsearch.services.querylog import QueryLog
@@ -35,7 +35,7 @@ class SearchService:
         embedder: EmbeddingProvider,
         sparse: Bm25Encoder,
         metrics: Metrics,
-        rrf_k: int,
+        fusion: Fusion,
         candidates: int,
         catalog: SourceCatalog,
         query_log: QueryLog | None = None,
@@ -46,7 +46,7 @@ class SearchService:
         self.embedder = embedder
         self.sparse = sparse
         self.metrics = metrics
-        self.rrf_k = rrf_k
+        self.fusion = fusion
         self.candidates = candidates
 
     async def search(self, request: SearchRequest, caller: Caller, *, origin: SearchOrigin = "api") -> SearchOutcome:
@@ -92,7 +92,7 @@ class SearchService:
                 filter=search_filter,
                 limit=request.limit,
                 candidates=max(self.candidates, request.limit),
-                rrf_k=self.rrf_k,
+                fusion=self.fusion,
             )
         )
         finished = time.perf_counter()

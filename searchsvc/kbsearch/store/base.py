@@ -30,6 +30,7 @@ from kbsearch.models import (
     CollectionSignature,
     DocumentChunk,
     DocumentRecord,
+    Fusion,
     SearchFilter,
     SearchHit,
     SearchMode,
@@ -71,7 +72,7 @@ SYNC = "sync"
 SYNCED_AT_S = "syncedAtS"  # the report's time as seconds since the epoch: a newer one is never replaced
 
 # Keyword payload indexes every backend creates.
-KEYWORD_INDEXES = (KIND, URI, SOURCE, CHECKSUM)
+KEYWORD_INDEXES = (KIND, URI, SOURCE, CHECKSUM, TEXT_HASH)
 
 # A metadata search filter is resolved to the URIs of the matching documents first; past
 # this many the request is refused (422) and must be narrowed by source or URI prefix.
@@ -119,6 +120,15 @@ class VectorStore(ABC):
 
         Keyed by the hash each point itself carries, so a vector is only reused for exactly
         the text it was computed from, even after an interrupted write reshuffled the chunks.
+        """
+
+    @abstractmethod
+    def vectors_by_text_hash(self, text_hashes: list[str]) -> dict[str, list[float]]:
+        """A dense vector for each of `text_hashes` that some chunk anywhere in the collection has.
+
+        Found through the textHash payload index (an engine filter, never a scan), so a text
+        repeated across documents (versioned documentation) is embedded once per collection.
+        Equal hashes mean equal embedded text, and the collection signature guarantees one model.
         """
 
     @abstractmethod
@@ -228,9 +238,10 @@ class VectorStore(ABC):
         filter: SearchFilter,
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
-        """Top `limit` chunks. Hybrid fuses `candidates` dense and sparse hits with RRF(k).
+        """Top `limit` chunks. Hybrid fuses `candidates` dense and sparse hits by `fusion`,
+        in the engine.
 
         A metadata filter is resolved to the URIs of the matching records first (at most
         MAX_METADATA_FILTER_DOCUMENTS, else InvalidRequestError), so the engine still applies

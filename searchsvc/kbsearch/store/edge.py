@@ -6,7 +6,10 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -19,6 +22,7 @@ from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
     DocumentRecord,
+    Fusion,
     SearchHit,
     SearchMode,
     SparseVector,
@@ -37,12 +41,22 @@ from kbsearch.store.base import (
     KIND_DOCUMENT,
     SOURCE,
     SPARSE_VECTOR,
+    TEXT_HASH,
     URI,
 )
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
+from kbsearch.store.edge_indexer import BackgroundIndexer
+from kbsearch.store.edge_layout import ShardLayout, remove
+from kbsearch.store.edge_optimize import IndexOptions, edge_config
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.points import PointStore
-from kbsearch.store.querylog import BOOL_INDEXES, FLOAT_INDEXES, KEYWORD_INDEXES, QueryLogStore
+from kbsearch.store.querylog import (
+    BOOL_INDEXES,
+    FLOAT_INDEXES,
+    INTEGER_INDEXES,
+    KEYWORD_INDEXES,
+    QueryLogStore,
+)
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 log = logging.getLogger(__name__)
@@ -54,24 +68,40 @@ _INDEXES: dict[str, Any] = {
     CHUNK_INDEX: qe.IntegerIndexParams(lookup=True, range=True),
     # Finds incomplete records at start-up without reading every payload.
     CHECKSUM: qe.PayloadSchemaType.Keyword,
+    # Finds a stored vector of a repeated chunk text anywhere in the collection (vectors_by_text_hash).
+    TEXT_HASH: qe.PayloadSchemaType.Keyword,
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qe.DatetimeIndexParams(),
 }
 
+# Writes logged while an index is built, to replay on the new shard; past this the build is dropped.
+_MAX_LOGGED_WRITES = 100_000
+
 
 class EdgeStore(PointStore):
-    """A collection stored at `data_dir/collection`; only one process may open it at a time.
+    """A collection stored at `data_dir/collection` (or a later generation of it, see
+    store/edge_layout.py); only one process may open it at a time.
 
-    `data_dir/.collection.lock` is held (flock) while the store is open.
+    `data_dir/.collection.lock` is held (flock) while the store is open. With `index`, a
+    background thread builds the HNSW index in a child process (store/edge_indexer.py).
     """
 
     backend = "edge"
 
     def __init__(
-        self, data_dir: Path, collection: str, *, flush_interval_s: float = 1.0, min_free_bytes: int = 128 * MIB
+        self,
+        data_dir: Path,
+        collection: str,
+        *,
+        flush_interval_s: float = 1.0,
+        min_free_bytes: int = 128 * MIB,
+        index: IndexOptions | None = None,
+        index_interval_s: float = 10.0,
     ) -> None:
         self.collection = collection
-        self.path = Path(data_dir) / collection
+        self._layout = ShardLayout(Path(data_dir), collection)
+        self.path = self._layout.first  # the live shard's directory, known once open
+        self.dimensions = 0
         self._lock_path = Path(data_dir) / f".{collection}.lock"
         self._lock_fd: int | None = None
         self._shard: qe.EdgeShard | None = None
@@ -82,6 +112,16 @@ class EdgeStore(PointStore):
         self._stop_flusher = threading.Event()
         self._flusher: threading.Thread | None = None
         self._watch = StoreWatch(self.path, min_free_bytes)
+        # Every write since an index build copied the shard, or None when no build is under way.
+        self._write_log: list[qe.UpdateOperation] | None = None
+        self.last_swap: dict[str, float] = {}  # what the last index swap cost, for the log and benchmarks
+        self.indexer = BackgroundIndexer(
+            self,
+            self._layout,
+            index or IndexOptions(threshold=0),
+            interval_s=index_interval_s,
+            min_free_bytes=min_free_bytes,
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -92,6 +132,10 @@ class EdgeStore(PointStore):
             self._take_directory()
             shard = None
             try:
+                self._layout.remove_stale()  # an unfinished build, or the generation a build replaced
+                self.path = self._layout.live()
+                self._watch.moved_to(self.path)
+                self.dimensions = signature.dimensions
                 ensure_space_to_open(self.path, self._watch.min_free_bytes)
                 shard = self._open_shard(signature)
                 self._prepare(shard, signature)
@@ -106,6 +150,7 @@ class EdgeStore(PointStore):
             self._stop_flusher.clear()
             self._flusher = threading.Thread(target=self._flush_periodically, name="edge-flush", daemon=True)
             self._flusher.start()
+        self.indexer.start()
 
     def _take_directory(self) -> None:
         # Must happen before edge touches the shard: a load that edge refuses because the WAL
@@ -138,7 +183,7 @@ class EdgeStore(PointStore):
             if exists:
                 return qe.EdgeShard.load(str(self.path))
             self.path.mkdir(parents=True, exist_ok=True)
-            return qe.EdgeShard.create(str(self.path), _config(signature))
+            return qe.EdgeShard.create(str(self.path), edge_config(signature.dimensions))
         except Exception as exc:  # edge raises plain Exception; tell a held lock apart by its text
             if "WouldBlock" in str(exc):  # a holder that does not take our lock file
                 raise ConfigurationError(self._held_message()) from exc
@@ -161,6 +206,7 @@ class EdgeStore(PointStore):
         shard.flush()
 
     def close(self) -> None:
+        self.indexer.stop()
         if self._flusher is not None:
             self._stop_flusher.set()
             self._flusher.join()
@@ -203,8 +249,17 @@ class EdgeStore(PointStore):
         if problem is not None:
             self._watch.check()  # logs the cause once
             raise problem.error()
-        self._s.update(operation)
+        try:
+            self._s.update(operation)
+        except BaseException:
+            self._write_log = None  # whether it half-applied is unknown: a build under way is dropped
+            raise
         self._dirty = True
+        if self._write_log is not None:
+            self._write_log.append(operation)
+            if len(self._write_log) > _MAX_LOGGED_WRITES:
+                log.warning("too many writes during an index build; the build is dropped and retried later")
+                self._write_log = None
         if self._flush_interval_s == 0:
             self._flush_locked()
 
@@ -295,6 +350,73 @@ class EdgeStore(PointStore):
     def _count(self, conditions: list[pl.Condition]) -> int:
         return self._s.count(qe.CountRequest(exact=True, filter=_filter(conditions)))
 
+    # --- the background index build (store/edge_indexer.py) ----------------------------------
+
+    def unindexed_vectors(self) -> int:
+        """About how many dense vectors no HNSW index covers yet.
+
+        Edge counts a chunk's sparse vector as indexed wherever it is, and its dense vector only in
+        an indexed segment; deleted points stay counted until a build drops them.
+        """
+        chunks = self._count([pl.Match(KIND, KIND_CHUNK)])
+        return max(0, 2 * chunks - self._s.info().indexed_vectors_count)
+
+    def copy_for_index(self, destination: Path) -> bool:
+        """Copy the flushed shard to `destination` and log every write from now on; False if closed."""
+        with self._lock:
+            if self._shard is None:
+                return False
+            self._flush_locked()
+            # Writes wait for the copy (they would change files under it); reads go on.
+            shutil.copytree(self.path, destination)
+            self._write_log = []
+        return True
+
+    def drop_write_log(self) -> None:
+        with self._lock:
+            self._write_log = None
+
+    def adopt_index(self, built: Path) -> bool:
+        """Swap in the optimized copy at `built`, with the writes logged since it was copied."""
+        # Edge holds the interpreter lock while it loads and closes a shard: these two stall every
+        # request, once per build; their times are kept for the log and the benchmark.
+        started = time.perf_counter()
+        new = qe.EdgeShard.load(str(built))  # outside the lock: writes go on to the old shard, logged
+        loaded = time.perf_counter()
+        with self._lock:
+            logged, self._write_log = self._write_log, None
+            if logged is None or self._shard is None:
+                new.close()
+                return False
+            try:
+                for operation in logged:
+                    new.update(operation)
+                new.flush()
+                self._layout.commit(built)  # from here a restart opens `built`
+            except BaseException:
+                new.close()
+                raise
+            old, old_path = self._shard, self.path
+            self._shard, self.path = new, built
+            self._watch.moved_to(built)
+            self._dirty = False
+            swapped = time.perf_counter()
+        # A search that took the old shard before the swap still holds a reference: close after it.
+        while sys.getrefcount(old) > 2:
+            time.sleep(0.01)
+        closing = time.perf_counter()
+        old.close()
+        closed = time.perf_counter()
+        remove(old_path)
+        self.last_swap = {
+            "loadSeconds": round(loaded - started, 3),
+            "replaySeconds": round(swapped - loaded, 3),  # writes wait; replayed writes, a flush
+            "replayedWrites": len(logged),
+            "closeSeconds": round(closed - closing, 3),
+        }
+        log.info("swapped in the indexed shard", extra={"path": str(built), **self.last_swap})
+        return True
+
     # --- reads --------------------------------------------------------------------------
 
     def collection_epoch(self) -> str:
@@ -359,7 +481,7 @@ class EdgeStore(PointStore):
         conditions: list[pl.Condition],
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
         where = _filter(conditions)
         dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
@@ -370,13 +492,25 @@ class EdgeStore(PointStore):
             else None
         )
         if mode == "hybrid":
-            stages = [q for q in (dense_query, sparse_query) if q is not None]
-            if not stages:
+            lanes = [
+                (q, w) for q, w in ((dense_query, fusion.dense_weight), (sparse_query, fusion.keyword_weight)) if q
+            ]
+            if not lanes:
                 return []
+            prefetches = [qe.Prefetch(candidates, query=q, filter=where) for q, _ in lanes]
+            weights = [w for _, w in lanes]
+            query: Any
+            if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
+                # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
+                normalise = _fusion(Fusion("dbsf"), [])
+                prefetches = [qe.Prefetch(candidates, prefetches=[p], query=normalise) for p in prefetches]
+                query = _weighted_sum(weights)
+            else:
+                query = _fusion(fusion, weights)
             request = qe.QueryRequest(
                 limit=limit,
-                prefetches=[qe.Prefetch(candidates, query=q, filter=where) for q in stages],
-                query=qe.Fusion.Rrf(k=rrf_k),  # type: ignore[arg-type]  # the stub types Rrf apart from Fusion
+                prefetches=prefetches,
+                query=query,
                 filter=where,
                 with_payload=True,
                 with_vector=False,
@@ -389,6 +523,22 @@ class EdgeStore(PointStore):
                 return []
             request = qe.QueryRequest(limit=limit, query=query, filter=where, with_payload=True, with_vector=False)
         return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
+
+
+def _fusion(fusion: Fusion, weights: list[float]) -> Any:
+    """The engine's fusion of the lanes' prefetches; `weights` follows the prefetch order."""
+    if fusion.method == "dbsf":
+        return qe.Fusion.Dbsf()
+    return qe.Fusion.Rrf(k=fusion.rrf_k, weights=weights)
+
+
+def _weighted_sum(weights: list[float]) -> qe.Formula:
+    """sum(weight_i * score of prefetch i); a point a lane did not return scores 0 there."""
+    terms = [
+        qe.Expression.Mult([qe.Expression.Constant(w), qe.Expression.Variable(f"$score[{i}]")])
+        for i, w in enumerate(weights)
+    ]
+    return qe.Formula(qe.Expression.Sum(terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))})
 
 
 class EdgeQueryLog(QueryLogStore):
@@ -420,6 +570,7 @@ class EdgeQueryLog(QueryLogStore):
             wanted: dict[str, Any] = {f: qe.FloatIndexParams() for f in FLOAT_INDEXES}
             wanted |= dict.fromkeys(KEYWORD_INDEXES, qe.PayloadSchemaType.Keyword)
             wanted |= dict.fromkeys(BOOL_INDEXES, qe.PayloadSchemaType.Bool)
+            wanted |= {f: qe.IntegerIndexParams(lookup=True, range=True) for f in INTEGER_INDEXES}
             for field, schema in wanted.items():
                 if field not in present:
                     shard.update(qe.UpdateOperation.create_field_index(field, schema))
@@ -460,6 +611,23 @@ class EdgeQueryLog(QueryLogStore):
     def _count(self, conditions: list[pl.Condition]) -> int:
         return self._s.count(qe.CountRequest(exact=True, filter=_filter(conditions)))
 
+    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
+        facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=_filter(conditions)))
+        return {hit.value: hit.count for hit in facet.hits}
+
+    def _first_by(
+        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+    ) -> dict[str, Any] | None:
+        page, _ = self._s.scroll(
+            qe.ScrollRequest(
+                limit=1,
+                filter=_filter(conditions),
+                with_payload=True,
+                order_by=qe.OrderBy(field, direction=qe.Direction.Desc if descending else qe.Direction.Asc),
+            )
+        )
+        return (page[0].payload or {}) if page else None
+
     def _delete_where(self, conditions: list[pl.Condition]) -> None:
         with self._lock:
             self._s.update(qe.UpdateOperation.delete_points_by_filter(_where(conditions)))
@@ -469,13 +637,6 @@ class EdgeQueryLog(QueryLogStore):
         with self._lock:
             self._s.update(qe.UpdateOperation.delete_points(list[int | UUID | str](ids)))
             self._s.flush()
-
-
-def _config(signature: CollectionSignature) -> qe.EdgeConfig:
-    return qe.EdgeConfig(
-        vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=signature.dimensions, distance=qe.Distance.Cosine)},
-        sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-    )
 
 
 def _bare_point(point_id: str, payload: dict[str, Any]) -> qe.Point:
@@ -519,6 +680,6 @@ def _condition(condition: pl.Condition) -> Any:
             return qe.FieldCondition(key, match=qe.MatchAny(values))
         case pl.Prefix(key, prefix):
             return qe.FieldCondition(key, match=qe.MatchPrefix(prefix))
-        case pl.Range(key, gte, lte):
-            return qe.FieldCondition(key, range=qe.RangeFloat(gte=gte, lte=lte))
+        case pl.Range(key, gte, lte, lt):
+            return qe.FieldCondition(key, range=qe.RangeFloat(gte=gte, lte=lte, lt=lt))
     raise TypeError(f"unknown condition {condition!r}")

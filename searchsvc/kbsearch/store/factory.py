@@ -12,12 +12,14 @@ def build_store(settings: Settings) -> VectorStore:
     """An unopened store for `settings.store`; the caller opens it with the embedder's signature."""
     if settings.store == "edge":
         from kbsearch.store.edge import EdgeStore
+        from kbsearch.store.edge_optimize import IndexOptions
 
         return EdgeStore(
             settings.data_dir,
             settings.collection,
             flush_interval_s=settings.edge_flush_interval_s,
             min_free_bytes=settings.min_free_disk_mb * 1024 * 1024,
+            index=IndexOptions(threshold=settings.edge_index_threshold, threads=settings.edge_index_threads),
         )
     if settings.store == "qdrant":
         from kbsearch.store.qdrant_server import QdrantServerStore

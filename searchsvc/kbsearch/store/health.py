@@ -56,6 +56,12 @@ class StoreWatch:
         """Remember which directory the store opened, to notice it being deleted or replaced."""
         self._identity = _identity(self.path)
 
+    def moved_to(self, path: Path) -> None:
+        """The store now lives at `path` (a new generation, store/edge_layout.py): watch that one."""
+        self.path = path
+        if self._identity is not None:
+            self._identity = _identity(path)
+
     def flush_failed(self, exc: BaseException) -> None:
         self._flush_error = f"{type(exc).__name__}: {exc}"
 

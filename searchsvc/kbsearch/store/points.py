@@ -16,6 +16,7 @@ from typing import Any
 from kbsearch.models import (
     DocumentChunk,
     DocumentRecord,
+    Fusion,
     SearchFilter,
     SearchHit,
     SearchMode,
@@ -91,7 +92,7 @@ class PointStore(VectorStore):
         conditions: list[pl.Condition],
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
         """The ranked chunks (without metadata); a query of stopwords only is never sent."""
 
@@ -130,6 +131,23 @@ class PointStore(VectorStore):
                 for r in self._scroll_all(wanted, payload=[TEXT_HASH], vector=[DENSE_VECTOR])
                 if r.vector and DENSE_VECTOR in r.vector
             }
+
+    def vectors_by_text_hash(self, text_hashes: list[str]) -> dict[str, list[float]]:
+        wanted = set(text_hashes)
+        found: dict[str, list[float]] = {}
+        for start in range(0, len(text_hashes), pl.SCROLL_PAGE):
+            conditions: list[pl.Condition] = [
+                pl.Match(KIND, KIND_CHUNK),
+                pl.MatchAny(TEXT_HASH, list(text_hashes[start : start + pl.SCROLL_PAGE])),
+            ]
+            with self._guard("read vectors by text hash"):
+                for r in self._scroll_all(conditions, payload=[TEXT_HASH], vector=[DENSE_VECTOR]):
+                    text_hash = (r.payload or {}).get(TEXT_HASH)
+                    if text_hash in wanted and text_hash not in found and r.vector and DENSE_VECTOR in r.vector:
+                        found[text_hash] = list(r.vector[DENSE_VECTOR])
+                        if len(found) == len(wanted):
+                            return found  # copies of a repeated page need not be read
+        return found
 
     def incomplete_documents(self) -> list[DocumentRecord]:
         with self._guard("find incomplete documents"):
@@ -242,7 +260,7 @@ class PointStore(VectorStore):
         filter: SearchFilter,
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
         uris = None
         if filter.metadata:
@@ -261,7 +279,7 @@ class PointStore(VectorStore):
                 conditions=pl.search_conditions(filter, uris),
                 limit=limit,
                 candidates=candidates,
-                rrf_k=rrf_k,
+                fusion=fusion,
             )
             if not hits:
                 return hits

@@ -19,6 +19,7 @@ from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
     DocumentRecord,
+    Fusion,
     SearchHit,
     SearchMode,
     SparseVector,
@@ -38,11 +39,18 @@ from kbsearch.store.base import (
     KIND_DOCUMENT,
     SOURCE,
     SPARSE_VECTOR,
+    TEXT_HASH,
     URI,
     VERSION,
 )
 from kbsearch.store.points import PointStore
-from kbsearch.store.querylog import BOOL_INDEXES, FLOAT_INDEXES, KEYWORD_INDEXES, QueryLogStore
+from kbsearch.store.querylog import (
+    BOOL_INDEXES,
+    FLOAT_INDEXES,
+    INTEGER_INDEXES,
+    KEYWORD_INDEXES,
+    QueryLogStore,
+)
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 _INDEXES: dict[str, Any] = {
@@ -52,6 +60,8 @@ _INDEXES: dict[str, Any] = {
     CHUNK_INDEX: qm.IntegerIndexParams(type=qm.IntegerIndexType.INTEGER, lookup=True, range=True),
     # Finds incomplete records at start-up without reading every payload.
     CHECKSUM: qm.PayloadSchemaType.KEYWORD,
+    # Finds a stored vector of a repeated chunk text anywhere in the collection (vectors_by_text_hash).
+    TEXT_HASH: qm.PayloadSchemaType.KEYWORD,
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qm.PayloadSchemaType.DATETIME,
 }
@@ -298,29 +308,52 @@ class QdrantServerStore(PointStore):
         conditions: list[pl.Condition],
         limit: int,
         candidates: int,
-        rrf_k: int,
+        fusion: Fusion,
     ) -> list[SearchHit]:
         where = _filter(conditions)
-        stages: list[tuple[Any, str]] = []
+        stages: list[tuple[Any, str, float]] = []
         if dense is not None and mode in ("hybrid", "dense"):
-            stages.append((list(dense), DENSE_VECTOR))
+            stages.append((list(dense), DENSE_VECTOR, fusion.dense_weight))
         # A query of stopwords only has no terms: it can match nothing, so it is not sent.
         if sparse is not None and sparse.indices and mode in ("hybrid", "keyword"):
-            stages.append((qm.SparseVector(indices=list(sparse.indices), values=list(sparse.values)), SPARSE_VECTOR))
+            vector = qm.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+            stages.append((vector, SPARSE_VECTOR, fusion.keyword_weight))
         if mode == "dense" and not stages:
             raise ValueError("dense search needs a dense query vector")
         if not stages:
             return []
         common: dict[str, Any] = {"query_filter": where, "limit": limit, "with_payload": True, "with_vectors": False}
         if mode == "hybrid":
-            prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using in stages]
-            response = self.client.query_points(
-                self.collection, prefetch=prefetch, query=qm.RrfQuery(rrf=qm.Rrf(k=rrf_k)), **common
-            )
+            prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using, _ in stages]
+            weights = [w for _, _, w in stages]
+            fused: Any
+            if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
+                # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
+                dbsf = qm.FusionQuery(fusion=qm.Fusion.DBSF)
+                prefetch = [qm.Prefetch(prefetch=[p], query=dbsf, limit=candidates) for p in prefetch]
+                fused = _weighted_sum(weights)
+            else:
+                fused = _fusion(fusion, weights)
+            response = self.client.query_points(self.collection, prefetch=prefetch, query=fused, **common)
         else:
-            query, using = stages[0]
+            query, using, _ = stages[0]
             response = self.client.query_points(self.collection, query=query, using=using, **common)
         return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in response.points]
+
+
+def _fusion(fusion: Fusion, weights: list[float]) -> qm.FusionQuery | qm.RrfQuery:
+    """The engine's fusion of the lanes' prefetches; `weights` follows the prefetch order."""
+    if fusion.method == "dbsf":
+        return qm.FusionQuery(fusion=qm.Fusion.DBSF)
+    return qm.RrfQuery(rrf=qm.Rrf(k=fusion.rrf_k, weights=weights))
+
+
+def _weighted_sum(weights: list[float]) -> qm.FormulaQuery:
+    """sum(weight_i * score of prefetch i); a point a lane did not return scores 0 there."""
+    terms: list[qm.Expression] = [qm.MultExpression(mult=[w, f"$score[{i}]"]) for i, w in enumerate(weights)]
+    return qm.FormulaQuery(
+        formula=qm.SumExpression(sum=terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))}
+    )
 
 
 class QdrantQueryLog(QueryLogStore):
@@ -344,6 +377,8 @@ class QdrantQueryLog(QueryLogStore):
             wanted: dict[str, Any] = dict.fromkeys(FLOAT_INDEXES, qm.PayloadSchemaType.FLOAT)
             wanted |= dict.fromkeys(KEYWORD_INDEXES, qm.PayloadSchemaType.KEYWORD)
             wanted |= dict.fromkeys(BOOL_INDEXES, qm.PayloadSchemaType.BOOL)
+            integer = qm.IntegerIndexParams(type=qm.IntegerIndexType.INTEGER, lookup=True, range=True)
+            wanted |= dict.fromkeys(INTEGER_INDEXES, integer)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
                 for field, schema in wanted.items():
@@ -380,6 +415,26 @@ class QdrantQueryLog(QueryLogStore):
     def _count(self, conditions: list[pl.Condition]) -> int:
         with _unavailable_on_failure("count the query log"):
             return self.client.count(self.collection, count_filter=_filter(conditions), exact=True).count
+
+    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
+        with _unavailable_on_failure("count the query log"):
+            facet = self.client.facet(
+                self.collection, key=key, facet_filter=_filter(conditions), limit=limit, exact=True
+            )
+        return {hit.value: hit.count for hit in facet.hits}
+
+    def _first_by(
+        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+    ) -> dict[str, Any] | None:
+        with _unavailable_on_failure("read the query log"):
+            page, _ = self.client.scroll(
+                self.collection,
+                scroll_filter=_filter(conditions),
+                limit=1,
+                with_payload=True,
+                order_by=qm.OrderBy(key=field, direction=qm.Direction.DESC if descending else qm.Direction.ASC),
+            )
+        return (page[0].payload or {}) if page else None
 
     def _delete_where(self, conditions: list[pl.Condition]) -> None:
         if not conditions:
@@ -420,6 +475,6 @@ def _condition(condition: pl.Condition) -> Any:
             return qm.FieldCondition(key=key, match=qm.MatchAny(any=values))
         case pl.Prefix(key, prefix):
             return qm.FieldCondition(key=key, match=qm.MatchPrefix(prefix=prefix))
-        case pl.Range(key, gte, lte):
-            return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lte=lte))
+        case pl.Range(key, gte, lte, lt):
+            return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lte=lte, lt=lt))
     raise TypeError(f"unknown condition {condition!r}")

@@ -3,8 +3,13 @@
 One point per search, with a random id (every search is its own event) and no vectors:
 `at` (seconds since the epoch, float-indexed for the window and for age-ordered pruning), `time`
 (RFC 3339), `origin`, `query` and its grouping form `normalized`, `results`, `topScore`,
-`latencyMs`, `caller` (a name, never a token), `sources` (the sources the search was scoped to)
-and `unrestricted` (it had no source filter at all).
+`latencyMs` and its histogram bucket `latencyBucket`, `caller` (a name, never a token), `sources`
+(the sources the search was scoped to) and `unrestricted` (it had no source filter at all).
+
+Insights are counted by the engine, never by reading every entry: counts and exact facets over
+the indexed fields (origin, normalized query, latency bucket), plus one ordered read per listed
+query for its last time or best score. Latency percentiles come from the bucket histogram, so
+they are exact to within one bucket (5 %).
 
 Visibility, enforced in the engine filter: an unrestricted viewer sees every entry; a viewer
 restricted to the sources `allowed` sees an entry only if it is not unrestricted and every one
@@ -16,13 +21,14 @@ The backends (edge.py, qdrant_server.py) supply a few primitives; the rest is wr
 
 from __future__ import annotations
 
+import math
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from kbsearch.models import QueryLogEntry
+from kbsearch.models import Insights, InsightsWindow, QueryCount, QueryLogEntry, QueryScore
 from kbsearch.store import payloads as pl
 
 AT = "at"
@@ -33,17 +39,24 @@ NORMALIZED = "normalized"
 RESULTS = "results"
 TOP_SCORE = "topScore"
 LATENCY_MS = "latencyMs"
+LATENCY_BUCKET = "latencyBucket"
 CALLER = "caller"
 SOURCES = "sources"
 UNRESTRICTED = "unrestricted"
 
-# Payload indexes both backends create: the window and the pruning order, origin, scope.
-FLOAT_INDEXES = (AT,)
-KEYWORD_INDEXES = (ORIGIN, SOURCES)
+# Payload indexes both backends create: the window and the pruning order, origin, scope, and
+# what insights count and rank by.
+FLOAT_INDEXES = (AT, TOP_SCORE)
+KEYWORD_INDEXES = (ORIGIN, SOURCES, NORMALIZED)
+INTEGER_INDEXES = (RESULTS, LATENCY_BUCKET)
 BOOL_INDEXES = (UNRESTRICTED,)
 
-# What an insights read needs of each entry: not the caller, not the raw text.
-AGGREGATE_FIELDS = [AT, ORIGIN, NORMALIZED, RESULTS, TOP_SCORE, LATENCY_MS]
+# Latency histogram: bucket b holds latencies up to LATENCY_FLOOR_MS * LATENCY_STEP**b.
+LATENCY_FLOOR_MS = 0.1
+LATENCY_STEP = 1.05
+LATENCY_BUCKETS = 400  # up to ~3 days: every bucket there can be
+# Low-score candidates read per listed query: a candidate with one good search is dropped.
+LOW_SCORE_CANDIDATES = 20
 
 _PAGE = 2000  # points per scroll page
 _PRUNE_BATCH = 1000  # ids per delete when trimming to the count cap
@@ -68,6 +81,7 @@ def entry_payload(entry: QueryLogEntry) -> dict[str, Any]:
         RESULTS: entry.results,
         TOP_SCORE: entry.top_score,
         LATENCY_MS: entry.latency_ms,
+        LATENCY_BUCKET: latency_bucket(entry.latency_ms),
         CALLER: entry.caller,
         SOURCES: list(entry.sources or []),
         UNRESTRICTED: entry.sources is None,
@@ -85,6 +99,32 @@ def entry_from_payload(payload: dict[str, Any]) -> QueryLogEntry:
         caller=payload[CALLER],
         sources=None if payload.get(UNRESTRICTED) else list(payload.get(SOURCES) or []),
     )
+
+
+def latency_bucket(latency_ms: float) -> int:
+    """The histogram bucket of a latency: the smallest b with latency <= floor * step**b."""
+    if latency_ms <= LATENCY_FLOOR_MS:
+        return 0
+    bucket = math.ceil(math.log(latency_ms / LATENCY_FLOOR_MS) / math.log(LATENCY_STEP) - 1e-9)
+    return min(bucket, LATENCY_BUCKETS - 1)
+
+
+def bucket_latency(bucket: int) -> float:
+    """The upper bound of a bucket, in ms."""
+    return round(LATENCY_FLOOR_MS * LATENCY_STEP**bucket, 3)
+
+
+def histogram_percentile(histogram: dict[int, int], pct: float) -> float | None:
+    """The nearest-rank percentile of a bucket histogram, as its bucket's upper bound."""
+    total = sum(histogram.values())
+    if not total:
+        return None
+    rank, seen = max(1, math.ceil(pct / 100 * total)), 0
+    for bucket in sorted(histogram):
+        seen += histogram[bucket]
+        if seen >= rank:
+            return bucket_latency(bucket)
+    return None  # unreachable: the counts add up to the total
 
 
 def rfc3339(seconds: float) -> str:
@@ -131,6 +171,16 @@ class QueryLogStore(ABC):
     def _count(self, conditions: list[pl.Condition]) -> int: ...
 
     @abstractmethod
+    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
+        """The `limit` most frequent values of an indexed `key` among the matching points (exact counts)."""
+
+    @abstractmethod
+    def _first_by(
+        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+    ) -> dict[str, Any] | None:
+        """The payload of the matching point with the greatest (or least) float-indexed `field`, or None."""
+
+    @abstractmethod
     def _delete_where(self, conditions: list[pl.Condition]) -> None:
         """Delete the matching points; `conditions` is never empty."""
 
@@ -140,6 +190,8 @@ class QueryLogStore(ABC):
     # --- the log ------------------------------------------------------------------------------
 
     def append(self, entries: list[QueryLogEntry]) -> None:
+        if not entries:
+            return
         self._upsert([(str(uuid.uuid4()), entry_payload(e)) for e in entries])
 
     def count(self) -> int:
@@ -155,6 +207,64 @@ class QueryLogStore(ABC):
                 yield point.payload or {}
             if offset is None:
                 return
+
+    def insights(
+        self, window: InsightsWindow, *, since: float, allowed: list[str] | None, top: int, low_score: float
+    ) -> Insights:
+        """What the entries at or after `since` that the viewer may see add up to (see the module docstring).
+
+        A query is zero-result for its searches that found nothing; low-score when it found
+        something in the window and its best top score stayed below `low_score` (the first
+        LOW_SCORE_CANDIDATES * top queries with a low search are considered). Lists are ordered
+        by count; queries tied at a list's end are cut by the engine's order.
+        """
+        oldest = self._first_by([], AT, descending=False)
+        # A window that reaches past the oldest entry (a retention shorter than the window) needs no
+        # time condition, which spares every count and facet below a range check per entry.
+        within = [pl.Range(AT, gte=since)] if oldest is not None and float(oldest[AT]) < since else []
+        where = [*within, *visible_to(allowed)]
+        total = self._count(where)
+        if not total:
+            return Insights(window, 0, [], [], [], {}, None, None, True)
+        latencies = {int(k): v for k, v in self._facet(LATENCY_BUCKET, where, LATENCY_BUCKETS).items()}
+        zero = [*where, pl.Match(RESULTS, 0)]
+        low = [*where, pl.Range(RESULTS, gte=1), pl.Range(TOP_SCORE, lt=low_score)]
+        return Insights(
+            window=window,
+            total=total,
+            top_queries=self._ranked(where, top),
+            zero_result=self._ranked(zero, top),
+            low_score=self._low_scores(where, low, top, low_score),
+            by_origin=dict(sorted(self._facet(ORIGIN, where, 64).items())),
+            latency_p50_ms=histogram_percentile(latencies, 50),
+            latency_p95_ms=histogram_percentile(latencies, 95),
+            enabled=True,
+        )
+
+    def _ranked(self, where: list[pl.Condition], top: int) -> list[QueryCount]:
+        """The `top` most frequent queries among the matching entries, with their count and last time."""
+        ranked: list[tuple[int, float, str]] = []
+        for query, count in self._facet(NORMALIZED, where, top).items():
+            last = self._first_by([*where, pl.Match(NORMALIZED, str(query))], AT) or {}
+            ranked.append((count, float(last.get(AT, 0.0)), str(query)))
+        # Most frequent first; ties by the most recent, then by text, so the lists are stable.
+        ranked.sort(key=lambda r: (-r[0], -r[1], r[2]))
+        return [QueryCount(query, count, rfc3339(at)) for count, at, query in ranked]
+
+    def _low_scores(
+        self, where: list[pl.Condition], low: list[pl.Condition], top: int, low_score: float
+    ) -> list[QueryScore]:
+        candidates = self._facet(NORMALIZED, low, top * LOW_SCORE_CANDIDATES)
+        if not candidates:
+            return []
+        names = [str(k) for k in candidates]
+        good = [*where, pl.Range(TOP_SCORE, gte=low_score), pl.MatchAny(NORMALIZED, names)]
+        once_good = {str(k) for k in self._facet(NORMALIZED, good, len(names))}
+        scores = []
+        for query in [n for n in names if n not in once_good][:top]:
+            best = self._first_by([*low, pl.Match(NORMALIZED, query)], TOP_SCORE) or {}
+            scores.append(QueryScore(query, candidates[query], float(best.get(TOP_SCORE, 0.0))))
+        return sorted(scores, key=lambda q: (-q.count, q.top_score, q.query))
 
     def prune(self, *, before: float, keep: int) -> int:
         """Delete the entries older than `before`, then the oldest beyond the newest `keep`; returns how many."""

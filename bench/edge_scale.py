@@ -1,0 +1,396 @@
+"""The embedded store at scale: hybrid engine latency at 20,000 and 200,000 chunks, before and after
+the background HNSW build, and the longest stall a request sees while the index is built.
+
+Corpus: synthetic, so 200,000 chunks need no embedding model. Dense vectors are 384-d points around
+2,000 random cluster centres (Gaussian noise, normalised); chunk texts are SciFact abstracts (with
+--scifact; else generated Zipf text) for realistic BM25 term statistics; 10 chunks per document,
+each document with its record. Queries: SciFact claims (or generated text) for the sparse side,
+a cluster centre plus noise for the dense side, served by a query-only embedder inside the real
+service (uvicorn on 127.0.0.1), so `Server-Timing: engine` is the store's own time.
+
+For each size: load through `store.upsert_chunks`/`write_document`; measure; build the index with
+`store.indexer.build_now()` (copy, child process, swap) while one thread searches every 10 ms and
+another PUTs a document every 200 ms; measure again. Reports p50/p95, the longest search and write
+during each build phase, the process RSS, and the load average with every figure.
+
+    python -m bench.edge_scale [--sizes 20000,200000] [--queries 300] [--scifact PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import resource
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import (
+    http_client,
+    load_average,
+    load_scifact,
+    load_text,
+    print_table,
+    run_service,
+    server_timing,
+    summary_ms,
+    write_result,
+)
+
+NAME = "edge_scale"
+DIM = 384
+CENTERS = 2_000
+CHUNKS_PER_DOC = 10
+WARMUP = 10
+PROBE_EVERY_S = 0.010
+WRITE_EVERY_S = 0.200
+STALL_BOUND_MS = 100.0
+BASELINE_S = 5.0
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def dir_mb(path: Path) -> float:
+    return round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20, 1)
+
+
+class Synthetic:
+    """Cluster centres, a text pool and query texts; chunks are made batch by batch, never all kept."""
+
+    def __init__(self, texts: list[str], queries: list[str], seed: int = 5) -> None:
+        rng = np.random.default_rng(seed)
+        centres = rng.standard_normal((CENTERS, DIM)).astype(np.float32)
+        self.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+        self.texts = texts
+        self.queries = queries
+        self.seed = seed
+
+    def vectors(self, rng: np.random.Generator, n: int, spread: float) -> np.ndarray:
+        v = self.centres[rng.integers(CENTERS, size=n)] + spread * rng.standard_normal((n, DIM)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    def batches(self, chunks: int, batch_docs: int = 100) -> Iterator[tuple[list, list]]:
+        from kbsearch.models import ChunkPoint, DocumentRecord
+        from kbsearch.store.bm25 import Bm25Encoder
+
+        encoder = Bm25Encoder()
+        rng = np.random.default_rng(self.seed + 1)
+        documents = chunks // CHUNKS_PER_DOC
+        for first in range(0, documents, batch_docs):
+            docs = range(first, min(first + batch_docs, documents))
+            n = len(docs) * CHUNKS_PER_DOC
+            dense = self.vectors(rng, n, 0.06)  # per-dimension noise: cosine ~0.6 to the centre
+            texts = [self.texts[int(i)] for i in rng.integers(len(self.texts), size=n)]
+            sparse = encoder.encode_documents(texts)
+            points, records = [], []
+            for j, d in enumerate(docs):
+                uri = f"synthetic:{d}"
+                for c in range(CHUNKS_PER_DOC):
+                    row = j * CHUNKS_PER_DOC + c
+                    points.append(
+                        ChunkPoint(
+                            uri=uri,
+                            source_identifier="bench/synthetic",
+                            chunk_index=c,
+                            total_chunks=CHUNKS_PER_DOC,
+                            text=texts[row],
+                            text_hash=hashlib.sha256(f"{uri}#{c}".encode()).hexdigest(),
+                            title=f"Document {d}",
+                            tags=[],
+                            headings=[],
+                            dense=dense[row].tolist(),
+                            sparse=sparse[row],
+                        )
+                    )
+                records.append(
+                    DocumentRecord(
+                        uri=uri,
+                        source_identifier="bench/synthetic",
+                        checksum=f"sha256:synthetic-{d}",
+                        chunks=CHUNKS_PER_DOC,
+                        metadata={"sourceIdentifier": "bench/synthetic"},
+                        title=f"Document {d}",
+                        ingested_at="2026-01-01T00:00:00.000Z",
+                        chunker="synthetic",
+                    )
+                )
+            yield points, records
+
+
+def make_embedder(synthetic: Synthetic):
+    from kbsearch.embedders.base import EmbeddingProvider
+
+    rng = np.random.default_rng(synthetic.seed + 2)
+    query_vectors = dict(zip(synthetic.queries, synthetic.vectors(rng, len(synthetic.queries), 0.03), strict=True))
+
+    class QueryEmbedder(EmbeddingProvider):
+        """Dense query vectors near the cluster centres; a document's vector seeded by its text."""
+
+        provider = "synthetic"
+        model = "clustered-gaussian-384"
+        dimensions = DIM
+
+        def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+            out = []
+            for text in texts:
+                seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+                out.append(synthetic.vectors(np.random.default_rng(seed), 1, 0.06)[0].tolist())
+            return out
+
+        def embed_query(self, text: str) -> list[float]:
+            found = query_vectors.get(text)
+            return found.tolist() if found is not None else self.embed_documents([text])[0]
+
+    return QueryEmbedder()
+
+
+def measure(base_url: str, queries: list[str]) -> dict[str, Any]:
+    engine, total = [], []
+    with http_client(base_url) as client:
+        for n, query in enumerate(queries):
+            t0 = time.perf_counter()
+            response = client.post("/api/v1/search", json={"query": query, "limit": 10, "mode": "hybrid"})
+            elapsed = (time.perf_counter() - t0) * 1000
+            response.raise_for_status()
+            if n >= WARMUP:
+                engine.append(server_timing(response.headers.get("server-timing"))["engine"])
+                total.append(elapsed)
+    return {"engineMs": summary_ms(engine), "roundTripMs": summary_ms(total), "load": load_average()}
+
+
+class Probe:
+    """Searches every 10 ms and PUTs a small document every 200 ms; keeps (start, ms) of each."""
+
+    def __init__(self, base_url: str, queries: list[str]) -> None:
+        self.base_url = base_url
+        self.queries = queries
+        self.searches: list[tuple[float, float]] = []
+        self.writes: list[tuple[float, float]] = []
+        self.errors = 0
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._search, daemon=True),
+            threading.Thread(target=self._write, daemon=True),
+        ]
+
+    def __enter__(self) -> Probe:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+    def _search(self) -> None:
+        with http_client(self.base_url) as client:
+            n = 0
+            while not self._stop.is_set():
+                query = self.queries[n % len(self.queries)]
+                n += 1
+                t0 = time.perf_counter()
+                response = client.post("/api/v1/search", json={"query": query, "limit": 10, "mode": "hybrid"})
+                self.searches.append((t0, (time.perf_counter() - t0) * 1000))
+                self.errors += response.status_code != 200
+                self._stop.wait(PROBE_EVERY_S)
+
+    def _write(self) -> None:
+        with http_client(self.base_url) as client:
+            n = 0
+            while not self._stop.is_set():
+                n += 1
+                body = {"uri": f"bench://probe/{n}", "content": f"# Probe {n}\n\nA write during the index build, {n}."}
+                t0 = time.perf_counter()
+                response = client.put("/api/v1/documents", json=body)
+                self.writes.append((t0, (time.perf_counter() - t0) * 1000))
+                self.errors += response.status_code not in (200, 201)
+                self._stop.wait(WRITE_EVERY_S)
+
+    @staticmethod
+    def worst(samples: list[tuple[float, float]], start: float, end: float) -> dict[str, Any]:
+        """Requests that overlapped [start, end]: how many, and the slowest, in ms."""
+        inside = [ms for t0, ms in samples if t0 <= end and t0 + ms / 1000 >= start]
+        return {"n": len(inside), "maxMs": round(max(inside), 1) if inside else None}
+
+
+def timed(phases: dict[str, list[float]], name: str, func):
+    def wrapper(*args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return func(*args)
+        finally:
+            phases[name] = [t0, time.perf_counter()]
+
+    return wrapper
+
+
+def run_size(chunks: int, synthetic: Synthetic, queries: list[str], indexing_threshold_kb: int | None) -> dict:
+    from kbsearch.settings import Settings
+    from kbsearch.store.edge import EdgeStore
+    from kbsearch.store.edge_optimize import IndexOptions
+
+    embedder = make_embedder(synthetic)
+    with tempfile.TemporaryDirectory(prefix="bench-edge-scale-") as tmp:
+        settings = Settings(data_dir=Path(tmp), collection="bench", api_token=None, read_token=None)
+        # The loop never fires on its own here: the build is started by the benchmark, at a known time.
+        options = IndexOptions(threshold=1, threads=1, indexing_threshold_kb=indexing_threshold_kb)
+        store = EdgeStore(Path(tmp), "bench", index=options, index_interval_s=10**6)
+        rss_before = rss_mb()
+        with run_service(settings, store=store, embedder=embedder) as svc:
+            t0 = time.perf_counter()
+            for points, records in synthetic.batches(chunks):
+                for start in range(0, len(points), 256):
+                    store.upsert_chunks(points[start : start + 256])
+                for record in records:
+                    store.write_document(record, None)
+            load_s = time.perf_counter() - t0
+            print(f"  {chunks} chunks loaded in {load_s:.0f} s ({load_text()}); searching without an index ...")
+            brute = measure(svc.base_url, queries)
+            rss_brute = rss_mb()
+            print(f"    no index: engine p50 {brute['engineMs']['p50']} / p95 {brute['engineMs']['p95']} ms")
+
+            phases: dict[str, list[float]] = {}
+            store.copy_for_index = timed(phases, "copy", store.copy_for_index)  # type: ignore[method-assign]
+            store.adopt_index = timed(phases, "swap", store.adopt_index)  # type: ignore[method-assign]
+            children_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            print(f"    building the index in a child process ({load_text()}) ...", flush=True)
+            with Probe(svc.base_url, queries) as probe:
+                baseline_start = time.perf_counter()
+                time.sleep(BASELINE_S)  # the same probes with no build: this machine's own noise
+                started = time.perf_counter()
+                report = store.indexer.build_now()
+                ended = time.perf_counter()
+                time.sleep(1.0)
+            child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            build_load = load_average()
+            phases["baseline"] = [baseline_start, started]
+            phases["build"] = [started, ended]
+            phases.setdefault("copy", [started, started])
+            phases["optimize"] = [phases["copy"][1], phases.get("swap", [ended])[0]]
+            stalls = {
+                name: {
+                    "seconds": round(b - a, 3),
+                    "search": Probe.worst(probe.searches, a, b),
+                    "write": Probe.worst(probe.writes, a, b),
+                }
+                for name, (a, b) in phases.items()
+            }
+            print(f"    build {report.outcome.value} in {ended - started:.1f} s: " + json.dumps(stalls))
+            indexed = measure(svc.base_url, queries)
+            print(f"    indexed: engine p50 {indexed['engineMs']['p50']} / p95 {indexed['engineMs']['p95']} ms")
+            result = {
+                "chunks": chunks,
+                "loadSeconds": round(load_s, 1),
+                "noIndex": brute,
+                "indexed": indexed,
+                "build": {
+                    "outcome": report.outcome.value,
+                    "detail": report.detail,
+                    "phases": stalls,
+                    "probeErrors": probe.errors,
+                    "swapInterpreterLockSeconds": store.last_swap,
+                    "searchesDuringBuild": len([1 for t, _ in probe.searches if started <= t <= ended]),
+                    "load": build_load,
+                },
+                "rssMb": {
+                    "beforeStore": rss_before,
+                    "loadedNoIndex": rss_brute,
+                    "indexed": rss_mb(),
+                    "optimizerChildPeak": round(max(child_rss, children_before) / 1024, 1),
+                },
+                "shardMb": dir_mb(store.path),
+            }
+    return result
+
+
+def text_pool(scifact: str | None) -> tuple[list[str], list[str], str]:
+    if scifact:
+        data = load_scifact(scifact)
+        texts = [f"# {d['title']}\n\n{d['text']}"[:800] for d in data.corpus]
+        return texts, list(data.queries.values()), "SciFact abstracts (first 800 characters) and claims"
+    rng = np.random.default_rng(11)
+    vocab = [f"w{i}" for i in range(20_000)]
+    words = lambda n: " ".join(vocab[int(i) % len(vocab)] for i in rng.zipf(1.2, n))  # noqa: E731
+    return [words(90) for _ in range(5_000)], [words(6) for _ in range(1_000)], "generated Zipf text"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scifact", help="SciFact train folder: its texts and claims (optional)")
+    parser.add_argument("--sizes", default="20000,200000", help="comma-separated chunk counts")
+    parser.add_argument("--queries", type=int, default=300, help="measured queries per phase (plus 10 warm-up)")
+    parser.add_argument(
+        "--indexing-threshold-kb", type=int, default=None, help="Edge's per-segment indexing threshold (smoke runs)"
+    )
+    args = parser.parse_args(argv)
+    texts, claims, text_origin = text_pool(args.scifact)
+    queries = claims[: args.queries + WARMUP]
+    synthetic = Synthetic(texts, claims)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"[edge_scale] sizes {sizes}, {len(queries) - WARMUP} queries per phase ({load_text()})")
+    runs = [run_size(n, synthetic, queries, args.indexing_threshold_kb) for n in sizes]
+    largest = runs[-1]
+    build_phases = [p for r in runs for name, p in r["build"]["phases"].items() if name not in ("build", "baseline")]
+    worst_search = max((p["search"]["maxMs"] or 0) for p in build_phases)
+    result = {
+        "corpus": f"synthetic dense vectors ({CENTERS} clusters, {DIM}-d), texts: {text_origin}, "
+        f"{CHUNKS_PER_DOC} chunks per document",
+        "mode": "hybrid",
+        "limit": 10,
+        "runs": runs,
+        "target": {
+            "engineP95MsMax": 20,
+            "engineP95Met": largest["indexed"]["engineMs"]["p95"] <= 20,
+            "stallMsMax": STALL_BOUND_MS,
+            "longestSearchDuringBuildMs": worst_search,
+            "stallMet": worst_search <= STALL_BOUND_MS,
+        },
+    }
+    path = write_result(NAME, result)
+    print(f"\n[edge_scale] hybrid, limit 10 ({load_text()})")
+    rows = []
+    for r in runs:
+        ph = r["build"]["phases"]
+        rows.append(
+            [
+                r["chunks"],
+                f"{r['noIndex']['engineMs']['p50']} / {r['noIndex']['engineMs']['p95']}",
+                f"{r['indexed']['engineMs']['p50']} / {r['indexed']['engineMs']['p95']}",
+                f"{ph['build']['seconds']:.0f}",
+                " ".join(f"{k} {v['search']['maxMs']}" for k, v in ph.items() if k != "build"),
+                " ".join(f"{k} {v['write']['maxMs']}" for k, v in ph.items() if k != "build"),
+                r["rssMb"]["indexed"],
+                f"{r['build']['load']['load1']}",
+            ]
+        )
+    print_table(
+        [
+            "chunks",
+            "no index p50/p95",
+            "indexed p50/p95",
+            "build s",
+            "longest search (ms) by phase",
+            "longest write",
+            "RSS MB",
+            "load1",
+        ],
+        rows,
+    )
+    print(f"  -> {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""The embedded store's background HNSW build: a child process optimizes a copy, the store swaps it in.
+
+Real Edge shards, real child processes, real kills. With indexing_threshold_kb=1 Edge builds an
+HNSW graph even for these small segments; segments under full_scan_threshold are still searched
+exactly, so results before and after a build must be identical.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import kbsearch
+from kbsearch.models import SearchFilter, SearchHit
+from kbsearch.settings import Settings
+from kbsearch.store.edge import EdgeStore
+from kbsearch.store.edge_indexer import BuildOutcome
+from kbsearch.store.edge_optimize import IndexOptions
+from kbsearch.store.factory import build_store
+from tests.searchsvc.conftest import TEST_SIGNATURE
+from tests.searchsvc.test_store_behaviour import EMBEDDER, ingest, sparse_query
+
+SMALL_SEGMENTS = IndexOptions(threshold=1, threads=1, indexing_threshold_kb=1)
+QUERIES = ["alpha beta", "gamma delta release notes", "kubernetes operator sync", "zeta"]
+WORDS = [
+    *("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda"),
+    *("kubernetes", "operator", "sync", "release", "notes", "index", "shard", "segment", "vector", "graph"),
+    *("search", "query", "token", "chunk", "source", "branch", "commit", "secret", "volume", "pod", "service"),
+]
+
+
+def open_store(data_dir: Path, **kwargs) -> EdgeStore:
+    kwargs.setdefault("index", SMALL_SEGMENTS)
+    kwargs.setdefault("index_interval_s", 3600)  # the tests call build_now themselves
+    store = EdgeStore(data_dir, "test", **kwargs)
+    store.open(TEST_SIGNATURE)
+    return store
+
+
+def fill(store: EdgeStore, documents: int, *, first: int = 0) -> None:
+    for d in range(first, first + documents):
+        # Varied lengths and term counts, so that keyword scores rarely tie.
+        texts = [
+            " ".join(WORDS[(d * d * 7 + c * 13 + k * k * 3) % len(WORDS)] for k in range(4 + (d + c) % 9)) + f" doc{d}"
+            for c in range(5)
+        ]
+        ingest(store, f"docs/{d}.md", texts)
+
+
+def answers(store: EdgeStore) -> dict[tuple[str, str], tuple[list[float], list[str]]]:
+    out = {}
+    for query in QUERIES:
+        # Not hybrid: RRF ranks candidates by position, and tied candidates come in any order.
+        for mode in ("dense", "keyword"):
+            hits: list[SearchHit] = store.search(
+                mode=mode,  # type: ignore[arg-type]
+                dense=EMBEDDER.embed_query(query),
+                sparse=sparse_query(query),
+                filter=SearchFilter(),
+                limit=10,
+                candidates=50,
+                rrf_k=2,
+            )
+            # Equal scores come in any order, and a tie at the cut may keep either hit: compare the
+            # scores, and the hits that rank above the last score.
+            scores = [round(h.score, 4) for h in hits]
+            out[(query, mode)] = (scores, sorted(h.id for h in hits if round(h.score, 4) > min(scores, default=0)))
+    return out
+
+
+def shard_dirs(data_dir: Path) -> list[str]:
+    return sorted(p.name for p in data_dir.iterdir() if p.is_dir())
+
+
+def test_a_build_indexes_every_vector_and_searches_answer_the_same(tmp_path: Path):
+    store = open_store(tmp_path)
+    try:
+        fill(store, 40)
+        before = answers(store)
+        assert store.unindexed_vectors() == 200
+        report = store.indexer.build_now()
+        assert report.outcome is BuildOutcome.BUILT, report.detail
+        assert store.unindexed_vectors() == 0
+        assert store.last_swap["replayedWrites"] == 0
+        assert store.path == tmp_path / "test@1"
+        assert shard_dirs(tmp_path) == ["test@1"]  # the replaced shard is gone
+        assert answers(store) == before
+        assert store.count() == (40, 200)
+    finally:
+        store.close()
+    reopened = open_store(tmp_path)
+    try:
+        assert reopened.path == tmp_path / "test@1"
+        assert answers(reopened) == before
+    finally:
+        reopened.close()
+
+
+def test_writes_made_while_the_child_builds_reach_the_new_shard_and_survive_a_restart(tmp_path: Path):
+    store = open_store(tmp_path)
+    try:
+        fill(store, 20)
+
+        def write_during_build(event: str, pid: int) -> None:
+            if event == "optimizing":
+                fill(store, 5, first=100)  # new documents
+                store.delete_document("docs/0.md")
+                ingest(store, "docs/1.md", ["a whole new text about theta"])  # a new version of a document
+
+        store.indexer.on_child = write_during_build
+        report = store.indexer.build_now()
+        assert report.outcome is BuildOutcome.BUILT, report.detail
+        after = answers(store)
+        assert store.last_swap["replayedWrites"] > 0
+        assert store.count() == (24, 20 * 5 - 5 - 5 + 1 + 25)
+        assert store.get_document("docs/0.md") is None
+        assert store.count_chunks("docs/1.md") == 1
+        assert store.get_document("docs/102.md") is not None
+    finally:
+        store.close()
+    reopened = open_store(tmp_path)
+    try:
+        assert reopened.count() == (24, 116)
+        assert answers(reopened) == after
+        assert reopened.count_chunks("docs/1.md") == 1
+    finally:
+        reopened.close()
+
+
+def test_a_killed_optimizer_child_leaves_the_live_store_as_it_was(tmp_path: Path):
+    store = open_store(tmp_path)
+    try:
+        fill(store, 20)
+        before = answers(store)
+        killed: list[int] = []
+
+        def kill_child(event: str, pid: int) -> None:
+            if event == "optimizing" and not killed:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                fill(store, 2, first=200)  # writes between the kill and the parent noticing it
+
+        store.indexer.on_child = kill_child
+        report = store.indexer.build_now()
+        assert killed and report.outcome is BuildOutcome.FAILED
+        assert "signal 9" in report.detail
+        assert store.path == tmp_path / "test"
+        assert shard_dirs(tmp_path) == ["test"]  # the copy is removed
+        assert store.count() == (22, 110)
+        fill(store, 1, first=300)  # writes go on as before
+        assert store.count() == (23, 115)
+        # A later build works.
+        report = store.indexer.build_now()
+        assert report.outcome is BuildOutcome.BUILT, report.detail
+        assert store.count() == (23, 115)
+        assert {k: v for k, v in answers(store).items() if k[1] == "dense"} != {}
+    finally:
+        store.close()
+    reopened = open_store(tmp_path)
+    try:
+        assert reopened.count() == (23, 115)
+        assert reopened.unindexed_vectors() == 0
+    finally:
+        reopened.close()
+    assert before  # the first answers came from a store that was not indexed
+
+
+def test_closing_the_store_during_a_build_kills_the_child_and_keeps_the_store(tmp_path: Path):
+    store = open_store(tmp_path)
+    fill(store, 20)
+    closer: list[threading.Thread] = []
+    children: list[int] = []
+
+    def close_now(event: str, pid: int) -> None:
+        if event == "optimizing" and not closer:
+            children.append(pid)
+            closer.append(threading.Thread(target=store.close))  # as the service's shutdown does
+            closer[0].start()
+
+    store.indexer.on_child = close_now
+    report = store.indexer.build_now()
+    closer[0].join()
+    assert report.outcome is BuildOutcome.ABANDONED
+    wait_for_exit(children[0])
+    reopened = open_store(tmp_path)
+    try:
+        assert reopened.path == tmp_path / "test"
+        assert shard_dirs(tmp_path) == ["test"]
+        assert reopened.count() == (20, 100)
+    finally:
+        reopened.close()
+
+
+def test_a_service_killed_during_a_build_reopens_with_every_write_and_no_stale_copy(tmp_path: Path):
+    """A real process runs a build and is SIGKILLed while its child optimizes the copy."""
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from tests.searchsvc.test_edge_index import fill, open_store\n"
+        "store = open_store(Path(sys.argv[1]), flush_interval_s=3600)\n"  # never fsync'ed by the flusher
+        "fill(store, 20)\n"
+        "def die(event, pid):\n"
+        "    if event == 'optimizing':\n"
+        "        fill(store, 3, first=500)\n"  # logged for the swap that never comes
+        "        Path(sys.argv[1], 'child.pid').write_text(str(pid))\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "store.indexer.on_child = die\n"
+        "store.indexer.build_now()\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(kbsearch.__file__).resolve().parents[1]), str(root)])}
+    parent = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], env=env, cwd=root, capture_output=True, timeout=300
+    )
+    assert parent.returncode == -9, parent.stderr
+    assert (tmp_path / "test@1").is_dir()  # the copy the killed build left
+    child = int((tmp_path / "child.pid").read_text())
+    wait_for_exit(child)  # it dies with its parent (PR_SET_PDEATHSIG) rather than optimize for nobody
+    store = open_store(tmp_path)
+    try:
+        assert store.path == tmp_path / "test"
+        assert shard_dirs(tmp_path) == ["test"]
+        assert store.count() == (23, 115)
+        assert store.get_document("docs/502.md") is not None
+    finally:
+        store.close()
+
+
+def test_the_indexer_builds_on_its_own_once_enough_vectors_are_unindexed(tmp_path: Path):
+    store = open_store(tmp_path, index=IndexOptions(threshold=100, indexing_threshold_kb=1), index_interval_s=0.05)
+    try:
+        fill(store, 10)  # 50 vectors: under the threshold
+        fill(store, 20, first=10)
+        deadline = time.monotonic() + 240
+        while store.path == tmp_path / "test" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.path == tmp_path / "test@1"
+        assert store.count() == (30, 150)
+    finally:
+        store.close()
+
+
+def test_the_service_settings_configure_the_background_build(tmp_path: Path):
+    settings = Settings(data_dir=tmp_path, edge_index_threshold=5_000, edge_index_threads=2)
+    store = build_store(settings)
+    assert isinstance(store, EdgeStore)
+    assert store.indexer.options == IndexOptions(threshold=5_000, threads=2)
+    store.open(TEST_SIGNATURE)
+    try:
+        assert store.indexer.running
+    finally:
+        store.close()
+    assert not store.indexer.running  # it stops with the store
+
+
+def test_a_threshold_of_zero_never_starts_the_indexer(tmp_path: Path):
+    store = open_store(tmp_path, index=IndexOptions(threshold=0), index_interval_s=0.01)
+    try:
+        fill(store, 5)
+        assert not store.indexer.running
+    finally:
+        store.close()
+
+
+def wait_for_exit(pid: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return
+        if state in ("Z", "X"):  # dead, waiting for a reaper that may never come in a container
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the optimizer child {pid} outlived its parent")
