@@ -135,17 +135,21 @@ def agreement(vectors: np.ndarray, reference: np.ndarray) -> dict[str, float]:
 
 def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> dict[str, Any]:
     """nDCG@10 / Recall@100 of hybrid and dense search over a fresh Edge collection of these vectors."""
-    from kbsearch.models import ChunkPoint, CollectionSignature, DocumentRecord, SearchFilter
+    from kbsearch.models import ChunkPoint, CollectionSignature, DocumentRecord, Fusion, SearchFilter
     from kbsearch.settings import Settings
     from kbsearch.store.bm25 import Bm25Encoder
     from kbsearch.store.edge import EdgeStore
 
     settings = Settings()
+    fusion = Fusion(settings.fusion, settings.rrf_k, settings.fusion_dense_weight, settings.fusion_keyword_weight)
     bm25 = Bm25Encoder()
-    sparse = bm25.encode_documents(texts)
     by_doc: dict[str, list[int]] = {}
     for row, doc in enumerate(doc_ids):
         by_doc.setdefault(doc, []).append(row)
+    sparse: list[Any] = [None] * len(texts)
+    for rows in by_doc.values():  # one document's chunks at a time: neighbours add keyword context
+        for row, vector in zip(rows, bm25.encode_chunks([texts[r] for r in rows]), strict=True):
+            sparse[row] = vector
     with tempfile.TemporaryDirectory(prefix="bench-embedders-") as tmp:
         store = EdgeStore(Path(tmp), "scifact")
         store.open(CollectionSignature("local", "all-MiniLM-L6-v2", 384, bm25.name, backend))
@@ -194,7 +198,12 @@ def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> 
                         filter=SearchFilter(),
                         limit=100,
                         candidates=settings.search_candidates,
-                        rrf_k=settings.rrf_k,
+                        fusion=Fusion(
+                            settings.fusion,
+                            settings.rrf_k,
+                            settings.fusion_dense_weight,
+                            settings.fusion_keyword_weight,
+                        ),
                     )
                     best: dict[str, float] = {}
                     for hit in hits:
