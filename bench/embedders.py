@@ -198,12 +198,7 @@ def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> 
                         filter=SearchFilter(),
                         limit=100,
                         candidates=settings.search_candidates,
-                        fusion=Fusion(
-                            settings.fusion,
-                            settings.rrf_k,
-                            settings.fusion_dense_weight,
-                            settings.fusion_keyword_weight,
-                        ),
+                        fusion=fusion,
                     )
                     best: dict[str, float] = {}
                     for hit in hits:
