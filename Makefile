@@ -27,7 +27,7 @@ export TOKENIZERS_PARALLELISM := false
 # The pinned sets that CI, `make install` and the images install: one per extra (pyproject.toml).
 # torch stays out of them (installed first, from TORCH_SPEC) but is held to TORCH_SPEC while
 # resolving, so that its own dependencies are those of the CPU build.
-LOCKS       := requirements/dev.txt requirements/search.txt requirements/operator.txt
+LOCKS       := requirements/dev.txt requirements/search.txt requirements/search-torch.txt requirements/operator.txt
 LOCK_TMP    := $(VENV)/torch-constraint.txt
 
 .PHONY: install run test bench lint fmt lock helm chromium clean
@@ -45,7 +45,7 @@ $(STAMP): pyproject.toml requirements/dev.txt
 # Re-resolve every lock from pyproject.toml (newest versions its bounds allow), then `make install`.
 lock: $(STAMP)
 	echo "$(TORCH_SPEC)" > $(LOCK_TMP)
-	for extra in dev search operator; do \
+	for extra in dev search search-torch operator; do \
 	  CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --upgrade --strip-extras \
 	    --no-emit-index-url --no-emit-find-links $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
 	    --unsafe-package torch --unsafe-package pip --unsafe-package setuptools \

@@ -53,10 +53,9 @@ def perturb_copies(points: list, seed: int = 7) -> int:
     for point in copies:
         words = point.text.split(" ")
         point.text = " ".join(rng.choice(vocabulary) if i % 5 == 2 and w.isalpha() else w for i, w in enumerate(words))
-    for start in range(0, len(copies), 2048):
-        batch = copies[start : start + 2048]
-        for point, sparse in zip(batch, Bm25Encoder().encode_documents([p.text for p in batch]), strict=True):
-            point.sparse = sparse
+    encoder = Bm25Encoder()
+    for point in copies:  # each copy is a one-chunk document: no neighbours in its keyword vector
+        (point.sparse,) = encoder.encode_chunks([point.text])
     return len(copies)
 
 

@@ -328,12 +328,17 @@ def service_cache(inner, max_entries: int):
     return _TruthyCache(inner, max_entries)
 
 
-def local_embedder():
-    """The real bundled MiniLM, loaded (about 6 s), with the service's default batch size."""
-    from kbsearch.embedders.local import LocalEmbedder
+def local_embedder(backend: str | None = None):
+    """The real bundled MiniLM on `backend` (default: the service's default), loaded, no cache in front.
+
+    Built by the service's own factory with its default batch size and threads; ONNX exports are
+    kept in bench/results/cache/onnx.
+    """
+    from kbsearch.embedders.factory import build_embedder
     from kbsearch.settings import Settings
 
-    embedder = LocalEmbedder(batch_size=Settings().local_batch_size)
+    chosen = {"local_backend": backend} if backend else {}
+    embedder = build_embedder(Settings(embed_cache_size=0, onnx_dir=CACHE_DIR / "onnx", **chosen))
     embedder.load()
     return embedder
 

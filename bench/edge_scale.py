@@ -92,7 +92,11 @@ class Synthetic:
             n = len(docs) * CHUNKS_PER_DOC
             dense = self.vectors(rng, n, 0.06)  # per-dimension noise: cosine ~0.6 to the centre
             texts = [self.texts[int(i)] for i in rng.integers(len(self.texts), size=n)]
-            sparse = encoder.encode_documents(texts)
+            sparse = [  # one document's chunks at a time, as the service encodes them
+                vector
+                for j in range(len(docs))
+                for vector in encoder.encode_chunks(texts[j * CHUNKS_PER_DOC : (j + 1) * CHUNKS_PER_DOC])
+            ]
             points, records = [], []
             for j, d in enumerate(docs):
                 uri = f"synthetic:{d}"

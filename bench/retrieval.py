@@ -49,8 +49,8 @@ LIMIT = 100  # chunks per query: enough documents for Recall@100 after merging c
 # The published figures on SciFact (test split) to beat: bm25s, and Qdrant's MiniLM + BM25 hybrids.
 PUBLISHED = {"bm25s keyword": 0.687, "Qdrant MiniLM+BM25 DBSF": 0.732, "Qdrant MiniLM+BM25 RRF": 0.718}
 TARGET_KEYWORD, TARGET_HYBRID = 0.71, 0.76
-SWEEP_RRF_K = (1, 2, 5, 10, 60)
-SWEEP_DENSE_WEIGHT = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # keyword weight 1
+SWEEP_RRF_K = (1, 2, 5, 60)
+SWEEP_DENSE_WEIGHT = (0.75, 1.0, 1.5, 2.0)  # keyword weight 1
 SWEEP_CANDIDATES = (50, 100, 200)
 
 

@@ -223,6 +223,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--concurrency", type=int, default=4, help="SyncEngine concurrency (the operator's default is 4)"
     )
+    parser.add_argument(
+        "--backend", choices=["torch", "onnx", "onnx-int8"], help="local backend (default: the service's)"
+    )
     args = parser.parse_args(argv)
 
     from kboperator.client import SearchClient
@@ -232,7 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from kbsearch.settings import Settings
 
     data = load_scifact(args.scifact)
-    embedder = local_embedder()
+    embedder = local_embedder(args.backend)
     with tempfile.TemporaryDirectory(prefix="bench-sync-") as tmp_name:
         tmp = Path(tmp_name)
         repo = tmp / "repo"
@@ -286,6 +289,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             else " (REDUCED: the issue's size is >= 2000 files, ~10 MB)"
         ),
         "engine": "kboperator.sync.SyncEngine (as used by knowledge-sync)",
+        "backend": getattr(embedder, "backend", None) or "torch",
         "concurrency": args.concurrency,
         "service": (
             "real kbsearch app over HTTP on 127.0.0.1, local MiniLM, Qdrant Edge, fresh app and empty embed cache"
@@ -297,7 +301,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "target": {"ratioMax": 0.01, "met": ratio <= 0.01},
     }
     path = write_result(NAME, result)
-    print(f"\n[sync] {result['sizeNote']}, {shape['commits']} commits ({load_text()})")
+    print(f"\n[sync] {result['sizeNote']}, backend {result['backend']}, {shape['commits']} commits ({load_text()})")
     print_table(
         ["sync", "seconds", "PUTs", "service busy s", "outside service s", "outside/doc ms", "HTTP/PUT ms"],
         [

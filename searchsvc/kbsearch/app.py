@@ -74,6 +74,7 @@ def create_app(
             embedder_model=active_embedder.model,
             dimensions=active_embedder.dimensions,
             sparse_encoder=sparse.name,
+            embedder_backend=active_embedder.backend,
         )
         try:
             await in_thread(active_store.open, signature)

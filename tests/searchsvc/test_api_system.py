@@ -85,16 +85,22 @@ async def test_status_reports_store_embedder_and_chunker(api):
     assert status["embedder"] == {"provider": "hashing", "model": "hashing-v1", "dimensions": 64}
     assert status["chunker"]["minChars"] == 500 and status["chunker"]["maxChars"] == 800
     assert status["sparse"] == {"encoder": "kb-bm25-en-v2"}
-    assert status["search"] == {"fusion": "rrf", "rrfK": 2, "denseWeight": 1.0, "keywordWeight": 1.0, "candidates": 100}
+    assert status["search"] == {
+        "fusion": "dbsf",
+        "rrfK": 2,
+        "denseWeight": 1.0,
+        "keywordWeight": 1.0,
+        "candidates": 100,
+    }
 
 
 async def test_status_shows_the_configured_fusion_and_search_uses_it(tmp_path):
-    settings = Settings(data_dir=tmp_path, fusion="dbsf", fusion_dense_weight=0.5, fusion_keyword_weight=2.0)
+    settings = Settings(data_dir=tmp_path, fusion="rrf", rrf_k=5, fusion_dense_weight=0.5, fusion_keyword_weight=2.0)
     async with serve(create_app(settings, embedder=HashingEmbedder())) as client:
         status = (await client.get("/api/v1/status")).json()
         assert status["search"] == {
-            "fusion": "dbsf",
-            "rrfK": 2,
+            "fusion": "rrf",
+            "rrfK": 5,
             "denseWeight": 0.5,
             "keywordWeight": 2.0,
             "candidates": 100,

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import kbsearch
-from kbsearch.models import SearchFilter, SearchHit
+from kbsearch.models import Fusion, SearchFilter, SearchHit
 from kbsearch.settings import Settings
 from kbsearch.store.edge import EdgeStore
 from kbsearch.store.edge_indexer import BuildOutcome
@@ -64,7 +64,7 @@ def answers(store: EdgeStore) -> dict[tuple[str, str], tuple[list[float], list[s
                 filter=SearchFilter(),
                 limit=10,
                 candidates=50,
-                rrf_k=2,
+                fusion=Fusion(),
             )
             # Equal scores come in any order, and a tie at the cut may keep either hit: compare the
             # scores, and the hits that rank above the last score.

@@ -11,6 +11,7 @@ import pytest
 from kbsearch.embedders.cache import CachedEmbedder
 from kbsearch.embedders.factory import build_embedder
 from kbsearch.embedders.local import LocalEmbedder
+from kbsearch.embedders.onnx import OnnxEmbedder
 from kbsearch.embedders.openai import OpenAIEmbedder
 from kbsearch.errors import ConfigurationError
 from kbsearch.settings import Settings
@@ -144,12 +145,22 @@ def clean_env(monkeypatch):
 
 
 def test_factory_builds_a_cached_local_embedder_without_loading_it(clean_env):
-    embedder = build_embedder(Settings(local_batch_size=8, embed_cache_size=123))
+    embedder = build_embedder(Settings(local_batch_size=8, embed_cache_size=123, local_backend="torch"))
     assert isinstance(embedder, CachedEmbedder) and embedder.max_entries == 123
     inner = embedder.inner
     assert isinstance(inner, LocalEmbedder)
     assert (inner.model, inner.batch_size, inner._st) == ("all-MiniLM-L6-v2", 8, None)
-    assert embedder.provider == "local"
+    assert (embedder.provider, embedder.backend) == ("local", "torch")
+
+
+def test_factory_builds_the_default_onnx_embedder_without_loading_it(clean_env, tmp_path):
+    embedder = build_embedder(Settings(local_batch_size=8, data_dir=tmp_path))
+    assert isinstance(embedder, CachedEmbedder)
+    inner = embedder.inner
+    assert isinstance(inner, OnnxEmbedder)
+    assert (inner.model, inner.batch_size, inner.variant, inner._session) == ("all-MiniLM-L6-v2", 8, "fp32", None)
+    assert (embedder.provider, embedder.backend) == ("local", "onnx")
+    assert not (tmp_path / ".onnx").exists()  # nothing is exported before load()
 
 
 def test_factory_builds_an_openai_embedder(clean_env):

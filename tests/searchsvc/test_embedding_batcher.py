@@ -89,3 +89,57 @@ async def test_a_failed_call_fails_every_request_in_it_and_the_next_call_still_r
         await doomed
     assert str(failed.value.__cause__) == "model exploded"
     assert len(await survivor) == 1
+
+
+async def test_a_text_wanted_by_several_requests_is_embedded_once():
+    embedder = GatedEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=64)
+    running = asyncio.create_task(batcher.embed(["shared page", "own 0"]))
+    await embedder.first_call_started()
+    # Queued behind the running call: one text is in it, one is queued by another request.
+    later = [asyncio.create_task(batcher.embed(["shared page", "queued page", f"own {i}"])) for i in (1, 2)]
+    await settle()
+    embedder.gate.set()
+    results = await asyncio.gather(running, *later)
+    embedded = [text for batch in embedder.batches for text in batch]
+    assert sorted(embedded) == ["own 0", "own 1", "own 2", "queued page", "shared page"]
+    reference = HashingEmbedder()
+    assert results[1] == reference.embed_documents(["shared page", "queued page", "own 1"])
+    assert results[2] == reference.embed_documents(["shared page", "queued page", "own 2"])
+
+
+async def test_a_request_that_goes_away_does_not_cancel_a_text_others_wait_for():
+    embedder = GatedEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=64)
+    leaving = asyncio.create_task(batcher.embed(["shared"]))
+    await embedder.first_call_started()
+    staying = asyncio.create_task(batcher.embed(["shared", "more"]))
+    await settle()
+    leaving.cancel()
+    await settle()
+    embedder.gate.set()
+    assert await staying == HashingEmbedder().embed_documents(["shared", "more"])
+    assert [len(b) for b in embedder.batches] == [1, 1]
+
+
+async def test_a_failed_text_fails_every_request_that_shares_it():
+    class FailingOnce(GatedEmbedder):
+        def embed_documents(self, texts):
+            self.batches.append(list(texts))
+            if len(self.batches) == 1:
+                self.called.set()
+                self.gate.wait(timeout=300)
+                raise RuntimeError("model exploded")
+            return HashingEmbedder.embed_documents(self, texts)
+
+    embedder = FailingOnce()
+    batcher = EmbeddingBatcher(embedder)
+    first = asyncio.create_task(batcher.embed(["shared"]))
+    await embedder.first_call_started()
+    second = asyncio.create_task(batcher.embed(["shared"]))
+    await settle()
+    embedder.gate.set()
+    for waiter in (first, second):
+        with pytest.raises(EmbedderUnavailableError):
+            await waiter
+    assert await batcher.embed(["shared"]) == HashingEmbedder().embed_documents(["shared"])  # retried afresh

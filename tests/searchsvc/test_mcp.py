@@ -96,6 +96,8 @@ async def test_tools_list_has_typed_tools_and_write_tools_only_for_writers(servi
     for name in CORE_READ_TOOLS:
         assert admin[name].annotations.read_only_hint is True, name
         assert admin[name].annotations.destructive_hint is False, name
+    assert admin["search_knowledge"].annotations.idempotent_hint is True
+    assert admin["ask_knowledge"].annotations.idempotent_hint is False  # a model's answer may vary
     assert admin["delete_document"].annotations.destructive_hint is True
     assert admin["ingest_document"].annotations.idempotent_hint is True
     assert admin["ingest_document"].annotations.read_only_hint is False
@@ -438,3 +440,18 @@ async def test_mcp_searches_are_logged_with_origin_mcp(tmp_path):
         ("mcp", "rollback"),
         ("api", "helm"),
     ]
+
+
+async def test_an_open_single_tenant_service_stays_open_for_reads_as_rest_does(tmp_path):
+    write_token = "write-token-123"
+    async with running_service("edge", tmp_path / "data", api_token=write_token) as client:
+
+        async def tools(token: str | None) -> set[str]:
+            headers = {"accept": ACCEPT, "host": "127.0.0.1", **(bearer(token) if token else {})}
+            response = await client.post("/mcp", json=rpc("tools/list"), headers=headers)
+            assert response.status_code == 200, response.text
+            return {tool["name"] for tool in response.json()["result"]["tools"]}
+
+        assert await tools(None) == CORE_READ_TOOLS  # reads need no token; writes do
+        assert await tools("some-other-token") == CORE_READ_TOOLS  # an unknown token counts as none, as in REST
+        assert await tools(write_token) == CORE_READ_TOOLS | WRITE_TOOLS

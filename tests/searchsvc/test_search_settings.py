@@ -18,16 +18,16 @@ def problems(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
 
 def test_defaults_are_the_best_measured_fusion():
     settings = Settings()
-    assert (settings.fusion, settings.rrf_k) == ("rrf", 2)
+    assert (settings.fusion, settings.rrf_k) == ("dbsf", 2)
     assert (settings.fusion_dense_weight, settings.fusion_keyword_weight) == (1.0, 1.0)
 
 
 def test_fusion_and_weights_come_from_the_environment(monkeypatch):
-    monkeypatch.setenv("SEARCHSVC_FUSION", "dbsf")
+    monkeypatch.setenv("SEARCHSVC_FUSION", "rrf")
     monkeypatch.setenv("SEARCHSVC_FUSION_DENSE_WEIGHT", "0.5")
     monkeypatch.setenv("SEARCHSVC_FUSION_KEYWORD_WEIGHT", "2")
     settings = Settings()
-    assert (settings.fusion, settings.fusion_dense_weight, settings.fusion_keyword_weight) == ("dbsf", 0.5, 2.0)
+    assert (settings.fusion, settings.fusion_dense_weight, settings.fusion_keyword_weight) == ("rrf", 0.5, 2.0)
 
 
 @pytest.mark.parametrize("value", ["RRF ", "linear", "", "rrf,dbsf"])

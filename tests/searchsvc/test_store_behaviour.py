@@ -1197,3 +1197,20 @@ def test_the_query_log_survives_a_reopen(store_opener: StoreOpener):
     again.open()
     assert [p["query"] for p in again.entries(since=0, allowed=None)] == ["kept"]
     again.close()
+
+
+def test_vectors_are_found_by_text_hash_across_the_whole_collection(store):
+    ingest(store, "docs/a.md", ["alpha text", "beta text"])
+    ingest(store, "docs/b.md", ["gamma text"], source="src-b")
+    found = store.vectors_by_text_hash(["hash-docs/a.md-1", "hash-docs/b.md-0", "nope"])
+    assert set(found) == {"hash-docs/a.md-1", "hash-docs/b.md-0"}  # any document, any source
+    assert found["hash-docs/a.md-1"] == pytest.approx(EMBEDDER.embed_query("beta text"))
+    assert found["hash-docs/b.md-0"] == pytest.approx(EMBEDDER.embed_query("gamma text"))
+    assert store.vectors_by_text_hash([]) == {}
+
+
+def test_a_text_repeated_in_many_documents_gives_one_vector(store):
+    ingest_bulk(store, source="versions", documents=30, chunks_each=4)  # hashes h0..h3 in every document
+    found = store.vectors_by_text_hash(["h0", "h3", "h9"])
+    assert set(found) == {"h0", "h3"}
+    assert found["h0"] == pytest.approx(EMBEDDER.embed_query("bulk chunk text"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -221,8 +222,9 @@ def _chunks(model: str, step: Step) -> Iterator[dict[str, Any]]:
 
 class _QuietServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that timed out and left (the Hang step) is expected; print nothing for it.
-        pass
+        # A client that timed out and left (the Hang step) is expected; anything else is reported.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @contextmanager

@@ -12,6 +12,9 @@ class EmbeddingProvider(ABC):
     provider: str  # "local" | "openai" | test-only names
     model: str
     dimensions: int
+    # How a local model runs ("torch", "onnx", "onnx-int8"); None for an API. Part of the
+    # collection signature: see models.BACKEND_GROUPS for which backends' vectors may mix.
+    backend: str | None = None
 
     def load(self) -> None:  # noqa: B027 - optional hook
         """Do the heavy start-up work (load weights, check the endpoint). Called once."""

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 
 from kbsearch.embedders.base import EmbeddingProvider
 
-_Key = tuple[str, str, bytes]
+_Key = tuple[str, str, str, bytes]
 
 
 class CachedEmbedder(EmbeddingProvider):
     """Answers repeated texts from memory; sends only the misses to `inner`, in one call.
 
-    Keys are (provider, model, sha256 of the text), so a model change never serves old vectors.
+    Keys are (provider, model, backend, sha256 of the text), so a model change never serves old vectors.
     Vectors are kept as float32 arrays (4 bytes a number, about 1.5 KiB per 384-dim vector, 6 KiB
     per 1536-dim one) and every result, hit or miss, is returned at that precision, so a text
     always gets the very same vector. The lock is not held while `inner` works: two threads
@@ -48,6 +48,10 @@ class CachedEmbedder(EmbeddingProvider):
     def dimensions(self) -> int:  # type: ignore[override]
         return self.inner.dimensions
 
+    @property
+    def backend(self) -> str | None:  # type: ignore[override]
+        return self.inner.backend
+
     def load(self) -> None:
         self.inner.load()
 
@@ -55,7 +59,7 @@ class CachedEmbedder(EmbeddingProvider):
         return len(self._entries)
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        prefix = (self.inner.provider, self.inner.model)
+        prefix = (self.inner.provider, self.inner.model, self.inner.backend or "")
         keys = [(*prefix, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()) for text in texts]
         found: dict[_Key, array[float]] = {}
         missing: dict[_Key, str] = {}  # insertion-ordered, one entry per distinct missing text

@@ -20,12 +20,14 @@ class LocalEmbedder(EmbeddingProvider):
     """sentence-transformers on CPU, fully offline: never downloads, never falls back."""
 
     provider = "local"
+    backend = "torch"
 
-    def __init__(self, model: str = BUNDLED_MODEL, batch_size: int = 32):
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+    def __init__(self, model: str = BUNDLED_MODEL, batch_size: int = 32, threads: int = 0):
+        if batch_size < 1 or threads < 0:
+            raise ValueError("batch_size must be at least 1 and threads at least 0 (0: torch's default)")
         self.model = model
         self.batch_size = batch_size
+        self.threads = threads
         self._st: Any = None
         self._dimensions: int | None = None
         self._load_lock = threading.Lock()
@@ -44,8 +46,19 @@ class LocalEmbedder(EmbeddingProvider):
                 return
             path = resolve_model_path(self.model)
             # Imported here: torch and sentence-transformers take seconds to import.
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
+            try:
+                import torch
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+            except ImportError as exc:
+                raise ConfigurationError(
+                    f"SEARCHSVC_LOCAL_BACKEND=torch needs torch and sentence-transformers, which are not "
+                    f"installed ({exc.name}): use SEARCHSVC_LOCAL_BACKEND=onnx (the same vectors), or install "
+                    "the search-torch extra"
+                ) from exc
+
+            if self.threads:
+                torch.set_num_threads(self.threads)
 
             hf_logging.disable_progress_bar()  # a weights progress bar is noise in service logs
             try:

@@ -1,8 +1,11 @@
 """The MCP server: which tools exist, how they are annotated, and who sees which.
 
-Adding a tool is one ToolSpec in TOOLS (a function whose docstring describes it and whose return
-annotation, `Annotated[CallToolResult, Model]`, gives its outputSchema). A spec with `writes=True`
-is listed only to callers that may write; its service refuses the others anyway.
+Adding a tool is one ToolSpec in TOOLS: an async function whose docstring describes it, whose
+return annotation `Annotated[CallToolResult, Model]` gives its outputSchema, and which returns
+`tool_result(text, model)` (kbsearch.mcp.context). It reaches the caller and the services the
+lifespan built through `tool_context(ctx)` (`.caller`, `.search`, `.documents`, `.ask`).
+A spec with `writes=True` is listed only to callers that may write; its service refuses the
+others anyway.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ INSTRUCTIONS = (
 )
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+# An answer from a language model may differ from one call to the next: read-only, not idempotent.
+ANSWER = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 # Ingest replaces what is stored under the URI (destructive), but the same content twice changes nothing.
 REPLACE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -55,7 +60,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(tools.fetch_document, "Read a document", READ),
     ToolSpec(tools.get_chunk_context, "Read around a search hit", READ),
     ToolSpec(tools.list_sources, "List sources", READ),
-    ToolSpec(tools.ask_knowledge, "Ask the knowledge base", READ),
+    ToolSpec(tools.ask_knowledge, "Ask the knowledge base", ANSWER),
     ToolSpec(tools.ingest_document, "Store a document", REPLACE, writes=True),
     ToolSpec(tools.delete_document, "Delete a document", DELETE, writes=True),
 )

@@ -1,10 +1,10 @@
-"""Micro-batching of embedding calls: concurrent documents share one model call."""
+"""Micro-batching of embedding calls: concurrent documents share one model call, and a text is embedded once."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.services.runtime import embed_call
@@ -12,49 +12,67 @@ from kbsearch.services.runtime import embed_call
 
 @dataclass(slots=True)
 class _Request:
-    texts: list[str]
-    done: asyncio.Future[list[list[float]]] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    texts: list[str]  # the texts this request added: distinct, and pending nowhere else
 
 
 class EmbeddingBatcher:
     """One embedding call at a time; whatever queued meanwhile goes into the next call together.
 
     Parallel calls would only fight over the same cores, and a model is faster per text on one
-    batch of 64 than on four of 16. A request is never split, so a document's vectors come
-    from one call, and a failure fails exactly the documents of that call.
+    batch of 64 than on four of 16. A request is never split, so a document's new texts go into
+    one call.
+
+    A text is embedded once however many requests want it at the same time: a request whose text
+    is already queued or being embedded (versioned documentation repeats whole pages, and the
+    operator sends several files at once) waits for that text's vector instead of queueing it
+    again. A failed call fails every request waiting for one of its texts.
     """
 
     def __init__(self, embedder: EmbeddingProvider, max_batch: int = 64) -> None:
         self.embedder = embedder
         self.max_batch = max_batch
         self._queue: deque[_Request] = deque()
+        self._pending: dict[str, asyncio.Future[list[float]]] = {}  # queued or being embedded
         self._drainer: asyncio.Task[None] | None = None  # a reference keeps the task from being collected
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        request = _Request(texts)
-        self._queue.append(request)
-        if self._drainer is None:
-            self._drainer = asyncio.get_running_loop().create_task(self._drain())
-        return await request.done
+        loop = asyncio.get_running_loop()
+        fresh: list[str] = []
+        futures: list[asyncio.Future[list[float]]] = []
+        for text in texts:
+            future = self._pending.get(text)
+            if future is None:
+                future = loop.create_future()
+                # Read the outcome once, so a failure whose waiters all went away is not logged as lost.
+                future.add_done_callback(lambda f: f.cancelled() or f.exception())
+                self._pending[text] = future
+                fresh.append(text)
+            futures.append(future)
+        if fresh:
+            self._queue.append(_Request(fresh))
+            if self._drainer is None:
+                self._drainer = loop.create_task(self._drain())
+        # Shielded: a client that goes away must not cancel a vector other requests wait for.
+        return [await asyncio.shield(future) for future in futures]
 
     async def _drain(self) -> None:
         try:
             while self._queue:
-                batch = self._take()
-                texts = [text for request in batch for text in request.texts]
+                texts = [text for request in self._take() for text in request.texts]
                 try:
                     vectors = await embed_call(self.embedder.embed_documents, texts)
+                    if len(vectors) != len(texts):
+                        raise RuntimeError(f"the embedder returned {len(vectors)} vectors for {len(texts)} texts")
                 except Exception as exc:  # noqa: BLE001 - handed to every waiting request, raised in its PUT
-                    for request in batch:
-                        if not request.done.done():
-                            request.done.set_exception(exc)
+                    for text in texts:
+                        future = self._pending.pop(text)
+                        if not future.done():
+                            future.set_exception(exc)
                     continue
-                start = 0
-                for request in batch:
-                    end = start + len(request.texts)
-                    if not request.done.done():  # its client may have gone away
-                        request.done.set_result(vectors[start:end])
-                    start = end
+                for text, vector in zip(texts, vectors, strict=True):
+                    future = self._pending.pop(text)
+                    if not future.done():
+                        future.set_result(vector)
         finally:
             self._drainer = None
 

@@ -232,7 +232,7 @@ class DocumentService:
         """Chunks and vectors, before anything is written: a cancellation here leaves no trace."""
         parsed: ParsedDocument = await in_thread(self.chunker.chunk, request.content)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
-        dense, embedded = await self._dense_vectors(request.uri, parsed, hashes, existing is not None)
+        dense, embedded = await self._dense_vectors(parsed, hashes)
         sparse = await in_thread(self.sparse.encode_chunks, [c.embed_text for c in parsed.chunks])
         total = len(parsed.chunks)
         points = [
@@ -346,12 +346,10 @@ class DocumentService:
         except Exception:  # the original failure is what the client must see
             log.warning("could not mark an interrupted write", extra={"uri": claim.uri}, exc_info=True)
 
-    async def _dense_vectors(
-        self, uri: str, parsed: ParsedDocument, hashes: list[str], may_reuse: bool
-    ) -> tuple[list[list[float]], int]:
-        """Vectors for every chunk: reused where the text is unchanged, embedded in one batch otherwise."""
+    async def _dense_vectors(self, parsed: ParsedDocument, hashes: list[str]) -> tuple[list[list[float]], int]:
+        """Vectors for every chunk: a stored vector of the same text (any document), else embedded in one batch."""
         unique = list(dict.fromkeys(hashes))
-        by_hash = await store_call(self.store.reusable_vectors, uri, unique) if may_reuse else {}
+        by_hash = await store_call(self.store.vectors_by_text_hash, unique)
         missing = [h for h in unique if h not in by_hash]
         if missing:
             text_of = {hashes[i]: chunk.embed_text for i, chunk in enumerate(parsed.chunks)}

@@ -72,7 +72,7 @@ SYNC = "sync"
 SYNCED_AT_S = "syncedAtS"  # the report's time as seconds since the epoch: a newer one is never replaced
 
 # Keyword payload indexes every backend creates.
-KEYWORD_INDEXES = (KIND, URI, SOURCE, CHECKSUM)
+KEYWORD_INDEXES = (KIND, URI, SOURCE, CHECKSUM, TEXT_HASH)
 
 # A metadata search filter is resolved to the URIs of the matching documents first; past
 # this many the request is refused (422) and must be narrowed by source or URI prefix.
@@ -120,6 +120,15 @@ class VectorStore(ABC):
 
         Keyed by the hash each point itself carries, so a vector is only reused for exactly
         the text it was computed from, even after an interrupted write reshuffled the chunks.
+        """
+
+    @abstractmethod
+    def vectors_by_text_hash(self, text_hashes: list[str]) -> dict[str, list[float]]:
+        """A dense vector for each of `text_hashes` that some chunk anywhere in the collection has.
+
+        Found through the textHash payload index (an engine filter, never a scan), so a text
+        repeated across documents (versioned documentation) is embedded once per collection.
+        Equal hashes mean equal embedded text, and the collection signature guarantees one model.
         """
 
     @abstractmethod

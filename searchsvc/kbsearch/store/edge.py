@@ -41,6 +41,7 @@ from kbsearch.store.base import (
     KIND_DOCUMENT,
     SOURCE,
     SPARSE_VECTOR,
+    TEXT_HASH,
     URI,
 )
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
@@ -67,6 +68,8 @@ _INDEXES: dict[str, Any] = {
     CHUNK_INDEX: qe.IntegerIndexParams(lookup=True, range=True),
     # Finds incomplete records at start-up without reading every payload.
     CHECKSUM: qe.PayloadSchemaType.Keyword,
+    # Finds a stored vector of a repeated chunk text anywhere in the collection (vectors_by_text_hash).
+    TEXT_HASH: qe.PayloadSchemaType.Keyword,
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qe.DatetimeIndexParams(),
 }

@@ -21,6 +21,7 @@ from kbsearch.models import (
     SearchHit,
     SourceStats,
     SyncStatus,
+    interchangeable_backends,
 )
 from kbsearch.store.base import (
     CHAR_END,
@@ -63,6 +64,7 @@ _SIGNATURE_FIELDS = {
     "embedderModel": "embedder_model",
     "dimensions": "dimensions",
     "sparseEncoder": "sparse_encoder",
+    "embedderBackend": "embedder_backend",
 }
 
 
@@ -259,10 +261,20 @@ def signature_from_payload(payload: Mapping[str, Any]) -> CollectionSignature:
 
 
 def describe(signature: CollectionSignature) -> str:
+    backend = f" backend={signature.embedder_backend}" if signature.embedder_backend else ""
     return (
-        f"embedder={signature.embedder_provider}/{signature.embedder_model} "
+        f"embedder={signature.embedder_provider}/{signature.embedder_model}{backend} "
         f"dimensions={signature.dimensions} sparse={signature.sparse_encoder}"
     )
+
+
+def compatible(stored: CollectionSignature, wanted: CollectionSignature) -> bool:
+    """Equal but for the backend, and the two backends' vectors interchangeable (models.BACKEND_GROUPS)."""
+    if replace(stored, embedder_backend=None) != replace(wanted, embedder_backend=None):
+        return False
+    if stored.embedder_provider != "local":
+        return stored.embedder_backend == wanted.embedder_backend
+    return interchangeable_backends(stored.embedder_backend, wanted.embedder_backend)
 
 
 def check_signature(
@@ -270,7 +282,9 @@ def check_signature(
 ) -> bool:
     """Whether the signature must still be written; raise ConfigurationError on a mismatch.
 
-    `where` names the collection (and path) for the message.
+    `where` names the collection (and path) for the message. A collection made by another local
+    backend whose vectors are interchangeable (torch and onnx fp32) opens; the stored signature
+    keeps the backend the collection was created with.
     """
     if stored is None:
         if has_points:
@@ -280,7 +294,7 @@ def check_signature(
                 f"cannot be checked against [{describe(wanted)}]. {_REINDEX_HINT}"
             )
         return True
-    if stored != wanted:
+    if not compatible(stored, wanted):
         raise ConfigurationError(
             f"Collection {where} was built with [{describe(stored)}] but the service is "
             f"configured with [{describe(wanted)}]; its vectors are not comparable. {_REINDEX_HINT}"
@@ -291,7 +305,8 @@ def check_signature(
 _REINDEX_HINT = (
     "To re-index, point SEARCHSVC_COLLECTION at a new collection name (or, for the embedded "
     "store, delete the collection's directory under SEARCHSVC_DATA_DIR) and re-sync the sources; "
-    "or restore the embedder settings the collection was built with."
+    "or restore the embedder settings the collection was built with (SEARCHSVC_EMBEDDER, "
+    "SEARCHSVC_LOCAL_MODEL, SEARCHSVC_LOCAL_BACKEND, SEARCHSVC_OPENAI_MODEL, SEARCHSVC_OPENAI_DIMENSIONS)."
 )
 
 

@@ -132,6 +132,23 @@ class PointStore(VectorStore):
                 if r.vector and DENSE_VECTOR in r.vector
             }
 
+    def vectors_by_text_hash(self, text_hashes: list[str]) -> dict[str, list[float]]:
+        wanted = set(text_hashes)
+        found: dict[str, list[float]] = {}
+        for start in range(0, len(text_hashes), pl.SCROLL_PAGE):
+            conditions: list[pl.Condition] = [
+                pl.Match(KIND, KIND_CHUNK),
+                pl.MatchAny(TEXT_HASH, list(text_hashes[start : start + pl.SCROLL_PAGE])),
+            ]
+            with self._guard("read vectors by text hash"):
+                for r in self._scroll_all(conditions, payload=[TEXT_HASH], vector=[DENSE_VECTOR]):
+                    text_hash = (r.payload or {}).get(TEXT_HASH)
+                    if text_hash in wanted and text_hash not in found and r.vector and DENSE_VECTOR in r.vector:
+                        found[text_hash] = list(r.vector[DENSE_VECTOR])
+                        if len(found) == len(wanted):
+                            return found  # copies of a repeated page need not be read
+        return found
+
     def incomplete_documents(self) -> list[DocumentRecord]:
         with self._guard("find incomplete documents"):
             return [

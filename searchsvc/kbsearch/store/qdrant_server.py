@@ -39,6 +39,7 @@ from kbsearch.store.base import (
     KIND_DOCUMENT,
     SOURCE,
     SPARSE_VECTOR,
+    TEXT_HASH,
     URI,
     VERSION,
 )
@@ -59,6 +60,8 @@ _INDEXES: dict[str, Any] = {
     CHUNK_INDEX: qm.IntegerIndexParams(type=qm.IntegerIndexType.INTEGER, lookup=True, range=True),
     # Finds incomplete records at start-up without reading every payload.
     CHECKSUM: qm.PayloadSchemaType.KEYWORD,
+    # Finds a stored vector of a repeated chunk text anywhere in the collection (vectors_by_text_hash).
+    TEXT_HASH: qm.PayloadSchemaType.KEYWORD,
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qm.PayloadSchemaType.DATETIME,
 }

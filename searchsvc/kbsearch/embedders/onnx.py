@@ -1,0 +1,119 @@
+"""The local embedder on ONNX Runtime: the bundled MiniLM exported once (fp32, or int8), no torch at run time."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.embedders.local import BUNDLED_MODEL
+from kbsearch.embedders.onnx_files import TOKENIZER, Variant, ensure_exports
+from kbsearch.errors import ConfigurationError
+
+# all-MiniLM-L6-v2's max_seq_length (sentence_bert_config.json); its tokenizer.json says 128.
+MAX_TOKENS = 256
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), not all the machine has."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class OnnxEmbedder(EmbeddingProvider):
+    """Tokenises with `tokenizers`, runs the exported graph (encoder, mean pooling, L2 norm) on CPU.
+
+    Texts are sorted by length before batching, as sentence-transformers does, so a batch pads to
+    its longest text and not to the call's. One inference runs at a time, on `threads` intra-op
+    threads: parallel runs would only fight over the same cores.
+    """
+
+    provider = "local"
+
+    def __init__(
+        self,
+        model: str = BUNDLED_MODEL,
+        *,
+        variant: Variant = "fp32",
+        export_dir: Path,
+        batch_size: int = 32,
+        threads: int = 0,
+    ) -> None:
+        if batch_size < 1 or threads < 0:
+            raise ValueError("batch_size must be at least 1 and threads at least 0 (0: every available CPU)")
+        self.model = model
+        self.variant = variant
+        self.backend = "onnx" if variant == "fp32" else "onnx-int8"
+        self.export_dir = Path(export_dir)
+        self.batch_size = batch_size
+        self.threads = threads or available_cpus()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._dimensions: int | None = None
+        self._load_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+
+    @property
+    def dimensions(self) -> int:  # type: ignore[override]
+        if self._dimensions is None:
+            raise RuntimeError("OnnxEmbedder.dimensions is known only after load()")
+        return self._dimensions
+
+    def load(self) -> None:
+        with self._load_lock:
+            if self._session is not None:
+                return
+            folder = ensure_exports(self.model, self.export_dir, self.variant)
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_file(str(folder / TOKENIZER))
+            # The packaged tokenizer.json pads and truncates at 128; the model reads 256.
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]") or 0, pad_token="[PAD]")
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3  # warnings about unused initialisers are noise in service logs
+            # Idle intra-op threads otherwise spin between operators, taking the CPU the service's
+            # own threads (HTTP, chunking, BM25, store writes) need on a small machine.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            try:
+                session = ort.InferenceSession(
+                    str(folder / f"{self.variant}.onnx"), options, providers=["CPUExecutionProvider"]
+                )
+            except Exception as exc:
+                raise ConfigurationError(f"cannot load the ONNX model in {folder}: {exc}") from exc
+            self._tokenizer, self._session = tokenizer, session
+            self._dimensions = int(self._run(["dimension probe"]).shape[1])
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if self._session is None:
+            self.load()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+        out = np.empty((len(texts), self.dimensions), dtype=np.float32)
+        with self._run_lock:
+            for start in range(0, len(order), self.batch_size):
+                rows = order[start : start + self.batch_size]
+                out[rows] = self._run([texts[i] for i in rows])
+        vectors: list[list[float]] = out.tolist()
+        return vectors
+
+    def _run(self, batch: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(batch)
+        ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+        types = np.asarray([e.type_ids for e in encodings], dtype=np.int64)
+        (vectors,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+        return np.asarray(vectors, dtype=np.float32)
