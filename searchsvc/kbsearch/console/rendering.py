@@ -54,6 +54,11 @@ def when(value: str | datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def when_utc(value: str | datetime | None) -> str:
+    """`when` without its " UTC": for narrow cells whose label says UTC."""
+    return when(value).removesuffix(" UTC")
+
+
 def _parse(value: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -77,7 +82,7 @@ class ConsoleTemplates:
         environment = Environment(
             loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined, trim_blocks=True
         )
-        environment.filters.update(when=when, snippet=snippet, highlight=highlight)
+        environment.filters.update(when=when, when_utc=when_utc, snippet=snippet, highlight=highlight)
         environment.globals.update(is_web=is_web, query_string=query_string)
         self.versions = asset_versions()
         environment.globals["asset"] = lambda name: f"/ui/static/{name}?v={self.versions.get(name, '0')}"
