@@ -109,6 +109,8 @@ def test_writes_made_while_the_child_builds_reach_the_new_shard_and_survive_a_re
         def write_during_build(event: str, pid: int) -> None:
             if event == "optimizing":
                 fill(store, 5, first=100)  # new documents
+                for n in range(70):  # more writes than are replayed under the lock
+                    ingest(store, "docs/churn.md", [f"churn {n}"])
                 store.delete_document("docs/0.md")
                 ingest(store, "docs/1.md", ["a whole new text about theta"])  # a new version of a document
 
@@ -116,8 +118,10 @@ def test_writes_made_while_the_child_builds_reach_the_new_shard_and_survive_a_re
         report = store.indexer.build_now()
         assert report.outcome is BuildOutcome.BUILT, report.detail
         after = answers(store)
-        assert store.last_swap["replayedWrites"] > 0
-        assert store.count() == (24, 20 * 5 - 5 - 5 + 1 + 25)
+        assert store.last_swap["replayedWrites"] > store.last_swap["replayedUnderLock"]
+        assert store.count() == (25, 20 * 5 - 5 - 5 + 1 + 25 + 1)
+        churn = store.get_document("docs/churn.md")
+        assert churn is not None and churn.version == 70 and store.count_chunks("docs/churn.md", 70) == 1
         assert store.get_document("docs/0.md") is None
         assert store.count_chunks("docs/1.md") == 1
         assert store.get_document("docs/102.md") is not None
@@ -125,7 +129,7 @@ def test_writes_made_while_the_child_builds_reach_the_new_shard_and_survive_a_re
         store.close()
     reopened = open_store(tmp_path)
     try:
-        assert reopened.count() == (24, 116)
+        assert reopened.count() == (25, 117)
         assert answers(reopened) == after
         assert reopened.count_chunks("docs/1.md") == 1
     finally:

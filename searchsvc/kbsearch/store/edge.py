@@ -76,6 +76,8 @@ _INDEXES: dict[str, Any] = {
 
 # Writes logged while an index is built, to replay on the new shard; past this the build is dropped.
 _MAX_LOGGED_WRITES = 100_000
+# At most this many logged writes are replayed with writes held; the rest first, without.
+_REPLAY_UNDER_LOCK = 64
 
 
 class EdgeStore(PointStore):
@@ -376,6 +378,10 @@ class EdgeStore(PointStore):
         with self._lock:
             self._write_log = None
 
+    def _logged_since(self, start: int) -> list[qe.UpdateOperation] | None:
+        with self._lock:
+            return self._write_log[start:] if self._write_log is not None else None
+
     def adopt_index(self, built: Path) -> bool:
         """Swap in the optimized copy at `built`, with the writes logged since it was copied."""
         # Edge holds the interpreter lock while it loads and closes a shard: these two stall every
@@ -383,13 +389,24 @@ class EdgeStore(PointStore):
         started = time.perf_counter()
         new = qe.EdgeShard.load(str(built))  # outside the lock: writes go on to the old shard, logged
         loaded = time.perf_counter()
+        # Catch up outside the lock while writes go on (they keep being logged), then replay the
+        # short rest under it, so writes wait only for that.
+        replayed = 0
+        try:
+            while (behind := self._logged_since(replayed)) is not None and len(behind) > _REPLAY_UNDER_LOCK:
+                for operation in behind:
+                    new.update(operation)
+                replayed += len(behind)
+        except BaseException:
+            new.close()
+            raise
         with self._lock:
             logged, self._write_log = self._write_log, None
             if logged is None or self._shard is None:
                 new.close()
                 return False
             try:
-                for operation in logged:
+                for operation in logged[replayed:]:
                     new.update(operation)
                 new.flush()
                 self._layout.commit(built)  # from here a restart opens `built`
@@ -410,8 +427,9 @@ class EdgeStore(PointStore):
         remove(old_path)
         self.last_swap = {
             "loadSeconds": round(loaded - started, 3),
-            "replaySeconds": round(swapped - loaded, 3),  # writes wait; replayed writes, a flush
+            "replaySeconds": round(swapped - loaded, 3),  # all replayed writes; writes wait for the last
             "replayedWrites": len(logged),
+            "replayedUnderLock": len(logged) - replayed,
             "closeSeconds": round(closed - closing, 3),
         }
         log.info("swapped in the indexed shard", extra={"path": str(built), **self.last_swap})
