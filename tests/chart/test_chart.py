@@ -475,9 +475,9 @@ def test_local_backend_is_passed_and_defaults_to_the_services_default() -> None:
 
     env = env_of(container(render("default"), "Deployment", SEARCH, "search"))
     assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == Settings.model_fields["local_backend"].default
-    int8 = render_ok(*values_args("default"), "--set", "embeddings.local.backend=onnx-int8")
-    env = env_of(container(int8, "Deployment", SEARCH, "search"))
-    assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == "onnx-int8"
+    fp32 = render_ok(*values_args("default"), "--set", "embeddings.local.backend=onnx")
+    env = env_of(container(fp32, "Deployment", SEARCH, "search"))
+    assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == "onnx"
 
 
 @pytest.mark.parametrize(

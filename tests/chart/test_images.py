@@ -118,6 +118,7 @@ def test_search_image_exports_onnx_with_cpu_torch_and_runs_without_it() -> None:
     assert not [run for run in runs[runtime:] if "torch==" in run]
     check = runs[project + 1]
     assert "OnnxEmbedder" in check and "e.load()" in check and "'torch' not in sys.modules" in check
+    assert "'fp32', 'int8'" in check, "both exports the chart can select are loaded once at build time"
     env = " ".join(rest for key, rest in final_stage("search") if key == "ENV")
     for setting in ("HF_HUB_OFFLINE=1", "HOME=/tmp", "SEARCHSVC_HOST=0.0.0.0", "SEARCHSVC_ONNX_DIR=/opt/kb-onnx"):
         assert setting in env

@@ -44,6 +44,8 @@ def test_a_backend_whose_vectors_differ_is_refused_with_the_reindex_procedure(
         store_opener.open(replace(LOCAL, embedder_backend=opened))
     message = str(refused.value)
     assert f"backend={opened}" in message
+    keep = "onnx or torch" if created in (None, "torch", "onnx") else "onnx-int8"
+    assert f"To keep it, set SEARCHSVC_LOCAL_BACKEND to {keep}." in message
     assert "SEARCHSVC_COLLECTION" in message and "re-sync" in message and "SEARCHSVC_LOCAL_BACKEND" in message
     # Nothing changed: the collection still opens with the backend it was made with.
     assert store_opener.open(replace(LOCAL, embedder_backend=created)).count() == (1, 1)

@@ -158,8 +158,8 @@ def test_factory_builds_the_default_onnx_embedder_without_loading_it(clean_env, 
     assert isinstance(embedder, CachedEmbedder)
     inner = embedder.inner
     assert isinstance(inner, OnnxEmbedder)
-    assert (inner.model, inner.batch_size, inner.variant, inner._session) == ("all-MiniLM-L6-v2", 8, "fp32", None)
-    assert (embedder.provider, embedder.backend) == ("local", "onnx")
+    assert (inner.model, inner.batch_size, inner.variant, inner._session) == ("all-MiniLM-L6-v2", 8, "int8", None)
+    assert (embedder.provider, embedder.backend) == ("local", "onnx-int8")
     assert not (tmp_path / ".onnx").exists()  # nothing is exported before load()
 
 

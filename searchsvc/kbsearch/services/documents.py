@@ -212,7 +212,7 @@ class DocumentService:
                         return self._response(request, "updated", record, 0)
                     continue
             if prepared is None:
-                prepared = await self._prepare(request, checksum, existing)
+                prepared = await self._prepare(request, checksum)
             outcome = await run_to_completion(self._write(request, prepared, existing))
             if outcome is not None:
                 return self._response(request, "created" if existing is None else "updated", outcome, prepared.embedded)
@@ -228,7 +228,7 @@ class DocumentService:
             uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunksEmbedded=embedded
         )
 
-    async def _prepare(self, request: PutDocumentRequest, checksum: str, existing: DocumentRecord | None) -> _Prepared:
+    async def _prepare(self, request: PutDocumentRequest, checksum: str) -> _Prepared:
         """Chunks and vectors, before anything is written: a cancellation here leaves no trace."""
         parsed: ParsedDocument = await in_thread(self.chunker.chunk, request.content)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]

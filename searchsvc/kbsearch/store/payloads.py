@@ -10,6 +10,7 @@ from typing import Any
 
 from kbsearch.errors import ConfigurationError, InvalidRequestError
 from kbsearch.models import (
+    BACKEND_GROUPS,
     INCOMPLETE,
     POINT_ID_NAMESPACE,
     ChunkPoint,
@@ -295,9 +296,14 @@ def check_signature(
             )
         return True
     if not compatible(stored, wanted):
+        keep = ""
+        if replace(stored, embedder_backend=None) == replace(wanted, embedder_backend=None):
+            made_with = stored.embedder_backend or "torch"  # collections from before backends were recorded
+            usable = sorted(next((g for g in BACKEND_GROUPS if made_with in g), {made_with}))
+            keep = f" To keep it, set SEARCHSVC_LOCAL_BACKEND to {' or '.join(usable)}."
         raise ConfigurationError(
             f"Collection {where} was built with [{describe(stored)}] but the service is "
-            f"configured with [{describe(wanted)}]; its vectors are not comparable. {_REINDEX_HINT}"
+            f"configured with [{describe(wanted)}]; its vectors are not comparable.{keep} {_REINDEX_HINT}"
         )
     return False
 
