@@ -338,6 +338,15 @@ class SearchFilterBody(Body):
         return value
 
 
+def usable_text(text: str, name: str) -> str:
+    """The one rule for free text the service embeds: something to search for, and valid UTF-8."""
+    if not text.strip():
+        raise ValueError(f"{name} must contain a non-whitespace character")
+    if "\x00" in text or not _encodable(text):
+        raise ValueError(f"{name} must not contain NUL characters or lone surrogates")
+    return text
+
+
 class SearchRequest(Body):
     query: Annotated[StrictStr, Field(min_length=1, max_length=1000)]
     limit: Annotated[StrictInt, Field(ge=1, le=100)] = 10
@@ -347,11 +356,7 @@ class SearchRequest(Body):
     @field_validator("query")
     @classmethod
     def _not_blank(cls, query: str) -> str:
-        if not query.strip():
-            raise ValueError("query must contain a non-whitespace character")
-        if "\x00" in query or not _encodable(query):
-            raise ValueError("query must not contain NUL characters or lone surrogates")
-        return query
+        return usable_text(query, "query")
 
 
 class SearchResult(Body):
@@ -387,11 +392,7 @@ class AskRequest(Body):
     @field_validator("question")
     @classmethod
     def _question(cls, question: str) -> str:
-        if not question.strip():
-            raise ValueError("question must contain a non-whitespace character")
-        if "\x00" in question or not _encodable(question):
-            raise ValueError("question must not contain NUL characters or lone surrogates")
-        return question
+        return usable_text(question, "question")
 
     @field_validator("sources")
     @classmethod
