@@ -162,21 +162,24 @@ def describe_fusion(fusion) -> dict[str, Any]:
     out: dict[str, Any] = {"fusion": fusion.method}
     if fusion.method == "rrf":
         out["rrf_k"] = fusion.rrf_k
-    out.update(dense_weight=fusion.dense_weight, keyword_weight=fusion.keyword_weight)
+    out.update(dense_weight=fusion.dense_weight, keyword_weight=fusion.keyword_weight, full_scores=fusion.full_scores)
     return out
 
 
 def fusions_to_compare():
     """The default, and each fusion the service offers at its best setting measured here."""
     from kbsearch.models import Fusion
+    from kbsearch.services.search import configured_fusion
     from kbsearch.settings import Settings
 
     s = Settings()
     return {
-        "default": Fusion(s.fusion, s.rrf_k, s.fusion_dense_weight, s.fusion_keyword_weight),
+        "default": configured_fusion(s),
         "rrf k=2": Fusion("rrf", 2),
+        "rrf k=2, full scores": Fusion("rrf", 2, full_scores=True),
         "rrf k=60": Fusion("rrf", 60),
         "dbsf": Fusion("dbsf"),
+        "dbsf, full scores": Fusion("dbsf", full_scores=True),
     }
 
 
@@ -227,16 +230,22 @@ def _main(args, data: SciFact) -> dict[str, Any]:
         sweep: list[dict[str, Any]] = []
         if args.sweep:
             print(
-                f"  sweep: fusion x rrf_k x dense weight (keyword weight 1), 100 candidates ({load_text()})", flush=True
+                f"  sweep: fusion x rrf_k x dense weight x full scores, 100 candidates ({load_text()})",
+                flush=True,
             )
-            grid = [Fusion("dbsf", 2, w, 1.0) for w in SWEEP_DENSE_WEIGHT]
-            grid += [Fusion("rrf", k, w, 1.0) for k in SWEEP_RRF_K for w in SWEEP_DENSE_WEIGHT]
+            grid = [Fusion("dbsf", 2, w, 1.0, full) for w in SWEEP_DENSE_WEIGHT for full in (False, True)]
+            grid += [
+                Fusion("rrf", k, w, 1.0, full)
+                for k in SWEEP_RRF_K
+                for w in SWEEP_DENSE_WEIGHT
+                for full in (False, True)
+            ]
             sweep.extend(
                 {**describe_fusion(fusion), "candidates": 100, **evaluator.run("hybrid", fusion)} for fusion in grid
             )
             for method in ("rrf", "dbsf"):
                 top = max((r for r in sweep if r["fusion"] == method), key=lambda r: r["ndcg@10"])
-                best = Fusion(method, top.get("rrf_k", 2), top["dense_weight"], 1.0)
+                best = Fusion(method, top.get("rrf_k", 2), top["dense_weight"], 1.0, top["full_scores"])
                 for candidates in SWEEP_CANDIDATES:
                     if candidates != 100:
                         row = evaluator.run("hybrid", best, candidates)
@@ -279,9 +288,17 @@ def _main(args, data: SciFact) -> dict[str, Any]:
     print_table(["mode", "fusion", "nDCG@10", "Recall@100"], rows)
     if sweep:
         print_table(
-            ["fusion", "rrf_k", "dense w", "candidates", "nDCG@10", "Recall@100"],
+            ["fusion", "rrf_k", "dense w", "full scores", "candidates", "nDCG@10", "Recall@100"],
             [
-                [r["fusion"], r.get("rrf_k", ""), r["dense_weight"], r["candidates"], r["ndcg@10"], r["recall@100"]]
+                [
+                    r["fusion"],
+                    r.get("rrf_k", ""),
+                    r["dense_weight"],
+                    r["full_scores"],
+                    r["candidates"],
+                    r["ndcg@10"],
+                    r["recall@100"],
+                ]
                 for r in sorted(sweep, key=lambda r: -r["ndcg@10"])[:15]
             ],
         )

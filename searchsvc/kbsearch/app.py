@@ -21,7 +21,7 @@ from kbsearch.errors import ConfigurationError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.mcp.http import McpFace
 from kbsearch.metrics import Metrics
-from kbsearch.models import CollectionSignature, Fusion
+from kbsearch.models import CollectionSignature
 from kbsearch.services.access import SourceCatalog
 from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
@@ -29,7 +29,7 @@ from kbsearch.services.insights import InsightsService
 from kbsearch.services.querylog import QueryLog
 from kbsearch.services.repair import repair
 from kbsearch.services.runtime import in_thread
-from kbsearch.services.search import SearchService
+from kbsearch.services.search import SearchService, configured_fusion
 from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.services.tokens import StaticTokens, legacy_entries
 
@@ -115,9 +115,7 @@ def create_app(
             embedder=active_embedder,
             sparse=sparse,
             metrics=metrics,
-            fusion=Fusion(
-                settings.fusion, settings.rrf_k, settings.fusion_dense_weight, settings.fusion_keyword_weight
-            ),
+            fusion=configured_fusion(settings),
             candidates=settings.search_candidates,
             catalog=catalog,
             query_log=query_log,

@@ -147,6 +147,9 @@ class Fusion:
     rrf_k: int = 2
     dense_weight: float = 1.0
     keyword_weight: float = 1.0
+    # Each lane scores every candidate either lane found (the union rescored), so a chunk only one
+    # lane returned is not fused with a missing score of 0 from the other.
+    full_scores: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,9 @@ class Settings(BaseSettings):
     fusion_keyword_weight: float = Field(
         1.0, ge=0, le=100, allow_inf_nan=False, description="Weight of the keyword (BM25) lane in fusion."
     )
+    fusion_full_scores: bool = Field(
+        True, description="Each lane scores every candidate of both lanes before fusion (not 0 where it missed one)."
+    )
     search_candidates: int = Field(
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )

@@ -90,12 +90,20 @@ async def test_status_reports_store_embedder_and_chunker(api):
         "rrfK": 2,
         "denseWeight": 1.0,
         "keywordWeight": 1.0,
+        "fullScores": True,
         "candidates": 100,
     }
 
 
 async def test_status_shows_the_configured_fusion_and_search_uses_it(tmp_path):
-    settings = Settings(data_dir=tmp_path, fusion="rrf", rrf_k=5, fusion_dense_weight=0.5, fusion_keyword_weight=2.0)
+    settings = Settings(
+        data_dir=tmp_path,
+        fusion="rrf",
+        rrf_k=5,
+        fusion_dense_weight=0.5,
+        fusion_keyword_weight=2.0,
+        fusion_full_scores=False,
+    )
     async with serve(create_app(settings, embedder=HashingEmbedder())) as client:
         status = (await client.get("/api/v1/status")).json()
         assert status["search"] == {
@@ -103,6 +111,7 @@ async def test_status_shows_the_configured_fusion_and_search_uses_it(tmp_path):
             "rrfK": 5,
             "denseWeight": 0.5,
             "keywordWeight": 2.0,
+            "fullScores": False,
             "candidates": 100,
         }
         await put(client, "a.md", "# Vacuum\n\nVacuum removes dead tuples from postgres tables.")

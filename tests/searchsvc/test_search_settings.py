@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from kbsearch.models import Fusion
+from kbsearch.services.search import configured_fusion
 from kbsearch.settings import Settings, describe
 
 
@@ -20,14 +22,23 @@ def test_defaults_are_the_best_measured_fusion():
     settings = Settings()
     assert (settings.fusion, settings.rrf_k) == ("dbsf", 2)
     assert (settings.fusion_dense_weight, settings.fusion_keyword_weight) == (1.0, 1.0)
+    assert settings.fusion_full_scores is True
+    assert configured_fusion(settings) == Fusion("dbsf", 2, 1.0, 1.0, full_scores=True)
 
 
 def test_fusion_and_weights_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("SEARCHSVC_FUSION", "rrf")
     monkeypatch.setenv("SEARCHSVC_FUSION_DENSE_WEIGHT", "0.5")
     monkeypatch.setenv("SEARCHSVC_FUSION_KEYWORD_WEIGHT", "2")
+    monkeypatch.setenv("SEARCHSVC_FUSION_FULL_SCORES", "false")
     settings = Settings()
     assert (settings.fusion, settings.fusion_dense_weight, settings.fusion_keyword_weight) == ("rrf", 0.5, 2.0)
+    assert configured_fusion(settings) == Fusion("rrf", 2, 0.5, 2.0, full_scores=False)
+
+
+def test_a_bad_full_scores_switch_is_refused_naming_the_variable(monkeypatch):
+    message = problems(monkeypatch, SEARCHSVC_FUSION_FULL_SCORES="sometimes")
+    assert "SEARCHSVC_FUSION_FULL_SCORES:" in message and "valid boolean" in message
 
 
 @pytest.mark.parametrize("value", ["RRF ", "linear", "", "rrf,dbsf"])

@@ -873,6 +873,40 @@ def test_hybrid_scores_are_the_fusion_of_the_two_lanes(corpus: VectorStore, fusi
     assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
 
 
+FULL_SCORES = {
+    "dbsf": Fusion("dbsf", full_scores=True),
+    "dbsf-weighted": Fusion("dbsf", dense_weight=2.0, keyword_weight=0.5, full_scores=True),
+    "rrf-k2": Fusion("rrf", 2, full_scores=True),
+}
+
+
+@pytest.mark.parametrize("query", FUSION_QUERIES)
+@pytest.mark.parametrize("fusion", FULL_SCORES.values(), ids=FULL_SCORES.keys())
+def test_full_scores_fuse_each_lane_over_both_lanes_candidates(corpus: VectorStore, fusion: Fusion, query: str):
+    # Two candidates a lane: a chunk only one lane found is scored by the other lane too (its
+    # real score there, not a missing 0) before fusion.
+    every_dense = {h.id: h.score for h in search(corpus, query, mode="dense", limit=50)}
+    every_keyword = {h.id: h.score for h in search(corpus, query, mode="keyword", limit=50)}
+    union = set(list(every_dense)[:2]) | set(list(every_keyword)[:2])
+    lanes = [[(i, score) for i, score in every.items() if i in union] for every in (every_dense, every_keyword)]
+    hybrid = search(corpus, query, mode="hybrid", limit=50, candidates=2, fusion=fusion)
+    got = {h.id: h.score for h in hybrid}
+    if fusion.method == "rrf":
+        expected = rrf_reference([[i for i, _ in lane] for lane in lanes], fusion)
+        if any(len({score for _, score in lane}) < len(lane) for lane in lanes):  # tied ranks: either order
+            assert set(got) == set(expected)
+            return
+    else:
+        weights = [fusion.dense_weight, fusion.keyword_weight]
+        expected = dbsf_reference(
+            [lane for lane in lanes if lane], [w for lane, w in zip(lanes, weights, strict=True) if lane]
+        )
+    assert got == pytest.approx(expected, rel=1e-4, abs=1e-6)
+    plain = search(corpus, query, mode="hybrid", limit=50, candidates=2, fusion=replace(fusion, full_scores=False))
+    if len(union) > 2 and fusion.method == "dbsf":  # the premise: the lanes disagree, so rescoring changes scores
+        assert {h.id: h.score for h in hybrid} != pytest.approx({h.id: h.score for h in plain})
+
+
 @pytest.mark.parametrize("fusion", FUSIONS.values(), ids=FUSIONS.keys())
 def test_every_fusion_ranks_the_matching_chunk_first(corpus: VectorStore, fusion: Fusion):
     assert (search(corpus, "knead the dough", fusion=fusion)[0].uri, 1) == ("notes/cooking.md", 1)

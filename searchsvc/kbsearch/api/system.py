@@ -85,6 +85,7 @@ async def status(request: Request, caller: Annotated[Caller, Depends(require_rea
             "rrfK": settings.rrf_k,
             "denseWeight": settings.fusion_dense_weight,
             "keywordWeight": settings.fusion_keyword_weight,
+            "fullScores": settings.fusion_full_scores,
             "candidates": settings.search_candidates,
         },
         "auth": {

@@ -12,8 +12,20 @@ from kbsearch.schemas import SearchRequest
 from kbsearch.services.access import Caller, SourceCatalog, narrow
 from kbsearch.services.querylog import QueryLog
 from kbsearch.services.runtime import embed_call, store_call
+from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
+
+
+def configured_fusion(settings: Settings) -> Fusion:
+    """Hybrid search's fusion as the SEARCHSVC_FUSION* settings describe it."""
+    return Fusion(
+        settings.fusion,
+        settings.rrf_k,
+        settings.fusion_dense_weight,
+        settings.fusion_keyword_weight,
+        settings.fusion_full_scores,
+    )
 
 
 @dataclass(frozen=True, slots=True)

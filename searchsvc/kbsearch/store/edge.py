@@ -516,12 +516,17 @@ class EdgeStore(PointStore):
             if not lanes:
                 return []
             prefetches = [qe.Prefetch(candidates, query=q, filter=where) for q, _ in lanes]
+            lane_size = candidates
+            if fusion.full_scores and len(lanes) > 1:
+                # Each lane rescores the union of both lanes' candidates.
+                union, lane_size = prefetches, 2 * candidates
+                prefetches = [qe.Prefetch(lane_size, prefetches=union, query=q, filter=where) for q, _ in lanes]
             weights = [w for _, w in lanes]
             query: Any
             if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
                 # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
                 normalise = _fusion(Fusion("dbsf"), [])
-                prefetches = [qe.Prefetch(candidates, prefetches=[p], query=normalise) for p in prefetches]
+                prefetches = [qe.Prefetch(lane_size, prefetches=[p], query=normalise) for p in prefetches]
                 query = _weighted_sum(weights)
             else:
                 query = _fusion(fusion, weights)

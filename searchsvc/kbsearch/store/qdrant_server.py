@@ -325,12 +325,20 @@ class QdrantServerStore(PointStore):
         common: dict[str, Any] = {"query_filter": where, "limit": limit, "with_payload": True, "with_vectors": False}
         if mode == "hybrid":
             prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using, _ in stages]
+            lane_size = candidates
+            if fusion.full_scores and len(stages) > 1:
+                # Each lane rescores the union of both lanes' candidates.
+                union, lane_size = prefetch, 2 * candidates
+                prefetch = [
+                    qm.Prefetch(prefetch=union, query=q, using=using, filter=where, limit=lane_size)
+                    for q, using, _ in stages
+                ]
             weights = [w for _, _, w in stages]
             fused: Any
             if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
                 # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
                 dbsf = qm.FusionQuery(fusion=qm.Fusion.DBSF)
-                prefetch = [qm.Prefetch(prefetch=[p], query=dbsf, limit=candidates) for p in prefetch]
+                prefetch = [qm.Prefetch(prefetch=[p], query=dbsf, limit=lane_size) for p in prefetch]
                 fused = _weighted_sum(weights)
             else:
                 fused = _fusion(fusion, weights)
