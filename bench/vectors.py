@@ -57,6 +57,8 @@ def scifact_chunks(
     embed_texts = [c.embed_text for _, p in parsed for c in p.chunks]
     ids = [chunk_point_id(f"scifact:{doc['_id']}", c.index) for doc, p in parsed for c in p.chunks]
     salt = chunker.fingerprint + (f"\nbackend={backend}" if backend else "")
+    # int8 vectors depend a little on their run-mates, so the runs' limits are part of the key.
+    salt += f"\nbatch={settings.local_batch_size},{settings.local_batch_tokens}"
     key = hashlib.sha256((salt + "\n" + "\n".join(embed_texts)).encode()).hexdigest()[:16]
     dense, origin = _dense_vectors(ids, embed_texts, key, embedder)
 

@@ -110,6 +110,9 @@ class Settings(BaseSettings):
         "all-MiniLM-L6-v2", description="Model name or path for the local embedder (bundled by default)."
     )
     local_batch_size: int = Field(32, ge=1, description="Batch size for the local model.")
+    local_batch_tokens: int = Field(
+        512, ge=1, le=65_536, description="ONNX backends: padded tokens per model run (small runs stay in cache)."
+    )
     # onnx-int8: the fastest backend within 0.005 hybrid nDCG@10 of torch on SciFact train (bench/README.md).
     local_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
         "onnx-int8", description="How the local model runs: torch, onnx (fp32, same vectors) or onnx-int8 (quantised)."

@@ -149,6 +149,30 @@ def test_batching_and_order_do_not_change_vectors(onnx_embedder, export_dir, tex
     assert together[1] == together[5]  # the same text, the same vector
 
 
+@pytest.mark.slow
+def test_runs_stay_within_the_token_budget_and_the_batch_size(export_dir, texts):
+    model = OnnxEmbedder(variant="fp32", export_dir=export_dir, batch_size=8, batch_tokens=512)
+    model.load()
+    shapes: list[tuple[int, int]] = []
+    session = model._session
+
+    class Recording:  # the real session, with each run's input shape written down
+        def run(self, outputs, feeds):
+            shapes.append(feeds["input_ids"].shape)
+            return session.run(outputs, feeds)
+
+    model._session = Recording()
+    sample = [*texts[:20], *[f"short text {i}" for i in range(30)]]
+    vectors = model.embed_documents(sample)
+    assert sum(rows for rows, _ in shapes) == len(sample) and len(vectors) == len(sample)
+    assert all(rows <= 8 and (rows == 1 or rows * width <= 512) for rows, width in shapes), shapes
+    assert max(width for _, width in shapes) > 100 and min(width for _, width in shapes) < 10  # padded per run
+    assert max(rows for rows, _ in shapes) == 8  # short texts share a run up to the batch size
+    model._session = session
+    alone = OnnxEmbedder(variant="fp32", export_dir=export_dir, batch_size=1)
+    assert cosines(vectors, alone.embed_documents(sample)).min() == pytest.approx(1.0, abs=1e-5)
+
+
 # --- the export cache --------------------------------------------------------------------------------
 
 

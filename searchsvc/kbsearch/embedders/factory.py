@@ -25,6 +25,7 @@ def build_embedder(settings: Settings) -> EmbeddingProvider:
             variant="int8" if settings.local_backend == "onnx-int8" else "fp32",
             export_dir=settings.onnx_export_dir,
             batch_size=settings.local_batch_size,
+            batch_tokens=settings.local_batch_tokens,
             threads=settings.local_threads,
         )
     elif settings.embedder == "openai":
