@@ -229,6 +229,32 @@ class Probe:
         return {"n": len(inside), "maxMs": round(max(inside), 1) if inside else None}
 
 
+def engine_arms(store, embedder, queries: list[str]) -> dict[str, Any]:
+    """Store-level hybrid latency with and without full-score fusion, and each lane alone, in process;
+    arms interleaved query by query so the machine's load falls on all of them alike."""
+    from kbsearch.models import Fusion, SearchFilter
+    from kbsearch.store.bm25 import Bm25Encoder
+
+    encoder = Bm25Encoder()
+    arms: dict[str, tuple[str, Fusion]] = {
+        "hybrid, full scores": ("hybrid", Fusion("dbsf", full_scores=True)),
+        "hybrid, own candidates": ("hybrid", Fusion("dbsf")),
+        "dense lane": ("dense", Fusion("dbsf")),
+        "keyword lane": ("keyword", Fusion("dbsf")),
+    }
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    for n, query in enumerate(queries):
+        dense, sparse = embedder.embed_query(query), encoder.encode_query(query)
+        for name, (mode, fusion) in arms.items():
+            t0 = time.perf_counter()
+            store.search(
+                mode=mode, dense=dense, sparse=sparse, filter=SearchFilter(), limit=10, candidates=100, fusion=fusion
+            )
+            if n >= WARMUP:
+                times[name].append((time.perf_counter() - t0) * 1000)
+    return {**{name: summary_ms(ms) for name, ms in times.items()}, "load": load_average()}
+
+
 def timed(phases: dict[str, list[float]], name: str, func):
     def wrapper(*args: Any) -> Any:
         t0 = time.perf_counter()
@@ -294,11 +320,14 @@ def run_size(chunks: int, synthetic: Synthetic, queries: list[str], indexing_thr
             print(f"    build {report.outcome.value} in {ended - started:.1f} s: " + json.dumps(stalls))
             indexed = measure(svc.base_url, queries)
             print(f"    indexed: engine p50 {indexed['engineMs']['p50']} / p95 {indexed['engineMs']['p95']} ms")
+            arms = engine_arms(store, embedder, queries)
+            print("    in process, indexed: " + json.dumps(arms))
             result = {
                 "chunks": chunks,
                 "loadSeconds": round(load_s, 1),
                 "noIndex": brute,
                 "indexed": indexed,
+                "indexedInProcess": arms,
                 "build": {
                     "outcome": report.outcome.value,
                     "detail": report.detail,
