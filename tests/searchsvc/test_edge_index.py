@@ -7,6 +7,7 @@ exactly, so results before and after a build must be identical.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+import qdrant_edge
 
 import kbsearch
 from kbsearch.models import Fusion, SearchFilter, SearchHit
@@ -97,6 +100,76 @@ def test_a_build_indexes_every_vector_and_searches_answer_the_same(tmp_path: Pat
     try:
         assert reopened.path == tmp_path / "test@1"
         assert answers(reopened) == before
+    finally:
+        reopened.close()
+
+
+def segment_configs(shard_dir: Path) -> list[dict]:
+    """Edge's own record of how each segment stores its parts (segment.json)."""
+    return [json.loads((d / "segment.json").read_text())["config"] for d in (shard_dir / "segments").iterdir()]
+
+
+def test_a_build_writes_segments_that_map_their_parts_from_files(tmp_path: Path):
+    # The swap loads the built shard holding the interpreter lock: mapped parts keep that short.
+    store = open_store(tmp_path)
+    try:
+        fill(store, 40)
+        assert store.indexer.build_now().outcome is BuildOutcome.BUILT
+        indexed = [c for c in segment_configs(store.path) if c["vector_data"]["dense"]["index"]["type"] == "hnsw"]
+        assert indexed, "the build wrote no indexed segment"
+        for config in indexed:
+            assert config["vector_data"]["dense"]["index"]["options"]["memory"] == "cached"
+            assert config["sparse_vector_data"]["bm25"]["index"]["index_type"] == "Mmap"
+            assert config["id_tracker_memory"] == "cached"
+    finally:
+        store.close()
+
+
+def test_payload_indexes_an_older_version_kept_in_ram_are_rebuilt_mapped_and_still_filter(tmp_path: Path):
+    store = open_store(tmp_path, index=IndexOptions(threshold=0))
+    try:
+        for d in range(6):
+            ingest(store, f"docs/{d}.md", [f"theta release {d}", "kubernetes operator"], source=f"src-{d % 2}")
+        scoped = SearchFilter(source_identifiers=["src-1"], uri_prefix="docs/")
+        before = store.search(
+            mode="keyword",
+            dense=None,
+            sparse=sparse_query("theta release"),
+            filter=scoped,
+            limit=10,
+            candidates=50,
+            fusion=Fusion(),
+        )
+    finally:
+        store.close()
+    shard = qdrant_edge.EdgeShard.load(str(tmp_path / "test"))
+    for field in ("sourceIdentifier", "textHash", "chunkIndex"):  # as the version before kept them
+        schema = (
+            qdrant_edge.PayloadSchemaType.Integer if field == "chunkIndex" else qdrant_edge.PayloadSchemaType.Keyword
+        )
+        shard.update(qdrant_edge.UpdateOperation.create_field_index(field, schema))
+    assert shard.info().payload_schema["sourceIdentifier"].params is None
+    shard.flush()
+    shard.close()
+
+    reopened = open_store(tmp_path, index=IndexOptions(threshold=0))
+    try:
+        schema = reopened._s.info().payload_schema
+        assert {field: getattr(info.params, "memory", None) for field, info in schema.items()} == dict.fromkeys(
+            schema, qdrant_edge.Memory.Cached
+        )
+        after = reopened.search(
+            mode="keyword",
+            dense=None,
+            sparse=sparse_query("theta release"),
+            filter=scoped,
+            limit=10,
+            candidates=50,
+            fusion=Fusion(),
+        )
+        assert [h.id for h in after] == [h.id for h in before]
+        assert {h.uri for h in after} == {"docs/1.md", "docs/3.md", "docs/5.md"}
+        assert reopened.count() == (6, 12)
     finally:
         reopened.close()
 

@@ -29,6 +29,7 @@ _HNSW_M = 16
 _HNSW_EF_CONSTRUCT = 100
 _FULL_SCAN_THRESHOLD_KB = 10_000
 _PR_SET_PDEATHSIG = 1
+_BUILT_MEMORY = qe.Memory.Cached
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,13 @@ class IndexOptions:
 def edge_config(
     dimensions: int, *, threads: int | None = None, indexing_threshold_kb: int | None = None
 ) -> qe.EdgeConfig:
-    """The shard's configuration; with `threads`, also the HNSW and optimizer settings of a build."""
+    """The shard's configuration; with `threads`, also the HNSW and optimizer settings of a build.
+
+    The segments a build writes keep their vectors, graph, sparse index and id tracker in
+    memory-mapped files that Edge populates on load (Memory.Cached) rather than copying them into
+    RAM (the sparse index's default): the service loads the built shard holding the interpreter
+    lock, and this makes that load shorter (bench/README.md, "the index swap").
+    """
     hnsw = optimizers = None
     if threads is not None:
         hnsw = qe.HnswIndexConfig(
@@ -62,13 +69,15 @@ def edge_config(
             ef_construct=_HNSW_EF_CONSTRUCT,
             full_scan_threshold=_FULL_SCAN_THRESHOLD_KB,
             max_indexing_threads=threads,
+            memory=_BUILT_MEMORY,
         )
         optimizers = qe.EdgeOptimizersConfig(indexing_threshold=indexing_threshold_kb)
     return qe.EdgeConfig(
-        vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=dimensions, distance=qe.Distance.Cosine)},
-        sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=dimensions, distance=qe.Distance.Cosine, memory=_BUILT_MEMORY)},
+        sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=_BUILT_MEMORY)},
         hnsw_config=hnsw,
         optimizers=optimizers,
+        id_tracker_memory=_BUILT_MEMORY,
     )
 
 
