@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import numpy as np
 import qdrant_edge as qe
 
 from kbsearch.errors import ConfigurationError, StoreUnavailableError
@@ -45,18 +44,12 @@ from kbsearch.store.base import (
     URI,
 )
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
+from kbsearch.store.edge_filters import bare_point, to_filter, where
 from kbsearch.store.edge_indexer import BackgroundIndexer
 from kbsearch.store.edge_layout import ShardLayout, remove
 from kbsearch.store.edge_optimize import IndexOptions, edge_config
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.points import PointStore
-from kbsearch.store.querylog import (
-    BOOL_INDEXES,
-    FLOAT_INDEXES,
-    INTEGER_INDEXES,
-    KEYWORD_INDEXES,
-    QueryLogStore,
-)
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +195,7 @@ class EdgeStore(PointStore):
         pl.check_signature(f"'{self.collection}' at {self.path}", stored, has_points, signature)
         if pl.epoch_from_payload(found[0].payload if found else None) is None:
             # A new collection, or one from before epochs existed, gets its epoch once.
-            point = _bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature, pl.new_epoch()))
+            point = bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature, pl.new_epoch()))
             shard.update(qe.UpdateOperation.upsert_points([point]))
         # Also on load, so a shard from an older version gains any index added since, and an index
         # an older version kept in RAM is rebuilt memory-mapped (once; seconds at 200,000 chunks).
@@ -307,13 +300,13 @@ class EdgeStore(PointStore):
             )
             for p in points
         ]
-        fence = _filter([pl.version_at_most(points[0].version)])
+        fence = to_filter([pl.version_at_most(points[0].version)])
         with self._lock:
             self._apply(qe.UpdateOperation.upsert_points(edge_points, condition=fence))
 
     def write_document(self, record: DocumentRecord, expected_version: int | None) -> bool:
-        point = _bare_point(record.id, pl.document_payload(record))
-        condition = _filter(pl.record_version_is(expected_version))
+        point = bare_point(record.id, pl.document_payload(record))
+        condition = to_filter(pl.record_version_is(expected_version))
         with self._lock:
             self._apply(qe.UpdateOperation.upsert_points([point], condition=condition))
             return pl.same_write(self.get_document(record.uri), record)
@@ -321,12 +314,14 @@ class EdgeStore(PointStore):
     def delete_record(self, uri: str, version: int) -> None:
         doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
         with self._lock:
-            self._apply(qe.UpdateOperation.delete_points_by_filter(_where(doomed)))
+            self._apply(qe.UpdateOperation.delete_points_by_filter(where(doomed)))
 
     def put_sync_status(self, status: SyncStatus) -> bool:
-        point = _bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
+        point = bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
         with self._lock:
-            self._apply(qe.UpdateOperation.upsert_points([point], condition=_filter(pl.sync_status_newer_than(status))))
+            self._apply(
+                qe.UpdateOperation.upsert_points([point], condition=to_filter(pl.sync_status_newer_than(status)))
+            )
             return self._sync_status(status.source_identifier) == status
 
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
@@ -334,7 +329,7 @@ class EdgeStore(PointStore):
         with self._lock:
             deleted = self._count(doomed)
             if deleted:
-                self._apply(qe.UpdateOperation.delete_points_by_filter(_where(doomed)))
+                self._apply(qe.UpdateOperation.delete_points_by_filter(where(doomed)))
             return deleted
 
     def count_chunks(self, uri: str, version: int | None = None) -> int:
@@ -343,7 +338,7 @@ class EdgeStore(PointStore):
     def delete_document(self, uri: str) -> int:
         with self._lock:
             deleted = self._count([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri)])
-            self._apply(qe.UpdateOperation.delete_points_by_filter(_where([pl.Match(URI, uri)])))
+            self._apply(qe.UpdateOperation.delete_points_by_filter(where([pl.Match(URI, uri)])))
             return deleted
 
     def delete_source(self, source_identifier: str) -> tuple[int, int]:
@@ -352,11 +347,11 @@ class EdgeStore(PointStore):
             documents = self._count([pl.Match(KIND, KIND_DOCUMENT), source])
             chunks = self._count([pl.Match(KIND, KIND_CHUNK), source])
             # One delete by filter: no page cap, however large the source.
-            self._apply(qe.UpdateOperation.delete_points_by_filter(_where([source])))
+            self._apply(qe.UpdateOperation.delete_points_by_filter(where([source])))
             return documents, chunks
 
     def _count(self, conditions: list[pl.Condition]) -> int:
-        return self._s.count(qe.CountRequest(exact=True, filter=_filter(conditions)))
+        return self._s.count(qe.CountRequest(exact=True, filter=to_filter(conditions)))
 
     # --- the background index build (store/edge_indexer.py) ----------------------------------
 
@@ -473,7 +468,7 @@ class EdgeStore(PointStore):
         vector: list[str] | bool,
     ) -> tuple[list[Any], Any]:
         page = qe.ScrollRequest(
-            offset=offset, limit=limit, filter=_filter(conditions), with_payload=payload, with_vector=vector
+            offset=offset, limit=limit, filter=to_filter(conditions), with_payload=payload, with_vector=vector
         )
         return self._s.scroll(page)
 
@@ -481,14 +476,14 @@ class EdgeStore(PointStore):
         return self._s.retrieve(list[int | UUID | str](ids), with_payload=payload, with_vector=False)
 
     def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[str, int]:
-        facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=_filter(conditions)))
+        facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=to_filter(conditions)))
         return {str(hit.value): hit.count for hit in facet.hits}
 
     def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
         latest, _ = self._s.scroll(
             qe.ScrollRequest(
                 limit=1,
-                filter=_filter(conditions),
+                filter=to_filter(conditions),
                 with_payload=[field],
                 with_vector=False,
                 order_by=qe.OrderBy(field, direction=qe.Direction.Desc),
@@ -507,7 +502,7 @@ class EdgeStore(PointStore):
         candidates: int,
         fusion: Fusion,
     ) -> list[SearchHit]:
-        where = _filter(conditions)
+        scope = to_filter(conditions)
         dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
         # A query of stopwords only has no terms: it can match nothing, so it is not sent.
         sparse_query = (
@@ -521,12 +516,12 @@ class EdgeStore(PointStore):
             ]
             if not lanes:
                 return []
-            prefetches = [qe.Prefetch(candidates, query=q, filter=where) for q, _ in lanes]
+            prefetches = [qe.Prefetch(candidates, query=q, filter=scope) for q, _ in lanes]
             lane_size = candidates
             if fusion.full_scores and len(lanes) > 1:
                 # Each lane rescores the union of both lanes' candidates.
                 union, lane_size = prefetches, 2 * candidates
-                prefetches = [qe.Prefetch(lane_size, prefetches=union, query=q, filter=where) for q, _ in lanes]
+                prefetches = [qe.Prefetch(lane_size, prefetches=union, query=q, filter=scope) for q, _ in lanes]
             weights = [w for _, w in lanes]
             query: Any
             if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
@@ -540,7 +535,7 @@ class EdgeStore(PointStore):
                 limit=limit,
                 prefetches=prefetches,
                 query=query,
-                filter=where,
+                filter=scope,
                 with_payload=True,
                 with_vector=False,
             )
@@ -550,7 +545,7 @@ class EdgeStore(PointStore):
                 if mode == "dense":
                     raise ValueError("dense search needs a dense query vector")
                 return []
-            request = qe.QueryRequest(limit=limit, query=query, filter=where, with_payload=True, with_vector=False)
+            request = qe.QueryRequest(limit=limit, query=query, filter=scope, with_payload=True, with_vector=False)
         return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
 
 
@@ -570,145 +565,5 @@ def _weighted_sum(weights: list[float]) -> qe.Formula:
     return qe.Formula(qe.Expression.Sum(terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))})
 
 
-class EdgeQueryLog(QueryLogStore):
-    """The query log as a second shard, `data_dir/<collection>`, beside the chunks' shard.
-
-    Edge needs at least one vector in a shard's config: a 1-dimension one is declared and never
-    written, so every point is payload-only. Each append is flushed: the log is written in
-    batches by a background task, never on a request's path. The main EdgeStore's directory
-    lock already keeps a second process out of the data directory.
-    """
-
-    backend = "edge"
-
-    def __init__(self, data_dir: Path, collection: str) -> None:
-        self.collection = collection
-        self.path = Path(data_dir) / collection
-        self._shard: qe.EdgeShard | None = None
-        self._lock = threading.Lock()
-
-    def open(self) -> None:
-        with self._lock:
-            if self.path.is_dir() and any(self.path.iterdir()):
-                shard = qe.EdgeShard.load(str(self.path))
-            else:
-                self.path.mkdir(parents=True, exist_ok=True)
-                unused = qe.EdgeVectorParams(size=1, distance=qe.Distance.Cosine)
-                shard = qe.EdgeShard.create(str(self.path), qe.EdgeConfig(vectors={"unused": unused}))
-            present = shard.info().payload_schema
-            wanted: dict[str, Any] = {f: qe.FloatIndexParams() for f in FLOAT_INDEXES}
-            wanted |= dict.fromkeys(KEYWORD_INDEXES, qe.PayloadSchemaType.Keyword)
-            wanted |= dict.fromkeys(BOOL_INDEXES, qe.PayloadSchemaType.Bool)
-            wanted |= {f: qe.IntegerIndexParams(lookup=True, range=True) for f in INTEGER_INDEXES}
-            for field, schema in wanted.items():
-                if field not in present:
-                    shard.update(qe.UpdateOperation.create_field_index(field, schema))
-            shard.flush()
-            self._shard = shard
-
-    def close(self) -> None:
-        with self._lock:
-            if self._shard is not None:
-                try:
-                    self._shard.flush()
-                    self._shard.close()
-                finally:
-                    self._shard = None
-
-    @property
-    def _s(self) -> qe.EdgeShard:
-        if self._shard is None:
-            raise RuntimeError(f"query log {self.path} is not open")
-        return self._shard
-
-    def _upsert(self, points: list[tuple[str, dict[str, Any]]]) -> None:
-        with self._lock:
-            self._s.update(qe.UpdateOperation.upsert_points([_bare_point(i, p) for i, p in points]))
-            self._s.flush()
-
-    def _scroll_page(
-        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool
-    ) -> tuple[list[Any], Any]:
-        page = qe.ScrollRequest(offset=offset, limit=limit, filter=_filter(conditions), with_payload=payload)
-        return self._s.scroll(page)
-
-    def _oldest_ids(self, limit: int) -> list[str]:
-        oldest = qe.OrderBy(FLOAT_INDEXES[0], direction=qe.Direction.Asc)
-        page, _ = self._s.scroll(qe.ScrollRequest(limit=limit, with_payload=False, order_by=oldest))
-        return [str(p.id) for p in page]
-
-    def _count(self, conditions: list[pl.Condition]) -> int:
-        return self._s.count(qe.CountRequest(exact=True, filter=_filter(conditions)))
-
-    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
-        facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=_filter(conditions)))
-        return {hit.value: hit.count for hit in facet.hits}
-
-    def _first_by(
-        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
-    ) -> dict[str, Any] | None:
-        page, _ = self._s.scroll(
-            qe.ScrollRequest(
-                limit=1,
-                filter=_filter(conditions),
-                with_payload=True,
-                order_by=qe.OrderBy(field, direction=qe.Direction.Desc if descending else qe.Direction.Asc),
-            )
-        )
-        return (page[0].payload or {}) if page else None
-
-    def _delete_where(self, conditions: list[pl.Condition]) -> None:
-        with self._lock:
-            self._s.update(qe.UpdateOperation.delete_points_by_filter(_where(conditions)))
-            self._s.flush()
-
-    def _delete_ids(self, ids: list[str]) -> None:
-        with self._lock:
-            self._s.update(qe.UpdateOperation.delete_points(list[int | UUID | str](ids)))
-            self._s.flush()
-
-
-def _bare_point(point_id: str, payload: dict[str, Any]) -> qe.Point:
-    """A point with no vectors: document records and the signature."""
-    return qe.Point(point_id, {}, payload)
-
-
 def _dense(vectors: dict[str, Any]) -> list[float]:
     return [float(x) for x in vectors[DENSE_VECTOR]]
-
-
-def _filter(conditions: list[pl.Condition]) -> qe.Filter | None:
-    return _where(conditions) if conditions else None
-
-
-def _where(conditions: list[pl.Condition]) -> qe.Filter:
-    """A filter that must not be empty: a delete by filter with none would delete everything."""
-    if not conditions:
-        raise ValueError("a delete by filter needs at least one condition")
-    return qe.Filter(must=[_condition(c) for c in conditions])
-
-
-def _condition(condition: pl.Condition) -> Any:
-    match condition:
-        case pl.Missing(key):
-            return qe.IsEmptyCondition(key)
-        case pl.AnyOf(conditions):
-            return qe.Filter(should=[_condition(c) for c in conditions])
-        case pl.OnlyAmong(key, values):
-            # must_not "a value outside `values`", and must_not "empty": every value is among them.
-            return qe.Filter(must_not=[qe.FieldCondition(key, match=qe.MatchExcept(values)), qe.IsEmptyCondition(key)])
-        case pl.HasId(point_id):
-            return qe.HasIdCondition({point_id})
-        case pl.Match(key, bool() as value):
-            # qdrant-edge 0.9 converts a Python bool to the integer 1/0, which never matches a
-            # stored boolean; numpy.bool_ is not an int, so it reaches the engine as a bool.
-            return qe.FieldCondition(key, match=qe.MatchValue(np.bool_(value)))  # type: ignore[arg-type]
-        case pl.Match(key, value):
-            return qe.FieldCondition(key, match=qe.MatchValue(value))
-        case pl.MatchAny(key, values):
-            return qe.FieldCondition(key, match=qe.MatchAny(values))
-        case pl.Prefix(key, prefix):
-            return qe.FieldCondition(key, match=qe.MatchPrefix(prefix))
-        case pl.Range(key, gte, lte, lt):
-            return qe.FieldCondition(key, range=qe.RangeFloat(gte=gte, lte=lte, lt=lt))
-    raise TypeError(f"unknown condition {condition!r}")

@@ -40,7 +40,8 @@ def query_log_beside(store: VectorStore) -> QueryLogStore:
     """
     collection = querylog_collection(store.collection)
     if store.backend == "edge":
-        from kbsearch.store.edge import EdgeQueryLog, EdgeStore
+        from kbsearch.store.edge import EdgeStore
+        from kbsearch.store.edge_querylog import EdgeQueryLog
 
         assert isinstance(store, EdgeStore)
         return EdgeQueryLog(store.path.parent, collection)
