@@ -77,3 +77,60 @@ def test_the_query_log_values_reach_the_service() -> None:
 
 def test_the_schema_refuses_a_query_log_that_keeps_nothing() -> None:
     assert_schema_rejects(["--set", "search.queryLog.retentionDays=0"], "/search/queryLog/retentionDays")
+
+
+def test_the_fusion_and_proxy_values_reach_the_service(monkeypatch) -> None:
+    names = (
+        "FUSION",
+        "RRF_K",
+        "FUSION_DENSE_WEIGHT",
+        "FUSION_KEYWORD_WEIGHT",
+        "FUSION_FULL_SCORES",
+        "SEARCH_CANDIDATES",
+    )
+    default = resolved_env("default")
+    for name, value in default.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    defaults = {name: Settings.model_fields[name].default for name in ("fusion", "rrf_k", "search_candidates")}
+    assert (settings.fusion, settings.rrf_k, settings.search_candidates) == tuple(defaults.values())
+    assert settings.fusion_full_scores is True and settings.trusted_proxies == "127.0.0.1"
+    assert all(f"SEARCHSVC_{n}" in default for n in names)
+
+    tuned = render_ok(
+        "--set", "search.fusion.method=rrf", "--set", "search.fusion.rrfK=5",
+        "--set-json", "search.fusion.denseWeight=1.5", "--set", "search.fusion.keywordWeight=0",
+        "--set", "search.fusion.fullScores=false", "--set", "search.fusion.candidates=200",
+        "--set", "search.trustedProxies=10.0.0.7\\,10.0.0.8",
+    )  # fmt: skip
+    env = env_of(container(tuned, "Deployment", SEARCH, "search"))
+    assert {n: env[f"SEARCHSVC_{n}"]["value"] for n in names} == {
+        "FUSION": "rrf",
+        "RRF_K": "5",
+        "FUSION_DENSE_WEIGHT": "1.5",
+        "FUSION_KEYWORD_WEIGHT": "0",
+        "FUSION_FULL_SCORES": "false",
+        "SEARCH_CANDIDATES": "200",
+    }
+    assert env["SEARCHSVC_TRUSTED_PROXIES"]["value"] == "10.0.0.7,10.0.0.8"
+    for n in names:
+        monkeypatch.setenv(f"SEARCHSVC_{n}", env[f"SEARCHSVC_{n}"]["value"])
+    settings = Settings()
+    assert (settings.fusion, settings.rrf_k, settings.fusion_dense_weight, settings.fusion_keyword_weight) == (
+        "rrf", 5, 1.5, 0.0,
+    )  # fmt: skip
+    assert settings.fusion_full_scores is False and settings.search_candidates == 200
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["--set", "search.fusion.method=max"], "/search/fusion/method"),
+        (["--set", "search.fusion.candidates=0"], "/search/fusion/candidates"),
+        (["--set", "search.fusion.denseWeight=-1"], "/search/fusion/denseWeight"),
+        (["--set", "search.fusion.denseWeight=0", "--set", "search.fusion.keywordWeight=0"], "/search/fusion"),
+        (["--set", "search.trustedProxies="], "/search/trustedProxies"),
+    ],
+)
+def test_the_schema_refuses_fusion_values_the_service_would_refuse(args: list[str], where: str) -> None:
+    assert_schema_rejects(args, where)
