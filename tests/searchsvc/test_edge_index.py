@@ -23,6 +23,7 @@ from kbsearch.models import Fusion, SearchFilter, SearchHit
 from kbsearch.settings import Settings
 from kbsearch.store.edge import EdgeStore
 from kbsearch.store.edge_indexer import BuildOutcome
+from kbsearch.store.edge_layout import read_into_page_cache
 from kbsearch.store.edge_optimize import IndexOptions
 from kbsearch.store.factory import build_store
 from tests.searchsvc.conftest import TEST_SIGNATURE
@@ -90,6 +91,7 @@ def test_a_build_indexes_every_vector_and_searches_answer_the_same(tmp_path: Pat
         assert report.outcome is BuildOutcome.BUILT, report.detail
         assert store.unindexed_vectors() == 0
         assert store.last_swap["replayedWrites"] == 0
+        assert store.last_swap["warmSeconds"] >= 0  # the new shard was read into the page cache first
         assert store.path == tmp_path / "test@1"
         assert shard_dirs(tmp_path) == ["test@1"]  # the replaced shard is gone
         assert answers(store) == before
@@ -355,3 +357,15 @@ def wait_for_exit(pid: int) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"the optimizer child {pid} outlived its parent")
+
+
+def test_reading_a_shard_into_the_page_cache_reads_every_byte_of_it(tmp_path: Path):
+    store = open_store(tmp_path)
+    try:
+        fill(store, 10)
+        store._s.flush()
+        size = sum(p.stat().st_size for p in store.path.rglob("*") if p.is_file())
+        assert size > 0
+        assert read_into_page_cache(store.path, chunk_bytes=4096) == size
+    finally:
+        store.close()
