@@ -10,8 +10,10 @@ service (uvicorn on 127.0.0.1), so `Server-Timing: engine` is the store's own ti
 
 For each size: load through `store.upsert_chunks`/`write_document`; measure; build the index with
 `store.indexer.build_now()` (copy, child process, swap) while one thread searches every 10 ms and
-another PUTs a document every 200 ms; measure again. Reports p50/p95, the longest search and write
-during each build phase, the process RSS, and the load average with every figure.
+another PUTs a document every 200 ms; measure again. Then add a tenth more chunks and build again,
+as a growing collection does (the "growth build": the old shard is then mostly indexed). Reports
+p50/p95, the longest search and write during each build phase, what the swap held the interpreter
+lock for, the process RSS, and the load average with every figure.
 
     python -m bench.edge_scale [--sizes 20000,200000] [--queries 300] [--scifact PATH]
 """
@@ -80,15 +82,15 @@ class Synthetic:
         v = self.centres[rng.integers(CENTERS, size=n)] + spread * rng.standard_normal((n, DIM)).astype(np.float32)
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 
-    def batches(self, chunks: int, batch_docs: int = 100) -> Iterator[tuple[list, list]]:
+    def batches(self, chunks: int, batch_docs: int = 100, first_doc: int = 0) -> Iterator[tuple[list, list]]:
         from kbsearch.models import ChunkPoint, DocumentRecord
         from kbsearch.store.bm25 import Bm25Encoder
 
         encoder = Bm25Encoder()
-        rng = np.random.default_rng(self.seed + 1)
-        documents = chunks // CHUNKS_PER_DOC
-        for first in range(0, documents, batch_docs):
-            docs = range(first, min(first + batch_docs, documents))
+        rng = np.random.default_rng(self.seed + 1 + first_doc)
+        end = first_doc + chunks // CHUNKS_PER_DOC
+        for first in range(first_doc, end, batch_docs):
+            docs = range(first, min(first + batch_docs, end))
             n = len(docs) * CHUNKS_PER_DOC
             dense = self.vectors(rng, n, 0.06)  # per-dimension noise: cosine ~0.6 to the centre
             texts = [self.texts[int(i)] for i in rng.integers(len(self.texts), size=n)]
@@ -229,6 +231,38 @@ class Probe:
         return {"n": len(inside), "maxMs": round(max(inside), 1) if inside else None}
 
 
+class PauseTicker:
+    """A thread of the service's process that wakes every millisecond and records how late it woke:
+    the longest gap is the longest time no Python thread could run (the interpreter lock held),
+    which every request in the process waits out, without the HTTP harness's own noise."""
+
+    def __init__(self) -> None:
+        self.gaps: list[tuple[float, float]] = []  # (when the gap ended, gap in ms), gaps over 5 ms
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PauseTicker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        last = time.perf_counter()
+        while not self._stop.is_set():
+            time.sleep(0.001)
+            now = time.perf_counter()
+            if now - last > 0.005:
+                self.gaps.append((now, (now - last) * 1000))
+            last = now
+
+    def longest(self, start: float, end: float) -> float:
+        inside = [ms for t, ms in self.gaps if t - ms / 1000 <= end and t >= start]
+        return round(max(inside, default=0.0), 1)
+
+
 def engine_arms(store, embedder, queries: list[str]) -> dict[str, Any]:
     """Store-level hybrid latency with and without full-score fusion, and each lane alone, in process;
     arms interleaved query by query so the machine's load falls on all of them alike."""
@@ -280,44 +314,14 @@ def run_size(chunks: int, synthetic: Synthetic, queries: list[str], indexing_thr
         rss_before = rss_mb()
         with run_service(settings, store=store, embedder=embedder) as svc:
             t0 = time.perf_counter()
-            for points, records in synthetic.batches(chunks):
-                for start in range(0, len(points), 256):
-                    store.upsert_chunks(points[start : start + 256])
-                for record in records:
-                    store.write_document(record, None)
+            load_chunks(store, synthetic, chunks)
             load_s = time.perf_counter() - t0
             print(f"  {chunks} chunks loaded in {load_s:.0f} s ({load_text()}); searching without an index ...")
             brute = measure(svc.base_url, queries)
             rss_brute = rss_mb()
             print(f"    no index: engine p50 {brute['engineMs']['p50']} / p95 {brute['engineMs']['p95']} ms")
 
-            phases: dict[str, list[float]] = {}
-            store.copy_for_index = timed(phases, "copy", store.copy_for_index)  # type: ignore[method-assign]
-            store.adopt_index = timed(phases, "swap", store.adopt_index)  # type: ignore[method-assign]
-            children_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            print(f"    building the index in a child process ({load_text()}) ...", flush=True)
-            with Probe(svc.base_url, queries) as probe:
-                baseline_start = time.perf_counter()
-                time.sleep(BASELINE_S)  # the same probes with no build: this machine's own noise
-                started = time.perf_counter()
-                report = store.indexer.build_now()
-                ended = time.perf_counter()
-                time.sleep(1.0)
-            child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            build_load = load_average()
-            phases["baseline"] = [baseline_start, started]
-            phases["build"] = [started, ended]
-            phases.setdefault("copy", [started, started])
-            phases["optimize"] = [phases["copy"][1], phases.get("swap", [ended])[0]]
-            stalls = {
-                name: {
-                    "seconds": round(b - a, 3),
-                    "search": Probe.worst(probe.searches, a, b),
-                    "write": Probe.worst(probe.writes, a, b),
-                }
-                for name, (a, b) in phases.items()
-            }
-            print(f"    build {report.outcome.value} in {ended - started:.1f} s: " + json.dumps(stalls))
+            first_build = probed_build(store, svc.base_url, queries)
             indexed = measure(svc.base_url, queries)
             print(f"    indexed: engine p50 {indexed['engineMs']['p50']} / p95 {indexed['engineMs']['p95']} ms")
             arms = engine_arms(store, embedder, queries)
@@ -328,24 +332,78 @@ def run_size(chunks: int, synthetic: Synthetic, queries: list[str], indexing_thr
                 "noIndex": brute,
                 "indexed": indexed,
                 "indexedInProcess": arms,
-                "build": {
-                    "outcome": report.outcome.value,
-                    "detail": report.detail,
-                    "phases": stalls,
-                    "probeErrors": probe.errors,
-                    "swapInterpreterLockSeconds": store.last_swap,
-                    "searchesDuringBuild": len([1 for t, _ in probe.searches if started <= t <= ended]),
-                    "load": build_load,
-                },
+                "build": first_build,
                 "rssMb": {
                     "beforeStore": rss_before,
                     "loadedNoIndex": rss_brute,
                     "indexed": rss_mb(),
-                    "optimizerChildPeak": round(max(child_rss, children_before) / 1024, 1),
+                    "optimizerChildPeak": first_build.pop("childPeakRssMb"),
                 },
                 "shardMb": dir_mb(store.path),
             }
+            # How a collection that keeps growing sees it: a build on top of an indexed shard, once
+            # another tenth of new chunks is unindexed (with the default threshold, at 20,000).
+            grow = chunks // 10
+            load_chunks(store, synthetic, grow, first_doc=chunks // CHUNKS_PER_DOC)
+            print(f"    {grow} more chunks; building again ({load_text()}) ...", flush=True)
+            result["growthBuild"] = {"addedChunks": grow, **probed_build(store, svc.base_url, queries)}
+            result["growthBuild"].pop("childPeakRssMb")
     return result
+
+
+def load_chunks(store, synthetic: Synthetic, chunks: int, first_doc: int = 0) -> None:
+    for points, records in synthetic.batches(chunks, first_doc=first_doc):
+        for start in range(0, len(points), 256):
+            store.upsert_chunks(points[start : start + 256])
+        for record in records:
+            store.write_document(record, None)
+
+
+def probed_build(store, base_url: str, queries: list[str]) -> dict[str, Any]:
+    """One index build (copy, child, swap) while the probe searches and writes; the longest
+    request in each phase, what the swap held the interpreter lock for, and the child's peak RSS."""
+    phases: dict[str, list[float]] = {}
+    copy_for_index, adopt_index = store.copy_for_index, store.adopt_index
+    store.copy_for_index = timed(phases, "copy", copy_for_index)
+    store.adopt_index = timed(phases, "swap", adopt_index)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    try:
+        with PauseTicker() as ticker, Probe(base_url, queries) as probe:
+            baseline_start = time.perf_counter()
+            time.sleep(BASELINE_S)  # the same probes with no build: this machine's own noise
+            started = time.perf_counter()
+            report = store.indexer.build_now()
+            ended = time.perf_counter()
+            time.sleep(1.0)
+    finally:
+        store.copy_for_index, store.adopt_index = copy_for_index, adopt_index
+    child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    build_load = load_average()
+    phases["baseline"] = [baseline_start, started]
+    phases["build"] = [started, ended]
+    phases.setdefault("copy", [started, started])
+    phases["optimize"] = [phases["copy"][1], phases.get("swap", [ended])[0]]
+    stalls = {
+        name: {
+            "seconds": round(b - a, 3),
+            "search": Probe.worst(probe.searches, a, b),
+            "write": Probe.worst(probe.writes, a, b),
+            "interpreterPauseMs": ticker.longest(a, b),
+        }
+        for name, (a, b) in phases.items()
+    }
+    print(f"    build {report.outcome.value} in {ended - started:.1f} s: " + json.dumps(stalls))
+    print(f"    swap: {json.dumps(store.last_swap)}", flush=True)
+    return {
+        "outcome": report.outcome.value,
+        "detail": report.detail,
+        "phases": stalls,
+        "probeErrors": probe.errors,
+        "swapInterpreterLockSeconds": store.last_swap,
+        "searchesDuringBuild": len([1 for t, _ in probe.searches if started <= t <= ended]),
+        "load": build_load,
+        "childPeakRssMb": round(max(child_rss, children_before) / 1024, 1),
+    }
 
 
 def text_pool(scifact: str | None) -> tuple[list[str], list[str], str]:
@@ -375,8 +433,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"[edge_scale] sizes {sizes}, {len(queries) - WARMUP} queries per phase ({load_text()})")
     runs = [run_size(n, synthetic, queries, args.indexing_threshold_kb) for n in sizes]
     largest = runs[-1]
-    build_phases = [p for r in runs for name, p in r["build"]["phases"].items() if name not in ("build", "baseline")]
+    builds = [b for r in runs for b in (r["build"], r["growthBuild"])]
+    build_phases = [p for b in builds for name, p in b["phases"].items() if name not in ("build", "baseline")]
     worst_search = max((p["search"]["maxMs"] or 0) for p in build_phases)
+    worst_pause = max(p["interpreterPauseMs"] for p in build_phases)
     result = {
         "corpus": f"synthetic dense vectors ({CENTERS} clusters, {DIM}-d), texts: {text_origin}, "
         f"{CHUNKS_PER_DOC} chunks per document",
@@ -389,25 +449,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "stallMsMax": STALL_BOUND_MS,
             "longestSearchDuringBuildMs": worst_search,
             "stallMet": worst_search <= STALL_BOUND_MS,
+            "longestInterpreterPauseDuringBuildMs": worst_pause,
+            "pauseMet": worst_pause <= STALL_BOUND_MS,
         },
     }
     path = write_result(NAME, result)
     print(f"\n[edge_scale] hybrid, limit 10 ({load_text()})")
     rows = []
     for r in runs:
-        ph = r["build"]["phases"]
-        rows.append(
-            [
-                r["chunks"],
-                f"{r['noIndex']['engineMs']['p50']} / {r['noIndex']['engineMs']['p95']}",
-                f"{r['indexed']['engineMs']['p50']} / {r['indexed']['engineMs']['p95']}",
-                f"{ph['build']['seconds']:.0f}",
-                " ".join(f"{k} {v['search']['maxMs']}" for k, v in ph.items() if k != "build"),
-                " ".join(f"{k} {v['write']['maxMs']}" for k, v in ph.items() if k != "build"),
-                r["rssMb"]["indexed"],
-                f"{r['build']['load']['load1']}",
-            ]
-        )
+        for label, build in ((r["chunks"], r["build"]), (f"+{r['growthBuild']['addedChunks']}", r["growthBuild"])):
+            ph = build["phases"]
+            first = build is r["build"]
+            rows.append(
+                [
+                    label,
+                    f"{r['noIndex']['engineMs']['p50']} / {r['noIndex']['engineMs']['p95']}" if first else "",
+                    f"{r['indexed']['engineMs']['p50']} / {r['indexed']['engineMs']['p95']}" if first else "",
+                    f"{ph['build']['seconds']:.0f}",
+                    " ".join(f"{k} {v['search']['maxMs']}" for k, v in ph.items() if k != "build"),
+                    " ".join(f"{k} {v['interpreterPauseMs']}" for k, v in ph.items() if k != "build"),
+                    " ".join(f"{k} {v['write']['maxMs']}" for k, v in ph.items() if k != "build"),
+                    r["rssMb"]["indexed"] if first else "",
+                    f"{build['load']['load1']}",
+                ]
+            )
     print_table(
         [
             "chunks",
@@ -415,6 +480,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "indexed p50/p95",
             "build s",
             "longest search (ms) by phase",
+            "longest interpreter pause (ms)",
             "longest write",
             "RSS MB",
             "load1",
