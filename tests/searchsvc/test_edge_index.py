@@ -127,21 +127,21 @@ def test_a_build_writes_segments_that_map_their_parts_from_files(tmp_path: Path)
         store.close()
 
 
+def scoped_search(store: EdgeStore) -> list[SearchHit]:
+    """A keyword search filtered by source and URI prefix: served by the payload indexes."""
+    scope = SearchFilter(source_identifiers=["src-1"], uri_prefix="docs/")
+    return store.search(
+        mode="keyword", dense=None, sparse=sparse_query("theta release"), filter=scope, limit=10, candidates=50,
+        fusion=Fusion(),
+    )  # fmt: skip
+
+
 def test_payload_indexes_an_older_version_kept_in_ram_are_rebuilt_mapped_and_still_filter(tmp_path: Path):
     store = open_store(tmp_path, index=IndexOptions(threshold=0))
     try:
         for d in range(6):
             ingest(store, f"docs/{d}.md", [f"theta release {d}", "kubernetes operator"], source=f"src-{d % 2}")
-        scoped = SearchFilter(source_identifiers=["src-1"], uri_prefix="docs/")
-        before = store.search(
-            mode="keyword",
-            dense=None,
-            sparse=sparse_query("theta release"),
-            filter=scoped,
-            limit=10,
-            candidates=50,
-            fusion=Fusion(),
-        )
+        before = scoped_search(store)
     finally:
         store.close()
     shard = qdrant_edge.EdgeShard.load(str(tmp_path / "test"))
@@ -160,15 +160,7 @@ def test_payload_indexes_an_older_version_kept_in_ram_are_rebuilt_mapped_and_sti
         assert {field: getattr(info.params, "memory", None) for field, info in schema.items()} == dict.fromkeys(
             schema, qdrant_edge.Memory.Cached
         )
-        after = reopened.search(
-            mode="keyword",
-            dense=None,
-            sparse=sparse_query("theta release"),
-            filter=scoped,
-            limit=10,
-            candidates=50,
-            fusion=Fusion(),
-        )
+        after = scoped_search(reopened)
         assert [h.id for h in after] == [h.id for h in before]
         assert {h.uri for h in after} == {"docs/1.md", "docs/3.md", "docs/5.md"}
         assert reopened.count() == (6, 12)
