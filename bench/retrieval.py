@@ -86,14 +86,14 @@ def data_dir():
     return CACHE_DIR / "scifact-retrieval-edge"
 
 
-def load_store(chunk_set):
+def load_store(chunk_set, backend: str | None = None):
     """A fresh Edge collection holding every chunk and document record (through the store interface)."""
     from bench.vectors import signature
     from kbsearch.store.edge import EdgeStore
 
     shutil.rmtree(data_dir() / COLLECTION, ignore_errors=True)
     store = EdgeStore(data_dir(), COLLECTION)
-    store.open(signature())
+    store.open(signature(backend))
     started = time.perf_counter()
     for start in range(0, len(chunk_set.points), 500):
         store.upsert_chunks(chunk_set.points[start : start + 500])
@@ -216,7 +216,7 @@ def _main(args, data: SciFact) -> dict[str, Any]:
     print(f"  {len(chunk_set.points)} chunks; dense vectors: {chunk_set.origin}")
     queries, query_origin = query_vectors(data, query_ids, args.backend)
     print(f"  query vectors: {query_origin}")
-    store = load_store(chunk_set)
+    store = load_store(chunk_set, args.backend)
     try:
         evaluator = Evaluator(store, data, query_ids, queries)
         modes = {mode: evaluator.run(mode) for mode in MODES}

@@ -30,12 +30,16 @@ class ChunkSet:
     augmented: int  # extra points made from real ones (see augment)
 
 
-def signature():
-    """The collection signature of the SciFact points: local MiniLM and the service's BM25 encoder."""
+def signature(backend: str | None = None):
+    """The collection signature of the SciFact points: local MiniLM run by `backend` (None: the
+    service's default) and the service's BM25 encoder. The backend is part of it, so vectors read
+    back from a collection are never another backend's (an int8 collection refuses torch)."""
     from kbsearch.models import CollectionSignature
+    from kbsearch.settings import Settings
     from kbsearch.store.bm25 import Bm25Encoder
 
-    return CollectionSignature("local", "all-MiniLM-L6-v2", 384, Bm25Encoder.name)
+    resolved = backend or Settings().local_backend
+    return CollectionSignature("local", "all-MiniLM-L6-v2", 384, Bm25Encoder.name, resolved)
 
 
 def scifact_chunks(
@@ -60,7 +64,7 @@ def scifact_chunks(
     # int8 vectors depend a little on their run-mates, so the runs' limits are part of the key.
     salt += f"\nbatch={settings.local_batch_size},{settings.local_batch_tokens}"
     key = hashlib.sha256((salt + "\n" + "\n".join(embed_texts)).encode()).hexdigest()[:16]
-    dense, origin = _dense_vectors(ids, embed_texts, key, embedder)
+    dense, origin = _dense_vectors(ids, embed_texts, key, embedder, backend)
 
     encoder = Bm25Encoder()  # per document: a chunk's neighbours are part of its keyword vector
     sparse = [v for _, p in parsed for v in encoder.encode_chunks([c.embed_text for c in p.chunks])]
@@ -149,14 +153,14 @@ def augment(points: list, count: int, seed: int) -> list:
     return out
 
 
-def _dense_vectors(ids: list[str], texts: list[str], key: str, embedder) -> tuple[np.ndarray, str]:
+def _dense_vectors(ids: list[str], texts: list[str], key: str, embedder, backend: str | None) -> tuple[np.ndarray, str]:
     cache = CACHE_DIR / f"scifact-vectors-{key}.npy"
     if cache.is_file():
         vectors = np.load(cache)
         if vectors.shape[0] == len(ids):
             meta = json.loads(cache.with_suffix(".json").read_text()) if cache.with_suffix(".json").is_file() else {}
             return vectors, f"cached .npy ({meta.get('origin', 'unknown origin')})"
-    vectors, origin = _from_retrieval_store(ids)
+    vectors, origin = _from_retrieval_store(ids, backend)
     if vectors is None:
         if embedder is None:
             from bench.common import local_embedder
@@ -174,7 +178,7 @@ def _dense_vectors(ids: list[str], texts: list[str], key: str, embedder) -> tupl
     return vectors, origin
 
 
-def _from_retrieval_store(ids: list[str]) -> tuple[np.ndarray | None, str]:
+def _from_retrieval_store(ids: list[str], backend: str | None) -> tuple[np.ndarray | None, str]:
 
     from bench.common import dir_in_use, exclusive_dir
     from bench.retrieval import COLLECTION, data_dir
@@ -187,15 +191,15 @@ def _from_retrieval_store(ids: list[str]) -> tuple[np.ndarray | None, str]:
         print(f"  the retrieval collection is in use by process {holder}; embedding instead")
         return None, ""
     with exclusive_dir(path):
-        return _read_store(path, COLLECTION, ids)
+        return _read_store(path, COLLECTION, ids, backend)
 
 
-def _read_store(path: Path, collection: str, ids: list[str]) -> tuple[np.ndarray | None, str]:
+def _read_store(path: Path, collection: str, ids: list[str], backend: str | None) -> tuple[np.ndarray | None, str]:
     from kbsearch.store.edge import EdgeStore
 
     store = EdgeStore(path, collection)
     try:
-        store.open(signature())
+        store.open(signature(backend))
     except Exception as exc:  # noqa: BLE001 - busy or incompatible: compute instead
         print(f"  cannot read the retrieval collection ({exc}); embedding instead")
         return None, ""
