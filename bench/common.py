@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -37,6 +38,29 @@ def load_average() -> dict[str, float]:
 def load_text(load: dict[str, float] | None = None) -> str:
     load = load or load_average()
     return f"load {load['load1']:.2f}/{load['load5']:.2f}/{load['load15']:.2f} on {load['cpus']} cpus"
+
+
+# --- command line -------------------------------------------------------------------------
+
+# What --scifact means to a benchmark. run_all passes it to every one, so those that generate
+# their own corpus accept it too and say it is unused.
+SCIFACT_TEXTS = "SciFact train folder (BEIR layout)"
+SCIFACT_UNUSED = "unused: this benchmark makes its own data (run_all passes --scifact to every benchmark)"
+
+
+def parser(name: str, doc: str | None, scifact: str | None = SCIFACT_TEXTS) -> argparse.ArgumentParser:
+    """The argument parser benchmark `name` starts from: `python -m bench.<name>`, its docstring, --scifact."""
+    made = argparse.ArgumentParser(
+        prog=f"python -m bench.{name}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    if scifact is not None:
+        made.add_argument("--scifact", help=scifact)
+    return made
+
+
+def verdict(met: bool) -> str:
+    """A target's verdict in a headline."""
+    return "met" if met else "NOT met"
 
 
 # --- results ------------------------------------------------------------------------------

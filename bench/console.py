@@ -14,7 +14,6 @@ is the difference. The insights page reads a query log filled with `--log-entrie
 
 from __future__ import annotations
 
-import argparse
 import logging
 import random
 import tempfile
@@ -22,7 +21,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import http_client, load_average, load_text, print_table, run_service, summary_ms, write_result
+from bench.common import (
+    SCIFACT_UNUSED,
+    http_client,
+    load_average,
+    load_text,
+    print_table,
+    run_service,
+    summary_ms,
+    write_result,
+)
+from bench.common import parser as common_parser
 
 NAME = "console"
 WARMUP = 10
@@ -150,9 +159,19 @@ def insights_pages(base_url: str, loads: int) -> dict[str, Any]:
     return out
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    page, insights = result["search"]["pageMs"], result["insights"]["30d"]
+    figure = (
+        f"/ui/?q= p50 {page['p50']:.0f} ms at {result['chunks']} chunks "
+        f"(REST {result['search']['restMs']['p50']:.0f} ms); "
+        f"insights 30d p50 {insights['p50']:.0f} ms over {result['logEntries']} logged queries"
+    )
+    return figure, "measured (no target)", "-"
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scifact", help="unused: the corpus is generated (run_all passes it to every benchmark)")
+    parser = common_parser("console", __doc__, SCIFACT_UNUSED)
     parser.add_argument("--chunks", type=int, default=20_000, help="collection size in chunks (default 20000)")
     parser.add_argument("--queries", type=int, default=200, help="search page loads (default 200, plus 10 warm-up)")
     parser.add_argument("--log-entries", type=int, default=100_000, help="query log entries (default 100000)")

@@ -20,7 +20,6 @@ lock for, the process RSS, and the load average with every figure.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import resource
@@ -42,7 +41,11 @@ from bench.common import (
     run_service,
     server_timing,
     summary_ms,
+    verdict,
     write_result,
+)
+from bench.common import (
+    parser as common_parser,
 )
 
 NAME = "edge_scale"
@@ -417,9 +420,19 @@ def text_pool(scifact: str | None) -> tuple[list[str], list[str], str]:
     return [words(90) for _ in range(5_000)], [words(6) for _ in range(1_000)], "generated Zipf text"
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    runs = ", ".join(
+        f"{x['chunks']}: {x['noIndex']['engineMs']['p95']} -> {x['indexed']['engineMs']['p95']} ms"
+        for x in result["runs"]
+    )
+    t = result["target"]
+    figure = f"engine p95 no index -> indexed {runs}; longest search in a build {t['longestSearchDuringBuildMs']} ms"
+    return figure, "p95 <= 20 ms; stall <= 100 ms", f"p95 {verdict(t['engineP95Met'])}, stall {verdict(t['stallMet'])}"
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scifact", help="SciFact train folder: its texts and claims (optional)")
+    parser = common_parser("edge_scale", __doc__, "SciFact train folder: its texts and claims (optional)")
     parser.add_argument("--sizes", default="20000,200000", help="comma-separated chunk counts")
     parser.add_argument("--queries", type=int, default=300, help="measured queries per phase (plus 10 warm-up)")
     parser.add_argument(

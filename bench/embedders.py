@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import statistics
 import tempfile
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import CACHE_DIR, load_average, load_scifact, load_text, print_table, scifact_markdown, write_result
+from bench.common import parser as common_parser
 from bench.retrieval import ndcg_at_k, recall_at_k
 
 NAME = "embedders"
@@ -227,9 +227,22 @@ def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> 
             store.close()
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    speed = ", ".join(
+        f"{b} {t['medianChunksPerSecond']} ({t['medianChunksPerCpuSecond']}/CPU-s)"
+        for b, t in result["throughput"].items()
+    )
+    figure = f"chunks/s {speed}"
+    if "quality" in result:
+        quality = result["quality"]
+        figure += "; hybrid nDCG@10 " + ", ".join(f"{b} {quality[b]['hybrid']['ndcg@10']:.4f}" for b in quality)
+        figure += f"; default by the rule: {result.get('default')}"
+    return figure, "fastest within 0.005 nDCG@10 of torch", "measured"
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scifact", help="SciFact train folder (BEIR layout)")
+    parser = common_parser("embedders", __doc__)
     parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated (default: all three)")
     parser.add_argument("--throughput-chunks", type=int, default=256, help="chunk texts per throughput run")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved throughput rounds")

@@ -11,7 +11,6 @@ in. The image itself is not built.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata as md
 import re
 import tomllib
@@ -21,7 +20,8 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from bench.common import BENCH_DIR, CACHE_DIR, print_table, write_result
+from bench.common import BENCH_DIR, CACHE_DIR, SCIFACT_UNUSED, print_table, verdict, write_result
+from bench.common import parser as common_parser
 
 NAME = "image_env"
 PYPROJECT = BENCH_DIR.parent / "pyproject.toml"
@@ -74,8 +74,17 @@ def installed_mb(names: set[str]) -> dict[str, float]:
     return sizes
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    figure = (
+        f"runtime Python env {result['beforeMB']:.0f} MB with torch -> {result['afterMB']:.0f} MB "
+        f"(+{result['onnxFilesMB']:.0f} MB ONNX files)"
+    )
+    return figure, "no torch in the search image", verdict("torch" in result["removed"])
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common_parser("image_env", __doc__, SCIFACT_UNUSED)
     parser.add_argument("--onnx-dir", type=Path, default=CACHE_DIR / "onnx", help="the exports copied into the image")
     args = parser.parse_args(argv)
     after_set = closure(extra_requirements("search"))

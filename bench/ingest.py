@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +32,11 @@ from bench.common import (
     run_service,
     service_cache,
     summary_ms,
+    verdict,
     write_result,
+)
+from bench.common import (
+    parser as common_parser,
 )
 from bench.corpus import large_markdown, markdown_documents
 
@@ -142,9 +145,20 @@ def big_file(base_url: str, text: str, times) -> dict[str, Any]:
     return out
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    cold, edit = result["pipelineCold"], result["bigFile"]["oneLineEdit"]
+    figure = (
+        f"{cold['docsPerSecond']} docs/s, {cold['chunksPerSecond']} chunks/s vs raw "
+        f"{result['raw']['chunksPerSecond']} chunks/s: overhead {result['overhead']:.1%}; 100 KB 1-line edit "
+        f"{edit['chunksEmbedded']}/{edit['chunks']} chunks in {edit['seconds']} s vs fresh "
+        f"{result['bigFile']['fresh']['seconds']} s"
+    )
+    return figure, "overhead <= 10%", verdict(result["target"]["met"])
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scifact", help="SciFact train folder (BEIR layout): the source of the generated texts")
+    parser = common_parser("ingest", __doc__, "SciFact train folder (BEIR layout): the source of the generated texts")
     parser.add_argument("--docs", type=int, default=200, help="generated markdown documents (default 200)")
     parser.add_argument("--workers", type=int, default=4, help="concurrent PUTs (the operator's default is 4)")
     parser.add_argument("--big-kb", type=int, default=100, help="size of the 1-line-edit file in KB (default 100)")

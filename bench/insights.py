@@ -14,14 +14,14 @@
 
 from __future__ import annotations
 
-import argparse
 import random
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import http_client, load_text, print_table, run_service, summary_ms, write_result
+from bench.common import SCIFACT_UNUSED, http_client, load_text, print_table, run_service, summary_ms, write_result
+from bench.common import parser as common_parser
 
 NAME = "insights"
 WINDOWS = ("24h", "7d", "30d")
@@ -142,13 +142,23 @@ def measure_overhead(folder: Path, docs: int, queries: int) -> dict[str, Any]:
     }
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    month = result["insights"]["unrestricted/30d"]
+    figure = (
+        f"insights over {result['entries']} logged queries: 30d p50 {month['p50']} ms, 24h p50 "
+        f"{result['insights']['unrestricted/24h']['p50']} ms; search overhead of the log p50 "
+        f"{result['overhead']['p50OverheadMs']} ms"
+    )
+    return figure, "reported (no target)", ""
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common_parser("insights", __doc__, SCIFACT_UNUSED)
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--docs", type=int, default=300)
-    parser.add_argument("--scifact", help="ignored: accepted so that run_all can pass it to every benchmark")
     args = parser.parse_args(argv)
 
     from kbsearch.settings import Settings

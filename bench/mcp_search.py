@@ -17,7 +17,6 @@ The overhead is the p50 of the per-query differences against rest (target: mcp <
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import tempfile
@@ -25,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import load_text, print_table, summary_ms, write_result
+from bench.common import SCIFACT_UNUSED, load_text, print_table, summary_ms, verdict, write_result
+from bench.common import parser as common_parser
 
 NAME = "mcp_search"
 WARMUP = 20
@@ -109,11 +109,20 @@ async def measure(base_url: str, docs: int, queries: int) -> dict[str, Any]:
     }
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    s, o = result["searches"], result["p50OverheadMs"]
+    figure = (
+        f"MCP search_knowledge p50 {s['mcp']['p50']} ms vs REST {s['rest']['p50']} ms: +{o['mcp']} ms "
+        f"(server side +{o['mcp-rpc']} ms)"
+    )
+    return figure, "MCP overhead p50 <= 5 ms", verdict(result["target"]["met"])
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common_parser("mcp_search", __doc__, SCIFACT_UNUSED)
     parser.add_argument("--docs", type=int, default=500)
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--scifact", help="ignored (run_all passes it to every benchmark); no SciFact needed")
     args = parser.parse_args(argv)
 
     from tests.support.service_process import ServiceProcess

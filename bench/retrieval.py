@@ -39,7 +39,11 @@ from bench.common import (
     load_scifact,
     load_text,
     print_table,
+    verdict,
     write_result,
+)
+from bench.common import (
+    parser as common_parser,
 )
 
 NAME = "retrieval"
@@ -183,9 +187,19 @@ def fusions_to_compare():
     }
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    m = result["modes"]
+    figure = (
+        f"nDCG@10 hybrid {m['hybrid']['ndcg@10']:.4f} / dense {m['dense']['ndcg@10']:.4f} / "
+        f"keyword {m['keyword']['ndcg@10']:.4f}; R@100 hybrid {m['hybrid']['recall@100']:.4f}; "
+        + ", ".join(f"{label} {h['ndcg@10']:.4f}" for label, h in result["hybrid"].items() if label != "default")
+    )
+    return figure, "keyword >= 0.71, hybrid >= 0.76", verdict(result["target"]["met"])
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scifact", required=False, help="SciFact train folder (BEIR layout)")
+    parser = common_parser("retrieval", __doc__)
     parser.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True, help="fusion parameter sweep")
     parser.add_argument(
         "--docs", type=int, default=0, help="smoke run: only the first N abstracts and the queries judged on them"

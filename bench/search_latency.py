@@ -12,7 +12,6 @@ embedding (`embed`) and the store's own query time (`engine`).
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +27,11 @@ from bench.common import (
     run_service,
     server_timing,
     summary_ms,
+    verdict,
     write_result,
+)
+from bench.common import (
+    parser as common_parser,
 )
 
 NAME = "search_latency"
@@ -66,9 +69,20 @@ def measure(base_url: str, queries: list[str], mode: str = "hybrid", limit: int 
     }
 
 
+def headline(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(figure, target, verdict) for run_all's summary."""
+    e = result["runs"]["edge"]
+    figure = (
+        f"edge engine p50 {e['engineMs']['p50']} / p95 {e['engineMs']['p95']} ms, embed p50 {e['embedMs']['p50']} ms"
+    )
+    if "qdrant-local" in result["runs"]:
+        q = result["runs"]["qdrant-local"]
+        figure += f"; qdrant-local engine p50 {q['engineMs']['p50']} / p95 {q['engineMs']['p95']} ms"
+    return figure, "edge engine p95 <= 20 ms", verdict(result["target"]["met"])
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scifact", help="SciFact train folder (BEIR layout)")
+    parser = common_parser("search_latency", __doc__)
     parser.add_argument("--chunks", type=int, default=20_000, help="collection size in chunks (default 20000)")
     parser.add_argument("--queries", type=int, default=300, help="queries per store (default 300, plus 10 warm-up)")
     parser.add_argument("--docs", type=int, default=0, help="use only the first N abstracts (smoke runs)")

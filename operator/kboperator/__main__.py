@@ -18,12 +18,13 @@ def main() -> None:
     settings = OperatorSettings()
     kopf.configure(log_format=kopf.LogFormat.FULL)
     logging.getLogger().setLevel(settings.log_level.upper())
-    import kboperator.handlers  # noqa: F401  # registers the handlers with kopf
+    import kboperator.kube.handlers  # noqa: F401  # registers the handlers with kopf
 
     kopf.run(
         clusterwide=settings.clusterwide,
         namespaces=settings.namespaces,
-        standalone=True,
+        # Peering (several replicas, one working) is configured in the `configure` startup handler.
+        standalone=not settings.peering_name,
         liveness_endpoint=liveness_endpoint(settings.health_port),
     )
 

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 from kboperator import __version__
-from kboperator.client import SearchClient
 from kboperator.errors import (
     InvalidSpecError,
     MassDeletionRefusedError,
@@ -27,11 +26,14 @@ from kboperator.errors import (
     ServiceRejectedError,
     SyncError,
 )
-from kboperator.gitrepo import RepoCache
+from kboperator.git.repo import RepoCache
 from kboperator.models import Baseline, Credentials, RepoSpec, SyncResult, SyncSpec
+from kboperator.repourl import parse_repo_url
 from kboperator.schedule import format_time, utcnow
+from kboperator.searchclient import SearchClient
 from kboperator.statefile import read_state, write_state
-from kboperator.sync import SyncEngine
+from kboperator.sync.docuri import check_web_url
+from kboperator.sync.engine import SyncEngine
 
 log = logging.getLogger("kboperator.cli")
 
@@ -54,7 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="knowledge-sync",
         description="Make a knowledge-base source mirror a git repository exactly.",
-        epilog="Exit status: 0 converged, 1 some documents failed or a transient error, 2 usage or config error.",
+        epilog="Exit status: 0 converged, 1 some documents failed or a transient error, 2 usage or config error. "
+        "When --repo is the CI job's own checkout, the links' base defaults to "
+        "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY (GitHub, Gitea and Forgejo Actions), $CI_PROJECT_URL (GitLab CI) "
+        "or $BITBUCKET_GIT_HTTP_ORIGIN (Bitbucket Pipelines); with --ref HEAD, the links' ref defaults to "
+        "$GITHUB_REF_NAME, $CI_COMMIT_REF_NAME or $BITBUCKET_BRANCH.",
     )
     add = parser.add_argument
     add("--repo", required=True, metavar="URL_OR_PATH", help="https/ssh URL, file:// URL or local path")
@@ -67,6 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-file-size", type=_positive_int, default=1_048_576, metavar="BYTES",
         help="skip larger files (default 1 MiB)")  # fmt: skip
     add("--metadata", action="extend", nargs="+", default=[], metavar="KEY=VALUE", help="metadata on every document")
+    add(
+        "--web-url",
+        metavar="URL",
+        help="the repository's web page, e.g. https://github.com/org/repo: the links' base for a local "
+        "checkout (default: from the CI's variables, see below)",
+    )
+    add(
+        "--link-ref",
+        metavar="NAME",
+        help="branch or tag the links name when --ref is not one, e.g. HEAD (default: from the CI's variables)",
+    )
     add("--state", type=Path, metavar="FILE", help="keeps the last synced commit; without it, a full reconcile")
     add("--json", action="store_true", help="print one JSON object with the result")
     extra = parser.add_argument_group("extras")
@@ -76,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     extra.add_argument("--ssh-key-file", type=Path, help="SSH private key for git")
     extra.add_argument("--known-hosts-file", type=Path, help="known_hosts to check the SSH host key against")
     extra.add_argument("--full", action="store_true", help="full reconcile even when --state has a commit")
+    extra.add_argument(
+        "--partial-clone",
+        action="store_true",
+        help="fetch commits and trees, then only the selected files' blobs (--filter=blob:none): for monorepos",
+    )
     extra.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -100,7 +122,7 @@ async def _run(args: argparse.Namespace) -> int:
         spec = _spec(args)
         token = _env(args.token_env, "--token-env") if args.token_env else None
         last_commit, baseline = read_state(args.state, spec, args.service) if args.state else (None, Baseline())
-        cache = RepoCache(args.cache_dir or _default_cache())
+        cache = RepoCache(args.cache_dir or _default_cache(), partial=args.partial_clone)
         if args.state:
             # Before syncing: a run that fails, or is killed, after changing part of the service
             # leaves a full reconcile owed (see statefile), also if it replaces a state written
@@ -142,8 +164,11 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
             )
         except OSError as exc:
             raise _ConfigError(f"cannot read a credentials file: {exc}") from None
+    web_url, link_ref = _links(args)
     return SyncSpec(
         source_id=args.source_id,
+        web_url=web_url,
+        link_ref=link_ref,
         repo=RepoSpec(url=args.repo, ref=args.ref, credentials=credentials),
         include=tuple(args.include or ("**/*.md",)),
         exclude=tuple(args.exclude),
@@ -151,6 +176,46 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
         metadata=metadata,
         allow_local=True,  # the CLI runs as its user, on that user's files
     )
+
+
+# Where CI systems say which checkout a job has (its folder), which repository it is (the web
+# address, in one or two variables) and which branch.
+_CI_CHECKOUTS = (
+    ("GITHUB_WORKSPACE", ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY")),  # GitHub, Gitea and Forgejo Actions
+    ("CI_PROJECT_DIR", ("CI_PROJECT_URL",)),  # GitLab CI
+    ("BITBUCKET_CLONE_DIR", ("BITBUCKET_GIT_HTTP_ORIGIN",)),  # Bitbucket Pipelines
+)
+_CI_BRANCHES = ("GITHUB_REF_NAME", "CI_COMMIT_REF_NAME", "BITBUCKET_BRANCH")
+
+
+def _links(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The links' base and ref: the options, else the CI's variables when --repo is the job's checkout."""
+    try:
+        location = parse_repo_url(args.repo, allow_local=True)
+    except InvalidSpecError:
+        location = None  # the engine reports the bad URL
+    web_url = args.web_url
+    if web_url is None and location is not None and location.kind == "local":
+        web_url = _ci_web_url(Path(location.path))
+    if web_url is not None:
+        try:
+            web_url = check_web_url(web_url)
+        except ValueError as exc:
+            raise _ConfigError(f"--web-url: {exc}") from None
+    link_ref = args.link_ref
+    if link_ref is None and web_url is not None and args.ref == "HEAD":
+        link_ref = next((os.environ[name] for name in _CI_BRANCHES if os.environ.get(name)), None)
+    return web_url, link_ref
+
+
+def _ci_web_url(checkout: Path) -> str | None:
+    """The CI's web address of `checkout`, if it is the folder the CI checked out (not another repository)."""
+    for folder, names in _CI_CHECKOUTS:
+        workspace = os.environ.get(folder)
+        values = [os.environ.get(name, "").strip("/") for name in names]
+        if workspace and all(values) and Path(workspace).resolve() == checkout.resolve():
+            return "/".join(values)
+    return None
 
 
 def _save_state(

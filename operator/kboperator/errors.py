@@ -6,7 +6,7 @@
     │                                exist or names no commit; a local repository when local
     │                                ones are not allowed (or outside their root); an unknown
     │                                URL scheme; a search service off the allow-list; a Secret
-    │                                that did not opt in for its use (kubesecrets). Fix the spec.
+    │                                that did not opt in for its use (kube.secrets). Fix the spec.
     ├── RepositoryAuthError          permanent until the credentials (the Secret) change.
     ├── RepositoryUnavailableError   transient: host unreachable, fetch failed.
     ├── RepositoryReadError          transient: git could not read the cached clone.

@@ -57,6 +57,10 @@ class SyncSpec:
     metadata: Mapping[str, str] = field(default_factory=dict)
     # Local paths and file:// URLs read the operator's own filesystem: off unless configured.
     allow_local: bool = False
+    # The repository's web page (sync.docuri.check_web_url): the documents' links start there.
+    web_url: str | None = None
+    # The branch or tag the links name, when `repo.ref` is not one (a CI checkout's detached HEAD).
+    link_ref: str | None = None
 
     def __post_init__(self) -> None:
         # Accept lists and dicts from callers, but keep the object immutable and hashable-ish.
@@ -74,6 +78,10 @@ class SyncSpec:
             "maxFileSize": self.max_file_size,
             "metadata": dict(sorted(self.metadata.items())),
         }
+        if self.web_url is not None:  # only when set: the states written before it stay valid
+            shape["webUrl"] = self.web_url
+        if self.link_ref is not None:
+            shape["linkRef"] = self.link_ref
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -125,6 +133,8 @@ class SyncResult:
     duration_s: float
     baseline: Baseline = Baseline()
     drift: str | None = None
+    #: False when `git ls-remote` found the ref still at the last synced commit: nothing was fetched.
+    fetched: bool = True
 
     @property
     def ok(self) -> bool:
@@ -153,6 +163,7 @@ class SyncResult:
             "documents": self.documents,
             "full": self.full,
             "drift": self.drift,
+            "fetched": self.fetched,
             "durationSeconds": round(self.duration_s, 3),
         }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated
@@ -45,6 +46,13 @@ class OperatorSettings(BaseSettings):
     )
     max_concurrent_syncs: int = Field(4, ge=1, description="Syncs running at once across all sources.")
     cache_dir: Path = Field(Path("/var/cache/kb-operator"), description="Where the cached clones live.")
+    partial_clone: bool = Field(
+        False,
+        description=(
+            "Cached clones fetch commits and trees only (--filter=blob:none), then the blobs of the paths sources "
+            "select; for monorepos whose documents are a small part. The git server must allow filters."
+        ),
+    )
     full_reconcile_interval: float = Field(
         86400, gt=0, description="Seconds between full reconciles against the service's listing."
     )
@@ -59,8 +67,48 @@ class OperatorSettings(BaseSettings):
             "a shorter one is an invalid spec."
         ),
     )
+    peering_name: str = Field(
+        "",
+        description=(
+            "Name of the kopf peering object the operator's replicas share: the live replica with the "
+            "highest priority works, the others wait. Empty: standalone, for exactly one replica."
+        ),
+    )
+    peering_priority: int | None = Field(
+        None, ge=0, description="This replica's peering priority; empty: a random one at each start."
+    )
+    peering_lifetime_seconds: int = Field(
+        60,
+        ge=10,
+        description=(
+            "Seconds a replica's peering record lives without a keepalive: how long a replica that died "
+            "without saying so (kill -9, lost node) holds the others back."
+        ),
+    )
     metrics_port: int = Field(9090, ge=0, le=65535, description="Prometheus port; 0 disables metrics.")
     health_port: int = Field(8080, ge=1, le=65535, description="Port of the liveness endpoint, /healthz.")
+    webhook_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="Port of the webhook receiver (POST /hook/<digest>); 0 (the default) turns it off.",
+    )
+    webhook_max_body_bytes: int = Field(
+        5 * 1024 * 1024, ge=1024, description="Largest webhook delivery body accepted; larger ones get 413."
+    )
+    webhook_rate_per_minute: float = Field(
+        30, gt=0, description="Deliveries accepted per source and minute once its burst is spent; more get 429."
+    )
+    webhook_burst: int = Field(10, ge=1, description="Deliveries a source may receive at once before its rate applies.")
+    freshness_bound_seconds: float = Field(
+        0,
+        ge=0,
+        description=(
+            "How far behind the remote a source may fall (push to searchable, and the age of its last successful "
+            "sync) before its FreshWithinBound condition turns False with a Warning event; 0 turns the check off. "
+            "A source's spec.freshnessBoundSeconds overrides it."
+        ),
+    )
     max_search_clients: int = Field(
         32,
         ge=1,
@@ -117,6 +165,13 @@ class OperatorSettings(BaseSettings):
     def service_policy(self) -> ServicePolicy:
         """The search services a source may name: search_url and allowed_search_urls."""
         return ServicePolicy(self.search_url, self.allowed_search_urls)
+
+    @cached_property
+    def priority(self) -> int:
+        """The peering priority; a random one when none is set, so two replicas never tie (a tie pauses both)."""
+        if self.peering_priority is not None:
+            return self.peering_priority
+        return secrets.randbelow(2**31 - 1) + 1
 
     @property
     def clusterwide(self) -> bool:

@@ -22,8 +22,11 @@ def main() -> int:
         return 2
     configure_logging(settings.log_level)
     log = logging.getLogger(__name__)
-    if settings.api_token is None:
-        log.warning("writes are open: SEARCHSVC_API_TOKEN is not set", extra={"host": settings.host})
+    if settings.writes_open:
+        log.warning(
+            "writes are open: none of SEARCHSVC_API_TOKEN, SEARCHSVC_TOKENS_FILE or Kubernetes mode is set",
+            extra={"host": settings.host},
+        )
     log.info("starting", extra={"host": settings.host, "port": settings.port, "store": settings.store})
     build_server(settings, create_app(settings)).run()
     return 0

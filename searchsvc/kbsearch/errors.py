@@ -2,6 +2,7 @@
 
 ServiceError
 ├── InvalidRequestError        422  a request the contract does not allow
+│   └── ConversionError             a document its format's converter cannot read (code names why)
 ├── DocumentTooLargeError      413  content over the per-document limit
 ├── RequestTooLargeError       413  a request body over the body limit
 ├── UnauthenticatedError       401  no or wrong bearer token
@@ -47,6 +48,20 @@ class ServiceError(Exception):
 class InvalidRequestError(ServiceError):
     status_code = 422
     code = "VALIDATION_ERROR"
+
+
+class NotFoundError(ServiceError):
+    status_code = 404
+    code = "NOT_FOUND"
+
+
+class ConversionError(InvalidRequestError):
+    """A PDF, Word file, notebook... that cannot become text: corrupt, encrypted, no text layer, a bomb.
+
+    Sending the same bytes again cannot help; the code says which problem it is.
+    """
+
+    code = "CONVERSION_FAILED"
 
 
 class DocumentTooLargeError(ServiceError):

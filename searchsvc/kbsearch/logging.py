@@ -39,3 +39,5 @@ def configure_logging(level: str) -> None:
     root.setLevel(level.upper())
     # uvicorn's access log would print query strings; our middleware logs requests instead.
     logging.getLogger("uvicorn.access").disabled = True
+    # "StreamableHTTP session manager started", once per manager: start-up says where to connect instead.
+    logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)

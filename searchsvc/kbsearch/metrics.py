@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class Metrics:
@@ -24,6 +24,12 @@ class Metrics:
             "searchsvc_documents_written_total",
             "Document PUTs by outcome (created, updated, unchanged).",
             ["status"],
+            registry=self.registry,
+        )
+        self.documents_converted = Counter(
+            "searchsvc_documents_converted_total",
+            "Documents converted to text, by format (pdf, docx, ipynb, ...) and outcome (ok or an error code).",
+            ["format", "outcome"],
             registry=self.registry,
         )
         self.chunks_embedded = Counter(
@@ -82,5 +88,27 @@ class Metrics:
         self.query_log_pruned = Counter(
             "searchsvc_query_log_pruned_total",
             "Query log entries deleted by retention (age or count).",
+            registry=self.registry,
+        )
+        self.rebuild_documents = Gauge(
+            "searchsvc_rebuild_documents",
+            "Documents of the background rebuild under way: done and total.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.rebuild_rate = Gauge(
+            "searchsvc_rebuild_documents_per_second",
+            "Documents the background rebuild copies per second (0 when none runs).",
+            registry=self.registry,
+        )
+        self.rebuild_running = Gauge(
+            "searchsvc_rebuild_running",
+            "1 while a background rebuild builds, checks, waits for a forced swap or swaps; else 0.",
+            registry=self.registry,
+        )
+        self.rebuild_swaps = Counter(
+            "searchsvc_rebuild_swaps_total",
+            "Rebuilt collections by outcome of their self-check: swapped, refused, forced.",
+            ["outcome"],
             registry=self.registry,
         )

@@ -32,6 +32,31 @@ def document_point_id(uri: str) -> str:
     return str(uuid.uuid5(POINT_ID_NAMESPACE, f"document:{uri}"))
 
 
+def body_point_id(uri: str) -> str:
+    """The id of the vector-less point that keeps document `uri`'s text as it was written."""
+    return str(uuid.uuid5(POINT_ID_NAMESPACE, f"body:{uri}"))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBody:
+    """A document's text as written, kept so it can be read whole and re-chunked from the store alone.
+
+    `content` is exactly what was PUT (front matter included: title and tags come from it), so a
+    rebuild re-chunks the same input; `body` is the chunker's body (front matter aside), what a
+    reader is shown. `checksum` is the record's checksum of `content`: a body whose checksum is not
+    the record's (left by an interrupted write) is never served.
+    """
+
+    uri: str
+    source_identifier: str | None
+    checksum: str
+    version: int
+    content: str
+    body: str
+    content_type: str | None = None  # as PUT, so a rebuild converts a PDF or notebook the same way
+    content_encoding: str = "utf-8"
+
+
 @dataclass(frozen=True, slots=True)
 class SparseVector:
     indices: list[int]
@@ -110,6 +135,10 @@ class ChunkPoint:
     version: int = 0  # the record version of the write that made it (see DocumentRecord)
     start: int | None = None  # character offsets of `text` in the document body
     end: int | None = None
+    doc_version: str | None = None  # the documentation version the document belongs to (services/versions.py)
+    page_key: str | None = None  # the version-free page key every version of the page shares
+    page: int | None = None  # where the chunk starts in the original file: a PDF page, 1-based
+    cell: int | None = None  # ...or a notebook cell, 1-based
 
     @property
     def id(self) -> str:
@@ -157,6 +186,7 @@ class SearchFilter:
     source_identifiers: list[str] | None = None
     uri_prefix: str | None = None
     metadata: dict[str, str | int | float | bool] = field(default_factory=dict)
+    version: str | None = None  # only chunks of documents of this documentation version
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +201,14 @@ class SearchHit:
     headings: list[str]
     metadata: dict[str, MetadataValue]
     source_identifier: str | None
+    version: str | None = None  # the documentation version of its document, when it has one
+    page_key: str | None = None  # the version-free page key (None for chunks written before versions)
+    similarity: float | None = None  # cosine of the query and the chunk's dense vector, when the query had one
+    relevance: float | None = None  # calibrated [0, 1] (services/ranking.py)
+    other_versions: list[str] = field(default_factory=list)  # other versions of the page that also matched
+    more_matches: int = 0  # more chunks of the same document that matched
+    page: int | None = None  # the PDF page or notebook cell the chunk starts in (see ChunkPoint)
+    cell: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +228,8 @@ class DocumentChunk:
     headings: list[str]
     start: int | None
     end: int | None
+    page: int | None = None
+    cell: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,12 @@ class PutDocumentRequest(Body):
     uri: Uri
     content: StrictStr
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    # The document's format: a media type ("application/pdf") or a format name ("pdf", "rst"); by
+    # default the URI's extension decides, and a URI without a known one is markdown.
+    contentType: Annotated[StrictStr, Field(min_length=1, max_length=255)] | None = None
+    # "base64": `content` is the file's bytes, base64-encoded (required for pdf and docx; allowed for
+    # every format, so a client need not decode text it cannot vouch for).
+    contentEncoding: Literal["utf-8", "base64"] = "utf-8"
 
     @field_validator("content")
     @classmethod
@@ -171,6 +177,26 @@ class DocumentInfo(Body):
     chunks: int
     metadata: dict[str, MetadataValue]
     ingestedAt: str
+
+
+class ReindexRequest(Body):
+    forceSwap: StrictBool = False
+
+
+class DocumentText(Body):
+    """One page of a document's body as written (front matter aside); `nextStart` is null on the last page."""
+
+    uri: str
+    title: str | None
+    sourceIdentifier: str | None
+    checksum: str
+    metadata: dict[str, MetadataValue]
+    ingestedAt: str
+    totalChars: int
+    start: int
+    end: int
+    nextStart: int | None
+    text: str
 
 
 class DocumentList(Body):
@@ -321,6 +347,8 @@ class SearchFilterBody(Body):
     sourceIdentifier: StrictStr | list[StrictStr] | None = None
     uriPrefix: Uri | None = None
     metadata: dict[str, Scalar] = Field(default_factory=dict)
+    # Only documents of this documentation version (e.g. "2.21"); without it, the newest version of each page.
+    version: Annotated[StrictStr, Field(min_length=1, max_length=64, pattern=r"^[\w.+-]+$")] | None = None
 
     @field_validator("metadata")
     @classmethod
@@ -347,11 +375,18 @@ def usable_text(text: str, name: str) -> str:
     return text
 
 
+# A search query's length; an ask's question may be longer (MAX_QUESTION_CHARS), and an extractive
+# ask searches its first MAX_QUERY_CHARS characters (the embedder reads about as many).
+MAX_QUERY_CHARS = 1000
+
+
 class SearchRequest(Body):
-    query: Annotated[StrictStr, Field(min_length=1, max_length=1000)]
+    query: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
     limit: Annotated[StrictInt, Field(ge=1, le=100)] = 10
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
     filter: SearchFilterBody = Field(default_factory=SearchFilterBody)
+    # One result per page (its best chunk, newest version first); false gives every matching chunk.
+    collapse: StrictBool = True
 
     @field_validator("query")
     @classmethod
@@ -365,11 +400,19 @@ class SearchResult(Body):
     chunkIndex: int
     totalChunks: int
     content: str
-    score: float
+    score: float  # the fusion's score: orders results within one response, means nothing across queries
+    relevance: float  # calibrated in [0, 1]: comparable across queries (see docs/user/api.md)
     title: str | None
     headings: list[str]
     metadata: dict[str, MetadataValue]
     sourceIdentifier: str | None
+    version: str | None = None  # the documentation version of the page shown
+    otherVersions: list[str] = Field(default_factory=list)  # other versions of the page that matched, newest first
+    moreMatches: int = 0  # more chunks of this document that matched (collapsed into this result)
+    # Where in the original file the chunk starts: a PDF's page (link `uri#page=N`) or a
+    # notebook's cell, both 1-based; null for other formats.
+    page: int | None = None
+    cell: int | None = None
 
 
 class SearchResponse(Body):
@@ -377,6 +420,9 @@ class SearchResponse(Body):
     mode: str
     results: list[SearchResult]
     tookMs: float
+    # True when no result reaches the relevance threshold (SEARCHSVC_RELEVANCE_THRESHOLD): the
+    # results are the closest there are, not answers.
+    nothingRelevant: bool = False
 
 
 MAX_QUESTION_CHARS = 2000
@@ -386,6 +432,8 @@ class AskRequest(Body):
     question: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]
     # Narrows the caller's scope, never widens it: a source outside the scope is simply not searched.
     sources: list[StrictStr] | None = Field(None, min_length=1, max_length=100)
+    # The same filter as a search's, applied to every search of the ask; `sources` is its older spelling.
+    filter: SearchFilterBody = Field(default_factory=SearchFilterBody)
     maxSearches: Annotated[StrictInt, Field(ge=1, le=5)] = 3
     stream: StrictBool = False
 
@@ -400,6 +448,19 @@ class AskRequest(Body):
         for source in sources or []:
             check_source_identifier(source)
         return sources
+
+    @model_validator(mode="after")
+    def _one_source_list(self) -> AskRequest:
+        # Two lists would have to be intersected, and an empty intersection has no filter to say it.
+        if self.sources is not None and self.filter.sourceIdentifier is not None:
+            raise ValueError("give the sources to ask in 'sources' or in 'filter.sourceIdentifier', not both")
+        return self
+
+    def search_filter(self) -> SearchFilterBody:
+        """The filter every search of this ask runs with: `filter`, with `sources` folded in."""
+        if self.sources is None:
+            return self.filter
+        return self.filter.model_copy(update={"sourceIdentifier": self.sources})
 
 
 class AskSource(Body):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import socket
 
 import h11
 import uvicorn
@@ -18,6 +20,8 @@ from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from kbsearch.settings import Settings
+
+log = logging.getLogger(__name__)
 
 _BAD_REQUEST = json.dumps(
     {"error": {"code": "BAD_REQUEST", "message": "the request is not valid HTTP/1.1", "details": {}}}
@@ -94,4 +98,29 @@ def build_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:
         proxy_headers=True,
         forwarded_allow_ips=settings.trusted_proxies,
     )
-    return uvicorn.Server(config)
+    return KnowledgeServer(config)
+
+
+class KnowledgeServer(uvicorn.Server):
+    """uvicorn's server whose start-up ends with one line: where the console, MCP and the API are."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit or not self.servers:  # start-up failed: uvicorn has said why
+            return
+        host, port = self.servers[0].sockets[0].getsockname()[:2]
+        base = f"http://{_url_host(host)}:{port}"
+        log.info(
+            "serving: console %s/ui/ - MCP %s/mcp - API %s/api/v1 (reference %s/docs)",
+            base,
+            base,
+            base,
+            base,
+            extra={"console": f"{base}/ui/", "mcp": f"{base}/mcp", "api": f"{base}/api/v1"},
+        )
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::"):  # every interface: this machine answers on loopback too
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host

@@ -1,8 +1,9 @@
-"""Service configuration, read from `SEARCHSVC_*` environment variables (see README)."""
+"""Service configuration, read from `SEARCHSVC_*` environment variables (see docs/operations/configuration.md)."""
 
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -64,12 +65,36 @@ class Settings(BaseSettings):
     auth_cache_seconds: float = Field(
         30.0, ge=0, description="Lifetime of cached TokenReview and SubjectAccessReview decisions."
     )
+    auth_negative_cache_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="Kubernetes mode: how long a token a TokenReview refused stays refused without asking again.",
+    )
+    auth_max_reviews_in_flight: int = Field(
+        16, ge=1, description="Kubernetes mode: TokenReviews and SubjectAccessReviews sent at once; the rest wait."
+    )
     auth_cache_size: int = Field(10_000, ge=1, description="Entries each authentication cache holds at most.")
     auth_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of one TokenReview or SubjectAccessReview.")
     allow_unauthenticated_writes: bool = Field(
         False, description="Start without an API token on a non-loopback address, with writes open to all."
     )
     max_document_bytes: int = Field(1_048_576, ge=1, description="Largest document content, in UTF-8 bytes.")
+    max_source_bytes: int = Field(
+        5 * 1_048_576,
+        ge=1,
+        description="Largest file of a converted format (PDF, Word, notebook, HTML...), in bytes after "
+        "base64 decoding; its converted text must still fit max_document_bytes.",
+    )
+    convert_memory_mb: int = Field(
+        512, ge=128, description="Address space of one conversion's child process, in MiB (RLIMIT_AS)."
+    )
+    convert_cpu_seconds: int = Field(
+        30, ge=1, description="CPU seconds one conversion may use before its child process is stopped (RLIMIT_CPU)."
+    )
+    convert_wall_seconds: float = Field(
+        60.0, gt=0, description="Seconds one conversion may take in all before its child process is killed."
+    )
+    convert_concurrency: int = Field(2, ge=1, description="Conversions running at once; more wait their turn.")
     max_body_bytes: int = Field(
         8 * 1_048_576, ge=1024, description="Largest request body; JSON escaping can inflate content."
     )
@@ -81,6 +106,9 @@ class Settings(BaseSettings):
     )
     max_pending_writes: int = Field(
         64, ge=1, description="Writes queued beyond this are refused with 429 and Retry-After."
+    )
+    sync_status_max_clock_skew_s: float = Field(
+        300.0, ge=0, description="A sync status dated further ahead of this service's clock is refused (422)."
     )
     log_level: str = Field("INFO", description="Python log level.")
 
@@ -154,6 +182,12 @@ class Settings(BaseSettings):
     fusion_full_scores: bool = Field(
         True, description="Each lane scores every candidate of both lanes before fusion (not 0 where it missed one)."
     )
+    max_concurrent_searches: int = Field(
+        0, ge=0, description="Searches that run at once, handed out in turn by caller; 0: two per CPU (at least 4)."
+    )
+    max_searches_per_caller: int = Field(
+        32, ge=1, description="One caller's searches running or waiting; past it 429 TOO_MANY_SEARCHES, Retry-After."
+    )
     search_candidates: int = Field(
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )
@@ -172,10 +206,33 @@ class Settings(BaseSettings):
     llm_max_tokens: int = Field(1024, ge=16, description="Most tokens one chat answer may have.")
     ask_timeout_s: float = Field(120.0, gt=0, description="Longest time one ask may take, every search and turn.")
     ask_results_per_search: int = Field(5, ge=1, le=20, description="Chunks each ask search retrieves.")
+    relevance_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="A hit whose calibrated relevance is below this is not relevant: search says nothing relevant, "
+        "and an answer that cites only such hits is not grounded.",
+    )
+    relevance_midpoint: float = Field(
+        0.35, ge=-1, le=1, description="Relevance calibration: the query-chunk cosine that maps to relevance 0.5."
+    )
+    relevance_steepness: float = Field(
+        12.0, gt=0, le=100, description="Relevance calibration: the logistic curve's slope over the cosine."
+    )
     ask_min_similarity: float = Field(
         0.3, ge=-1, le=1, description="Extractive ask: a sentence less similar than this to the question is not used."
     )
-    ask_answer_sentences: int = Field(3, ge=1, le=10, description="Extractive ask: sentences in an answer at most.")
+    ask_answer_sentences: int = Field(
+        5,
+        ge=1,
+        le=10,
+        description="Extractive ask: passages (sentences, with the code or list they introduce) at most.",
+    )
+    allowed_hosts: str | None = Field(
+        None,
+        description="Comma-separated Host values every route answers while reads or writes need no token "
+        "(421 otherwise; same forms as SEARCHSVC_MCP_ALLOWED_HOSTS); unset: SEARCHSVC_MCP_ALLOWED_HOSTS's.",
+    )
     # MCP (the /mcp endpoint beside the REST API)
     mcp_allowed_hosts: str = Field(
         LOOPBACK_HOSTS,
@@ -183,6 +240,14 @@ class Settings(BaseSettings):
     )
     mcp_compat_dotai: bool = Field(
         False, description="Also offer dot-ai's manageKnowledge tool (operation ingest, search or deleteByUri)."
+    )
+    dotai_api: bool = Field(
+        False,
+        description=(
+            "Also serve dot-ai's REST routes (POST /api/v1/tools/manageKnowledge, "
+            "DELETE /api/v1/knowledge/source/{id}, POST /api/v1/knowledge/ask), so dot-ai's controller and UI "
+            "work unchanged."
+        ),
     )
     mcp_compat_openai: bool = Field(
         False, description="Also offer the search and fetch tools that OpenAI's connectors expect."
@@ -203,7 +268,34 @@ class Settings(BaseSettings):
         600.0, gt=0, description="Seconds between two retention passes over the query log."
     )
     insights_low_score: float = Field(
-        0.4, description="Insights list a query as low-score when its best top score stays below this."
+        0.5,
+        ge=0,
+        le=1,
+        description="Insights list a query as low-score when the calibrated relevance of its best result stays "
+        "below this.",
+    )
+
+    # Background rebuilds (docs/operations/upgrades-and-reindex.md)
+    rebuild: Literal["auto", "off"] = Field(
+        "auto",
+        description="auto: when the embedder, keyword encoder or chunker differs from the collection's, serve the "
+        "collection as it is and rebuild a new one in the background; off: refuse to start instead.",
+    )
+    rebuild_pause_ms: float = Field(
+        5.0, ge=0, description="Pause after each document a rebuild copies, so searches and writes go first."
+    )
+    rebuild_check_margin: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="A rebuilt collection is swapped in only if its self-check score (MRR@10) is at most this "
+        "much below the current collection's, in every search mode.",
+    )
+    rebuild_check_documents: int = Field(
+        50, ge=0, description="Documents whose title and headings make the self-check's queries."
+    )
+    rebuild_check_queries: int = Field(
+        20, ge=0, description="Most frequent queries of the last 7 days the self-check also asks (from the query log)."
     )
 
     @field_validator("api_token", "read_token")
@@ -263,6 +355,11 @@ class Settings(BaseSettings):
         """Whether every API call needs a token (reads included): a tokens file or Kubernetes mode."""
         return self.tokens_file is not None or self.auth_mode == "kubernetes"
 
+    @property
+    def writes_open(self) -> bool:
+        """Whether anyone may write without a token (no API token, no tokens file, not Kubernetes mode)."""
+        return not self.authenticates and self.api_token is None
+
     @staticmethod
     def _names(value: str | None) -> list[str]:
         return [item.strip() for item in (value or "").split(",") if item.strip()]
@@ -270,6 +367,17 @@ class Settings(BaseSettings):
     @property
     def mcp_hosts(self) -> list[str]:
         return self._names(self.mcp_allowed_hosts)
+
+    @property
+    def search_slots(self) -> int:
+        if self.max_concurrent_searches:
+            return self.max_concurrent_searches
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return max(4, 2 * usable)  # a search also waits on the store (a Qdrant server is a network hop)
+
+    @property
+    def allowed_host_names(self) -> list[str]:
+        return self._names(self.allowed_hosts) if self.allowed_hosts is not None else self.mcp_hosts
 
     @property
     def audiences(self) -> list[str]:

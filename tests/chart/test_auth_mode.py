@@ -235,8 +235,8 @@ def test_team_agent_example_grants_get_knowledgesources_in_its_own_namespace_onl
 
 
 def readme_section() -> str:
-    readme = (REPO / "README.md").read_text()
-    start = readme.index("### Give a team's agent access to its own knowledge")
+    readme = (REPO / "docs" / "operations" / "security.md").read_text()
+    start = readme.index("## Give a team's agent access to its own knowledge")
     following = re.search(r"\n##+ ", readme[start + 4 :])
     return readme[start : start + 4 + following.start()] if following else readme[start:]
 

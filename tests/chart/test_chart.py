@@ -658,6 +658,11 @@ def test_notes_explain_the_next_steps() -> None:
     assert f"curl -sS http://{SEARCH}.{NAMESPACE}.svc:8000/api/v1/search" in text
     assert "--labels=kb.knowledgebase.dev/search-client=true" in text
     assert f"get secret {TOKENS}" in text and "read-token" in text
+    assert f"http://{SEARCH}.{NAMESPACE}.svc:8000/ui/" in text and "ask_knowledge" in text
+    # The repository pages the notes point to exist.
+    pages = re.findall(r"docs/[\w/.-]+\.md", text)
+    assert "docs/operations/install.md" in pages
+    assert [page for page in pages if not (REPO / page).is_file()] == []
     # The example KnowledgeSource is valid against the CRD.
     example = re.search(r"<<'YAML'\n(.*?)\n\s*YAML\n", text, re.S)
     assert example, text
@@ -672,7 +677,7 @@ def test_notes_without_read_token_send_no_authorization() -> None:
 
 def test_chart_crd_is_a_byte_identical_copy_of_the_top_level_crd() -> None:
     chart_crds = sorted(p.name for p in (CHART / "crds").iterdir())
-    assert chart_crds == ["knowledgesources.yaml"]
+    assert chart_crds == ["knowledgesources.yaml", "kopfpeerings.yaml"]
     source = (REPO / "crds" / "knowledgesources.yaml").read_bytes()
     copy_ = (CHART / "crds" / "knowledgesources.yaml").read_bytes()
     assert copy_ == source, (
@@ -686,16 +691,19 @@ def test_rbac_names_the_crd_group_and_plural() -> None:
     assert crd["spec"]["group"] == KS_GROUP
     assert crd["spec"]["names"]["plural"] == "knowledgesources"
     assert "status" in crd["spec"]["versions"][0]["subresources"]
-    rendered = render("default").one("CustomResourceDefinition")
+    rendered = render("default").one("CustomResourceDefinition", "knowledgesources.kb.knowledgebase.dev")
     assert rendered == crd
 
 
 def test_readme_examples_are_valid_knowledge_sources() -> None:
-    readme = (REPO / "README.md").read_text()  # the install guide lives in the top README
-    blocks = re.findall(r"```yaml\n(.*?)```", readme, re.S)
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]  # the install guide is in docs/operations
+    blocks = [block for page in pages for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S)]
     sources = [
-        doc for block in blocks for doc in yaml.safe_load_all(block) if doc and doc.get("kind") == "KnowledgeSource"
+        doc
+        for block in blocks
+        for doc in yaml.safe_load_all(block)
+        if isinstance(doc, dict) and doc.get("kind") == "KnowledgeSource"
     ]
-    assert sources, "the README shows at least one KnowledgeSource"
+    assert sources, "the docs show at least one KnowledgeSource"
     for source in sources:
         jsonschema.validate(source, crd_schema())

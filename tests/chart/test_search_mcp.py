@@ -45,6 +45,7 @@ def test_the_services_dns_names_are_allowed_with_and_without_its_port():
     assert {"127.0.0.1:*", "localhost:*"} <= set(hosts)
     env = search_env()
     assert "SEARCHSVC_MCP_COMPAT_DOTAI" not in env and "SEARCHSVC_MCP_COMPAT_OPENAI" not in env
+    assert "SEARCHSVC_DOTAI_API" not in env
 
 
 def test_the_service_port_extra_hosts_and_cluster_domain_follow_the_values():
@@ -65,6 +66,12 @@ def test_the_compatibility_switches_set_their_variables():
     env = search_env("--set", "search.mcp.compat.dotAi=true", "--set", "search.mcp.compat.openai=true")
     assert env["SEARCHSVC_MCP_COMPAT_DOTAI"]["value"] == "true"
     assert env["SEARCHSVC_MCP_COMPAT_OPENAI"]["value"] == "true"
+
+
+def test_dot_ais_rest_routes_follow_their_value():
+    env = search_env("--set", "search.dotAi.api=true")
+    assert env["SEARCHSVC_DOTAI_API"]["value"] == "true"
+    assert_schema_rejects(["--set", "search.dotAi.route=true"], "route")
 
 
 @pytest.mark.parametrize("bad", ["a,b", "has space", ""])
@@ -92,3 +99,9 @@ async def test_a_lone_star_lets_any_host_through(tmp_path):
 
 def test_the_notes_point_agents_at_the_mcp_endpoint():
     assert f"http://{SEARCH}.{NAMESPACE}.svc:8000/mcp" in notes("default")
+
+
+def test_every_route_answers_the_same_host_names_as_mcp():
+    # An open service (no read token) refuses any other Host on every route, not only /mcp.
+    env = search_env()
+    assert env["SEARCHSVC_ALLOWED_HOSTS"]["value"] == env["SEARCHSVC_MCP_ALLOWED_HOSTS"]["value"]

@@ -16,7 +16,7 @@ from tests.chart.helmchart import SCENARIOS, SEARCH, assert_schema_rejects, cont
 # A Secret the chart does not render (an existing one) stands in with a token of the generated kind.
 EXTERNAL_VALUE = "A1b2C3d4" * 6
 
-# A tokens file in the format of the README, standing in for the user's mounted Secret.
+# A tokens file in the format of docs/user/api.md, standing in for the user's mounted Secret.
 TOKENS_FILE = """tokens:
   - name: team-a-agent
     token: "Team-A-agent-token-0123456789"
@@ -134,3 +134,11 @@ def test_the_fusion_and_proxy_values_reach_the_service(monkeypatch) -> None:
 )
 def test_the_schema_refuses_fusion_values_the_service_would_refuse(args: list[str], where: str) -> None:
     assert_schema_rejects(args, where)
+
+
+def test_the_per_caller_search_bound_reaches_the_service() -> None:
+    default = env_of(container(render("default"), "Deployment", SEARCH, "search"))
+    assert default["SEARCHSVC_MAX_SEARCHES_PER_CALLER"]["value"] == "32"
+    raised = env_of(container(render_ok("--set", "search.maxSearchesPerCaller=100"), "Deployment", SEARCH, "search"))
+    assert raised["SEARCHSVC_MAX_SEARCHES_PER_CALLER"]["value"] == "100"
+    assert_schema_rejects(["--set", "search.maxSearchesPerCaller=0"], "/search/maxSearchesPerCaller")

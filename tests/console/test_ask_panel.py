@@ -6,8 +6,10 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import unquote
 
 import httpx
+import pytest
 
 from tests.console.test_http import csrf_of
 from tests.support.service import running_service
@@ -26,7 +28,9 @@ DOCS = {
 
 @asynccontextmanager
 async def ask_app(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    async with running_service("edge", tmp_path / "data") as client:
+    # The test embedder's cosines are not MiniLM's: every retrieved chunk counts as relevant here
+    # (relevance gating is tested in tests/searchsvc/test_api_pages.py).
+    async with running_service("edge", tmp_path / "data", relevance_threshold=0.0) as client:
         for uri, content in DOCS.items():
             body = {"uri": uri, "content": content, "metadata": {"sourceIdentifier": "ops/docs"}}
             assert (await client.put("/api/v1/documents", json=body)).status_code == 200
@@ -79,3 +83,66 @@ def test_only_verified_markers_become_chips_and_the_answer_is_escaped() -> None:
         '<a class="chip" href="/ui/document?uri=https%3A%2F%2Fgit.example.com%2Fa%20b.md#chunk-4" '
         'title="&lt;b&gt;A&lt;/b&gt;">2</a> but not [7].'
     )
+
+
+ARCHIVE = "https://git.example.com/archive/rollback.md"
+ARCHIVE_DOC = (
+    "# Archived rollbacks\n\n## Rolling back an old deployment\n\n"
+    "An archived deployment is rolled back with kubectl rollout undo as well.\n"
+)
+
+
+def cited_uris(fragment: str) -> set[str]:
+    links = re.findall(r'<a class="chip" href="/ui/document\?uri=([^"#]+)#chunk-\d+"', fragment)
+    return {unquote(link) for link in links}
+
+
+@pytest.mark.parametrize(
+    "form", [{"source": "archive/docs"}, {"uri_prefix": "https://git.example.com/archive/"}], ids=["source", "prefix"]
+)
+async def test_the_ask_panel_filters_like_the_search_form(tmp_path: Path, form: dict[str, str]) -> None:
+    async with ask_app(tmp_path) as service:
+        body = {"uri": ARCHIVE, "content": ARCHIVE_DOC, "metadata": {"sourceIdentifier": "archive/docs"}}
+        assert (await service.put("/api/v1/documents", json=body)).status_code == 200
+        csrf = await csrf_of(service)
+        asked = {"question": "How do I roll back a failed deployment with kubectl rollout undo?", "csrf_token": csrf}
+        everywhere = await service.post("/ui/ask", data=asked, headers={"HX-Request": "true"})
+        narrowed = await service.post("/ui/ask", data=asked | form, headers={"HX-Request": "true"})
+        page = await service.post("/ui/ask", data=asked | form)  # without JavaScript: the filter stays in the form
+    assert {ARCHIVE, "https://git.example.com/ops/rollback.md"} <= cited_uris(everywhere.text)
+    assert narrowed.status_code == 200 and cited_uris(narrowed.text) == {ARCHIVE}
+    assert cited_uris(page.text) == {ARCHIVE}
+    value = next(iter(form.values()))
+    kept = (f'<option value="{value}" selected>', f'name="uri_prefix" type="text" value="{value}"')
+    assert any(field in page.text for field in kept)
+
+
+async def test_a_bad_uri_prefix_in_the_ask_panel_is_said_plainly(tmp_path: Path) -> None:
+    async with ask_app(tmp_path) as service:
+        csrf = await csrf_of(service)
+        data = {"question": "How do I roll back?", "uri_prefix": "https://git.example.com/\x07", "csrf_token": csrf}
+        fragment = await service.post("/ui/ask", data=data, headers={"HX-Request": "true"})
+    assert fragment.status_code == 200
+    assert '<p class="alert" role="alert">uri must not contain control characters' in fragment.text
+
+
+def test_code_in_an_answer_is_shown_as_code_and_its_brackets_are_not_chips() -> None:
+    from kbsearch.console.ask import answer_with_chips
+    from kbsearch.schemas import AskCitation
+
+    cited = AskCitation(
+        n=1,
+        id="x",
+        uri="https://git.example.com/a.md",
+        title="A",
+        headings=[],
+        chunkIndex=0,
+        sourceIdentifier=None,
+        quote="q",
+    )
+    answer = "Add the option [1]:\n\n```yaml\nitems[1]: <b>\n```\n\nThen sync [1]."
+    html = str(answer_with_chips(answer, [cited]))
+    assert "<pre><code>items[1]: &lt;b&gt;\n</code></pre>" in html
+    assert html.count('class="chip"') == 2 and "```" not in html
+    unterminated = str(answer_with_chips("Run [1]:\n\n```\nls [1]", [cited]))
+    assert unterminated.endswith("<pre><code>ls [1]</code></pre>")

@@ -45,7 +45,8 @@ async def open_app(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
 async def csrf_of(client: httpx.AsyncClient) -> str:
     page = await client.get("/ui/login")
     match = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-    assert match and client.cookies.get("kb_console_csrf") == match.group(1)
+    cookie = client.cookies.get("kb_console_csrf") or client.cookies.get("__Host-kb_console_csrf")  # http, https
+    assert match and cookie == match.group(1)
     return match.group(1)
 
 
@@ -113,7 +114,26 @@ async def test_cookies_are_secure_over_https(tmp_path: Path) -> None:
         client.base_url = httpx.URL("https://searchsvc")
         response = await sign_in(client)
         assert response.status_code == 303
-        assert all("Secure" in c for c in response.headers.get_list("set-cookie"))
+        cookies = response.headers.get_list("set-cookie")
+        assert all("Secure" in c for c in cookies)
+        # __Host-: only this exact host may set them, with Path=/ and no Domain (the browser enforces it).
+        assert {c.split("=", 1)[0] for c in cookies} == {"__Host-kb_console_session", "__Host-kb_console_csrf"}
+        assert all("Path=/;" in c and "Domain" not in c for c in cookies)
+        assert (await client.get("/ui/sources")).status_code == 200  # read back under the same names
+
+
+async def test_the_session_cookie_is_not_the_token_and_sign_out_revokes_it(tmp_path: Path) -> None:
+    async with scoped_service(tmp_path) as scoped:
+        signed = await sign_in(scoped)
+        session = scoped.cookies.get("kb_console_session")
+        assert session and READER not in session and READER not in str(signed.headers)
+        assert (await scoped.get("/ui/sources")).status_code == 200
+        out = await scoped.post("/ui/logout", data={"csrf_token": scoped.cookies.get("kb_console_csrf")})
+        assert out.status_code == 303
+        # A copy of the cookie taken before sign-out (another tab, a stolen cookie) no longer works.
+        scoped.cookies.set("kb_console_session", session, path="/ui")
+        replayed = await scoped.get("/ui/sources")
+        assert replayed.status_code == 303 and replayed.headers["location"].startswith("/ui/login")
 
 
 async def test_rest_does_not_accept_the_console_cookie(tmp_path: Path) -> None:
@@ -138,7 +158,11 @@ async def test_state_changes_need_the_csrf_token(tmp_path: Path) -> None:
         cross = await scoped.post(
             "/ui/login", data={"token": READER, "csrf_token": csrf}, headers={"Sec-Fetch-Site": "cross-site"}
         )
-        for refused in (without, wrong, cross):
+        # A sibling subdomain is same-site: it could have planted a matching cookie pair.
+        sibling = await scoped.post(
+            "/ui/login", data={"token": READER, "csrf_token": csrf}, headers={"Sec-Fetch-Site": "same-site"}
+        )
+        for refused in (without, wrong, cross, sibling):
             assert refused.status_code == 403 and "kb_console_session" not in refused.headers.get("set-cookie", "")
         scoped.cookies.delete("kb_console_csrf")
         assert (await scoped.post("/ui/login", data={"token": READER, "csrf_token": csrf})).status_code == 403

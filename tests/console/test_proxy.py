@@ -25,7 +25,9 @@ def sign_in_cookies(service: ServiceProcess) -> list[str]:
     form = httpx.get(url, headers=proxied)
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
     assert csrf, form.text
-    cookie = {"Cookie": f"kb_console_csrf={csrf.group(1)}"}
+    # Over https the cookie is `__Host-kb_console_csrf`: carry it under the name the service set.
+    name = next(c.split("=", 1)[0] for c in form.headers.get_list("set-cookie") if "kb_console_csrf=" in c)
+    cookie = {"Cookie": f"{name}={csrf.group(1)}"}
     response = httpx.post(url, data={"token": READER, "csrf_token": csrf.group(1)}, headers=proxied | cookie)
     assert response.status_code == 303, response.text
     return form.headers.get_list("set-cookie") + response.headers.get_list("set-cookie")
@@ -44,5 +46,6 @@ def test_cookies_are_secure_only_when_a_trusted_proxy_says_https(tmp_path: Path,
         service.wait_ready()
         cookies = sign_in_cookies(service)
         assert len(cookies) == 3 and all(("; secure" in c.lower()) is secure for c in cookies), cookies
+        assert all(c.startswith("__Host-") is secure for c in cookies), cookies
     finally:
         service.stop()

@@ -15,12 +15,12 @@ import pytest
 import uvicorn
 
 from kboperator.cli import main
-from kboperator.sync import SyncEngine
+from kboperator.sync.engine import SyncEngine
 from kbsearch.app import create_app
 from kbsearch.settings import Settings
-from tests.operator.e2e_support import Faults
-from tests.operator.gitfixtures import WorkRepo, git
-from tests.operator.servicefixtures import file_uri, sha256
+from tests.operator.search_service import file_uri, sha256
+from tests.operator.world import Faults
+from tests.support.git import WorkRepo, git
 from tests.support.hashing import HashingEmbedder
 from tests.support.service import make_store
 

@@ -8,6 +8,7 @@ and the collection epoch, zeros for an unknown source, never 404) and `collectio
 
 from __future__ import annotations
 
+import base64
 import logging
 import random
 import shutil
@@ -17,7 +18,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kboperator.client import SearchClient, SourceStats
 from kboperator.errors import (
     DocumentRejectedError,
     RepositoryUnavailableError,
@@ -25,16 +25,18 @@ from kboperator.errors import (
     ServiceRejectedError,
     ServiceUnavailableError,
 )
-from kboperator.gitrepo import RepoCache
+from kboperator.git.repo import RepoCache
 from kboperator.models import REPORTED_FILES, FileIssue, SyncReport, SyncResult
-from kboperator.sync import SyncEngine
-from tests.operator.servicefixtures import (
+from kboperator.searchclient import SearchClient, SourceStats
+from kboperator.sync.engine import SyncEngine
+from tests.operator.search_service import (
     BASE_URL,
     asgi,
     listing,
     no_sleep,
     sha256,
 )
+from tests.support.formatfiles import pdf_pages, scanned_pdf
 from tests.support.service import running_service
 
 SOURCE = "team/docs"
@@ -85,12 +87,38 @@ async def test_oversize_document_is_rejected_with_the_service_code(search_client
     assert "DOCUMENT_TOO_LARGE" in str(caught.value)
 
 
+async def test_a_binary_file_goes_base64_encoded_and_its_checksum_is_of_its_bytes(search_client: SearchClient) -> None:
+    # contentEncoding: base64 carries a PDF or Word file; the service tells the format from the URI.
+    data = pdf_pages("Contract page one. " * 40, "Contract page two. " * 40)
+    encoded = base64.b64encode(data).decode()
+    first = await search_client.put_document("https://x/manual.pdf", encoded, META, content_encoding="base64")
+    assert (first.status, first.checksum) == ("created", sha256(data)) and first.chunks >= 2
+    again = await search_client.put_document("https://x/manual.pdf", encoded, META, content_encoding="base64")
+    assert again.status == "unchanged"
+    # Text sent base64-encoded is the same document as text sent as a string.
+    text = "# A\n\nalpha"
+    as_bytes = base64.b64encode(text.encode()).decode()
+    assert (await search_client.put_document("https://x/t.md", as_bytes, META, content_encoding="base64")).checksum == (
+        await search_client.put_document("https://x/t.md", text, META)
+    ).checksum
+
+
+async def test_a_file_the_service_cannot_convert_is_a_document_rejection_with_its_code(
+    search_client: SearchClient,
+) -> None:
+    encoded = base64.b64encode(scanned_pdf()).decode()
+    with pytest.raises(DocumentRejectedError) as caught:  # for good: the sync lists it with the skipped files
+        await search_client.put_document("https://x/scan.pdf", encoded, META, content_encoding="base64")
+    assert caught.value.status == 422 and caught.value.code == "NO_TEXT_LAYER"
+    assert "no text layer" in str(caught.value)
+
+
 async def test_a_uri_of_another_source_is_a_document_rejection(search_client: SearchClient) -> None:
     await search_client.put_document("https://x/a.md", "alpha", {"sourceIdentifier": "team/first"})
     with pytest.raises(DocumentRejectedError) as caught:
         await search_client.put_document("https://x/a.md", "alpha", META)
     assert caught.value.status == 409 and caught.value.code == "URI_OWNED_BY_OTHER_SOURCE"
-    assert "team/first" in str(caught.value)
+    assert "team/first" not in str(caught.value)  # the service never names the owner
 
 
 async def test_a_4xx_that_is_not_about_one_document_is_not_a_document_rejection(search_client: SearchClient) -> None:
@@ -349,7 +377,7 @@ async def test_a_report_that_keeps_failing_is_logged_and_tried_twice_at_most(
     transport = flaky(service, [unavailable() for _ in range(5)])
     async with SearchClient(BASE_URL, transport=transport, sleep=no_sleep, max_attempts=5) as client:
         engine = SyncEngine(client, RepoCache(Path("/nonexistent-cache")))
-        with caplog.at_level(logging.WARNING, logger="kboperator.sync"):
+        with caplog.at_level(logging.WARNING, logger="kboperator.sync.engine"):
             assert await engine.report(SOURCE, synced(), None, synced_at="2026-11-24T10:00:00Z") is False
     assert "could not report the sync's outcome" in caplog.text
     assert (await sources_seen(service)) == {}

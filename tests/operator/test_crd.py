@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-from kboperator.kubesecrets import REPOSITORY_KEYS, SEARCH_TOKEN_KEYS, SECRET_TYPE_LABEL
+from kboperator.kube.secrets import REPOSITORY_KEYS, SEARCH_TOKEN_KEYS, SECRET_TYPE_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "knowledgesources.yaml"
@@ -93,8 +93,12 @@ def test_kubernetes_validate_strict_accepts_the_crd() -> None:
 
 
 def test_every_schema_field_has_a_description() -> None:
-    missing = [path or "<root>" for path, node in _nodes(_schema()) if not node.get("description")]
+    # The API server refuses anything but `type` on metadata (it is the standard ObjectMeta).
+    missing = [
+        path or "<root>" for path, node in _nodes(_schema()) if not node.get("description") and path != ".metadata"
+    ]
     assert missing == []
+    assert _schema()["properties"]["metadata"] == {"type": "object"}
 
 
 def test_every_default_is_valid_for_its_own_field() -> None:
@@ -230,4 +234,21 @@ def test_the_search_token_key_is_fixed(key: str, valid: bool) -> None:
             "searchService": {"secretRef": {"name": "s", "key": key}},
         }
     }
+    assert _validator().is_valid(source) is valid
+
+
+@pytest.mark.parametrize(
+    ("spec", "valid"),
+    [
+        ({"webhook": {"secretRef": {"name": "docs-webhook"}}}, True),
+        ({"webhook": {"secretRef": {"name": "docs-webhook"}}, "freshnessBoundSeconds": 900}, True),
+        ({"webhook": {"secretRef": {}}}, False),  # the Secret's name is required
+        ({"webhook": {"secretRef": {"name": "Not_A_Name"}}}, False),
+        ({"webhook": {"secretRef": {"name": "s", "namespace": "other"}}}, False),  # only the source's own namespace
+        ({"webhook": {"url": "https://example.com/hook"}}, False),
+        ({"freshnessBoundSeconds": 0}, False),
+    ],
+)
+def test_webhook_and_freshness_fields(spec: dict[str, Any], valid: bool) -> None:
+    source = {"spec": {"repository": {"url": "https://github.com/o/r"}, **spec}}
     assert _validator().is_valid(source) is valid

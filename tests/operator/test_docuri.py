@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kboperator.docuri import detect_provider, document_uri
 from kboperator.errors import InvalidSpecError
 from kboperator.repourl import parse_repo_url
+from kboperator.sync.docuri import detect_provider, document_uri
 
 
 def uri(url: str, ref: str = "main", path: str = "docs/guide.md", **kwargs: object) -> str:

@@ -12,13 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kboperator.client import SearchClient, SourceStats
-from kboperator.drift import drift_reason
-from kboperator.gitrepo import RepoCache
+from kboperator.git.repo import RepoCache
 from kboperator.models import Baseline, RepoSpec, SyncSpec
-from kboperator.sync import SyncEngine
-from tests.operator.gitfixtures import WorkRepo
-from tests.operator.servicefixtures import BASE_URL, asgi, file_uri, listing, no_sleep, sha256
+from kboperator.searchclient import SearchClient, SourceStats
+from kboperator.sync.drift import drift_reason
+from kboperator.sync.engine import SyncEngine
+from tests.operator.search_service import BASE_URL, asgi, file_uri, listing, no_sleep, sha256
+from tests.support.git import WorkRepo
 from tests.support.service import running_service
 
 SOURCE = "team/drift"

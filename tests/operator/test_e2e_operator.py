@@ -11,10 +11,10 @@ import pytest
 from kboperator.crd import FINALIZER, PLURAL, SYNC_REQUEST_ANNOTATION
 from kbsearch.app import create_app
 from kbsearch.settings import Settings
-from tests.operator.e2e_support import CLUSTERWIDE, NAMESPACE, NAMESPACED, World
-from tests.operator.kmock_support import KubeApi, eventually
-from tests.operator.secretfixtures import create_secret
+from tests.operator.secrets import create_secret
+from tests.operator.world import CLUSTERWIDE, NAMESPACE, NAMESPACED, World
 from tests.support.hashing import HashingEmbedder
+from tests.support.kube import KubeApi, eventually
 from tests.support.service import make_store, serve
 
 #: Run a test under both of the chart's install modes (and so against both sets of RBAC rules).
@@ -425,21 +425,6 @@ async def test_a_service_that_lost_its_collection_is_refilled_at_the_next_sync(w
             assert {d["metadata"]["path"]: d["checksum"] for d in listed} == repo.expected("a.md", "b.md")
         finally:
             world.faults.app = original  # the fresh app stops with this block
-
-
-async def test_a_permission_missing_from_the_chart_fails_the_run(world: World) -> None:
-    # The chart without `get secrets`: the API server refuses, and the run's teardown check says what.
-    world.kube.rules = world.kube.rules.without("", "secrets", "get")
-    await world.api.create_secret("creds", {"token": "t"})
-    spec = {"repository": {"url": "https://127.0.0.1:9/acme/docs.git", "secretRef": {"name": "creds"}}}
-    await world.api.create("locked", spec)
-    status = await eventually(lambda: (s := world.api.status("locked")).get("phase") == "Failed" and s)
-    assert condition(status, "Ready")["reason"] == "SecretUnavailable"
-    assert world.api_problems() == [
-        "not allowed by the chart's namespaced RBAC rules: "
-        "get secrets in namespace kb (/api/v1/namespaces/kb/secrets/creds)"
-    ]
-    world.kube.denied.clear()  # seen: the teardown would fail the test on it
 
 
 @both_modes

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from tests.operator.e2e_support import World
-from tests.operator.kmock_support import eventually
-from tests.operator.secretfixtures import create_secret, delete_secret
+from tests.operator.secrets import create_secret, delete_secret
 from tests.operator.test_e2e_operator import condition, has_event, synced_at
+from tests.operator.world import World
+from tests.support.kube import eventually
 
 TEAM_URL = "http://team-search.example:8000"
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from kboperator.client import SearchClient
-from kboperator.engines import EngineCache
-from kboperator.gitrepo import RepoCache
-from kboperator.kubesecrets import SecretReader
-from kboperator.services import Services
+from kboperator.git.repo import RepoCache
+from kboperator.kube.context import Services
+from kboperator.kube.engines import EngineCache
+from kboperator.kube.secrets import SecretReader
+from kboperator.kube.source import ServiceRef
+from kboperator.searchclient import SearchClient
 from kboperator.settings import OperatorSettings
-from kboperator.source import ServiceRef
-from kboperator.sync import SyncEngine
-from tests.operator.kmock_support import KubeApi, KubeEmulator
-from tests.operator.secretfixtures import create_secret
+from kboperator.sync.engine import SyncEngine
+from tests.operator.secrets import create_secret
+from tests.support.kube import KubeApi, KubeEmulator
 
 
 def closed(engine: SyncEngine) -> bool:
@@ -62,7 +62,7 @@ async def test_the_cache_is_bounded_and_evicts_the_least_recently_used(cache: En
 
 @pytest.fixture
 async def services(kube: KubeEmulator, kubeconfig: Path, tmp_path: Path) -> AsyncIterator[Services]:
-    settings = OperatorSettings(search_url="http://searchsvc", cache_dir=tmp_path / "cache", max_search_clients=4)
+    settings = OperatorSettings(search_url="http://localhost", cache_dir=tmp_path / "cache", max_search_clients=4)
     services = Services(settings, secrets=SecretReader.from_environment())
     yield services
     await services.close()

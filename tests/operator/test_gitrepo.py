@@ -15,11 +15,11 @@ from urllib.parse import quote
 import pytest
 
 from kboperator.errors import InvalidSpecError, RepositoryAuthError, RepositoryReadError, RepositoryUnavailableError
-from kboperator.gitauth import git_call
-from kboperator.gitrepo import RepoCache
+from kboperator.git.auth import git_call
+from kboperator.git.repo import RepoCache
 from kboperator.models import Credentials, RepoSpec
 from kboperator.repourl import parse_repo_url
-from tests.operator.gitfixtures import WorkRepo, git, serve_git_http, serve_redirect, ssh_config
+from tests.support.git import WorkRepo, git, serve_git_http, serve_redirect, ssh_config
 
 TOKEN = "ghp_S3cretT0kenValue_do_not_leak"
 

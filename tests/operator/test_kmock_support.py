@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from tests.operator.kmock_support import KS, OPERATOR_TOKEN, KubeApi, KubeEmulator
+from tests.support.kube import KS, OPERATOR_TOKEN, KubeApi, KubeEmulator
 
 BASE = "/apis/kb.knowledgebase.dev/v1alpha1/namespaces/kb/knowledgesources"
 URL = "https://git.example.com/acme/docs.git"

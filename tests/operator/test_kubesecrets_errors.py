@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import kubernetes.client
 import pytest
 
-from kboperator.kubesecrets import KubernetesAccessError, KubernetesUnavailableError, SecretError, SecretReader
-from kboperator.statemachine import failure_reason
+from kboperator.kube.secrets import KubernetesAccessError, KubernetesUnavailableError, SecretError, SecretReader
+from kboperator.kube.statemachine import failure_reason
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_tls_failure_is_a_broken_access_not_an_outage(
 ) -> None:
     address, statuses = api_server
     statuses.append(200)
-    caplog.set_level(logging.ERROR, logger="kboperator.kubesecrets")
+    caplog.set_level(logging.ERROR, logger="kboperator.kube.secrets")
     error = read_error(f"https://{address}")  # TLS to a server that speaks plain HTTP
     assert type(error) is KubernetesAccessError
     assert "TLS" in str(error)

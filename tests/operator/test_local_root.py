@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from kboperator.errors import InvalidSpecError
-from kboperator.gitrepo import RepoCache
+from kboperator.git.repo import RepoCache
+from kboperator.kube.statemachine import decide
 from kboperator.models import RepoSpec
 from kboperator.settings import OperatorSettings
-from kboperator.statemachine import decide
-from tests.operator.gitfixtures import WorkRepo
+from tests.support.git import WorkRepo
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
 

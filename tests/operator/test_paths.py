@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kboperator.errors import InvalidSpecError
-from kboperator.paths import PathFilter, compile_glob
+from kboperator.sync.paths import PathFilter, compile_glob
 
 
 @pytest.mark.parametrize(

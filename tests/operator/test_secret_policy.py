@@ -14,13 +14,13 @@ import httpx
 import pytest
 
 from kboperator.errors import InvalidSpecError, ServiceError
-from kboperator.kubesecrets import SecretError, SecretNotAllowedError, SecretReader, repository_credentials
+from kboperator.kube.context import Services
+from kboperator.kube.secrets import SecretError, SecretNotAllowedError, SecretReader, repository_credentials
+from kboperator.kube.source import ServiceRef, parse_source
 from kboperator.repourl import parse_repo_url
-from kboperator.services import Services
 from kboperator.settings import OperatorSettings
-from kboperator.source import ServiceRef, parse_source
-from tests.operator.kmock_support import KubeApi, KubeEmulator
-from tests.operator.secretfixtures import create_secret
+from tests.operator.secrets import create_secret
+from tests.support.kube import KubeApi, KubeEmulator
 from tests.support.service import running_service
 
 NS = "kb"

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kboperator.gitauth import HostKeys, git_call
+from kboperator.git.auth import HostKeys, git_call
+from kboperator.kube.context import Services
 from kboperator.models import Credentials
 from kboperator.repourl import parse_repo_url
-from kboperator.services import Services
 from kboperator.settings import OperatorSettings
-from tests.operator.gitfixtures import ssh_config
+from tests.support.git import ssh_config
 
 LOCATION = parse_repo_url("git@git.example.com:org/repo.git", allow_local=False)
 KEY = "-----BEGIN KEY-----\nabc\n-----END KEY-----"

@@ -11,15 +11,15 @@ import jsonschema
 import kopf
 import pytest
 
-from kboperator import reconcile
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import RepositoryReadError, ServiceUnavailableError
+from kboperator.kube import reconcile
+from kboperator.kube.reconcile import SourceState
+from kboperator.kube.source import parse_source
+from kboperator.kube.statemachine import Action, Decision, Reason, Trigger, decide, failure_reason
+from kboperator.kube.status import StatusWriter
 from kboperator.models import Baseline, FileIssue, SyncResult
-from kboperator.reconcile import SourceState
 from kboperator.settings import OperatorSettings
-from kboperator.source import parse_source
-from kboperator.statemachine import Action, Decision, Reason, Trigger, decide, failure_reason
-from kboperator.status import StatusWriter
 from tests.operator.test_crd import _schema, _strict
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
@@ -303,6 +303,13 @@ def test_the_trigger_is_shown_as_before() -> None:
     ]
 
 
+def test_a_webhooks_push_request_asks_for_an_incremental_sync() -> None:
+    pushed = decide(body(request="push:20261126T070000.000000Z:delivery-1"), synced(), SETTINGS, NOW)
+    assert (pushed.action, pushed.trigger, pushed.full) == (AN, Trigger.REQUESTED, False)
+    by_hand = decide(body(request="2026-11-26T07:00:00Z"), synced(), SETTINGS, NOW)
+    assert (by_hand.action, by_hand.trigger, by_hand.full) == (AN, Trigger.REQUESTED, True)
+
+
 def test_the_reasons_are_the_strings_users_see() -> None:
     # Part of the user-visible contract: alerts and scripts match on them. Never rename one.
     assert {r.value for r in Reason} == {
@@ -330,6 +337,9 @@ def test_the_reasons_are_the_strings_users_see() -> None:
         "DocumentsDeleted",
         "DocumentsRetained",
         "DocumentsLeftBehind",
+        "WithinBound",
+        "FellBehind",
+        "WebhookUnavailable",
     }
 
 
@@ -474,7 +484,7 @@ async def test_a_sync_interrupted_by_a_restart_is_redone_in_full(monkeypatch: py
     # the schedule also changed meanwhile, so the first call only re-announces: the debt must be
     # written down, not just remembered by this one call.
     monkeypatch.setattr(reconcile, "_sync", None)  # this call must not sync
-    services = SimpleNamespace(settings=SETTINGS, metrics=_Metrics())
+    services = SimpleNamespace(settings=SETTINGS, metrics=_Metrics(), webhooks=None)
     state, patch = SourceState(), kopf.Patch()
     interrupted = body(dict(SPEC, schedule="@every 2h"), generation=2) | {"status": synced(phase="Syncing")}
     await reconcile.run_loop_turn(services, state, interrupted, patch, None)  # type: ignore[arg-type]

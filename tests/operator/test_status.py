@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 import urllib.request
 
-from kboperator.metrics import OperatorMetrics
+from kboperator.kube.metrics import OperatorMetrics
+from kboperator.kube.status import MAX_LISTED_FILES, condition, issues, merge_conditions
 from kboperator.models import FileIssue, SyncResult
-from kboperator.status import MAX_LISTED_FILES, condition, issues, merge_conditions
 
 
 def test_transition_time_moves_only_when_the_status_changes() -> None:

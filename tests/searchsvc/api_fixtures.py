@@ -50,6 +50,7 @@ async def list_all(client, **params) -> list[dict]:
 async def chunk_indexes(client, uri: str) -> list[int]:
     """Every chunk of one document that search can reach, by index."""
     body = {"query": "alpha beta gamma section", "limit": 100, "mode": "keyword", "filter": {"uriPrefix": uri}}
+    body["collapse"] = False  # every chunk, not one result per page
     results = (await client.post("/api/v1/search", json=body)).json()["results"]
     return sorted(r["chunkIndex"] for r in results if r["uri"] == uri)
 

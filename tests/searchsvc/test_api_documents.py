@@ -149,7 +149,7 @@ async def test_concurrent_puts_of_one_uri_never_mix_versions(api):
     assert all(r.status_code == 200 for r in responses)
     [record] = await list_all(api)
     winner = next(v for v in versions if sha(v) == record["checksum"])
-    body = {"query": "alpha", "limit": 100, "mode": "keyword", "filter": {"uriPrefix": "race.md"}}
+    body = {"query": "alpha", "limit": 100, "mode": "keyword", "filter": {"uriPrefix": "race.md"}, "collapse": False}
     results = (await api.post("/api/v1/search", json=body)).json()["results"]
     assert sorted(r["chunkIndex"] for r in results) == list(range(record["chunks"]))
     assert all(r["content"] in winner for r in results)
@@ -163,7 +163,9 @@ async def test_a_document_owned_by_another_source_is_409_and_deletes_respect_the
     )
     assert taken.status_code == 409
     assert taken.json()["error"]["code"] == "URI_OWNED_BY_OTHER_SOURCE"
-    assert taken.json()["error"]["details"] == {"owner": "a"}
+    # Not even an unrestricted caller learns the owner: the operator copies this text into b's status.
+    assert taken.json()["error"]["details"] == {}
+    assert "'a'" not in taken.json()["error"]["message"]
     unowned = await api.put("/api/v1/documents", json={"uri": "shared.md", "content": "third"})
     assert unowned.status_code == 409
 
@@ -179,6 +181,15 @@ async def test_a_document_owned_by_another_source_is_409_and_deletes_respect_the
     assert adopted["status"] == "updated"
 
 
+async def test_a_page_another_source_holds_is_embedded_again(api):
+    # chunksEmbedded: 0 would tell this writer that the exact text exists in another source.
+    content = sections(4)
+    assert (await put(api, "b/guide.md", content, sourceIdentifier="team-b/docs"))["chunksEmbedded"] == 4
+    assert (await put(api, "a/guide.md", content, sourceIdentifier="team-a/docs"))["chunksEmbedded"] == 4
+    assert (await put(api, "none/guide.md", content))["chunksEmbedded"] == 4
+    assert (await put(api, "none/copy.md", content))["chunksEmbedded"] == 0  # no source is one source too
+
+
 async def test_a_page_repeated_in_another_document_is_not_embedded_again(api):
     # Versioned documentation: v1 and v2 of a site carry the same page under two paths.
     content = sections(4)
@@ -190,5 +201,6 @@ async def test_a_page_repeated_in_another_document_is_not_embedded_again(api):
         api, "docs/v3/guide.md", content.replace("sentence1", "sentence one", 1), sourceIdentifier="team/docs"
     )
     assert edited["chunksEmbedded"] == 1
-    hits = (await api.post("/api/v1/search", json={"query": "alpha", "limit": 20})).json()["results"]
+    body = {"query": "alpha", "limit": 20, "collapse": False}  # the three copies, not one page
+    hits = (await api.post("/api/v1/search", json=body)).json()["results"]
     assert {"docs/v1/guide.md", "docs/v2/guide.md", "docs/v3/guide.md"} <= {h["uri"] for h in hits}

@@ -46,7 +46,7 @@ async def test_metadata_at_the_limits_is_accepted(api):
 async def test_search_filters_and_returns_metadata_from_the_record(api):
     await put(api, "a.md", sections(4), team="x", labels=["blue"], sourceIdentifier="s")
     await put(api, "b.md", sections(4, words="alpha delta"), team="y", sourceIdentifier="s")
-    body = {"query": "alpha", "limit": 3, "mode": "keyword", "filter": {"metadata": {"team": "x"}}}
+    body = {"query": "alpha", "limit": 3, "mode": "keyword", "filter": {"metadata": {"team": "x"}}, "collapse": False}
     results = (await api.post("/api/v1/search", json=body)).json()["results"]
     assert len(results) == 3  # exactly `limit`, filtered inside the engine
     assert {r["uri"] for r in results} == {"a.md"}

@@ -54,14 +54,22 @@ async def test_result_carries_every_field(loaded):
         "totalChunks",
         "content",
         "score",
+        "relevance",
         "title",
         "headings",
         "metadata",
         "sourceIdentifier",
+        "version",
+        "otherVersions",
+        "moreMatches",
+        "page",
+        "cell",
     }
+    assert 0 <= top["relevance"] <= 1
+    assert (top["version"], top["otherVersions"], top["moreMatches"]) == (None, [], 0)
     assert top["uri"].endswith("install.md")
     assert top["title"] == "Installing"
-    assert top["headings"] == ["Install"]  # the one chunk starts at the H1
+    assert top["headings"] == ["Install", "Helm"]  # the heading path of the text it holds
     assert top["sourceIdentifier"] == "team/docs"
     assert top["metadata"]["lang"] == "en"
     assert "title: Installing" not in top["content"]  # front matter is never body text

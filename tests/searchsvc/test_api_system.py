@@ -12,7 +12,7 @@ from kbsearch.errors import ConfigurationError
 from kbsearch.settings import Settings
 from tests.searchsvc.api_fixtures import list_all, put, sections
 from tests.support.hashing import HashingEmbedder
-from tests.support.service import make_store, running_service, serve
+from tests.support.service import CHALLENGE, make_store, running_service, serve
 
 WRITE, READ = "write-token-123", "read-token-456"
 
@@ -32,7 +32,7 @@ async def test_writes_need_the_api_token(secured):
     missing = await secured.put("/api/v1/documents", json=doc)
     assert missing.status_code == 401
     assert missing.json()["error"]["code"] == "UNAUTHENTICATED"
-    assert missing.headers["www-authenticate"] == "Bearer"
+    assert missing.headers["www-authenticate"] == CHALLENGE
     wrong = await secured.put("/api/v1/documents", json=doc, headers=bearer("nope"))
     assert wrong.status_code == 401
     basic = await secured.put("/api/v1/documents", json=doc, headers={"authorization": "Basic abc"})
@@ -150,7 +150,7 @@ async def test_requests_before_start_up_get_503_not_ready(tmp_path):
     import httpx
 
     app = create_app(Settings(data_dir=tmp_path), store=make_store("edge", tmp_path), embedder=HashingEmbedder())
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         response = await client.post("/api/v1/search", json={"query": "x"})
         assert response.status_code == 503
         assert response.json()["error"]["code"] == "NOT_READY"
@@ -159,7 +159,7 @@ async def test_requests_before_start_up_get_503_not_ready(tmp_path):
 
 
 @pytest.mark.parametrize("store_kind", ["edge", "qdrant-local"])
-async def test_a_different_embedder_is_refused_at_start_up(tmp_path, store_kind):
+async def test_a_different_embedder_is_refused_at_start_up_with_rebuilds_off(tmp_path, store_kind):
     store = make_store(store_kind, tmp_path)
     if store_kind == "qdrant-local":
         store.close = lambda: None  # an in-memory collection would vanish with its client
@@ -167,10 +167,19 @@ async def test_a_different_embedder_is_refused_at_start_up(tmp_path, store_kind)
     async with serve(first) as client:
         await put(client, "a.md", "hello")
     second = create_app(
-        Settings(data_dir=tmp_path), store=store, embedder=HashingEmbedder(dimensions=32, model="other-model")
+        Settings(data_dir=tmp_path, rebuild="off"),
+        store=store,
+        embedder=HashingEmbedder(dimensions=32, model="other-model"),
     )
     with pytest.raises(ConfigurationError, match="other-model"):
         async with serve(second):
+            pass
+    # With rebuilds on, the embedder that built the collection must be loadable to serve it meanwhile.
+    third = create_app(
+        Settings(data_dir=tmp_path), store=store, embedder=HashingEmbedder(dimensions=32, model="other-model")
+    )
+    with pytest.raises(ConfigurationError, match=r"hashing/hashing-v1.*SEARCHSVC_REBUILD=off"):
+        async with serve(third):
             pass
 
 

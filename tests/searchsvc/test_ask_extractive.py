@@ -83,3 +83,57 @@ async def test_every_search_of_an_ask_names_its_origin(tmp_path):
         search.search = recording  # the query log (issue 11) hooks this same call
         await client.post("/api/v1/ask", json={"question": "How is a failed deployment rolled back?"})
     assert origins == ["ask"]
+
+
+ARCHIVE = "https://git.example/archive/rollback.md"
+ARCHIVE_DOC = (
+    "# Archived rollbacks\n\n## Rolling back an old deployment\n\n"
+    "An archived deployment is rolled back with kubectl rollout undo as well. "
+    "Its previous ReplicaSet is scaled up again while the failed one is scaled down.\n"
+)
+
+
+async def asked_uris(client, **body) -> tuple[set[str], dict]:
+    """The URIs an ask cited and retrieved, and its body."""
+    response = await client.post("/api/v1/ask", json={"question": "How is a failed deployment rolled back?", **body})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    return {c["uri"] for c in answer["citations"]} | {s["uri"] for s in answer["sourcesRetrieved"]}, answer
+
+
+@pytest.mark.parametrize(
+    "search_filter",
+    [
+        {"uriPrefix": "https://git.example/archive/"},
+        {"metadata": {"team": "archive"}},
+        {"sourceIdentifier": "archive/docs"},
+        {"sourceIdentifier": ["archive/docs"], "uriPrefix": "https://git.example/"},
+    ],
+)
+async def test_the_filter_narrows_the_ask_as_it_narrows_a_search(tmp_path, search_filter):
+    async with running_service("edge", tmp_path / "data") as client:
+        await put_docs(client)
+        metadata = {"sourceIdentifier": "archive/docs", "team": "archive"}
+        body = {"uri": ARCHIVE, "content": ARCHIVE_DOC, "metadata": metadata}
+        assert (await client.put("/api/v1/documents", json=body)).status_code == 200
+        everywhere, _ = await asked_uris(client)
+        narrowed, answer = await asked_uris(client, filter=search_filter)
+    assert {ROLLBACK, ARCHIVE} <= everywhere  # without the filter both rollback pages are found
+    assert narrowed == {ARCHIVE}
+    assert answer["grounded"] is True and [c["uri"] for c in answer["citations"]] == [ARCHIVE]
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"sources": ["ops/docs"], "filter": {"sourceIdentifier": "ops/docs"}}, "not both"),
+        ({"filter": {"uriPrefix": ""}}, "filter.uriPrefix"),
+        ({"filter": {"metadata": {"bad key!": "x"}}}, "filter.metadata"),
+        ({"filter": {"colour": "red"}}, "filter.colour"),
+    ],
+)
+async def test_a_bad_filter_is_refused_naming_the_problem(tmp_path, body, named):
+    async with running_service("edge", tmp_path / "data") as client:
+        response = await client.post("/api/v1/ask", json={"question": "How do I roll back?", **body})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR" and named in response.text

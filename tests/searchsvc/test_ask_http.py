@@ -62,5 +62,7 @@ def test_an_ask_without_a_token_is_refused_before_its_body_is_read(tmp_path):
         )
     finally:
         process.stop()
-    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+    assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith(
+        'Bearer resource_metadata="http://127.0.0.1:'
+    )
     assert allowed.status_code == 200 and allowed.json()["grounded"] is False

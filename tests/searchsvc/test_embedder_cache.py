@@ -193,3 +193,25 @@ def test_only_real_providers_are_reachable_from_settings(clean_env):
 def test_openai_without_a_key_is_a_configuration_error(clean_env):
     with pytest.raises(ConfigurationError, match="SEARCHSVC_OPENAI_API_KEY"):
         build_embedder(Settings(embedder="openai", embed_cache_size=0))
+
+
+def test_a_text_one_partition_embedded_is_a_miss_for_every_other():
+    # A hit answers in a fraction of a miss's time: a caller must never hit on another's text.
+    inner = HashingEmbedder()
+    cache = CachedEmbedder(inner, max_entries=100)
+    team_b = cache.partition("caller\0team-b")
+    vector = team_b.embed_query("the sentence team b searched for")
+    assert (cache.hits, cache.misses) == (0, 1)
+    assert cache.partition("caller\0team-a").embed_query("the sentence team b searched for") == vector
+    assert (cache.hits, cache.misses) == (0, 2)  # team a's probe was embedded afresh
+    assert cache.embed_documents(["the sentence team b searched for"]) == [vector]
+    assert (cache.hits, cache.misses) == (0, 3)  # nor does the shared partition see it
+    assert team_b.embed_query("the sentence team b searched for") == vector
+    assert (cache.hits, cache.misses) == (1, 3)  # within one partition the cache still works
+
+
+def test_keyed_items_of_two_partitions_go_to_the_model_in_one_call():
+    inner = HashingEmbedder()
+    cache = CachedEmbedder(inner, max_entries=100)
+    cache.embed_keyed([("a", "same"), ("b", "same"), ("a", "same")])
+    assert (cache.hits, cache.misses, inner.calls) == (1, 2, [2])

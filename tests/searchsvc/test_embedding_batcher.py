@@ -108,6 +108,19 @@ async def test_a_text_wanted_by_several_requests_is_embedded_once():
     assert results[2] == reference.embed_documents(["shared page", "queued page", "own 2"])
 
 
+async def test_a_text_is_shared_only_within_its_partition():
+    # Waiting on another source's queued text would make that source's writes observable.
+    embedder = GatedEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=64)
+    running = asyncio.create_task(batcher.embed(["shared page"], "source\0team-b"))
+    await embedder.first_call_started()
+    other = asyncio.create_task(batcher.embed(["shared page"], "source\0team-a"))
+    await settle()
+    embedder.gate.set()
+    await asyncio.gather(running, other)
+    assert embedder.batches == [["shared page"], ["shared page"]]  # embedded once for each source
+
+
 async def test_a_request_that_goes_away_does_not_cancel_a_text_others_wait_for():
     embedder = GatedEmbedder()
     batcher = EmbeddingBatcher(embedder, max_batch=64)

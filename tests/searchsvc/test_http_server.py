@@ -25,6 +25,7 @@ def service(tmp_path_factory) -> Iterator[str]:
     with served(
         data,
         SEARCHSVC_API_TOKEN=TOKEN,
+        SEARCHSVC_ALLOWED_HOSTS="kb,127.0.0.1:*",  # reads are open: the raw requests below say `Host: kb`
         SEARCHSVC_REQUEST_HEADER_TIMEOUT_S=TIMEOUT_S,
         SEARCHSVC_REQUEST_BODY_TIMEOUT_S=TIMEOUT_S,
     ) as url:

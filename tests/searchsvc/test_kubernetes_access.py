@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from kbsearch.services.kubeauth import TtlCache
-from tests.operator.kmock_support import KubeEmulator, kube, kubeconfig  # noqa: F401  # fixtures
-from tests.support.service import running_service
+from tests.support.kube import KubeEmulator, kube, kubeconfig  # noqa: F401  # fixtures
+from tests.support.service import CHALLENGE, running_service
 
 WRITER, WRITER_NAME = "operator-token-1", "system:serviceaccount:kb-system:kb-operator"
 AGENT_A, AGENT_A_NAME = "agent-a-token", "system:serviceaccount:team-a:agent"
@@ -168,7 +168,7 @@ async def test_an_identity_without_grants_gets_empty_answers(service):
 
 async def test_an_invalid_token_is_401(service):
     response = await service.get("/api/v1/sources", headers=bearer("not-a-real-token"))
-    assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+    assert response.status_code == 401 and response.headers["www-authenticate"] == CHALLENGE + ', error="invalid_token"'
     assert (await service.get("/api/v1/sources")).status_code == 401
 
 
@@ -242,3 +242,37 @@ def test_kubernetes_mode_without_any_api_configuration_refuses_to_start(tmp_path
     monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
     with pytest.raises(ConfigurationError, match="SEARCHSVC_AUTH_MODE=kubernetes"):
         create_app(Settings(data_dir=tmp_path, auth_mode="kubernetes"))
+
+
+async def test_a_review_that_does_not_confirm_the_audience_is_refused(reviews, kubeconfig, tmp_path):  # noqa: F811
+    # An authenticator that ignores the asked audiences (a webhook, an old API server) must not pass
+    # a token minted for another service: the answer's status.audiences has to name ours.
+    reviews.user("other-service-token", "system:serviceaccount:team-a:agent", audiences=["vault"])
+    async with kubernetes_service(tmp_path / "data") as client:
+        reviews.ignore_audiences = True
+        refused = await client.get("/api/v1/sources", headers=bearer("other-service-token"))
+        assert refused.status_code == 401, refused.text
+        assert (await client.get("/api/v1/sources", headers=bearer(AGENT_A))).status_code == 401  # no audiences named
+        reviews.ignore_audiences = False
+        await asyncio.sleep(1.1)  # past the refusal cache of this service (auth_cache_seconds=1)
+        assert await visible_sources(client, AGENT_A) == ["team-a/docs", "team-a/runbooks"]
+
+
+async def test_made_up_tokens_are_reviewed_a_few_at_a_time_and_a_refusal_is_remembered(
+    reviews,
+    kubeconfig,  # noqa: F811
+    tmp_path,
+):
+    async with kubernetes_service(tmp_path / "data", cache_seconds=60) as client:
+        reviews.delay_s = 0.2
+        before = len(reviews.token_reviews)
+        guesses = [client.get("/api/v1/sources", headers=bearer(f"made-up-{i}")) for i in range(40)]
+        answers = await asyncio.gather(*guesses)
+        assert {a.status_code for a in answers} <= {401, 503}
+        assert reviews.most_in_flight <= 16  # SEARCHSVC_AUTH_MAX_REVIEWS_IN_FLIGHT's default
+        reviews.delay_s = 0
+        reviewed = len(reviews.token_reviews)
+        assert reviewed - before <= 40
+        for _ in range(5):  # the same bad token again: answered from the short refusal cache
+            assert (await client.get("/api/v1/sources", headers=bearer("made-up-0"))).status_code == 401
+        assert len(reviews.token_reviews) <= reviewed + 1

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.requests import Request
 
+from kbsearch.api.resource_metadata import metadata
 from kbsearch.settings import Settings
 from tests.searchsvc.api_fixtures import sections
 from tests.searchsvc.test_scoped_access import (
@@ -31,7 +33,7 @@ from tests.searchsvc.test_scoped_access import (
 )
 from tests.searchsvc.test_sync_status import report, status_path
 from tests.support.mcpclient import ACCEPT, everything, mcp_client, rpc, text_of
-from tests.support.service import running_service
+from tests.support.service import BASE_URL, running_service
 from tests.support.service_process import ServiceProcess
 
 LONG = "https://git.example/a/handbook.md"
@@ -40,7 +42,8 @@ LONG_CONTENT = "---\ntitle: The handbook\n---\n# The handbook\n\n" + sections(12
 SERVICE_HOST = "kb-knowledge-base-search.kb-system.svc:8000"
 CORE_READ_TOOLS = {"search_knowledge", "fetch_document", "get_chunk_context", "list_sources", "ask_knowledge"}
 WRITE_TOOLS = {"ingest_document", "delete_document"}
-COMPAT_TOOLS = {"manageKnowledge", "search", "fetch"}
+COMPAT_READ_TOOLS = {"search", "fetch"}
+COMPAT_TOOLS = {"manageKnowledge"} | COMPAT_READ_TOOLS
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +87,11 @@ async def test_tools_list_has_typed_tools_and_write_tools_only_for_writers(servi
     async with mcp_client(service, TEAM_A) as client:
         reader = {tool.name for tool in (await client.list_tools()).tools}
     assert set(admin) == CORE_READ_TOOLS | WRITE_TOOLS | COMPAT_TOOLS
-    assert reader == CORE_READ_TOOLS | COMPAT_TOOLS
+    # manageKnowledge ingests and deletes: a read-only token is not offered it.
+    assert reader == CORE_READ_TOOLS | COMPAT_READ_TOOLS
     search = admin["search_knowledge"]
     assert search.input_schema["required"] == ["query"]
-    assert set(search.input_schema["properties"]) == {"query", "limit", "sources", "uri_prefix", "mode"}
+    assert set(search.input_schema["properties"]) == {"query", "limit", "sources", "uri_prefix", "mode", "version"}
     assert search.input_schema["properties"]["mode"]["enum"] == ["hybrid", "dense", "keyword"]
     assert {"results", "query", "mode", "tookMs"} <= set(search.output_schema["properties"])
     assert admin["fetch_document"].output_schema["properties"]["nextStart"]
@@ -121,9 +125,9 @@ async def test_search_returns_full_records_and_compact_text(service):
     top = records[0]
     assert {"id", "uri", "chunkIndex", "totalChunks", "content", "score", "title", "headings", "metadata"} <= set(top)
     text = text_of(result)
-    # "[n] title \u203a heading path \u2014 uri (score)", then the chunk's text; no JSON in the text.
+    # "[n] title \u203a heading path \u2014 uri (relevance)", then the chunk's text; no JSON in the text.
     first_line = text.splitlines()[0]
-    assert first_line.startswith(f"[1] {top['title']} \u203a ") and f"\u2014 {top['uri']} (score " in first_line
+    assert first_line.startswith(f"[1] {top['title']} \u203a ") and f"\u2014 {top['uri']} (relevance " in first_line
     assert top["content"] in text and '"chunkIndex"' not in text
     assert len(records) == text.count("\n[") + 1
 
@@ -135,7 +139,9 @@ async def test_search_filters_by_source_and_uri_prefix(service):
     result = await call(service, ADMIN, "search_knowledge", query="shared words deploys", uri_prefix=prefix)
     assert {r["uri"] for r in result.structured_content["results"]} == {"https://git.example/a/doc1.md"}
     result = await call(service, ADMIN, "search_knowledge", query="delta", mode="keyword", limit=2)
-    assert result.structured_content["mode"] == "keyword" and len(result.structured_content["results"]) == 2
+    keyword = result.structured_content
+    uris = [r["uri"] for r in keyword["results"]]
+    assert keyword["mode"] == "keyword" and 1 <= len(uris) <= 2 and len(set(uris)) == len(uris)  # one per page
 
 
 @pytest.mark.parametrize(
@@ -344,6 +350,8 @@ async def test_dotai_manage_knowledge_keeps_its_arguments_and_shapes(service):
         assert not ingest.is_error, text_of(ingest)
         assert ingest.structured_content["success"] is True and ingest.structured_content["chunksCreated"] == 1
         assert len(ingest.structured_content["chunkIds"]) == 1
+        # dot-ai leaves out what an operation does not have; a strict client's schema refuses null.
+        assert set(ingest.structured_content) == {"success", "operation", "message", "uri", "chunksCreated", "chunkIds"}
         search = await client.call_tool(
             "manageKnowledge", {"operation": "search", "query": "kappa gauge", "limit": 2, "uriFilter": uri}
         )
@@ -353,9 +361,14 @@ async def test_dotai_manage_knowledge_keeps_its_arguments_and_shapes(service):
         missing = await client.call_tool("manageKnowledge", {"operation": "search"})
         assert missing.is_error and "query is required" in text_of(missing)
         bad = await client.call_tool("manageKnowledge", {"operation": "search", "query": "x", "limit": 0})
-        assert bad.is_error and "limit" in text_of(bad)
+        assert bad.is_error and text_of(bad).startswith("INVALID_ARGUMENT: limit")
+        unknown = await client.call_tool("manageKnowledge", {"operation": "purge", "uri": uri})
+        assert unknown.is_error and text_of(unknown) == (
+            "INVALID_ARGUMENT: operation must be one of ingest, search, deleteByUri, not 'purge'"
+        )
         deleted = await client.call_tool("manageKnowledge", {"operation": "deleteByUri", "uri": uri})
         assert deleted.structured_content["chunksDeleted"] == 1
+        assert set(deleted.structured_content) == {"success", "operation", "message", "uri", "chunksDeleted"}
 
 
 async def test_openai_search_and_fetch_speak_json_with_uri_ids(service):
@@ -455,3 +468,117 @@ async def test_an_open_single_tenant_service_stays_open_for_reads_as_rest_does(t
         assert await tools(None) == CORE_READ_TOOLS  # reads need no token; writes do
         assert await tools("some-other-token") == CORE_READ_TOOLS  # an unknown token counts as none, as in REST
         assert await tools(write_token) == CORE_READ_TOOLS | WRITE_TOOLS
+
+
+# --- what a client learns before it calls anything -------------------------------------------------
+
+METADATA = "/.well-known/oauth-protected-resource"
+
+
+@pytest.mark.parametrize("token", [None, "not-a-known-token"])
+def test_a_401_names_the_protected_resource_metadata_and_it_says_how_to_authenticate(service, token):
+    response = post_mcp(service, token)
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith(f'Bearer resource_metadata="{service}{METADATA}"')
+    assert ('error="invalid_token"' in challenge) is (token is not None)  # RFC 6750: only a token presented
+    url = challenge.split('"')[1]
+    for path in (url, url + "/mcp"):  # RFC 9728 §3.1: the resource's path appended
+        metadata = httpx.get(path)  # no token: the document is public
+        assert metadata.status_code == 200, path
+        body = metadata.json()
+        # No authorization server: nothing to start an OAuth flow against; a static token is the way in.
+        assert body["resource"] == f"{service}/mcp" and "authorization_servers" not in body
+        assert body["bearer_methods_supported"] == ["header"]
+        assert body["x-kb-authentication"]["tokens"] == "static"
+
+
+def test_the_metadata_names_the_serviceaccount_audiences_in_kubernetes_mode(tmp_path):
+    settings = Settings(data_dir=tmp_path, auth_mode="kubernetes", kubernetes_audiences="kb-search,other")
+    request = Request({"type": "http", "scheme": "http", "server": ("localhost", 80), "path": "/", "headers": []})
+    body = metadata(request, settings)
+    assert body["resource"] == f"{BASE_URL}/mcp"
+    assert body["x-kb-authentication"]["tokens"] == "kubernetes-serviceaccount"
+    assert body["x-kb-authentication"]["audiences"] == ["kb-search", "other"]
+
+
+def test_the_input_schemas_carry_the_rest_limits(service):
+    tools = {t["name"]: t["inputSchema"]["properties"] for t in post_mcp(service, ADMIN).json()["result"]["tools"]}
+    search = tools["search_knowledge"]
+    assert (search["query"]["minLength"], search["query"]["maxLength"]) == (1, 1000)
+    assert (search["limit"]["minimum"], search["limit"]["maximum"]) == (1, 100)
+    fetch = tools["fetch_document"]
+    assert fetch["start"]["minimum"] == 0 and (fetch["max_chars"]["minimum"], fetch["max_chars"]["maximum"]) == (
+        1,
+        100_000,
+    )
+    assert (
+        tools["get_chunk_context"]["window"]["maximum"] == 10 and tools["ingest_document"]["uri"]["maxLength"] == 2048
+    )
+    manage = tools["manageKnowledge"]
+    assert manage["operation"]["enum"] == ["ingest", "search", "deleteByUri"]
+    assert manage["limit"]["anyOf"][0] == {"type": "integer", "minimum": 1, "maximum": 100}
+
+
+async def test_a_refused_argument_reads_invalid_argument_not_pydantic(service):
+    result = await call(service, TEAM_A, "search_knowledge", query="deploys", limit=101)
+    assert result.is_error
+    assert text_of(result) == "INVALID_ARGUMENT: limit: Input should be less than or equal to 100"
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
+def test_initialize_advertises_tools_only(service, version):
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    response = httpx.post(
+        f"{service}/mcp", json=rpc("initialize", params), headers={"accept": ACCEPT, **bearer(TEAM_A)}
+    )
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["protocolVersion"] == version
+    assert set(result["capabilities"]) == {"tools"}
+    for method in ("resources/list", "prompts/list"):
+        unserved = httpx.post(
+            f"{service}/mcp",
+            json=rpc(method),
+            headers={"accept": ACCEPT, "mcp-protocol-version": version, **bearer(TEAM_A)},
+        )
+        assert unserved.json()["error"]["code"] == -32601, method  # method not found
+
+
+async def test_the_sdk_client_sees_tools_only_on_the_current_revision(service):
+    async with mcp_client(service, TEAM_A) as client:
+        capabilities = client.server_capabilities
+        assert capabilities.tools is not None
+        assert capabilities.resources is None and capabilities.prompts is None
+
+
+async def test_ask_knowledge_reports_progress_to_a_client_that_asks_for_it(service):
+    reported: list[tuple[float, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        reported.append((done, message))
+
+    async with mcp_client(service, TEAM_A) as client:
+        result = await client.call_tool("ask_knowledge", {"question": "delta epsilon zeta"}, progress_callback=progress)
+    assert not result.is_error, text_of(result)
+    assert result.structured_content["answer"]
+    messages = [m for _, m in reported]
+    assert messages[0] == "answering" and any(m and m.startswith("searched ") for m in messages)
+    assert [n for n, _ in reported] == sorted(n for n, _ in reported)  # progress only grows
+
+
+def test_a_call_without_a_progress_token_is_answered_as_json(service):
+    call_ask = rpc("tools/call", {"name": "ask_knowledge", "arguments": {"question": "delta"}})
+    response = httpx.post(f"{service}/mcp", json=call_ask, headers={"accept": ACCEPT, **bearer(TEAM_A)})
+    assert response.headers["content-type"].startswith("application/json")
+    call_ask["params"]["_meta"] = {"progressToken": "p1"}
+    streamed = httpx.post(f"{service}/mcp", json=call_ask, headers={"accept": ACCEPT, **bearer(TEAM_A)})
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    assert '"method":"notifications/progress"' in streamed.text.replace(" ", "")
+    assert '"progressToken":"p1"' in streamed.text.replace(" ", "")
+
+
+def test_mcp_requests_are_counted_under_their_own_route(service):
+    post_mcp(service, TEAM_A)
+    metrics = httpx.get(f"{service}/metrics").text
+    counted = [line for line in metrics.splitlines() if line.startswith("searchsvc_http_requests_total{")]
+    assert any('route="/mcp"' in line and 'method="POST"' in line for line in counted), counted

@@ -51,7 +51,7 @@ async def test_ask_knowledge_is_listed_with_its_schemas_as_a_read_only_tool(extr
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     tool = tools["ask_knowledge"]
     assert tool.input_schema["required"] == ["question"]
-    assert set(tool.input_schema["properties"]) == {"question", "sources"}
+    assert set(tool.input_schema["properties"]) == {"question", "sources", "uri_prefix", "version"}
     assert {"answer", "grounded", "citations", "sourcesRetrieved", "droppedCitations"} <= set(
         tool.output_schema["properties"]
     )
@@ -68,7 +68,7 @@ async def test_ask_knowledge_answers_with_numbered_citations_in_text_and_records
     # The answer, then each citation: "[n] title > headings - uri (chunk i)" and the quoted sentence.
     assert text.startswith(answer["answer"] + "\n\nCitations:\n")
     first = answer["citations"][0]
-    assert f"[{first['n']}] Rollbacks \u2014 {ROLLBACK} (chunk 0)" in text
+    assert f"[{first['n']}] Rollbacks \u203a Rolling back a deployment \u2014 {ROLLBACK} (chunk 0)" in text
     assert f'    "{first["quote"]}"' in text
     assert '"sourcesRetrieved"' not in text and "{" not in text  # compact, not a second copy of the JSON
 
@@ -88,12 +88,24 @@ async def test_team_a_never_gets_team_b_through_ask_knowledge(extractive):
     assert B_DOC in {c["uri"] for c in admin.structured_content["citations"]}  # the check above could fail
 
 
+async def test_ask_knowledge_with_a_uri_prefix_reads_only_documents_under_it(extractive):
+    question = "How is a failed deployment rolled back?"
+    everywhere = await ask(extractive, TEAM_A, question=question)
+    narrowed = await ask(extractive, TEAM_A, question=question, uri_prefix="https://git.example/ops/canary")
+    assert not narrowed.is_error, text_of(narrowed)
+    assert everywhere.structured_content["citations"][0]["uri"] == ROLLBACK
+    record = narrowed.structured_content
+    assert {s["uri"] for s in record["sourcesRetrieved"]} | {c["uri"] for c in record["citations"]} == {CANARY}
+    assert ROLLBACK not in text_of(narrowed)
+
+
 @pytest.mark.parametrize(
     ("arguments", "named"),
     [
         ({"question": " "}, "question"),
         ({"question": "x" * 2001}, "question"),
         ({"question": "q", "sources": []}, "sources"),
+        ({"question": "q", "uri_prefix": ""}, "uri_prefix"),
     ],
 )
 async def test_bad_arguments_are_tool_errors_naming_the_argument(extractive, arguments, named):

@@ -12,7 +12,6 @@ import time
 
 import httpx
 
-from tests.operator.kmock_support import kube, kubeconfig  # noqa: F401  # fixtures
 from tests.searchsvc.test_kubernetes_access import (
     AGENT_A,
     B_WORD,
@@ -22,6 +21,7 @@ from tests.searchsvc.test_kubernetes_access import (
     kubernetes_service,
     reviews,  # noqa: F401  # a fixture
 )
+from tests.support.kube import kube, kubeconfig  # noqa: F401  # fixtures
 from tests.support.mcpclient import ACCEPT, rpc
 
 HEADERS = {"accept": ACCEPT, "host": "127.0.0.1:8000"}

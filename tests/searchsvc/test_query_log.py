@@ -69,7 +69,7 @@ async def test_every_face_is_recorded_with_its_origin(api: httpx.AsyncClient) ->
     first = entries[0]
     assert first["query"] == "Rollback  HELM" and first["normalized"] == "rollback helm"
     assert first["results"] == len(found["results"]) == 1
-    assert first["topScore"] == pytest.approx(found["results"][0]["score"])
+    assert first["topScore"] == pytest.approx(found["results"][0]["relevance"])  # calibrated, not fused
     assert first["caller"] == "anonymous" and first["sources"] == [] and first["unrestricted"] is True
     assert first["latencyMs"] >= 0 and isinstance(first["time"], str)
     last = entries[-1]

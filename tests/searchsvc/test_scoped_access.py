@@ -18,7 +18,7 @@ import pytest
 from kbsearch.app import create_app
 from kbsearch.errors import ConfigurationError
 from kbsearch.settings import Settings
-from tests.support.service import STORE_KINDS, running_service
+from tests.support.service import CHALLENGE, STORE_KINDS, running_service
 
 ADMIN, TEAM_A, A_WRITER, NOBODY, HASHED = (
     "admin-tok-1",
@@ -113,7 +113,7 @@ async def test_search_never_returns_another_teams_chunks(service, mode):
     for search_filter in SEARCH_FILTERS:
         for limit in (1, 2, 100):
             for query in (f"{B_WORD} secrets", "shared words about deploys"):
-                body = {"query": query, "mode": mode, "limit": limit, "filter": search_filter}
+                body = {"query": query, "mode": mode, "limit": limit, "filter": search_filter, "collapse": False}
                 response = await service.post("/api/v1/search", json=body, headers=bearer(TEAM_A))
                 assert response.status_code == 200, response.text
                 results = response.json()["results"]
@@ -230,7 +230,7 @@ async def test_writers_write_only_the_sources_their_patterns_match(service):
 async def test_every_api_call_needs_a_token_with_a_tokens_file(service):
     for path in ("/api/v1/documents", "/api/v1/sources", "/api/v1/status", "/api/v1/search?q=x"):
         response = await service.get(path)
-        assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+        assert response.status_code == 401 and response.headers["www-authenticate"] == CHALLENGE
     for open_path in ("/healthz", "/readyz", "/metrics"):
         assert (await service.get(open_path)).status_code == 200
 

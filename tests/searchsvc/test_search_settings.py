@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pydantic import ValidationError
 
@@ -72,3 +74,10 @@ def test_one_lane_may_be_switched_off_but_not_both(monkeypatch):
 @pytest.mark.parametrize("value", ["0", "-2", "x"])
 def test_a_bad_rrf_k_is_refused(monkeypatch, value):
     assert "SEARCHSVC_RRF_K:" in problems(monkeypatch, SEARCHSVC_RRF_K=value)
+
+
+def test_search_turns_default_to_two_per_usable_cpu_and_at_least_four():
+    assert Settings(max_concurrent_searches=3).search_slots == 3
+    assert Settings().search_slots == max(4, 2 * len(os.sched_getaffinity(0)))
+    with pytest.raises(ValidationError):
+        Settings(max_searches_per_caller=0)

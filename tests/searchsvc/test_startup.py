@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
 from kbsearch.settings import Settings
+from tests.support.mcpclient import ACCEPT, rpc
 from tests.support.served import free_port, run_service
+from tests.support.service_process import ServiceProcess
 
 SECRET = "zq-3f9a1c"  # its tail, 3f9a1c, must never be printed
 
@@ -53,3 +57,29 @@ def test_validation_errors_never_show_a_token(monkeypatch):
     with pytest.raises(ValidationError) as caught:
         Settings()
     assert SECRET not in str(caught.value) and SECRET not in repr(caught.value)
+
+
+def test_start_up_ends_with_one_line_naming_the_console_mcp_and_the_api(tmp_path):
+    process = ServiceProcess(tmp_path / "service.log", {"SEARCHSVC_DATA_DIR": str(tmp_path / "data")}).start()
+    try:
+        process.wait_ready()
+        base = f"http://127.0.0.1:{process.port}"
+        named = {
+            "console": process.client.get("/ui/", follow_redirects=True),
+            "mcp": process.client.post("/mcp", json=rpc("tools/list"), headers={"accept": ACCEPT}),
+            "reference": process.client.get("/docs"),
+        }
+        entries = [json.loads(line) for line in process.log_text().splitlines() if line.startswith("{")]
+    finally:
+        process.stop()
+    # Nothing is served before start-up is over: the line comes before the first request's.
+    first_request = next(i for i, e in enumerate(entries) if e["message"] == "request")
+    line = entries[first_request - 1]
+    assert line["message"] == (
+        f"serving: console {base}/ui/ - MCP {base}/mcp - API {base}/api/v1 (reference {base}/docs)"
+    )
+    assert (line["console"], line["mcp"], line["api"]) == (f"{base}/ui/", f"{base}/mcp", f"{base}/api/v1")
+    assert sum(e["message"].startswith("serving: ") for e in entries) == 1
+    assert all(response.status_code == 200 for response in named.values()), named
+    # Start-up says nothing twice: the two MCP session managers start silently.
+    assert not [e for e in entries[:first_request] if e["logger"].startswith("mcp.")]

@@ -13,6 +13,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -1138,6 +1139,18 @@ def test_a_newer_sync_status_is_never_replaced_by_an_older_one(store: VectorStor
     assert store.put_sync_status(newest) and store.get_sync_status("alpha") == newest
 
 
+def test_a_stored_sync_status_dated_beyond_the_trusted_time_gives_way(store: VectorStore):
+    forged = sync_status("alpha", "9999-12-31T23:59:59.000Z")
+    assert store.put_sync_status(forged)  # as a service without the date check stored it
+    real = sync_status("alpha", "2026-11-24T12:00:00.000Z")
+    assert store.put_sync_status(real) is False  # without a trusted time the forged date wins
+    trusted_until = datetime(2026, 11, 24, 12, 5, tzinfo=UTC).timestamp()
+    assert store.put_sync_status(real, trusted_until) is True
+    assert store.get_sync_status("alpha") == real
+    older = sync_status("alpha", "2026-11-24T11:00:00.000Z")
+    assert store.put_sync_status(older, trusted_until) is False  # an older real one still never wins
+
+
 def test_deleting_a_source_deletes_its_sync_status(store: VectorStore):
     ingest(store, "a/1.md", ["x"], source="alpha")
     store.put_sync_status(sync_status("alpha"))
@@ -1233,18 +1246,22 @@ def test_the_query_log_survives_a_reopen(store_opener: StoreOpener):
     again.close()
 
 
-def test_vectors_are_found_by_text_hash_across_the_whole_collection(store):
+def test_vectors_are_found_by_text_hash_within_one_source_only(store):
     ingest(store, "docs/a.md", ["alpha text", "beta text"])
     ingest(store, "docs/b.md", ["gamma text"], source="src-b")
-    found = store.vectors_by_text_hash(["hash-docs/a.md-1", "hash-docs/b.md-0", "nope"])
-    assert set(found) == {"hash-docs/a.md-1", "hash-docs/b.md-0"}  # any document, any source
+    ingest(store, "docs/c.md", ["delta text"], source=None)
+    wanted = ["hash-docs/a.md-1", "hash-docs/b.md-0", "hash-docs/c.md-0", "nope"]
+    found = store.vectors_by_text_hash(wanted, "src-a")
+    assert set(found) == {"hash-docs/a.md-1"}  # src-b's and the sourceless document's texts stay unseen
     assert found["hash-docs/a.md-1"] == pytest.approx(EMBEDDER.embed_query("beta text"))
-    assert found["hash-docs/b.md-0"] == pytest.approx(EMBEDDER.embed_query("gamma text"))
-    assert store.vectors_by_text_hash([]) == {}
+    assert set(store.vectors_by_text_hash(wanted, "src-b")) == {"hash-docs/b.md-0"}
+    assert set(store.vectors_by_text_hash(wanted, None)) == {"hash-docs/c.md-0"}
+    assert store.vectors_by_text_hash(wanted, "src-c") == {}
+    assert store.vectors_by_text_hash([], "src-a") == {}
 
 
 def test_a_text_repeated_in_many_documents_gives_one_vector(store):
     ingest_bulk(store, source="versions", documents=30, chunks_each=4)  # hashes h0..h3 in every document
-    found = store.vectors_by_text_hash(["h0", "h3", "h9"])
+    found = store.vectors_by_text_hash(["h0", "h3", "h9"], "versions")
     assert set(found) == {"h0", "h3"}
     assert found["h0"] == pytest.approx(EMBEDDER.embed_query("bulk chunk text"))

@@ -13,12 +13,17 @@ from kbsearch.app import create_app
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
+from kbsearch.models import CollectionSignature
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.querylog import QueryLogStore
 from tests.support.hashing import HashingEmbedder
 
 STORE_KINDS = ("edge", "qdrant-local")
+# localhost: in open mode every route checks Host against SEARCHSVC_ALLOWED_HOSTS (loopback names).
+BASE_URL = "http://localhost"
+# A 401's WWW-Authenticate from the app served by `serve`: where its RFC 9728 metadata is.
+CHALLENGE = f'Bearer resource_metadata="{BASE_URL}/.well-known/oauth-protected-resource"'
 
 
 def make_store(kind: str, data_dir: Path, collection: str = "test") -> VectorStore:
@@ -35,12 +40,19 @@ def make_store(kind: str, data_dir: Path, collection: str = "test") -> VectorSto
     raise ValueError(kind)
 
 
+def hashing_embedder_for(signature: CollectionSignature) -> EmbeddingProvider:
+    """The test embedder that made a collection, from its signature (for the rebuild's serving embedder)."""
+    if signature.embedder_provider != "hashing":
+        raise ValueError(f"tests make collections with the hashing embedder, not {signature.embedder_provider}")
+    return HashingEmbedder(signature.dimensions, signature.embedder_model)
+
+
 @asynccontextmanager
 async def serve(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """Run the app's lifespan and give a client that talks to it through ASGI."""
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://searchsvc") as client:
+        async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
             yield client
 
 
@@ -55,13 +67,17 @@ async def running_service(
     query_log_store: QueryLogStore | None = None,
     **settings: object,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """The real app with the hashing embedder on the given store kind (or on `store`, made by make_store)."""
+    """The real app with the hashing embedder on the given store kind (or on `store`, made by make_store).
+
+    A collection made by another hashing embedder is served, while it is rebuilt, by one like it.
+    """
     app = create_app(
         Settings(data_dir=data_dir, **settings),
         store=store or make_store(store_kind, data_dir),
-        embedder=embedder or HashingEmbedder(),
+        embedder=embedder if embedder is not None else HashingEmbedder(),  # an empty CachedEmbedder is falsy
         chat=chat,
         query_log_store=query_log_store,
+        embedder_for=hashing_embedder_for,
     )
     async with serve(app) as client:
         client.app = app  # type: ignore[attr-defined]  # lets tests reach app.state

@@ -25,11 +25,16 @@ def main() -> int:
     import kbsearch.app
     from kbsearch import __main__ as entry
     from tests.support.hashing import HashingEmbedder
+    from tests.support.service import hashing_embedder_for
 
     real_create_app = kbsearch.app.create_app
+    # A test may configure another hashing model (an embedder change, for rebuild tests).
+    model = os.environ.get("KB_TEST_HASHING_MODEL", "hashing-v1")
+    dimensions = int(os.environ.get("KB_TEST_HASHING_DIMENSIONS", "64"))
 
     def create_app(settings=None, **overrides):
-        return real_create_app(settings, embedder=HashingEmbedder(), **overrides)
+        embedder = HashingEmbedder(dimensions, model)
+        return real_create_app(settings, embedder=embedder, embedder_for=hashing_embedder_for, **overrides)
 
     kbsearch.app.create_app = create_app  # entry.main imports it at call time
     return entry.main()

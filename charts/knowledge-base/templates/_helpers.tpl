@@ -130,7 +130,8 @@ The Host values the search service's /mcp endpoint answers (SEARCHSVC_MCP_ALLOWE
 {{- $hosts = append $hosts $host }}
 {{- $hosts = append $hosts (printf "%s:%v" $host $port) }}
 {{- end }}
-{{- join "," (concat $hosts .Values.search.mcp.extraAllowedHosts) }}
+{{- $public := include "knowledge-base.search.publicHosts" . }}
+{{- join "," (concat $hosts .Values.search.mcp.extraAllowedHosts (compact (splitList "," $public))) }}
 {{- end }}
 
 {{/*
@@ -163,6 +164,18 @@ Refuse combinations that cannot work, with a message that says what to change.
 {{- end }}
 {{- if and (not .Values.llm.model) (or .Values.llm.baseUrl .Values.llm.existingSecret) }}
 {{- fail "llm.baseUrl or llm.existingSecret is set but llm.model is not: set the chat model too, or leave all three empty for extractive answers." }}
+{{- end }}
+{{- if and (or .Values.search.ingress.enabled .Values.search.httpRoute.enabled) (eq .Values.search.trustedProxies "127.0.0.1") }}
+{{- fail "search.ingress or search.httpRoute is enabled, but search.trustedProxies trusts only 127.0.0.1: set it to the address range of the ingress controller's or gateway's pods (e.g. 10.0.0.0/8), so the service believes their X-Forwarded-Proto and -For (Secure console cookies behind TLS, the client's address in logs)." }}
+{{- end }}
+{{- if and .Values.search.ingress.enabled (not .Values.search.ingress.hosts) }}
+{{- fail "search.ingress.enabled needs search.ingress.hosts: the host names it serves (they are also allowed to reach /mcp)." }}
+{{- end }}
+{{- if and .Values.search.httpRoute.enabled (or (not .Values.search.httpRoute.parentRefs) (not .Values.search.httpRoute.hostnames)) }}
+{{- fail "search.httpRoute.enabled needs search.httpRoute.parentRefs (the Gateway to attach to) and search.httpRoute.hostnames." }}
+{{- end }}
+{{- if and .Values.monitoring.serviceMonitor.enabled .Values.monitoring.podMonitor.enabled }}
+{{- fail "monitoring.serviceMonitor and monitoring.podMonitor are both enabled: every target would be scraped twice. Enable one." }}
 {{- end }}
 {{- if and (eq .Values.embeddings.provider "openai") (not .Values.embeddings.openai.existingSecret) }}
 {{- fail "embeddings.provider=openai needs embeddings.openai.existingSecret: the name of a Secret holding the API key (key embeddings.openai.existingSecretKey)." }}
@@ -198,4 +211,39 @@ The operator's rules inside a watched namespace (or everywhere, in cluster-wide 
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
+{{- if gt (int .Values.operator.replicas) 1 }}
+# Peering between replicas: read the peers and keep this replica's record alive.
+- apiGroups: ["kopf.dev"]
+  resources: [{{ ternary "clusterkopfpeerings" "kopfpeerings" (empty .Values.operator.watchNamespaces) | quote }}]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+{{- end }}
+
+{{/*
+A checksum of the Secrets you manage (existingSecret values) whose keys reach a container as
+environment variables: an upgrade after you change one changes the pod template, and the pods
+roll with the new value. Read with `lookup`, so `helm template` (and tools built on it) sees none
+and the checksum stays put. The Secrets the chart generates keep their values on every upgrade;
+the tokens file is a mounted volume, re-read without a restart. Call with (dict "ctx" $ "names" list).
+*/}}
+{{- define "knowledge-base.secretsChecksum" -}}
+{{- $ns := .ctx.Release.Namespace }}
+{{- $parts := list }}
+{{- range $name := .names }}
+{{- if $name }}
+{{- $found := lookup "v1" "Secret" $ns $name | default dict }}
+{{- $parts = append $parts (printf "%s=%s" $name (toJson (get $found "data" | default dict))) }}
+{{- end }}
+{{- end }}
+{{- join "\n" $parts | sha256sum }}
+{{- end }}
+
+{{/*
+Host names that reach the search Service from outside: the Ingress's hosts and the HTTPRoute's hostnames.
+*/}}
+{{- define "knowledge-base.search.publicHosts" -}}
+{{- $hosts := list }}
+{{- if .Values.search.ingress.enabled }}{{ $hosts = concat $hosts .Values.search.ingress.hosts }}{{ end }}
+{{- if .Values.search.httpRoute.enabled }}{{ $hosts = concat $hosts .Values.search.httpRoute.hostnames }}{{ end }}
+{{- join "," $hosts }}
 {{- end }}

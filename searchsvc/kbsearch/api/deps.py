@@ -9,6 +9,7 @@ from kbsearch.errors import NotReadyError
 from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.insights import InsightsService
+from kbsearch.services.rebuild import RebuildService
 from kbsearch.services.search import SearchService
 from kbsearch.services.syncstatus import SyncStatusService
 
@@ -42,4 +43,9 @@ def sync_status_service(request: Request) -> SyncStatusService:
 
 def insights_service(request: Request) -> InsightsService:
     service: InsightsService = ready_state(request).insights
+    return service
+
+
+def rebuild_service(request: Request) -> RebuildService:
+    service: RebuildService = ready_state(request).rebuild
     return service

@@ -10,11 +10,13 @@ from kbsearch.api.auth import require_read, require_write
 from kbsearch.api.deps import documents_service, sync_status_service
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
 from kbsearch.api.views import sync_status_info
+from kbsearch.errors import NotFoundError
 from kbsearch.schemas import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
     DocumentInfo,
     DocumentList,
+    DocumentText,
     ErrorResponse,
     PutDocumentRequest,
     PutDocumentResponse,
@@ -76,6 +78,42 @@ async def list_documents(
         for r in records
     ]
     return DocumentList(documents=documents, nextCursor=next_cursor)
+
+
+# Pages of document text: large enough for most documents in one call, small enough to bound a response.
+MAX_TEXT_CHARS = 1_000_000
+
+
+@router.get("/documents/text", tags=["documents"], responses={404: {"model": ErrorResponse}})
+async def document_text(
+    service: Service,
+    caller: Reader,
+    uri: UriQuery,
+    start: Annotated[int, Query(ge=0, description="Character offset to start at.")] = 0,
+    maxChars: Annotated[int, Query(ge=1, le=MAX_TEXT_CHARS, description="Characters to return.")] = 100_000,
+) -> DocumentText:
+    """One page of a document's text as written: headings, code and lists in place, front matter aside.
+
+    Read on with `start=nextStart` until `nextStart` is null. A document out of the caller's scope is
+    answered like an absent one (404).
+    """
+    page = await service.page(uri, caller, start, maxChars)
+    if page is None:
+        raise NotFoundError(f"no document {uri!r}", code="DOCUMENT_NOT_FOUND")
+    record = page.record
+    return DocumentText(
+        uri=record.uri,
+        title=record.title,
+        sourceIdentifier=record.source_identifier,
+        checksum=record.checksum,
+        metadata=record.metadata,
+        ingestedAt=record.ingested_at,
+        totalChars=page.total_chars,
+        start=page.start,
+        end=page.end,
+        nextStart=page.next_start,
+        text=page.text,
+    )
 
 
 @router.put(f"/sources/{SOURCE_PATH}/status", tags=["sources"])

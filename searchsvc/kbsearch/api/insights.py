@@ -25,7 +25,7 @@ async def insights(
 ) -> InsightsResponse:
     """Top, zero-result and low-score queries, searches by origin and latency p50/p95 over the window.
 
-    Only the searches the caller's scope covers are counted (see the README's query log section).
+    Only the searches the caller's scope covers are counted (see docs/user/sync-status-and-insights.md).
     """
     found = await service.insights(caller, window)
     return InsightsResponse(

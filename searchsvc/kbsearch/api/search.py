@@ -41,14 +41,26 @@ def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchRes
             totalChunks=h.total_chunks,
             content=h.content,
             score=h.score,
+            relevance=h.relevance or 0.0,
             title=h.title,
             headings=h.headings,
             metadata=h.metadata,
             sourceIdentifier=h.source_identifier,
+            version=h.version,
+            otherVersions=h.other_versions,
+            moreMatches=h.more_matches,
+            page=h.page,
+            cell=h.cell,
         )
         for h in outcome.hits
     ]
-    return SearchResponse(query=request.query, mode=request.mode, results=results, tookMs=round(outcome.took_ms, 3))
+    return SearchResponse(
+        query=request.query,
+        mode=request.mode,
+        results=results,
+        tookMs=round(outcome.took_ms, 3),
+        nothingRelevant=outcome.nothing_relevant,
+    )
 
 
 @router.post("/search")
@@ -67,6 +79,8 @@ async def search_get(
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid",
     sourceIdentifier: SourceIdListQuery = None,
     uriPrefix: UriPrefixQuery = None,
+    version: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    collapse: bool = True,
 ) -> SearchResponse:
     """The same search as POST, from query parameters."""
     filter_body: dict[str, Any] = {}
@@ -74,8 +88,10 @@ async def search_get(
         filter_body["sourceIdentifier"] = sourceIdentifier if len(sourceIdentifier) > 1 else sourceIdentifier[0]
     if uriPrefix:
         filter_body["uriPrefix"] = uriPrefix
+    if version:
+        filter_body["version"] = version
     try:
-        request = SearchRequest(query=q, limit=limit, mode=mode, filter=filter_body)
+        request = SearchRequest(query=q, limit=limit, mode=mode, filter=filter_body, collapse=collapse)
     except ValidationError as exc:
         errors = [
             {"field": ".".join(str(p) for p in e["loc"]) or "query", "message": e["msg"], "type": e["type"]}

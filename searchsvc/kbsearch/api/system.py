@@ -88,6 +88,7 @@ async def status(request: Request, caller: Annotated[Caller, Depends(require_rea
             "fullScores": settings.fusion_full_scores,
             "candidates": settings.search_candidates,
         },
+        "rebuild": state.rebuild.status(),
         "auth": {
             "writeTokenRequired": request.app.state.authenticator.writes_need_token,
             "readTokenRequired": settings.read_token is not None or settings.authenticates,

@@ -1,7 +1,7 @@
-"""Markdown chunking: front matter, heading paths, splitter-sized chunks and their embedding text.
+"""Markdown chunking: front matter, blocks, heading paths, chunks that keep their meaning, and their embedding text.
 
-markdown.py is the facade (MarkdownChunker); frontmatter.py parses the leading block, outline.py
-finds headings and cut points, embedtext.py builds the text each chunk is embedded as.
+markdown.py is the facade (MarkdownChunker); frontmatter.py parses the leading block, blocks.py
+finds the top-level markdown blocks, embedtext.py builds the text each chunk is embedded as.
 """
 
 from kbsearch.chunker.markdown import ALGORITHM_VERSION, MarkdownChunker

@@ -1,17 +1,45 @@
-"""The text a chunk is embedded as: a short context line (title, heading path), tags, then the chunk."""
+"""The text a chunk is embedded as: a short context line (title, heading path, lead-in), tags, then the chunk.
+
+The chunk's own text is embedded without what a reader never sees as words: HTML comments,
+Hugo and mkdocs shortcodes and includes, raw HTML tags, link and image targets. Every token they
+took would be one the chunk's words lose in MiniLM's 256.
+"""
 
 from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_CONTEXT_CHARS", "MAX_HEADING_CHARS", "MAX_TAGS_CHARS", "clip_heading", "embed_text", "readable_name"]
 
 # Context lines stay short: every token they take is one the chunk text loses in MiniLM's 256.
 MAX_CONTEXT_CHARS = 120
 MAX_TAGS_CHARS = 80
+MAX_LEAD_IN_CHARS = 160
+# Heading text is clipped: it is stored in every chunk's payload and repeated in embed_text.
+MAX_HEADING_CHARS = 120
+
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+# Bounded lengths keep the cost linear on hostile input (many openers, no closers).
+_SHORTCODE = re.compile(r"\{\{[<%].{0,2000}?[%>]\}\}|\{%.{0,2000}?%\}|\{!.{0,2000}?!\}", re.DOTALL)
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
+_LINK = re.compile(r"\[([^\]\n]+)\]\([^)\n]*\)")
+_REF_DEF = re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]+\S+.*$", re.MULTILINE)
+# Only HTML's own tags: `<namespace>` in `kubectl -n <namespace>` is a placeholder, not markup.
+_HTML_TAGS = (
+    "a|abbr|b|blockquote|br|button|center|code|dd|details|div|dl|dt|em|figcaption|figure|font|h[1-6]|hr|i|iframe|img|"
+    "input|kbd|label|li|mark|ol|p|path|picture|pre|section|small|source|span|strong|sub|summary|sup|svg|table|"
+    "tbody|td|th|thead|tr|u|ul|video"
+)
+_TAG = re.compile(r"</?(?:" + _HTML_TAGS + r")(?:\s[^<>]{0,2000})?/?>", re.IGNORECASE)
+_BLANK_RUNS = re.compile(r"\n{3,}")
 
 
-def embed_text(title: str | None, headings: list[str], tags: list[str], text: str) -> str:
-    """Context line (title and heading path not already in the text), tags, then the text."""
+def embed_text(title: str | None, headings: list[str], tags: list[str], text: str, *, lead_in: str = "") -> str:
+    """Context line (title and heading path not already in the text), lead-in, tags, then the cleaned text."""
+    words = readable_text(text)
     parts: list[str] = []
     seen: set[str] = set()
-    folded = text.casefold()
+    folded = words.casefold()
     for part in [title or "", *headings]:
         key = part.casefold()
         if part and key not in seen and not _mentions(folded, key):
@@ -20,10 +48,47 @@ def embed_text(title: str | None, headings: list[str], tags: list[str], text: st
     lines = []
     if parts:
         lines.append(_fit_path(parts, MAX_CONTEXT_CHARS))
+    if lead_in and not _mentions(folded, lead_in.casefold()):
+        lines.append(_clip(lead_in, MAX_LEAD_IN_CHARS))
     if tags:
         lines.append(_fit_path(["Tags: " + ", ".join(tags)], MAX_TAGS_CHARS))
-    lines.append(text)
+    if not words.strip():
+        return ""
+    lines.append(words)
     return "\n".join(lines)
+
+
+def readable_text(text: str) -> str:
+    """The chunk as words: markup a reader does not read as text taken out."""
+    text = _COMMENT.sub("", text)
+    text = _SHORTCODE.sub("", text)
+    text = _IMAGE.sub(r"\1", text)
+    text = _LINK.sub(r"\1", text)
+    text = _REF_DEF.sub("", text)
+    text = _TAG.sub("", text)
+    return _BLANK_RUNS.sub("\n\n", text).strip()
+
+
+def clip_heading(text: str) -> str:
+    text = " ".join(readable_text(text[: MAX_HEADING_CHARS * 4]).split()).strip("# \t")
+    return _clip(text, MAX_HEADING_CHARS)
+
+
+def readable_name(name: str | None) -> str | None:
+    """A title made from a file name: `docs/operator-manual/high_availability.md` -> "High availability".
+
+    `index`, `_index` and `README` pages take their folder's name. None when there is no name.
+    """
+    if not name:
+        return None
+    parts = [p for p in re.split(r"[/\\]", name.split("#", 1)[0].split("?", 1)[0]) if p]
+    while parts:
+        stem = parts.pop()
+        stem = re.sub(r"\.[A-Za-z0-9]{1,8}$", "", stem)
+        if stem.lower() not in ("index", "_index", "readme", "") and not re.fullmatch(r"[a-z]+:", stem):
+            words = " ".join(re.sub(r"[-_.]+", " ", stem).split())
+            return _clip(words[:1].upper() + words[1:], MAX_HEADING_CHARS) if words else None
+    return None
 
 
 def _mentions(folded_text: str, folded_phrase: str) -> bool:
@@ -43,10 +108,13 @@ def _is_word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def _fit_path(parts: list[str], limit: int) -> str:
     # Keep the title and the innermost headings: they say most about the chunk.
     parts = list(parts)
     while len(parts) > 2 and len(" > ".join(parts)) > limit:
         del parts[1]
-    line = " > ".join(parts)
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+    return _clip(" > ".join(parts), limit)

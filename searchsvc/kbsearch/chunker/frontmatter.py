@@ -1,7 +1,8 @@
-"""Front matter: a leading YAML (`---`) or TOML (`+++`) block, and the title and tags it names."""
+"""Front matter: a leading YAML (`---`), TOML (`+++`) or JSON (`{...}`) block, and the title and tags it names."""
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from collections.abc import Callable
@@ -22,12 +23,17 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
 
     Front matter that does not parse, or is not a mapping, stays in the body: a leading `---` is
     also legal markdown (a thematic break, or a setext underline below it), and its text must
-    remain searchable rather than vanish silently.
+    remain searchable rather than vanish silently. Blank lines before the opener are allowed (Hugo
+    and many editors accept them), and the body then starts after the closer.
     """
-    first = text.find("\n")
+    lead = len(text) - len(text.lstrip(" \t\n"))
+    lead = text.rfind("\n", 0, lead) + 1  # the opener's line start: its indentation is not skipped
+    if text.startswith("{", lead):
+        return _split_json(text, lead)
+    first = text.find("\n", lead)
     if first < 0:
         return {}, text
-    opener = text[:first].rstrip(" \t")
+    opener = text[lead:first].rstrip(" \t")
     parse: Callable[[str], Any]
     if opener == "---":
         closer, parse = _YAML_CLOSE, _parse_yaml
@@ -50,6 +56,19 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
         return {}, text
     body_start = match.end() + 1 if match.end() < len(text) else match.end()
     return data, text[body_start:]
+
+
+def _split_json(text: str, lead: int) -> tuple[dict[str, Any], str]:
+    """Hugo's JSON front matter: an object at the very start, the body after the line it closes on."""
+    try:
+        data, end = json.JSONDecoder().raw_decode(text[lead : lead + MAX_FRONT_MATTER_CHARS])
+    except ValueError:
+        return {}, text
+    end += lead
+    if not isinstance(data, dict) or text[end : text.find("\n", end) if "\n" in text[end:] else len(text)].strip():
+        return {}, text
+    newline = text.find("\n", end)
+    return data, "" if newline < 0 else text[newline + 1 :]
 
 
 def _parse_yaml(raw: str) -> Any:

@@ -1,35 +1,70 @@
-"""The chunker: normalised text, front matter, then splitter-sized pieces with their heading paths."""
+"""The chunker: normalised text, front matter, then markdown blocks packed into chunks that keep their meaning.
+
+A body is parsed into its top-level blocks (blocks.py). Blocks that mean something only together
+become one unit: a heading with what follows it, a sentence with the code block, list or table it
+introduces. Units are packed into chunks of at most `max_chars`, cutting at section starts; a unit
+larger than that is split at its own boundaries (code at lines, each part re-opened with its fence;
+tables at rows, each part repeating the header; lists at items), and a part that is not the first
+carries the lead-in sentence and heading path in its embedded text. No chunk is shorter than
+`floor_chars` unless its whole section is: a fragment joins its neighbour.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib.metadata import version
 
-from semantic_text_splitter import MarkdownSplitter
+from semantic_text_splitter import TextSplitter
 
-from kbsearch.chunker.embedtext import embed_text
+from kbsearch.chunker.blocks import Block, parse_blocks
+from kbsearch.chunker.embedtext import MAX_HEADING_CHARS, clip_heading, embed_text, readable_name
 from kbsearch.chunker.frontmatter import front_matter_tags, front_matter_title, split_front_matter
-from kbsearch.chunker.outline import (
-    Outline,
-    clean_start,
-    heading_stacks,
-    headings_between,
-    only_headings,
-    scan,
-    window_end,
-)
 from kbsearch.models import Chunk, ParsedDocument
 
-# Bump when anything below changes chunk boundaries, heading paths or embed_text.
-ALGORITHM_VERSION = 1
+__all__ = ["ALGORITHM_VERSION", "FLOOR_CHARS", "MarkdownChunker"]
 
-# The splitter's cost grows with the square of its input (a 1 MiB line takes 5-16 s), so it is fed
-# windows of this many max-size chunks, cut at headings or paragraph starts where possible.
-WINDOW_CHUNKS = 20
+# Bump when anything below changes chunk boundaries, heading paths or embed_text.
+ALGORITHM_VERSION = 2
+# No chunk is shorter unless its whole section is (a lone "```yaml" or "> **Notice:**" says nothing).
+FLOOR_CHARS = 150
+# A paragraph this short before a code block, list or table is its lead-in even without a colon.
+LEAD_IN_CHARS = 240
+
+_SENTENCE_START = re.compile(r"(?<=[.!?:])\s+(?=\S)")
+
+
+@dataclass(slots=True)
+class _Unit:
+    """Blocks that stay together: [start, end) of the body, and the block that gives its shape."""
+
+    start: int
+    end: int
+    main: Block
+    lead_in: str = ""  # the sentence that introduces `main` (a code block, list or table)
+    lead_end: int = -1  # where the lead-in paragraph ends, when the unit holds one
+    headings: tuple[str, ...] = ()
+    section: int = 0
+    opens_section: bool = False  # starts with its section's heading
+    heading_starts: tuple[int, ...] = ()  # where the headings it starts with begin, outermost first
+    level: int = 7  # that heading's level
+    visible: bool = True  # False for raw HTML and comments: nothing worth embedding
+
+
+@dataclass(slots=True)
+class _Piece:
+    start: int
+    end: int
+    text: str
+    headings: tuple[str, ...]
+    section: int
+    context: str = ""  # the lead-in sentence a split part carries in its embedded text
+    plain: bool = True  # text == body[start:end] (False for a re-opened fence or a repeated table header)
 
 
 class MarkdownChunker:
-    """Cuts markdown into chunks of `min_chars`..`max_chars` characters, sharing up to `overlap`."""
+    """Cuts markdown into chunks of at most `max_chars`, filled towards `min_chars`, sharing up to `overlap`."""
 
     def __init__(self, min_chars: int = 500, max_chars: int = 800, overlap: int = 0):
         if not 1 <= min_chars <= max_chars:
@@ -39,65 +74,364 @@ class MarkdownChunker:
         self.min_chars = min_chars
         self.max_chars = max_chars
         self.overlap = overlap
-        self._splitter = MarkdownSplitter((min_chars, max_chars), overlap=overlap, trim=True)
-        self._window = max(16_384, WINDOW_CHUNKS * max_chars)
-        # The splitter's version is included: an upgrade may move boundaries, and re-chunking is
-        # cheap because unchanged chunk texts keep their vectors.
+        self.floor_chars = min(FLOOR_CHARS, min_chars)
+        self._prose = TextSplitter((min_chars, max_chars), overlap=overlap, trim=True)
+        # The parser's and splitter's versions are included: an upgrade may move boundaries, and
+        # re-chunking is cheap because unchanged chunk texts keep their vectors.
         self.fingerprint = (
             f"markdown-v{ALGORITHM_VERSION};min={min_chars};max={max_chars};overlap={overlap};"
-            f"splitter={version('semantic-text-splitter')}"
+            f"splitter={version('semantic-text-splitter')};parser={version('markdown-it-py')}"
         )
 
-    def chunk(self, content: str) -> ParsedDocument:
+    def chunk(self, content: str, *, name: str | None = None) -> ParsedDocument:
+        """Chunks of `content`; `name` (a path or URI) gives the title when the document names none."""
         text = _normalise(content)
         meta, body = split_front_matter(text)
-        outline = scan(body)
-        title = front_matter_title(meta) or next((h.text for h in outline.headings if h.level == 1 and h.text), None)
+        blocks = parse_blocks(body)
+        headings = [(b.level, clip_heading(b.text)) for b in blocks if b.kind == "heading" and b.text.strip()]
+        first_heading = next((text for level, text in headings if level == 1), None) or next(
+            (text for _, text in headings), None
+        )
+        title = front_matter_title(meta) or first_heading or readable_name(name)
         tags = front_matter_tags(meta)
 
-        pieces = list(self._split(body, outline))
-        stacks = heading_stacks([start for start, _ in pieces], outline.headings)
+        pieces = self._merge_fragments(body, list(self._pack(body, self._units(body, blocks))))
         chunks: list[Chunk] = []
-        for i, (start, piece) in enumerate(pieces):
-            end = start + len(piece)
-            # A heading-only piece whose headings all reappear in the next chunk's path adds
-            # nothing: those headings travel on as context. Otherwise the heading is kept.
-            if i + 1 < len(pieces) and only_headings(body, start, end, outline):
-                inside = headings_between(outline, start, end)
-                if all(h in stacks[i + 1] for h in inside):
-                    continue
-            headings = [h.text for h in stacks[i] if h.text]
+        for piece in pieces:
+            embedded = embed_text(title, list(piece.headings), tags, piece.text, lead_in=piece.context)
+            if not embedded.strip():
+                continue
             chunks.append(
                 Chunk(
                     index=len(chunks),
-                    text=piece,
-                    embed_text=embed_text(title, headings, tags, piece),
-                    headings=headings,
-                    start=start,
-                    end=end,
+                    text=piece.text,
+                    embed_text=embedded,
+                    headings=list(piece.headings),
+                    start=piece.start,
+                    end=piece.end,
                 )
             )
         return ParsedDocument(title=title, tags=tags, body=body, chunks=chunks)
 
-    def _split(self, body: str, outline: Outline) -> Iterator[tuple[int, str]]:
-        """(offset, stripped text) of each piece, splitting the body one bounded window at a time."""
-        pos, n = 0, len(body)
-        while pos < n:
-            hi = window_end(pos, n, outline, self._window)
-            pieces = self._splitter.chunk_indices(body[pos:hi])
-            next_pos = hi
-            if hi < n and len(pieces) > 1 and clean_start(body, outline, pos + pieces[-1][0]):
-                # The last piece of a window was cut short by the window, not by the markdown:
-                # split it again with what follows (unless it starts inside a fence, where a
-                # window must not begin).
-                next_pos = pos + pieces[-1][0]
-                pieces = pieces[:-1]
-            for offset, piece in pieces:
-                # The splitter's trim keeps some leading indentation; chunks are fully stripped.
-                text = piece.strip()
-                if text:
-                    yield pos + offset + (len(piece) - len(piece.lstrip())), text
-            pos = next_pos
+    # --- units -------------------------------------------------------------------------------
+
+    def _units(self, body: str, blocks: list[Block]) -> list[_Unit]:
+        units: list[_Unit] = []
+        stack: list[tuple[int, str]] = []
+        section = 0
+        pending: list[Block] = []  # the heading(s) waiting for the section's first block
+        previous: Block | None = None
+        for block in blocks:
+            if block.kind == "heading":
+                while stack and stack[-1][0] >= block.level:
+                    stack.pop()
+                stack.append((block.level, clip_heading(block.text)))
+                section += 1
+                pending.append(block)
+                previous = block
+                continue
+            headings = tuple(text for _, text in stack if text)
+            last = units[-1] if units else None
+            if (
+                block.kind in ("code", "list", "table")
+                and last is not None
+                and previous is not None
+                and previous.kind == "paragraph"
+                and last.end == previous.end
+                and last.main is previous
+                and _introduces(body[previous.start : previous.end])
+            ):
+                # The sentence that introduces a code block, list or table stays with it.
+                last.lead_in = _last_sentence(body[previous.start : previous.end])
+                last.lead_end, last.end, last.main = last.end, block.end, block
+                previous = block
+                continue
+            unit = _Unit(
+                start=block.start,
+                end=block.end,
+                main=block,
+                headings=headings,
+                section=section,
+                visible=block.kind not in ("html", "comment"),
+            )
+            if pending:
+                unit.start, unit.opens_section, unit.level = pending[0].start, True, pending[0].level
+                unit.heading_starts = tuple(b.start for b in pending)
+                pending = []
+            units.append(unit)
+            previous = block
+        if pending:  # headings with nothing after them still say what the document will hold
+            tail = pending[-1]
+            units.append(_Unit(pending[0].start, tail.end, tail, section=section, opens_section=True,
+                               level=pending[0].level, heading_starts=tuple(b.start for b in pending)))  # fmt: skip
+        return units
+
+    # --- packing -----------------------------------------------------------------------------
+
+    def _pack(self, body: str, units: list[_Unit]) -> Iterator[_Piece]:
+        current: _Piece | None = None
+        for unit in units:
+            size = unit.end - unit.start
+            if current is not None:
+                joined = unit.end - current.start
+                if unit.opens_section and self._cut_before(current, unit):
+                    yield current
+                    current = None
+                elif current.plain and joined <= self.max_chars:
+                    current = _Piece(current.start, unit.end, body[current.start : unit.end], current.headings,
+                                     current.section)  # fmt: skip
+                    continue
+                else:
+                    yield current
+                    current = None
+            if size <= self.max_chars:
+                current = _Piece(unit.start, unit.end, body[unit.start : unit.end], unit.headings, unit.section)
+                current = self._with_overlap(body, current, unit)
+                continue
+            parts = list(self._split(body, unit))
+            yield from parts[:-1]
+            current = parts[-1]
+        if current is not None:
+            yield current
+
+    def _cut_before(self, current: _Piece, unit: _Unit) -> bool:
+        """Whether a new section starts a new chunk: yes, unless what came before is a fragment.
+
+        A fragment (a section shorter than the floor) runs on into the next section when that one is
+        its sibling or below it, never into a section of a higher level.
+        """
+        if current.end - current.start >= self.floor_chars:
+            return True
+        return len(unit.headings) < len(current.headings)
+
+    def _with_overlap(self, body: str, piece: _Piece, unit: _Unit) -> _Piece:
+        """Start up to `overlap` characters early, at a line or sentence start, within the same section."""
+        if not self.overlap or unit.opens_section or piece.start == 0:
+            return piece
+        window = body[max(0, piece.start - self.overlap) : piece.start]
+        cut = next((m.end() for m in re.finditer(r"(?:\n|(?<=[.!?])\s+)(?=\S)", window)), None)
+        if cut is None:
+            return piece
+        start = piece.start - len(window) + cut
+        if piece.end - start > self.max_chars:
+            return piece
+        return _Piece(start, piece.end, body[start : piece.end], piece.headings, piece.section)
+
+    def _split(self, body: str, unit: _Unit) -> Iterator[_Piece]:
+        """A unit larger than max_chars, cut at its own boundaries."""
+        main = unit.main
+        head = ""
+        if unit.start < main.start and main.end - main.start <= self.max_chars:
+            # The block fits alone: what leads to it (a lead-in, headings) goes before it, and the
+            # block stays whole, carrying its lead-in sentence in its embedded text.
+            start = main.start
+            if unit.lead_end < 0 and unit.heading_starts and main.end - unit.heading_starts[-1] <= self.max_chars:
+                start = unit.heading_starts[-1]  # the section's own heading still fits: it opens the chunk
+                unit = _Unit(unit.start, start, main, headings=unit.headings, section=unit.section,
+                             heading_starts=unit.heading_starts[:-1])  # fmt: skip
+            if unit.start < start:
+                yield from self._lead(body, unit)
+            yield _Piece(start, main.end, body[start : main.end], unit.headings, unit.section, context=unit.lead_in)
+            return
+        if unit.start < main.start:
+            # A block that must be split takes what precedes it (the section's heading, a lead-in)
+            # into its first part when there is room; otherwise the lead goes first on its own.
+            lead_text = body[unit.start : main.start].rstrip()
+            splits_by_parts = main.kind in ("code", "table", "list")
+            if splits_by_parts and len(lead_text) + 2 + self._first_part_room(body, main) <= self.max_chars:
+                head = lead_text + "\n\n"
+            elif splits_by_parts or unit.lead_end >= 0:
+                yield from self._lead(body, unit)
+        if main.kind == "code" and main.fence and "\n" in body[main.start : main.end]:
+            yield from self._code_parts(body, unit, head)
+        elif main.kind == "table" and len(main.parts) >= 2:
+            yield from self._table_parts(body, unit, head)
+        elif main.kind == "list" and len(main.parts) >= 2:
+            yield from self._list_parts(body, unit, head)
+        else:
+            yield from self._prose_with_heading(body, unit)
+
+    def _lead(self, body: str, unit: _Unit) -> Iterator[_Piece]:
+        """What precedes a unit's main block, alone: a lead-in paragraph as prose; headings only when
+        their text is longer than the heading path keeps (otherwise the path says it all)."""
+        end = unit.lead_end if unit.lead_end >= 0 else min(unit.end, unit.main.start)
+        if unit.lead_end >= 0 or len(body[unit.start : end].strip()) > len(unit.heading_starts) * (
+            MAX_HEADING_CHARS + 8
+        ):
+            yield from self._prose_pieces(body, unit.start, end, unit)
+
+    def _prose_with_heading(self, body: str, unit: _Unit) -> Iterator[_Piece]:
+        """Prose pieces whose first one starts with as many of the section's headings as fit."""
+        main = unit.main
+        if unit.heading_starts and unit.lead_end < 0:
+            outer = _Unit(unit.start, unit.heading_starts[-1], main, headings=unit.headings, section=unit.section,
+                          heading_starts=unit.heading_starts[:-1])  # fmt: skip
+            if outer.start < outer.end:
+                yield from self._lead(body, outer)
+        for start in unit.heading_starts[-1:] if unit.lead_end < 0 else ():
+            room = self.max_chars - (main.start - start)
+            if room < max(self.floor_chars, self.max_chars // 2):
+                break
+            first = next(iter(TextSplitter(room, trim=True).chunk_indices(body[main.start : unit.end])), None)
+            if first is None:
+                break
+            end = main.start + first[0] + len(first[1].rstrip())
+            yield _Piece(start, end, body[start:end], unit.headings, unit.section)
+            yield from self._prose_pieces(body, end, unit.end, unit)
+            return
+        yield from self._prose_pieces(body, main.start, unit.end, unit)
+
+    def _first_part_room(self, body: str, main: Block) -> int:
+        """Room the first part of a split block needs besides its lead."""
+        if main.kind == "table" and len(main.parts) >= 2:
+            return main.parts[1] - main.start + self.floor_chars
+        return len(main.fence) * 2 + len(main.lang) + 2 + self.floor_chars
+
+    def _code_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
+        main = unit.main
+        opener_end = body.find("\n", main.start, main.end)
+        opener = body[main.start : opener_end]
+        closer_start = body.rfind("\n", main.start, main.end) + 1
+        if not body[closer_start : main.end].strip().startswith(main.fence[:1] * 3):
+            closer_start = main.end + 1  # unterminated: the fence runs to the end, no closer line
+        room = self.max_chars - len(opener) - len(main.fence) - 2
+        lines = _lines(body, opener_end + 1, closer_start - 1)
+        for n, (start, end) in enumerate(_pack_spans(lines, room - len(head), room)):
+            text = f"{head if n == 0 else ''}{opener}\n{body[start:end]}\n{main.fence}"
+            yield _Piece(unit.start if n == 0 and head else start, end, text, unit.headings, unit.section,
+                         context=unit.lead_in if n else "", plain=False)  # fmt: skip
+
+    def _table_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
+        main = unit.main
+        header = body[main.start : main.parts[1]].rstrip("\n")
+        room = self.max_chars - len(header) - 1
+        rows = [(s, e) for s, e in _lines(body, main.parts[1], main.end) if e > s]
+        for n, (start, end) in enumerate(_pack_spans(rows, room - len(head), room)):
+            text = f"{head if n == 0 else ''}{header}\n{body[start:end]}"
+            yield _Piece(unit.start if n == 0 and head else start, end, text, unit.headings, unit.section,
+                         context=unit.lead_in if n else "", plain=False)  # fmt: skip
+
+    def _list_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
+        """Items grouped up to max_chars; an item larger than that is split as prose."""
+        main = unit.main
+        bounds = [*main.parts, main.end + 1]
+        items = [(bounds[i], _rstrip_end(body, bounds[i], bounds[i + 1] - 1)) for i in range(len(main.parts))]
+        group_start: int | None = unit.start if head else main.start
+        group_end: int | None = None
+        first = True
+        for start, end in items:
+            if group_start is None:
+                group_start = start
+            if end - group_start <= self.max_chars:
+                group_end = end
+                continue
+            if group_end is not None:
+                yield _Piece(group_start, group_end, body[group_start:group_end], unit.headings, unit.section,
+                             context="" if first else unit.lead_in)  # fmt: skip
+                first = False
+            elif group_start < start:  # a lead with no room for the first item
+                yield from self._prose_pieces(body, group_start, start, unit)
+            group_start, group_end = start, None
+            if end - start <= self.max_chars:
+                group_end = end
+            else:
+                yield from self._prose_pieces(body, start, end, unit)
+                group_start = None
+        if group_start is not None and group_end is not None:
+            yield _Piece(group_start, group_end, body[group_start:group_end], unit.headings, unit.section,
+                         context="" if first else unit.lead_in)  # fmt: skip
+
+    def _prose_pieces(self, body: str, start: int, end: int, unit: _Unit) -> Iterator[_Piece]:
+        for offset, piece in self._prose.chunk_indices(body[start:end]):
+            stripped = piece.strip()
+            if stripped:
+                at = start + offset + (len(piece) - len(piece.lstrip()))
+                yield _Piece(at, at + len(stripped), stripped, unit.headings, unit.section)
+
+    # --- fragments ---------------------------------------------------------------------------
+
+    def _merge_fragments(self, body: str, pieces: list[_Piece]) -> list[_Piece]:
+        """A piece under the floor joins a neighbour of its section when the two fit in one chunk."""
+        merged = True
+        while merged:
+            merged = False
+            for i, piece in enumerate(pieces):
+                if piece.end - piece.start >= self.floor_chars or not piece.plain:
+                    continue
+                for j in (i - 1, i + 1):
+                    if 0 <= j < len(pieces) and self._joinable(pieces[j], piece):
+                        a, b = sorted((pieces[j], piece), key=lambda p: p.start)
+                        pieces[min(i, j)] = _Piece(a.start, b.end, body[a.start : b.end], a.headings, a.section)
+                        del pieces[max(i, j)]
+                        merged = True
+                        break
+                if merged:
+                    break
+        return pieces
+
+    def _joinable(self, neighbour: _Piece, piece: _Piece) -> bool:
+        return (
+            neighbour.plain
+            and neighbour.section == piece.section
+            and max(neighbour.end, piece.end) - min(neighbour.start, piece.start) <= self.max_chars
+        )
+
+
+def _introduces(paragraph: str) -> bool:
+    text = paragraph.rstrip()
+    return text.endswith(":") or len(text) <= LEAD_IN_CHARS
+
+
+def _last_sentence(paragraph: str) -> str:
+    text = " ".join(paragraph.split())
+    parts = _SENTENCE_START.split(text.rstrip(":").rstrip())
+    sentence = parts[-1] if parts else text
+    return sentence[:LEAD_IN_CHARS]
+
+
+def _lines(body: str, start: int, end: int) -> list[tuple[int, int]]:
+    spans = []
+    pos = start
+    while pos < end:
+        nl = body.find("\n", pos, end)
+        line_end = end if nl < 0 else nl
+        spans.append((pos, line_end))
+        pos = line_end + 1
+    return spans
+
+
+def _pack_spans(spans: list[tuple[int, int]], first_room: int, room: int) -> Iterator[tuple[int, int]]:
+    """Consecutive line spans grouped into parts of at most `room` characters (the first `first_room`).
+
+    Parts are balanced (a block of 1.1 rooms becomes two halves, not a full part and a scrap), and
+    a line longer than the room is cut.
+    """
+    if not spans:
+        return
+    total = spans[-1][1] - spans[0][0]
+    parts = -(-total // max(1, room))
+    target = min(room, total // parts + total // (8 * parts) + 1)
+    limit = max(1, min(first_room, target))
+    group: tuple[int, int] | None = None
+    for start, end in spans:
+        if group is not None and end - group[0] <= limit:
+            group = (group[0], end)
+            continue
+        if group is not None:
+            yield group
+            limit = target
+        while end - start > limit:
+            yield start, start + limit
+            start, limit = start + limit, target
+        group = (start, end)
+    if group is not None:
+        yield group
+
+
+def _rstrip_end(body: str, start: int, end: int) -> int:
+    while end > start and body[end - 1] in " \t\n":
+        end -= 1
+    return end
 
 
 def _normalise(content: str) -> str:

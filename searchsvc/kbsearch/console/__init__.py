@@ -8,7 +8,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsearch.console import ask, login, pages
 from kbsearch.console.rendering import PAGE_HEADERS, ConsoleTemplates
-from kbsearch.console.session import CsrfRejected, LoginRequired, login_url
+from kbsearch.console.session import ConsoleSessions, CsrfRejected, LoginRequired, login_url
 from kbsearch.console.static import CachedStatic
 
 PREFIX = "/ui"
@@ -16,6 +16,7 @@ PREFIX = "/ui"
 
 def install_console(app: FastAPI) -> None:
     app.state.console = ConsoleTemplates()
+    app.state.console_sessions = ConsoleSessions()
     app.include_router(login.router)
     app.include_router(pages.router)
     app.include_router(ask.router)

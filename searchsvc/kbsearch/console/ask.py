@@ -20,6 +20,8 @@ from kbsearch.services.access import Caller
 router = APIRouter(prefix="/ui", include_in_schema=False)
 Reader = Annotated[Caller, Depends(console_caller)]
 _MARKER = re.compile(r"\[(\d{1,3})\]")
+# A fenced code block of an answer: its fence line, its text, and its closing fence (or the end).
+_FENCED = re.compile(r"^(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<code>.*?)(?:^(?P=fence)[`~]*[ \t]*$\n?|\Z)", re.M | re.S)
 
 
 def chunk_link(uri: str, chunk_index: int) -> str:
@@ -27,7 +29,21 @@ def chunk_link(uri: str, chunk_index: int) -> str:
 
 
 def answer_with_chips(answer: str, citations: list[AskCitation]) -> Markup:
-    """The answer, escaped, with each verified [n] marker turned into a chip that opens the cited chunk."""
+    """The answer, escaped, with each verified [n] marker turned into a chip that opens the cited chunk.
+
+    Fenced code blocks become <pre><code> blocks, as written: a `[1]` inside code is code, not a chip.
+    """
+    pieces: list[Markup] = []
+    position = 0
+    for block in _FENCED.finditer(answer):
+        pieces.append(_prose_with_chips(answer[position : block.start()], citations))
+        pieces.append(Markup("<pre><code>{}</code></pre>").format(block.group("code")))
+        position = block.end()
+    pieces.append(_prose_with_chips(answer[position:], citations))
+    return Markup("").join(pieces)
+
+
+def _prose_with_chips(answer: str, citations: list[AskCitation]) -> Markup:
     cited = {c.n: c for c in citations}
     pieces: list[Markup] = []
     position = 0
@@ -54,6 +70,7 @@ async def ask_panel(
     question: Annotated[str, Form(max_length=4000)],
     csrf_token: Annotated[str, Form(alias=CSRF_FIELD, max_length=128)] = "",
     source: Annotated[str, Form(max_length=512)] = "",
+    uri_prefix: Annotated[str, Form(max_length=2000)] = "",
 ) -> HTMLResponse:
     check_csrf(request, csrf_token)
     service = getattr(request.app.state, "ask", None)
@@ -62,16 +79,27 @@ async def ask_panel(
         ask_error = "Ask is not available on this service."
     else:
         try:
-            body: dict[str, Any] = {"question": question}
+            # The same filter as the search form's, passed as REST's ask passes it.
+            search_filter: dict[str, Any] = {}
             if source:
-                body["sources"] = [source]
+                search_filter["sourceIdentifier"] = source
+            if uri_prefix:
+                search_filter["uriPrefix"] = uri_prefix
+            body: dict[str, Any] = {"question": question, "filter": search_filter}
             answer = await service.ask(AskRequest.model_validate(body), caller)
         except ValidationError as exc:
             ask_error = exc.errors()[0]["msg"].removeprefix("Value error, ")
         except ServiceError as exc:
             ask_error = exc.message
     chips = answer_with_chips(answer.answer, answer.citations) if answer is not None else None
-    context = {"question": question, "source": source, "answer": answer, "answer_html": chips, "ask_error": ask_error}
+    context = {
+        "question": question,
+        "source": source,
+        "uri_prefix": uri_prefix,
+        "answer": answer,
+        "answer_html": chips,
+        "ask_error": ask_error,
+    }
     if request.headers.get("hx-request") == "true":
         response: HTMLResponse = request.app.state.console.render(request, "_ask.html", context)
         return response

@@ -59,21 +59,33 @@ async def search_page(
     q: Text = "",
     mode: str = "hybrid",
     source: Text = "",
+    version: Text = "",
 ) -> HTMLResponse:
     mode = mode if mode in MODES else "hybrid"
-    hits, error, took_ms = [], None, None
+    hits, error, took_ms, nothing_relevant = [], None, None, False
     if q.strip():
         try:
-            body: dict[str, Any] = {"query": q, "limit": RESULTS_LIMIT, "mode": mode}
+            body: dict[str, Any] = {"query": q, "limit": RESULTS_LIMIT, "mode": mode, "filter": {}}
             if source:
-                body["filter"] = {"sourceIdentifier": source}
+                body["filter"]["sourceIdentifier"] = source
+            if version.strip():
+                body["filter"]["version"] = version.strip()
             outcome = await search.search(SearchRequest.model_validate(body), caller, origin="ui")
-            hits, took_ms = outcome.hits, outcome.took_ms
+            hits, took_ms, nothing_relevant = outcome.hits, outcome.took_ms, outcome.nothing_relevant
         except ValidationError as exc:
             error = exc.errors()[0]["msg"].removeprefix("Value error, ")
         except InvalidRequestError as exc:
             error = exc.message
-    context = {"q": q, "mode": mode, "source": source, "hits": hits, "error": error, "took_ms": took_ms}
+    context = {
+        "q": q,
+        "mode": mode,
+        "source": source,
+        "version": version.strip(),
+        "hits": hits,
+        "error": error,
+        "took_ms": took_ms,
+        "nothing_relevant": nothing_relevant,
+    }
     if _partial(request, "results"):
         return _render(request, "_results.html", context)
     sources = await source_names(request, caller)
@@ -85,7 +97,9 @@ async def search_page(
 @router.get("/sources")
 async def sources_page(request: Request, caller: Reader, documents: Documents) -> HTMLResponse:
     sources = await documents.sources(caller)
-    return _render(request, "sources.html", {"sources": sources})
+    rebuild = getattr(request.app.state, "rebuild", None)
+    status = rebuild.status() if rebuild is not None else None
+    return _render(request, "sources.html", {"sources": sources, "rebuild": status})
 
 
 @router.get("/documents")
@@ -128,8 +142,10 @@ async def document_page(request: Request, caller: Reader, documents: Documents, 
     record = await documents.document(uri, caller)
     if record is None:  # absent and out of scope look the same
         return _render(request, "missing.html", {"uri": uri}, 404)
+    found = await documents.text(uri, caller)
     chunks = await documents.chunks(uri, caller)
-    return _render(request, "document.html", {"record": record, "chunks": chunks})
+    text = found[1] if found is not None else ""
+    return _render(request, "document.html", {"record": record, "chunks": chunks, "text": text})
 
 
 @router.get("/insights")

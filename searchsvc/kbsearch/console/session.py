@@ -1,17 +1,28 @@
-"""The console's session: the token in an HttpOnly cookie, the Caller it stands for, and CSRF checks.
+"""The console's session: a random session id in an HttpOnly cookie, the token behind it kept here.
 
-Only /ui/ routes read these cookies (their Path is /ui); REST keeps to the Authorization header.
-The session cookie holds the same token REST accepts, so revoking a token ends its sessions on
-the next page load. CSRF is a double-submit token: a random value in its own cookie that every
-state-changing form (or htmx header) must repeat; a cross-site request can neither read the
-cookie nor set the field. Requests the browser marks `Sec-Fetch-Site: cross-site` are refused
-outright. The Secure flag follows the request's scheme, which uvicorn takes from
-X-Forwarded-Proto only for the addresses in SEARCHSVC_TRUSTED_PROXIES.
+The cookie never holds the API token: it names a session in this process's memory (ConsoleSessions),
+which holds the token the browser signed in with. Each page load checks that token like a bearer
+token, so revoking the token ends its sessions on the next load; signing out deletes the session,
+so a copied cookie is worth nothing after it. Sessions last SESSION_SECONDS at most and live in
+memory: a restart signs every browser out, and with several replicas the console needs sticky
+sessions (or one replica).
+
+Only /ui/ routes read these cookies; REST keeps to the Authorization header. Over https the
+cookies are `__Host-` cookies (Secure, Path=/, no Domain: no sibling subdomain can plant or shadow
+them); over plain http (`make run`) they keep their plain names and Path=/ui. CSRF is a
+double-submit token: a random value in its own cookie that every state-changing form (or htmx
+header) must repeat. A request the browser marks with any `Sec-Fetch-Site` but `same-origin`
+(`same-site` included: a sibling subdomain could have planted a cookie pair) is refused outright.
+The Secure flag follows the request's scheme, which uvicorn takes from X-Forwarded-Proto only for
+the addresses in SEARCHSVC_TRUSTED_PROXIES.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
+import time
+from collections import OrderedDict
 from urllib.parse import quote
 
 from fastapi import Request
@@ -24,10 +35,46 @@ from kbsearch.services.access import Caller
 
 SESSION_COOKIE = "kb_console_session"
 CSRF_COOKIE = "kb_console_csrf"
+HOST_PREFIX = "__Host-"  # https only: Secure, Path=/ and no Domain, enforced by the browser
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 COOKIE_PATH = "/ui"
 SESSION_SECONDS = 8 * 3600  # a working day; the token itself may be revoked sooner
+MAX_SESSIONS = 10_000  # the oldest session is signed out past this
+
+
+class ConsoleSessions:
+    """Console sessions in memory: session id -> (token, expiry). Bounded; the oldest goes first."""
+
+    def __init__(self, lifetime_s: float = SESSION_SECONDS, size: int = MAX_SESSIONS) -> None:
+        self.lifetime_s, self.size = lifetime_s, size
+        self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def start(self, token: str) -> str:
+        session_id = secrets.token_urlsafe(32)
+        with self._lock:
+            self._entries[session_id] = (token, time.monotonic() + self.lifetime_s)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return session_id
+
+    def token(self, session_id: str | None) -> str | None:
+        if not session_id:
+            return None
+        with self._lock:
+            found = self._entries.get(session_id)
+            if found is None:
+                return None
+            if time.monotonic() >= found[1]:
+                del self._entries[session_id]
+                return None
+            return found[0]
+
+    def end(self, session_id: str | None) -> None:
+        if session_id:
+            with self._lock:
+                self._entries.pop(session_id, None)
 
 
 class LoginRequired(Exception):
@@ -47,6 +94,19 @@ def is_secure(request: Request) -> bool:
     return request.url.scheme == "https"
 
 
+def cookie_name(request: Request, name: str) -> str:
+    return HOST_PREFIX + name if is_secure(request) else name
+
+
+def _cookie_path(request: Request) -> str:
+    return "/" if is_secure(request) else COOKIE_PATH  # a __Host- cookie must have Path=/
+
+
+def _sessions(request: Request) -> ConsoleSessions:
+    sessions: ConsoleSessions = request.app.state.console_sessions
+    return sessions
+
+
 def current_path(request: Request) -> str:
     return request.url.path + (f"?{request.url.query}" if request.url.query else "")
 
@@ -56,23 +116,25 @@ async def console_caller(request: Request) -> Caller:
     ready_state(request)  # 503 while starting, before any token is judged
     if QUERY_TOKEN_PARAMETER in request.query_params:
         raise UnauthenticatedError("a token in the URL is refused; sign in through the form")
-    token = request.cookies.get(SESSION_COOKIE)
+    session_id = request.cookies.get(cookie_name(request, SESSION_COOKIE))
+    token = _sessions(request).token(session_id)
     authenticator: Authenticator = request.app.state.authenticator
     try:
         caller = await authenticator.caller_of(f"Bearer {token}" if token else None, request, write=False)
     except UnauthenticatedError:
-        raise LoginRequired(current_path(request), expired=token is not None) from None
+        _sessions(request).end(session_id)  # a revoked token's session is over
+        raise LoginRequired(current_path(request), expired=session_id is not None) from None
     request.state.caller = caller  # the access log names it
     return caller
 
 
 def signed_in(request: Request) -> bool:
-    return bool(request.cookies.get(SESSION_COOKIE))
+    return _sessions(request).token(request.cookies.get(cookie_name(request, SESSION_COOKIE))) is not None
 
 
 def csrf_token(request: Request) -> str:
     """This browser's CSRF token: its cookie's, or a new one that `remember_csrf` will set."""
-    existing = request.cookies.get(CSRF_COOKIE)
+    existing = request.cookies.get(cookie_name(request, CSRF_COOKIE))
     if existing and len(existing) <= 128:
         return existing
     cached: str | None = getattr(request.state, "new_csrf", None)
@@ -85,35 +147,42 @@ def remember_csrf(request: Request, response: Response) -> None:
     new: str | None = getattr(request.state, "new_csrf", None)
     if new is not None:
         response.set_cookie(
-            CSRF_COOKIE, new, path=COOKIE_PATH, httponly=True, samesite="strict", secure=is_secure(request)
+            cookie_name(request, CSRF_COOKIE),
+            new,
+            path=_cookie_path(request),
+            httponly=True,
+            samesite="strict",
+            secure=is_secure(request),
         )
 
 
 def check_csrf(request: Request, submitted: str | None) -> None:
     """Refuse unless the form field (or X-CSRF-Token header) repeats this browser's CSRF cookie."""
-    if request.headers.get("sec-fetch-site") == "cross-site":
-        raise CsrfRejected("a cross-site request")
-    expected = request.cookies.get(CSRF_COOKIE)
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site != "same-origin":  # same-site too: a sibling host may plant cookies
+        raise CsrfRejected(f"a {site} request")
+    expected = request.cookies.get(cookie_name(request, CSRF_COOKIE))
     presented = submitted or request.headers.get(CSRF_HEADER)
     if not expected or not presented or not secrets.compare_digest(expected.encode(), presented.encode()):
         raise CsrfRejected("the CSRF token is missing or does not match")
 
 
 def start_session(request: Request, response: Response, token: str) -> None:
+    """A new server-side session for `token`; the browser gets only its id."""
     response.set_cookie(
-        SESSION_COOKIE,
-        token,
+        cookie_name(request, SESSION_COOKIE),
+        _sessions(request).start(token),
         max_age=SESSION_SECONDS,
-        path=COOKIE_PATH,
+        path=_cookie_path(request),
         httponly=True,
         samesite="strict",
         secure=is_secure(request),
     )
     # A new session gets a new CSRF token: one planted before sign-in is worth nothing after it.
     response.set_cookie(
-        CSRF_COOKIE,
+        cookie_name(request, CSRF_COOKIE),
         secrets.token_urlsafe(32),
-        path=COOKIE_PATH,
+        path=_cookie_path(request),
         httponly=True,
         samesite="strict",
         secure=is_secure(request),
@@ -121,8 +190,11 @@ def start_session(request: Request, response: Response, token: str) -> None:
 
 
 def end_session(request: Request, response: Response) -> None:
+    """Sign-out: the session is deleted here, so its cookie no longer signs anyone in."""
+    name = cookie_name(request, SESSION_COOKIE)
+    _sessions(request).end(request.cookies.get(name))
     secure = is_secure(request)
-    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict", secure=secure)
+    response.delete_cookie(name, path=_cookie_path(request), httponly=True, samesite="strict", secure=secure)
 
 
 def login_url(next_path: str, *, expired: bool = False) -> str:

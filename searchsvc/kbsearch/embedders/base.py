@@ -28,3 +28,13 @@ class EmbeddingProvider(ABC):
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
+
+    def embed_keyed(self, items: Sequence[tuple[str, str]]) -> list[list[float]]:
+        """One vector per (partition, text), in order. A partition names whose text it is (a source,
+        a caller); only a cache in front (CachedEmbedder) tells them apart, so one tenant's texts
+        never make another's faster."""
+        return self.embed_documents([text for _, text in items])
+
+    def partition(self, key: str) -> EmbeddingProvider:
+        """This provider as seen by one partition (see embed_keyed); without a cache, itself."""
+        return self

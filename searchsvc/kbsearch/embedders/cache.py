@@ -10,13 +10,18 @@ from collections.abc import Sequence
 
 from kbsearch.embedders.base import EmbeddingProvider
 
-_Key = tuple[str, str, str, bytes]
+_Key = tuple[str, str, str, str, bytes]
+# The partition of a plain embed_documents call (benches, tests); the service always names one.
+SHARED = ""
 
 
 class CachedEmbedder(EmbeddingProvider):
     """Answers repeated texts from memory; sends only the misses to `inner`, in one call.
 
-    Keys are (provider, model, backend, sha256 of the text), so a model change never serves old vectors.
+    Keys are (partition, provider, model, backend, sha256 of the text), so a model change never
+    serves old vectors, and a text one partition (a source's writes, a caller's queries) embedded
+    is a miss for every other: a hit is faster, and that time must not tell one tenant what
+    another wrote or asked (see docs/operations/security-guarantees.md).
     Vectors are kept as float32 arrays (4 bytes a number, about 1.5 KiB per 384-dim vector, 6 KiB
     per 1536-dim one) and every result, hit or miss, is returned at that precision, so a text
     always gets the very same vector. The lock is not held while `inner` works: two threads
@@ -59,8 +64,18 @@ class CachedEmbedder(EmbeddingProvider):
         return len(self._entries)
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        prefix = (self.inner.provider, self.inner.model, self.inner.backend or "")
-        keys = [(*prefix, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()) for text in texts]
+        return self.embed_keyed([(SHARED, text) for text in texts])
+
+    def partition(self, key: str) -> EmbeddingProvider:
+        return _Partition(self, key)
+
+    def embed_keyed(self, items: Sequence[tuple[str, str]]) -> list[list[float]]:
+        model = (self.inner.provider, self.inner.model, self.inner.backend or "")
+        keys = [
+            (partition, *model, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+            for partition, text in items
+        ]
+        texts = [text for _, text in items]
         found: dict[_Key, array[float]] = {}
         missing: dict[_Key, str] = {}  # insertion-ordered, one entry per distinct missing text
         with self._lock:
@@ -88,3 +103,30 @@ class CachedEmbedder(EmbeddingProvider):
                 while len(self._entries) > self.max_entries:
                     self._entries.popitem(last=False)
         return [found[key].tolist() for key in keys]
+
+
+class _Partition(EmbeddingProvider):
+    """One partition's view of a CachedEmbedder: the same entries, keyed apart from every other partition's."""
+
+    def __init__(self, cache: CachedEmbedder, key: str) -> None:
+        self.cache = cache
+        self.key = key
+
+    @property
+    def provider(self) -> str:  # type: ignore[override]
+        return self.cache.provider
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        return self.cache.model
+
+    @property
+    def dimensions(self) -> int:  # type: ignore[override]
+        return self.cache.dimensions
+
+    @property
+    def backend(self) -> str | None:  # type: ignore[override]
+        return self.cache.backend
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.cache.embed_keyed([(self.key, text) for text in texts])

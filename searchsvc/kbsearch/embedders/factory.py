@@ -8,6 +8,7 @@ from kbsearch.embedders.local import LocalEmbedder
 from kbsearch.embedders.onnx import OnnxEmbedder
 from kbsearch.embedders.openai import OpenAIEmbedder
 from kbsearch.errors import ConfigurationError
+from kbsearch.models import CollectionSignature
 from kbsearch.settings import Settings
 
 
@@ -44,3 +45,31 @@ def build_embedder(settings: Settings) -> EmbeddingProvider:
     if settings.embed_cache_size > 0:
         return CachedEmbedder(inner, settings.embed_cache_size)
     return inner
+
+
+def build_embedder_for(settings: Settings, signature: CollectionSignature) -> EmbeddingProvider:
+    """The provider that made a collection's vectors, to serve it while it is rebuilt for `settings`.
+
+    Built from the signature the collection records; the rest (endpoint, key, batch sizes) from
+    `settings`. A provider this service cannot load is a configuration error naming the way out.
+    """
+    if signature.embedder_provider == "local":
+        backend = signature.embedder_backend or "torch"  # collections from before backends were recorded
+        return build_embedder(
+            settings.model_copy(
+                update={"embedder": "local", "local_model": signature.embedder_model, "local_backend": backend}
+            )
+        )
+    if signature.embedder_provider == "openai":
+        same_model = settings.embedder == "openai" and settings.openai_model == signature.embedder_model
+        update = {
+            "embedder": "openai",
+            "openai_model": signature.embedder_model,
+            "openai_dimensions": settings.openai_dimensions if same_model else None,
+        }
+        return build_embedder(settings.model_copy(update=update))
+    raise ConfigurationError(
+        f"The collection was built with the embedder {signature.embedder_provider}/{signature.embedder_model}, "
+        "which this service cannot load to serve it while it is rebuilt. Restore the settings it was built with, "
+        "or set SEARCHSVC_REBUILD=off and re-index by hand (see docs/operations/upgrades-and-reindex.md)."
+    )

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import logging
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +81,34 @@ def quantize_int8(source: Path, target: Path) -> None:
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(
-        str(source),
-        str(target),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        reduce_range=True,
-        op_types_to_quantize=["MatMul"],  # not the embedding tables (Gather): they hold the vocabulary
-    )
+    with _quantiser_quiet():
+        quantize_dynamic(
+            str(source),
+            str(target),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul"],  # not the embedding tables (Gather): they hold the vocabulary
+        )
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    return False
+
+
+@contextmanager
+def _quantiser_quiet() -> Iterator[None]:
+    """onnxruntime's quantiser logs through the root logger itself (`logging.info(...)`), about 35
+    lines per export that say nothing to whoever runs the service ("Quantization parameters for
+    tensor ... not specified", "Ignore MatMul due to non constant B", a hint to pre-process).
+    A filter on the root logger drops only records made on it by name; every named logger
+    (ours, uvicorn's) passes, and so does an exception, which propagates."""
+    root = logging.getLogger()
+    root.addFilter(_drop)
+    try:
+        yield
+    finally:
+        root.removeFilter(_drop)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,8 +21,12 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 class OpenAIEmbedder(EmbeddingProvider):
     """Embeds through the real `openai` client, `batch_size` texts per request.
 
-    Retries are done here, not by the client (its `max_retries` is 0), so that they are testable:
-    `sleep` and `jitter` can be replaced. A request is retried on 408, 409, 429, any 5xx,
+    Retries are done here, not by the client (its `max_retries` is 0). The client's own retries
+    (openai 3.x) pick the same statuses and read the same Retry-After headers, but they lack what
+    this loop is for: a Retry-After above 120 s makes the client give up at once, where this waits
+    the capped `backoff_max` and tries again; its backoff cap is a fixed 8 s; its sleeps cannot be
+    replaced (the tests record them instead of sleeping); and the error it raises does not say how
+    many attempts were made (`details.attempts`). A request is retried on 408, 409, 429, any 5xx,
     connection errors and timeouts, up to `max_retries` times, after sleeping
     `min(backoff_max, backoff_base * 2**attempt)` times a random factor in [0.5, 1) (jitter spreads
     out clients that failed together), or as long as the server's Retry-After asks, still capped

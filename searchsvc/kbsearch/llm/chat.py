@@ -71,7 +71,10 @@ class TurnEnd:
 class ChatClient:
     """An OpenAI-compatible chat model through the real `openai` client, with our own retries.
 
-    The client's own retries are off (`max_retries=0`) so that they are ours and testable. A
+    The client's own retries are off (`max_retries=0`): they choose the same statuses and read the
+    same Retry-After, but they know nothing of the ask's deadline (a retry would outlive it), cannot
+    count each failure by reason in the metrics, cannot refuse at once when the server asks for a
+    longer wait than SEARCHSVC_LLM_MAX_WAIT_S, and sleep where a test cannot see it. So they are ours. A
     request that fails before its stream starts is retried on 408, 409, 429, any 5xx and
     connection errors, up to `max_retries` times, after `min(max_wait, backoff_base * 2**attempt)`
     times a jitter factor in [0.5, 1), or after the server's Retry-After when it asks for longer.

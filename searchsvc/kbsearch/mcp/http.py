@@ -6,7 +6,8 @@ unknown path in the SDK's words instead of the API's JSON errors.
 
 Every request is authenticated first by the REST API's own Authenticator (static tokens, then
 Kubernetes TokenReview in that mode), so MCP has the same identities and scope as REST. A refusal
-is the API's own error answer: 401 with `WWW-Authenticate: Bearer`, or 503 `AUTH_UNAVAILABLE` when
+is the API's own error answer: 401 with `WWW-Authenticate: Bearer resource_metadata="…"` (the RFC 9728
+document of kbsearch.api.resource_metadata), or 503 `AUTH_UNAVAILABLE` when
 Kubernetes cannot decide. Then the SDK checks the Host header against SEARCHSVC_MCP_ALLOWED_HOSTS
 (421 otherwise) and serves the request.
 """
@@ -14,17 +15,20 @@ Kubernetes cannot decide. Then the SDK checks the Host header against SEARCHSVC_
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.routing import Match, Route
+from starlette.types import Message, Receive, Scope, Send
 
 from kbsearch.api.auth import Authenticator
+from kbsearch.api.errors import error_response
 from kbsearch.mcp.server import build_server
 from kbsearch.settings import Settings
 
@@ -41,17 +45,87 @@ def transport_security(hosts: list[str]) -> TransportSecuritySettings:
 
 
 class McpEndpoint:
-    """ASGI app of the /mcp route: the caller first, then the SDK's session manager."""
+    """ASGI app of the /mcp route: the caller first, then one of the SDK's two session managers.
 
-    def __init__(self, server: MCPServer, authenticator: Authenticator) -> None:
+    Answers are single JSON bodies, except a `tools/call` whose `_meta` carries a `progressToken`
+    from a client that accepts `text/event-stream`: that one is answered as a stream, so its
+    progress notifications reach the client while the tool runs (a JSON answer has no channel
+    for them, and the SDK drops them there).
+    """
+
+    def __init__(
+        self,
+        server: MCPServer,
+        authenticator: Authenticator,
+        streaming: StreamableHTTPSessionManager,
+    ) -> None:
         self.server = server
         self.authenticator = authenticator
+        self.streaming = streaming
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            # Stateless: no session to resume or end, and a GET's event stream would never carry
+            # anything while holding a connection and a file descriptor for as long as the client likes.
+            response = error_response(
+                405, "METHOD_NOT_ALLOWED", "this MCP endpoint is stateless: send each JSON-RPC message as a POST",
+                headers={"Allow": "POST"},
+            )  # fmt: skip
+            await response(scope, receive, send)
+            return
         request = Request(scope, receive)
         # A ServiceError raised here reaches the app's error handlers like a route's would.
         request.state.caller = await self.authenticator.caller(request, write=False)
-        await self.server.session_manager.handle_request(scope, receive, send)
+        manager = self.server.session_manager
+        if scope["method"] == "POST" and "text/event-stream" in request.headers.get("accept", ""):
+            body = await request.body()  # at most SEARCHSVC_MAX_BODY_BYTES: the request middleware holds to that
+            if wants_progress(body):
+                manager = self.streaming
+            receive = replay(body, receive)
+        await manager.handle_request(scope, receive, send)
+
+
+def wants_progress(body: bytes) -> bool:
+    """Whether a POSTed JSON-RPC message is a tool call that asks for progress notifications."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False  # the SDK answers a parse error itself
+    messages = message if isinstance(message, list) else [message]
+    for item in messages:
+        if isinstance(item, dict) and item.get("method") == "tools/call":
+            meta = (item.get("params") or {}).get("_meta") if isinstance(item.get("params"), dict) else None
+            if isinstance(meta, dict) and meta.get("progressToken") is not None:
+                return True
+    return False
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """The body already read, then whatever the connection sends next (its disconnect)."""
+    pending = True
+
+    async def receive_again() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return receive_again
+
+
+class McpRoute(Route):
+    """The /mcp route, named in the request's scope like FastAPI's routes are.
+
+    The HTTP metrics label a request with `scope["route"].path`; a plain Starlette route leaves it
+    unset, and every MCP request was counted as `route="unmatched"`, the label of a 404.
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child_scope = super().matches(scope)
+        if match != Match.NONE:
+            child_scope["route"] = self
+        return match, child_scope
 
 
 class McpFace:
@@ -59,15 +133,25 @@ class McpFace:
 
     def __init__(self, app: FastAPI, settings: Settings, authenticator: Authenticator) -> None:
         self.server = build_server(settings)
+        security = transport_security(settings.mcp_hosts)
         # Builds the session manager; the Starlette app it returns is not used (see the module docstring).
         self.server.streamable_http_app(
             streamable_http_path=PATH,
             stateless_http=True,
             json_response=True,
-            transport_security=transport_security(settings.mcp_hosts),
+            transport_security=security,
             max_request_body_size=settings.max_body_bytes,
         )
-        app.router.routes.append(Route(PATH, McpEndpoint(self.server, authenticator), include_in_schema=False))
+        # The same server, answering as a stream: for the calls that asked for progress.
+        self.streaming = StreamableHTTPSessionManager(
+            app=self.server._lowlevel_server,  # the app streamable_http_app hands its own manager
+            json_response=False,
+            stateless=True,
+            security_settings=security,
+            max_request_body_size=settings.max_body_bytes,
+        )
+        endpoint = McpEndpoint(self.server, authenticator, self.streaming)
+        app.router.routes.append(McpRoute(PATH, endpoint, include_in_schema=False))
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -79,7 +163,7 @@ class McpFace:
         up, down = asyncio.Event(), asyncio.Event()
 
         async def hold() -> None:
-            async with self.server.session_manager.run():
+            async with self.server.session_manager.run(), self.streaming.run():
                 up.set()
                 await down.wait()
 

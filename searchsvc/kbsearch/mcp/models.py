@@ -6,8 +6,6 @@ so an agent and a program read the same records; the models here are for what RE
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from kbsearch.schemas import MetadataValue, SourceInfo
@@ -63,29 +61,3 @@ class SourcesOverview(Output):
     documents: int
     chunks: int
     sources: list[SourceInfo]
-
-
-class DotAiChunk(Output):
-    id: str
-    content: str
-    score: float
-    matchType: Literal["hybrid", "semantic", "keyword"]
-    uri: str
-    metadata: dict[str, MetadataValue]
-    chunkIndex: int
-    totalChunks: int
-
-
-class DotAiResult(Output):
-    """dot-ai's manageKnowledge answer shapes, one model for its three operations (unused fields null)."""
-
-    success: Literal[True] = True
-    operation: Literal["ingest", "search", "deleteByUri"]
-    message: str
-    uri: str | None = None
-    chunksCreated: int | None = None
-    chunkIds: list[str] | None = None
-    chunks: list[DotAiChunk] | None = None
-    totalMatches: int | None = None
-    query: str | None = None
-    chunksDeleted: int | None = None

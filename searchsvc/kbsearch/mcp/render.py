@@ -25,14 +25,30 @@ def heading_path(title: str | None, headings: Iterable[str]) -> str:
 
 def hit_line(n: int, hit: SearchResult) -> str:
     label = heading_path(hit.title, hit.headings) or hit.uri
-    return f"[{n}] {label} — {hit.uri} (score {hit.score:.3f})"
+    version = f", version {hit.version}" if hit.version else ""
+    others = f"; also in {', '.join(hit.otherVersions)}" if hit.otherVersions else ""
+    return f"[{n}] {label} — {located(hit.uri, hit.page, hit.cell)} (relevance {hit.relevance:.2f}{version}{others})"
+
+
+def located(uri: str, page: int | None, cell: int | None) -> str:
+    """The URI, pointing at a PDF page (`#page=N`, which PDF viewers open at) or naming a notebook cell."""
+    if page is not None:
+        return f"{uri}#page={page} (page {page})"
+    if cell is not None:
+        return f"{uri} (cell {cell})"
+    return uri
 
 
 def search_text(response: SearchResponse) -> str:
     if not response.results:
         return f"No results ({response.mode} search) among the sources you may read."
+    if response.nothingRelevant:
+        best = max(h.relevance for h in response.results)
+        note = f"Nothing relevant found (the best relevance is {best:.2f}); the closest results follow.\n\n"
+    else:
+        note = ""
     blocks = [f"{hit_line(n, hit)}\n{hit.content}" for n, hit in enumerate(response.results, start=1)]
-    return "\n\n".join(blocks)
+    return note + "\n\n".join(blocks)
 
 
 def document_text(page: DocumentText) -> str:

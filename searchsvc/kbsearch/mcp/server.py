@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, ListToolsResult, ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult, ToolAnnotations
+from pydantic import ValidationError
 
 from kbsearch import __version__
 from kbsearch.mcp import compat, tools
-from kbsearch.mcp.context import caller_of
+from kbsearch.mcp.context import caller_of, invalid_arguments
 from kbsearch.settings import Settings
 
 INSTRUCTIONS = (
@@ -64,7 +66,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(tools.ingest_document, "Store a document", REPLACE, writes=True),
     ToolSpec(tools.delete_document, "Delete a document", DELETE, writes=True),
 )
-DOTAI_TOOLS = (ToolSpec(compat.manage_knowledge, "Manage knowledge (dot-ai)", MIXED, name="manageKnowledge"),)
+# Listed to writers only: it ingests and deletes (its search is search_knowledge's for readers).
+DOTAI_TOOLS = (
+    ToolSpec(compat.manage_knowledge, "Manage knowledge (dot-ai)", MIXED, writes=True, name="manageKnowledge"),
+)
 OPENAI_TOOLS = (
     ToolSpec(compat.search, "Search (OpenAI connector)", READ),
     ToolSpec(compat.fetch, "Fetch a document (OpenAI connector)", READ),
@@ -80,12 +85,49 @@ def tool_specs(settings: Settings) -> list[ToolSpec]:
     return specs
 
 
+# Handlers MCPServer always installs although this server has nothing behind them: with them gone,
+# initialize advertises tools only, and a client is not invited to list empty resources or prompts.
+UNSERVED = ("prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read")
+
+
+class KnowledgeServer(MCPServer):
+    """MCPServer whose tool errors are the service's own words: `CODE: message`.
+
+    The SDK checks arguments against the input schema (limits included) before a tool runs, and
+    reports a failure as pydantic's own multi-line text; the agent gets `INVALID_ARGUMENT: name:
+    problem` instead. The SDK's `Error executing tool <name>: ` prefix is dropped from every tool
+    error, so the stable code comes first, as in a REST error body.
+    """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(invalid_arguments(exc.__cause__, {})) from exc.__cause__
+            message = str(exc)
+            prefix = f"Error executing tool {name}: "
+            if type(exc) is ToolError and message.startswith(prefix):  # not UnexpectedToolError: keep it as is
+                raise ToolError(message.removeprefix(prefix)) from exc.__cause__
+            raise
+
+
 def build_server(settings: Settings) -> MCPServer:
     """The tools the settings switch on; transport and authentication are kbsearch.mcp.http's job."""
     with _logging_left_alone():
-        server: MCPServer = MCPServer(
-            name="knowledge-base", title="Knowledge base", version=__version__, instructions=INSTRUCTIONS
+        # No subscriptions/listen: the tool list never changes while the service runs.
+        server: MCPServer = KnowledgeServer(
+            name="knowledge-base",
+            title="Knowledge base",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            subscriptions=False,
         )
+    handlers = server._lowlevel_server._request_handlers
+    for method in UNSERVED:
+        handlers.pop(method, None)
     specs = tool_specs(settings)
     for spec in specs:
         server.add_tool(spec.fn, name=spec.tool_name, title=spec.title, annotations=spec.annotations)

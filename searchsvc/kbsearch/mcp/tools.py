@@ -6,6 +6,10 @@ Each tool's docstring is the description an agent reads. Every call runs with th
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager, suppress
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
@@ -31,26 +35,58 @@ from kbsearch.schemas import (
     MAX_QUESTION_CHARS,
     AskRequest,
     AskResponse,
+    AskSearchEvent,
     DeleteDocumentResponse,
+    ErrorResponse,
     PutDocumentRequest,
     PutDocumentResponse,
     SearchRequest,
     SearchResponse,
 )
+from kbsearch.services.ask import AskEvent
+
+MAX_URI_CHARS = 2048  # kbsearch.schemas.Uri
+# Seconds without any progress after which a long ask sends one anyway.
+PROGRESS_HEARTBEAT_S = 10.0
 
 # SearchRequest's fields, named as the tool's arguments in error messages.
-SEARCH_ARGUMENTS = {"filter.sourceIdentifier": "sources", "filter.uriPrefix": "uri_prefix"}
+SEARCH_ARGUMENTS = {"filter.sourceIdentifier": "sources", "filter.uriPrefix": "uri_prefix", "filter.version": "version"}
+ASK_ARGUMENTS = {"filter.uriPrefix": "uri_prefix", "filter.version": "version"}
 
-Query = Annotated[str, Field(description="What to look for: a question, a phrase or keywords (1-1000 characters).")]
-Limit = Annotated[int, Field(description="How many chunks to return, 1-100.")]
-Sources = Annotated[
-    list[str] | None, Field(description="Only these sources (sourceIdentifier values, e.g. 'team-a/handbook').")
+# The limits in the input schemas are the REST schemas' (kbsearch.schemas), so a client sees them up front;
+# the SDK checks them before a tool runs, and the tools validate with the REST models all the same.
+Query = Annotated[
+    str,
+    Field(
+        description="What to look for: a question, a phrase or keywords (1-1000 characters).",
+        min_length=1,
+        max_length=1000,
+    ),
 ]
-UriPrefix = Annotated[str | None, Field(description="Only documents whose URI starts with this prefix.")]
+Limit = Annotated[
+    int, Field(description="How many results to return, 1-100: one per page, its best chunk.", ge=1, le=100)
+]
+Sources = Annotated[
+    list[str] | None,
+    Field(description="Only these sources (sourceIdentifier values, e.g. 'team-a/handbook').", max_length=100),
+]
+UriPrefix = Annotated[
+    str | None, Field(description="Only documents whose URI starts with this prefix.", max_length=MAX_URI_CHARS)
+]
 Mode = Annotated[
     SearchMode, Field(description="hybrid (default): meaning and keywords fused; dense: meaning only; keyword: BM25.")
 ]
-DocumentUri = Annotated[str, Field(description="The document's URI, as search results give it.")]
+Version = Annotated[
+    str | None,
+    Field(
+        description="Only this documentation version (e.g. '2.21'); by default the newest version of each page.",
+        min_length=1,
+        max_length=64,
+    ),
+]
+DocumentUri = Annotated[
+    str, Field(description="The document's URI, as search results give it.", min_length=1, max_length=MAX_URI_CHARS)
+]
 
 
 async def run_search(
@@ -60,11 +96,15 @@ async def run_search(
     sources: list[str] | None = None,
     uri_prefix: str | None = None,
     mode: SearchMode = "hybrid",
+    version: str | None = None,
 ) -> SearchResponse:
     """One scoped search, validated exactly as REST's POST /api/v1/search validates its body."""
     with tool_errors(SEARCH_ARGUMENTS):
         request = SearchRequest(
-            query=query, limit=limit, mode=mode, filter={"sourceIdentifier": sources, "uriPrefix": uri_prefix}
+            query=query,
+            limit=limit,
+            mode=mode,
+            filter={"sourceIdentifier": sources, "uriPrefix": uri_prefix, "version": version},
         )
         outcome = await tools.search.search(request, tools.caller, origin="mcp")
     return search_response(request, outcome)
@@ -77,11 +117,13 @@ async def search_knowledge(
     sources: Sources = None,
     uri_prefix: UriPrefix = None,
     mode: Mode = "hybrid",
+    version: Version = None,
 ) -> Annotated[CallToolResult, SearchResponse]:
-    """Search the knowledge base. Each result is one chunk of a document: its title and heading path, URI,
-    score and text. Read more around a hit with get_chunk_context, or the whole document with fetch_document.
+    """Search the knowledge base. Each result is one page: its best chunk with its title and heading path,
+    URI, relevance (0-1: below about 0.5 it is probably not about the question) and text, the newest version
+    first. Read more around a hit with get_chunk_context, or the whole document with fetch_document.
     """
-    response = await run_search(tool_context(ctx), query, limit, sources, uri_prefix, mode)
+    response = await run_search(tool_context(ctx), query, limit, sources, uri_prefix, mode, version)
     return tool_result(render.search_text(response), response)
 
 
@@ -89,23 +131,76 @@ async def ask_knowledge(
     ctx: Context,
     question: Annotated[str, Field(description=f"The question, in plain words (1-{MAX_QUESTION_CHARS} characters).")],
     sources: Sources = None,
+    uri_prefix: UriPrefix = None,
+    version: Version = None,
 ) -> Annotated[CallToolResult, AskResponse]:
     """Answer a question from the knowledge base. The answer cites its sources as [n], and every [n] was
     checked: it points at a chunk retrieved for this question, listed under Citations with its URI and the
     cited sentence. When nothing relevant is found the answer says so and cites nothing.
     """
     tools = tool_context(ctx)
-    with tool_errors():
-        request = AskRequest(question=question, sources=sources)
-        response = await tools.ask.ask(request, tools.caller)
-    return tool_result(render.ask_text(response), response)
+    with tool_errors(ASK_ARGUMENTS):
+        request = AskRequest(question=question, sources=sources, filter={"uriPrefix": uri_prefix, "version": version})
+    progress = AskProgress(ctx)
+    async with progress.heartbeat(), aclosing(tools.ask.stream(request, tools.caller)) as events:
+        async for event in events:
+            if isinstance(event.data, ErrorResponse):
+                raise ToolError(f"{event.data.error.code}: {event.data.error.message}")
+            if isinstance(event.data, AskResponse):
+                return tool_result(render.ask_text(event.data), event.data)
+            await progress.step(event)
+    raise ToolError("INTERNAL_ERROR: the answer ended without a result")  # an ask always ends with done or error
+
+
+class AskProgress:
+    """Progress notifications of one ask, when the client sent a progressToken (otherwise the SDK drops them).
+
+    One per search and at most one a second while the answer is written, and a heartbeat every
+    PROGRESS_HEARTBEAT_S while nothing else happens (a model slow to start), so a proxy or load
+    balancer between agent and service never sees the response stream idle for long.
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.count = 0
+        self.last = 0.0
+
+    async def report(self, message: str) -> None:
+        self.count += 1
+        self.last = time.monotonic()
+        await self.ctx.report_progress(self.count, None, message)
+
+    async def step(self, event: AskEvent) -> None:
+        if isinstance(event.data, AskSearchEvent):
+            await self.report(f"searched {event.data.query!r}: {event.data.results} chunks")
+        elif time.monotonic() - self.last >= 1.0:
+            await self.report("writing the answer")
+
+    @asynccontextmanager
+    async def heartbeat(self) -> AsyncIterator[None]:
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(PROGRESS_HEARTBEAT_S)
+                if time.monotonic() - self.last >= PROGRESS_HEARTBEAT_S:
+                    await self.report("still answering")
+
+        task = asyncio.create_task(beat(), name="ask-progress")
+        try:
+            await self.report("answering")
+            yield
+        finally:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
 
 
 async def fetch_document(
     ctx: Context,
     uri: DocumentUri,
-    start: Annotated[int, Field(description="Character offset to start at; 0 is the beginning.")] = 0,
-    max_chars: Annotated[int, Field(description=f"Characters to return, 1-{MAX_FETCH_CHARS}.")] = DEFAULT_FETCH_CHARS,
+    start: Annotated[int, Field(description="Character offset to start at; 0 is the beginning.", ge=0)] = 0,
+    max_chars: Annotated[
+        int, Field(description=f"Characters to return, 1-{MAX_FETCH_CHARS}.", ge=1, le=MAX_FETCH_CHARS)
+    ] = DEFAULT_FETCH_CHARS,
 ) -> Annotated[CallToolResult, DocumentText]:
     """Read a document's full text, in order, one page at a time. When nextStart is not null, call again
     with start=nextStart to read on.
@@ -142,8 +237,12 @@ async def fetch_document(
 async def get_chunk_context(
     ctx: Context,
     uri: DocumentUri,
-    chunk_index: Annotated[int, Field(description="The chunk's index, as a search result's chunkIndex gives it.")],
-    window: Annotated[int, Field(description=f"Chunks to include on each side, 0-{MAX_CONTEXT_WINDOW}.")] = 2,
+    chunk_index: Annotated[
+        int, Field(description="The chunk's index, as a search result's chunkIndex gives it.", ge=0)
+    ],
+    window: Annotated[
+        int, Field(description=f"Chunks to include on each side, 0-{MAX_CONTEXT_WINDOW}.", ge=0, le=MAX_CONTEXT_WINDOW)
+    ] = 2,
 ) -> Annotated[CallToolResult, ChunkContext]:
     """The chunks around one chunk of a document, in order: the text just before and after a search hit."""
     if chunk_index < 0:
@@ -192,7 +291,14 @@ async def list_sources(ctx: Context) -> Annotated[CallToolResult, SourcesOvervie
 
 async def ingest_document(
     ctx: Context,
-    uri: Annotated[str, Field(description="The document's URI: where it lives, e.g. its URL in git.")],
+    uri: Annotated[
+        str,
+        Field(
+            description="The document's URI: where it lives, e.g. its URL in git.",
+            min_length=1,
+            max_length=MAX_URI_CHARS,
+        ),
+    ],
     content: Annotated[str, Field(description="The document's text (markdown), at most 1 MiB of UTF-8.")],
     metadata: Annotated[
         dict[str, MetadataValue] | None,

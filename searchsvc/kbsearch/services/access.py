@@ -97,6 +97,16 @@ class Caller:
         """The caller of a service with no tokens configured (single-tenant, loopback)."""
         return cls("anonymous", True, SourceScope.everything())
 
+    @property
+    def partition(self) -> str:
+        """This caller's own partition of the embedding cache (its queries and ask sentences)."""
+        return "caller\0" + self.name + "\0" + ",".join(self.scope.patterns)
+
+
+def source_partition(source_identifier: str | None) -> str:
+    """A source's own partition of the embedding cache (its chunk texts); no source is one partition too."""
+    return "source\0" + (source_identifier if source_identifier is not None else "\0none")
+
 
 def narrow(requested: list[str] | None, allowed: list[str] | None) -> list[str] | None:
     """The sources a query may touch: the caller's own filter intersected with its scope."""

@@ -7,9 +7,10 @@ extractive answer (kbsearch.services.extractive). Both modes produce the same ev
 order — `search`*, `delta`*, `citation`*, then `done` — and `ask` is `stream` read to its end, so
 the JSON answer and the streamed one never differ.
 
-Grounded means the answer cites at least one retrieved chunk. When retrieval found nothing
-(llm: the searches returned no chunk at all; extractive: no sentence reached the similarity
-threshold) the answer is NOTHING_FOUND, ungrounded, and cites nothing. Text the model writes
+Grounded means the answer cites at least one retrieved chunk that is relevant by the calibrated
+relevance (SEARCHSVC_RELEVANCE_THRESHOLD). When retrieval found nothing (llm: the searches
+returned no chunk at all; extractive: no retrieved chunk is relevant, or no sentence reached the
+similarity threshold) the answer is NOTHING_FOUND, ungrounded, and cites nothing. Text the model writes
 before anything was retrieved is not part of the answer.
 """
 
@@ -31,6 +32,7 @@ from kbsearch.llm.chat import ChatClient, ChatMessage, TextPiece, ToolCall, Tool
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchHit
 from kbsearch.schemas import (
+    MAX_QUERY_CHARS,
     AskCitation,
     AskDeltaEvent,
     AskRequest,
@@ -41,12 +43,11 @@ from kbsearch.schemas import (
     AskUsage,
     ErrorDetail,
     ErrorResponse,
-    SearchFilterBody,
     SearchRequest,
 )
 from kbsearch.services.access import Caller
 from kbsearch.services.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
-from kbsearch.services.extractive import extract
+from kbsearch.services.extractive import answer_pieces, extract
 from kbsearch.services.search import SearchService
 
 log = logging.getLogger(__name__)
@@ -241,26 +242,33 @@ class AskService:
         numbers = event.data.refs if isinstance(event.data, AskSearchEvent) else []
         return "\n\n".join(_for_model(n, hit) for n, hit in zip(numbers, hits, strict=True)), event
 
+    def _relevant(self, hit: SearchHit) -> bool:
+        return (hit.relevance or 0.0) >= self.search.relevant_at
+
     async def _extractive(self, run: _Run) -> AsyncGenerator[AskEvent]:
-        _, event = await self._search(run, run.request.question)
+        # A question may be longer than a search query; MiniLM reads ~256 tokens, about this many characters.
+        hits, event = await self._search(run, run.request.question.strip()[:MAX_QUERY_CHARS])
         yield event
+        if not any(self._relevant(hit) for hit in hits):
+            return  # nothing relevant was retrieved: the answer says so (NOTHING_FOUND)
         extracts = await extract(
             run.request.question,
             run.ledger,
-            self.embedder,
+            self.embedder.partition(run.caller.partition),  # sentences the caller may read, in its own partition
             max_sentences=self.answer_sentences,
             min_similarity=self.min_similarity,
         )
-        for i, item in enumerate(extracts):
-            if out := run.citations.feed(("" if i == 0 else " ") + item.cited()):
+        for text, verbatim in answer_pieces(extracts):
+            # Code is passed on as written: a `[0]` in it is code, not a citation marker.
+            if out := (run.citations.verbatim(text) if verbatim else run.citations.feed(text)):
                 yield AskEvent("delta", AskDeltaEvent(text=out))
 
     async def _search(self, run: _Run, query: str) -> tuple[list[SearchHit], AskEvent]:
-        """The caller's scoped search, narrowed to the ask's sources; its hits numbered in the ledger."""
+        """The caller's scoped search, narrowed by the ask's filter; its hits numbered in the ledger."""
         request = SearchRequest(
             query=query,
             limit=self.results_per_search,
-            filter=SearchFilterBody(sourceIdentifier=run.request.sources),
+            filter=run.request.search_filter(),
         )
         outcome = await self.search.search(request, run.caller, origin="ask")
         numbers, new = run.ledger.add(outcome.hits)
@@ -290,7 +298,8 @@ class AskService:
         return AskResponse(
             answer=run.citations.text,
             mode=self.mode,
-            grounded=bool(cited),
+            # Grounded: at least one cited passage is relevant by the calibrated measure, not merely cited.
+            grounded=any(self._relevant(run.ledger.hit(n)) for n in cited),
             citations=self._citations(run),
             sourcesRetrieved=[_source(n, hit) for n, hit in run.ledger.numbered() if n not in cited],
             searches=run.searches,

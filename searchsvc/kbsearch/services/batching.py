@@ -12,7 +12,7 @@ from kbsearch.services.runtime import embed_call
 
 @dataclass(slots=True)
 class _Request:
-    texts: list[str]  # the texts this request added: distinct, and pending nowhere else
+    texts: list[tuple[str, str]]  # the (partition, text)s this request added: distinct, and pending nowhere else
 
 
 class EmbeddingBatcher:
@@ -25,28 +25,30 @@ class EmbeddingBatcher:
     A text is embedded once however many requests want it at the same time: a request whose text
     is already queued or being embedded (versioned documentation repeats whole pages, and the
     operator sends several files at once) waits for that text's vector instead of queueing it
-    again. A failed call fails every request waiting for one of its texts.
+    again. A failed call fails every request waiting for one of its texts. Texts are shared only
+    within one partition (a source): a vector another source's write is waiting for is never handed
+    to this one, so how long a write takes says nothing about other sources' texts.
     """
 
     def __init__(self, embedder: EmbeddingProvider, max_batch: int = 64) -> None:
         self.embedder = embedder
         self.max_batch = max_batch
         self._queue: deque[_Request] = deque()
-        self._pending: dict[str, asyncio.Future[list[float]]] = {}  # queued or being embedded
+        self._pending: dict[tuple[str, str], asyncio.Future[list[float]]] = {}  # queued or being embedded
         self._drainer: asyncio.Task[None] | None = None  # a reference keeps the task from being collected
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str], partition: str = "") -> list[list[float]]:
         loop = asyncio.get_running_loop()
-        fresh: list[str] = []
+        fresh: list[tuple[str, str]] = []
         futures: list[asyncio.Future[list[float]]] = []
-        for text in texts:
-            future = self._pending.get(text)
+        for item in ((partition, text) for text in texts):
+            future = self._pending.get(item)
             if future is None:
                 future = loop.create_future()
                 # Read the outcome once, so a failure whose waiters all went away is not logged as lost.
                 future.add_done_callback(lambda f: f.cancelled() or f.exception())
-                self._pending[text] = future
-                fresh.append(text)
+                self._pending[item] = future
+                fresh.append(item)
             futures.append(future)
         if fresh:
             self._queue.append(_Request(fresh))
@@ -58,9 +60,9 @@ class EmbeddingBatcher:
     async def _drain(self) -> None:
         try:
             while self._queue:
-                texts = [text for request in self._take() for text in request.texts]
+                texts = [item for request in self._take() for item in request.texts]
                 try:
-                    vectors = await embed_call(self.embedder.embed_documents, texts)
+                    vectors = await embed_call(self.embedder.embed_keyed, texts)
                     if len(vectors) != len(texts):
                         raise RuntimeError(f"the embedder returned {len(vectors)} vectors for {len(texts)} texts")
                 except Exception as exc:  # noqa: BLE001 - handed to every waiting request, raised in its PUT

@@ -68,6 +68,10 @@ class CitationFilter:
     def feed(self, piece: str) -> str:
         return self._emit(self._scan(self._held + piece, final=False))
 
+    def verbatim(self, piece: str) -> str:
+        """Text let through unread (code): what was held back is decided first, as at the end."""
+        return self._emit(self._scan(self._held, final=True) + piece)
+
     def finish(self) -> str:
         return self._emit(self._scan(self._held, final=True))
 

@@ -7,16 +7,19 @@ import binascii
 import builtins
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.convert import Anchor, ConversionError, ConversionWorker, Converted, Format, check_bytes, resolve_format
+from kbsearch.convert.base import decode_utf8
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import (
     ConflictError,
@@ -35,12 +38,14 @@ from kbsearch.models import (
     ParsedDocument,
     SourceStats,
     SourceStatus,
+    StoredBody,
 )
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
-from kbsearch.services.access import Caller, SourceCatalog, narrow
+from kbsearch.services.access import Caller, SourceCatalog, narrow, source_partition
 from kbsearch.services.batching import EmbeddingBatcher
 from kbsearch.services.locks import KeyedLocks, SharedExclusiveLocks
 from kbsearch.services.runtime import in_thread, run_to_completion, store_call
+from kbsearch.services.versions import detect_version
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 
@@ -53,7 +58,7 @@ UPSERT_BATCH = 256
 # (another replica wrote it); past them the client gets a retryable 409 WRITE_CONFLICT.
 CLAIM_ATTEMPTS = 3
 
-__all__ = ["INCOMPLETE", "DocumentService"]
+__all__ = ["INCOMPLETE", "DocumentPage", "DocumentService", "WriteMirror"]
 
 
 def canonical(metadata: Mapping[str, Any]) -> str:
@@ -77,6 +82,24 @@ def next_version(previous: DocumentRecord | None) -> int:
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class WriteMirror(Protocol):
+    """Where a rebuild's shadow collection follows every write the live one takes (services/rebuild.py).
+
+    Called with the document's lock still held, after the live write, so a write and the rebuild's
+    copy of the same document never cross. The mirror copies what the live collection now holds
+    (never the request itself, so it cannot do more than the caller was allowed to). A mirror never
+    raises: what it fails to copy it remembers and copies again before the shadow is swapped in.
+    """
+
+    async def changed(self, uri: str) -> None: ...
+
+    async def source_deleted(self, source_identifier: str) -> None: ...
+
+
+# The key of the gate every write holds shared, and a swap of the collection exclusively.
+_ALL_WRITES = "*"
 
 
 class _Superseded(Exception):
@@ -127,6 +150,8 @@ class DocumentService:
         max_document_bytes: int,
         max_pending_writes: int,
         catalog: SourceCatalog,
+        converter: ConversionWorker | None = None,
+        max_source_bytes: int | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -135,20 +160,36 @@ class DocumentService:
         self.chunker = chunker
         self.metrics = metrics
         self.max_document_bytes = max_document_bytes
+        self.max_source_bytes = max_source_bytes if max_source_bytes is not None else max_document_bytes
+        self.converter = converter
         self.max_pending_writes = max_pending_writes
         self._uri_locks = KeyedLocks()
         self._source_gates = SharedExclusiveLocks()
         self._pending = 0
         self._batcher = EmbeddingBatcher(embedder)
+        self._writes = SharedExclusiveLocks()
+        self.mirror: WriteMirror | None = None
+
+    def use_embedder(self, embedder: EmbeddingProvider) -> None:
+        """Embed with `embedder` from now on (a rebuilt collection was swapped in)."""
+        self.embedder = embedder
+        self._batcher = EmbeddingBatcher(embedder)
+
+    @contextlib.asynccontextmanager
+    async def holding(self, uri: str, source_identifier: str | None) -> AsyncIterator[None]:
+        """Hold back writes to `uri` (and bulk deletes of its source) while a rebuild copies it."""
+        async with self._writes.shared(_ALL_WRITES), self._uri_locks.hold(uri), self._source_gate(source_identifier):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """No write runs while this is held (waits for those under way): the moment of a swap."""
+        async with self._writes.exclusive(_ALL_WRITES):
+            yield
 
     async def put(self, request: PutDocumentRequest, caller: Caller) -> PutDocumentResponse:
         require_writer(caller, request.source_identifier)
-        size = len(request.content.encode("utf-8"))
-        if size > self.max_document_bytes:
-            raise DocumentTooLargeError(
-                f"content is {size} bytes; the limit is {self.max_document_bytes} bytes",
-                details={"bytes": size, "limit": self.max_document_bytes},
-            )
+        document = self._source(request)
         if self._pending >= self.max_pending_writes:
             raise OverloadedError(
                 f"{self._pending} writes are already queued; retry later",
@@ -160,8 +201,10 @@ class DocumentService:
             source = request.source_identifier
             # The shared source gate keeps a bulk delete of this source from running between
             # our chunk writes and our manifest write.
-            async with self._uri_locks.hold(request.uri), self._source_gate(source):
-                response = await self._put_locked(request, caller)
+            async with self.holding(request.uri, source):
+                response = await self._put_locked(request, document, caller)
+                if self.mirror is not None and response.status != "unchanged":
+                    await run_to_completion(self.mirror.changed(request.uri))
         finally:
             self._pending -= 1
         self.catalog.wrote(request.source_identifier)
@@ -178,26 +221,86 @@ class DocumentService:
     def _source_gate(self, source: str | None) -> contextlib.AbstractAsyncContextManager[None]:
         return self._source_gates.shared(source) if source else contextlib.nullcontext()
 
-    async def _put_locked(self, request: PutDocumentRequest, caller: Caller) -> PutDocumentResponse:
-        checksum = "sha256:" + sha256_hex(request.content)
+    def _source(self, request: PutDocumentRequest) -> _Source:
+        """The request's bytes and format, checked before any work: size, encoding, type (413/422)."""
+        fmt = resolve_format(request.contentType, request.uri)
+        converter = fmt.converter
+        if request.contentEncoding == "base64":
+            try:
+                raw = base64.b64decode(request.content, validate=True)
+            except (binascii.Error, ValueError):
+                raise ConversionError(
+                    "content is not valid base64 (contentEncoding is base64)", code="INVALID_BASE64"
+                ) from None
+        elif fmt.binary:
+            raise InvalidRequestError(
+                f"{fmt.name} documents are binary: send their bytes base64-encoded with contentEncoding: base64",
+                code="BASE64_REQUIRED",
+            )
+        else:
+            raw = request.content.encode("utf-8")
+        limit = self.max_document_bytes if converter is None else self.max_source_bytes
+        if len(raw) > limit:
+            raise DocumentTooLargeError(
+                f"content is {len(raw)} bytes; the limit is {limit} bytes",
+                details={"bytes": len(raw), "limit": limit},
+            )
+        if request.contentEncoding == "base64":
+            check_bytes(fmt, raw)
+        text: str | None = None
+        if converter is None:  # markdown and plain text go to the chunker as they are
+            text = request.content if request.contentEncoding == "utf-8" else decode_utf8(raw, "content")
+        fingerprint = self.chunker.fingerprint
+        if converter is not None:  # a new converter version re-converts the format's documents
+            fingerprint += f";format={fmt.name}-v{converter.version}"
+        return _Source(fmt, raw, text, "sha256:" + hashlib.sha256(raw).hexdigest(), fingerprint)
+
+    async def _convert(self, source: _Source) -> tuple[str, Converted | None]:
+        """The text the chunker reads, with the conversion's anchors when there was one."""
+        if source.text is not None:
+            return source.text, None
+        if self.converter is None:
+            raise ConversionError(
+                f"this service converts no {source.format.name} documents", code="UNSUPPORTED_CONTENT_TYPE"
+            )
+        try:
+            converted = await in_thread(self.converter.convert, source.format.name, source.raw)
+        except ConversionError as exc:
+            self.metrics.documents_converted.labels(source.format.name, exc.code).inc()
+            raise
+        size = len(converted.text.encode("utf-8"))
+        if size > self.max_document_bytes:
+            raise DocumentTooLargeError(
+                f"the {source.format.name} file converts to {size} bytes of text; the limit is "
+                f"{self.max_document_bytes} bytes",
+                details={"bytes": size, "limit": self.max_document_bytes},
+            )
+        self.metrics.documents_converted.labels(source.format.name, "ok").inc()
+        return converted.text, converted
+
+    async def _put_locked(self, request: PutDocumentRequest, source: _Source, caller: Caller) -> PutDocumentResponse:
+        checksum = source.checksum
         prepared: _Prepared | None = None
         for _ in range(CLAIM_ATTEMPTS):
             existing = await store_call(self.store.get_document, request.uri)
             owner = existing.source_identifier if existing is not None else None
+            if existing is not None and not caller.scope.allows(owner):
+                # A PUT over a document replaces it: the caller's scope must cover the document
+                # it replaces exactly as a DELETE's would (a sourceless one needs `*`).
+                raise ConflictError(
+                    f"document {request.uri!r} belongs to another source", code="URI_OWNED_BY_OTHER_SOURCE"
+                )
             if owner is not None and owner != request.source_identifier:
                 # Two sources mirroring the same files would otherwise overwrite and delete each
-                # other's documents; the first owner keeps the URI until it lets go.
-                if not caller.scope.allows(owner):  # say that the URI is taken, never by whom
-                    raise ConflictError(
-                        f"document {request.uri!r} belongs to another source", code="URI_OWNED_BY_OTHER_SOURCE"
-                    )
+                # other's documents; the first owner keeps the URI until it lets go. The answer
+                # never names the owner, whoever asks: the operator writes with a token that sees
+                # every source and copies this text into the other team's status and events.
                 raise ConflictError(
-                    f"document {request.uri!r} belongs to source {owner!r}; delete it from that source first",
+                    f"document {request.uri!r} belongs to another source; it must be deleted there first",
                     code="URI_OWNED_BY_OTHER_SOURCE",
-                    details={"owner": owner},
                 )
             if (
-                existing is not None and existing.checksum == checksum and existing.chunker == self.chunker.fingerprint
+                existing is not None and existing.checksum == checksum and existing.chunker == source.fingerprint
             ):  # the same content: at most the metadata changed
                 if canonical(existing.metadata) == canonical(request.metadata):
                     return PutDocumentResponse(
@@ -212,7 +315,7 @@ class DocumentService:
                         return self._response(request, "updated", record, 0)
                     continue
             if prepared is None:
-                prepared = await self._prepare(request, checksum)
+                prepared = await self._prepare(request, source)
             outcome = await run_to_completion(self._write(request, prepared, existing))
             if outcome is not None:
                 return self._response(request, "created" if existing is None else "updated", outcome, prepared.embedded)
@@ -228,11 +331,17 @@ class DocumentService:
             uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunksEmbedded=embedded
         )
 
-    async def _prepare(self, request: PutDocumentRequest, checksum: str) -> _Prepared:
+    async def _prepare(self, request: PutDocumentRequest, source: _Source) -> _Prepared:
         """Chunks and vectors, before anything is written: a cancellation here leaves no trace."""
-        parsed: ParsedDocument = await in_thread(self.chunker.chunk, request.content)
+        text, converted = await self._convert(source)
+        located = detect_version(request.uri, request.metadata)
+        path = request.metadata.get("path")
+        chunking = functools.partial(self.chunker.chunk, name=path if isinstance(path, str) else request.uri)
+        parsed: ParsedDocument = await in_thread(chunking, text)
+        # Chunk offsets count from the body (after any front matter); anchors from the whole text.
+        shift = len(text) - len(parsed.body)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
-        dense, embedded = await self._dense_vectors(parsed, hashes)
+        dense, embedded = await self._dense_vectors(parsed, hashes, request.source_identifier)
         sparse = await in_thread(self.sparse.encode_chunks, [c.embed_text for c in parsed.chunks])
         total = len(parsed.chunks)
         points = [
@@ -250,10 +359,21 @@ class DocumentService:
                 sparse=sparse[i],
                 start=chunk.start,
                 end=chunk.end,
+                doc_version=located.version,
+                page_key=located.page,
+                page=_located(converted, chunk.start, shift).page,
+                cell=_located(converted, chunk.start, shift).cell,
             )
             for i, chunk in enumerate(parsed.chunks)
         ]
-        return _Prepared(checksum=checksum, title=parsed.title, points=points, embedded=embedded)
+        return _Prepared(
+            checksum=source.checksum,
+            title=parsed.title,
+            points=points,
+            embedded=embedded,
+            chunker=source.fingerprint,
+            body=parsed.body,
+        )
 
     async def _write(
         self, request: PutDocumentRequest, prepared: _Prepared, existing: DocumentRecord | None
@@ -268,7 +388,7 @@ class DocumentService:
             metadata=request.metadata,
             title=prepared.title,
             ingested_at=now(),
-            chunker=self.chunker.fingerprint,
+            chunker=prepared.chunker,
             version=next_version(existing),
             write_id=uuid.uuid4().hex,
         )
@@ -287,6 +407,19 @@ class DocumentService:
                 log.debug(
                     "chunks written", extra={"uri": uri, "written": min(start + UPSERT_BATCH, total), "total": total}
                 )
+            # The text as written, beside its chunks: reads show it, a rebuild re-chunks it. Before
+            # the commit, so a committed record always has its body.
+            body = StoredBody(
+                uri=uri,
+                source_identifier=request.source_identifier,
+                checksum=prepared.checksum,
+                version=claim.version,
+                content=request.content,
+                body=prepared.body,
+                content_type=request.contentType,
+                content_encoding=request.contentEncoding,
+            )
+            await store_call(self.store.put_body, body)
             # Everything older than this write: the previous content's tail, or leftovers.
             await store_call(self.store.delete_chunks, uri, None, claim.version - 1)
             if not await store_call(self.store.write_document, final, claim.version):
@@ -346,14 +479,20 @@ class DocumentService:
         except Exception:  # the original failure is what the client must see
             log.warning("could not mark an interrupted write", extra={"uri": claim.uri}, exc_info=True)
 
-    async def _dense_vectors(self, parsed: ParsedDocument, hashes: list[str]) -> tuple[list[list[float]], int]:
-        """Vectors for every chunk: a stored vector of the same text (any document), else embedded in one batch."""
+    async def _dense_vectors(
+        self, parsed: ParsedDocument, hashes: list[str], source_identifier: str | None
+    ) -> tuple[list[list[float]], int]:
+        """Vectors for every chunk: a stored vector of the same text in the same source, else embedded in one batch.
+
+        Only the writer's own source is looked in, and only its cache partition: `chunksEmbedded`
+        and the write's duration must not tell a writer that another source holds a text.
+        """
         unique = list(dict.fromkeys(hashes))
-        by_hash = await store_call(self.store.vectors_by_text_hash, unique)
+        by_hash = await store_call(self.store.vectors_by_text_hash, unique, source_identifier)
         missing = [h for h in unique if h not in by_hash]
         if missing:
             text_of = {hashes[i]: chunk.embed_text for i, chunk in enumerate(parsed.chunks)}
-            vectors = await self._batcher.embed([text_of[h] for h in missing])
+            vectors = await self._batcher.embed([text_of[h] for h in missing], source_partition(source_identifier))
             by_hash.update(zip(missing, vectors, strict=True))
         return [by_hash[h] for h in hashes], len(missing)
 
@@ -364,8 +503,10 @@ class DocumentService:
         """
         require_writer(caller, source_identifier, check_source=source_identifier is not None)
         await self._require_writable()
-        async with self._uri_locks.hold(uri):
+        async with self._writes.shared(_ALL_WRITES), self._uri_locks.hold(uri):
             deleted = await run_to_completion(self._delete_locked(uri, source_identifier, caller))
+            if self.mirror is not None:
+                await run_to_completion(self.mirror.changed(uri))
         self.metrics.chunks_deleted.inc(deleted)
         return deleted
 
@@ -388,6 +529,7 @@ class DocumentService:
             if not await store_call(self.store.write_document, claim, existing.version):
                 continue
             deleted = await store_call(self.store.delete_chunks, uri, None, claim.version)
+            await store_call(self.store.delete_body, uri, claim.version)
             await store_call(self.store.delete_record, uri, claim.version)
             return deleted
         raise WriteConflictError(
@@ -397,8 +539,10 @@ class DocumentService:
     async def delete_source(self, source_identifier: str, caller: Caller) -> tuple[int, int]:
         require_writer(caller, source_identifier)
         await self._require_writable()
-        async with self._source_gates.exclusive(source_identifier):
+        async with self._writes.shared(_ALL_WRITES), self._source_gates.exclusive(source_identifier):
             documents, chunks = await run_to_completion(store_call(self.store.delete_source, source_identifier))
+            if self.mirror is not None:
+                await run_to_completion(self.mirror.source_deleted(source_identifier))
         self.metrics.chunks_deleted.inc(chunks)
         log.info("source deleted", extra={"sourceIdentifier": source_identifier, "documents": documents})
         return documents, chunks
@@ -453,11 +597,35 @@ class DocumentService:
         return await store_call(self.store.document_chunks, uri, first, end)
 
     async def text(self, uri: str, caller: Caller) -> tuple[DocumentRecord, str] | None:
-        """The document's body rebuilt from its chunks in order; None when absent or out of scope."""
+        """The document's body as written (front matter aside); None when absent or out of scope.
+
+        Documents written before bodies were kept have none stored: theirs is stitched from the
+        chunks in order, which loses the headings the chunker dropped, until they are written again
+        or rebuilt.
+        """
         record = await self.document(uri, caller)
         if record is None:
             return None
+        stored = await store_call(self.store.get_body, uri)
+        if stored is not None and stored.checksum == record.checksum:
+            return record, stored.body
         return record, join_chunks(await store_call(self.store.document_chunks, uri, 0, record.chunks))
+
+    async def page(self, uri: str, caller: Caller, start: int, max_chars: int) -> DocumentPage | None:
+        """Characters [start, start + max_chars) of the body; None when absent or out of scope."""
+        if start < 0 or max_chars < 1:
+            raise InvalidRequestError("start must be 0 or more and maxChars 1 or more")
+        found = await self.text(uri, caller)
+        if found is None:
+            return None
+        record, body = found
+        if start > len(body):
+            raise InvalidRequestError(
+                f"start {start} is past the end of {uri!r} ({len(body)} characters)",
+                details={"totalChars": len(body)},
+            )
+        end = min(start + max_chars, len(body))
+        return DocumentPage(record=record, total_chars=len(body), start=start, end=end, text=body[start:end])
 
     async def count(self, caller: Caller) -> tuple[int, int]:
         """(documents, chunks) the caller may see."""
@@ -495,9 +663,47 @@ def require_writer(caller: Caller, source_identifier: str | None, *, check_sourc
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class DocumentPage:
+    """One page of a document's body: `text` is body[start:end]; the last page ends at total_chars."""
+
+    record: DocumentRecord
+    total_chars: int
+    start: int
+    end: int
+    text: str
+
+    @property
+    def next_start(self) -> int | None:
+        return self.end if self.end < self.total_chars else None
+
+
 @dataclasses.dataclass(slots=True)
 class _Prepared:
     checksum: str
     title: str | None
     points: list[ChunkPoint]
     embedded: int
+    body: str  # the chunker's body: the content with its front matter aside
+    chunker: str  # the record's fingerprint: the chunker's, plus the format's converter version
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Source:
+    """A PUT's document as bytes: its format, and its text when it needs no conversion."""
+
+    format: Format
+    raw: bytes
+    text: str | None
+    checksum: str  # SHA-256 of the exact bytes: what a syncer computes from the file
+    fingerprint: str
+
+
+_NOWHERE = Anchor(0)
+
+
+def _located(converted: Converted | None, start: int | None, shift: int) -> Anchor:
+    """The page or cell a chunk starts in (an anchor without either when the format has none)."""
+    if converted is None or start is None:
+        return _NOWHERE
+    return converted.locate(start + shift) or _NOWHERE

@@ -1,39 +1,131 @@
-"""Extractive answers: the retrieved sentences most similar to the question, with no language model.
+"""Extractive answers: the passages of the retrieved chunks that answer the question, with no language model.
 
-Every sentence of the retrieved chunks is embedded with the service's own embedder, in one
-batch with the question, and ranked by cosine similarity to it. The answer is the best
-`max_sentences` of them that reach `min_similarity`, each followed by its chunk's [n]. When none
-reaches it, retrieval found nothing relevant and the answer says so.
+Each retrieved chunk is read as markdown blocks (kbsearch.services.mdblocks) and cut into
+passages: prose sentences, list items, and code blocks and tables on their own. A sentence that
+introduces what follows it (it ends with ":", or says "the following", "below", "for example") and
+is followed by a code block, list or table carries that block with it; one ending with ":" whose
+block is not in the chunk is never used, since it would promise what the answer does not hold.
+
+Every passage is embedded with the service's own embedder, in one batch with the question, and
+scored by cosine similarity plus its lexical overlap with the question's content words (code-ish
+tokens such as `--sync-option` or `CreateNamespace=true` count double, words rare among the
+retrieved chunks more), plus a bonus for what the question asks for: steps (ordered list items,
+imperative sentences, code) for "how do I", definitions for "what is". Only passages whose
+similarity reaches `min_similarity` are eligible, so "nothing relevant" stays a similarity
+judgement. The best `max_sentences` passages form the answer, at most MAX_PER_CHUNK_IN_ANSWER from
+one chunk; the passage right after a chosen sentence joins it when it holds question words the
+sentence lacks. The chunks follow one another best first, and within a chunk the passages keep the
+document's order. Prose is plain text (no emphasis or link syntax, inline code kept); code keeps
+its fences and is passed on verbatim.
+
+Bound on the embedding work of one answer: at most MAX_CANDIDATES passages of at most
+MAX_EMBED_CHARS characters each, plus the question, in one embedding call (with MiniLM on 2 cores
+a few hundred milliseconds).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
 from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.models import SearchHit
 from kbsearch.services.citations import RetrievalLedger
+from kbsearch.services.mdblocks import Block, ListItem, markdown_blocks, plain
 from kbsearch.services.runtime import embed_call
-from kbsearch.services.sentences import sentences
+from kbsearch.services.sentences import MIN_WORDS, split_sentences, terms, word_count
 
-# Bounds the embedding work of one answer: ~ a few hundred ms of MiniLM on 2 cores.
-MAX_SENTENCES_PER_CHUNK = 24
+__all__ = ["Extract", "Piece", "answer_pieces", "extract", "passages"]
+
 MAX_CANDIDATES = 160
+MAX_PASSAGES_PER_CHUNK = 40
+MAX_EMBED_CHARS = 400
 MAX_PER_CHUNK_IN_ANSWER = 2  # an answer from one chunk alone repeats it; prefer breadth
+MAX_BLOCK_CHARS = 2400  # a longer code block is cut at a line, and says so
+MAX_LIST_CHARS = 700  # a longer unordered list is offered item by item only
+MAX_TABLE_ROWS = 8  # a longer table keeps its header and the rows closest to the question
+MAX_SENTENCE_CHARS = 600
+
+# Tuned on the Argo CD docs dev set (bench/docsqa.py) to round figures, not to its last decimal.
+LEXICAL_WEIGHT = 0.35
+BLOCK_LEXICAL_SHARE = 0.6  # of a block standing alone under its heading (a list, code, a table)
+INTENT_BONUS = 0.08
+RANK_PENALTY = 0.01  # per place a chunk stands below the first in the search
+
+PassageKind = Literal["sentence", "item", "steps", "code", "table"]
+Piece = tuple[str, bool]  # (text, verbatim): verbatim text is code, never read for citation markers
+
+_FORWARD = re.compile(r"\b(following|below|as follows|for example|example|like this|like so|e\.g\.)", re.IGNORECASE)
+_HOWTO = re.compile(
+    r"\b(how\s+(do|can|could|should|would|to|does)|way\s+to|steps?\s+to|is\s+there\s+a\s+way|can\s+(i|we|you))\b",
+    re.IGNORECASE,
+)
+_WHAT_IS = re.compile(
+    r"\b(what\s+(is|are|'s|does\s+.{1,60}\s+mean)|what's|define|meaning\s+of|difference\s+between)\b", re.IGNORECASE
+)
+_DEFINITION = re.compile(
+    r"^[^.!?]{0,80}?\b(is|are)\s+(an?|the|one|used|responsible|how|what|when)\b|\b(refers\s+to|means|is\s+defined\s+as)\b",
+    re.IGNORECASE,
+)
+# Verbs a how-to step starts with ("Add ...", "Run ..."): imperative sentences.
+_IMPERATIVE = frozenset(
+    """add apply build change check choose click configure copy create define delete deploy disable download edit
+    enable ensure export generate give go import install list log login make mount navigate open patch pass point
+    provide push put register remove replace restart run save select set specify start stop switch sync tell
+    update upgrade use verify visit wait write""".split()  # noqa: SIM905
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A piece of a chunk an answer may use: a sentence (with the block it introduces) or a block alone."""
+
+    n: int  # the chunk's number in the ledger
+    order: int  # its place in the chunk
+    kind: PassageKind
+    sentence: str  # plain text; for a block alone, its caption
+    block: str | None  # the fenced code, list or table it carries, as markdown
+    step: bool  # what a how-to answer is made of: an ordered-list item, an imperative, code
+    covers: frozenset[int]  # the orders of passages that would repeat it (a list's items, the same block)
+
+    def embedded_text(self) -> str:
+        text = self.sentence if self.block is None else f"{self.sentence}\n{_block_words(self.block)}"
+        return text[:MAX_EMBED_CHARS]
+
+    def full_text(self) -> str:
+        return self.sentence if self.block is None else f"{self.sentence}\n{self.block}"
 
 
 @dataclass(frozen=True, slots=True)
 class Extract:
-    n: int
-    sentence: str
-    similarity: float
+    """A passage chosen for an answer, with its cosine similarity to the question and its score."""
 
-    def cited(self) -> str:
-        """The sentence with its marker before the final punctuation: "Pods restart [2]."."""
-        body = self.sentence.rstrip()
-        end = body[-1] if body and body[-1] in ".!?" else ""
-        return f"{body[: len(body) - len(end)].rstrip()} [{self.n}]{end}"
+    passage: Passage
+    similarity: float
+    score: float
+    # The passage right after it too, when it says more of what was asked ("The default is 50MB.").
+    more: Passage | None = None
+
+    @property
+    def n(self) -> int:
+        return self.passage.n
+
+    @property
+    def sentence(self) -> str:
+        return self.passage.sentence
+
+
+def _cited(sentence: str, n: int) -> str:
+    """The sentence with its marker before the final punctuation: "Pods restart [2].", "Run this [2]:"."""
+    body = sentence.rstrip()
+    end = body[-1] if body and body[-1] in ".!?:" else ""
+    if not body:
+        return f"[{n}]"
+    return f"{body[: len(body) - len(end)].rstrip()} [{n}]{end}"
 
 
 async def extract(
@@ -44,30 +136,321 @@ async def extract(
     max_sentences: int,
     min_similarity: float,
 ) -> list[Extract]:
-    """The sentences of an extractive answer, most similar first; [] when nothing is relevant."""
-    candidates: list[tuple[int, str]] = []
+    """The passages of an extractive answer, in answer order; [] when nothing is relevant."""
+    question_terms = terms(question, question=True)
+    candidates: list[Passage] = []
     seen: set[str] = set()
     for n, hit in ledger.numbered():
-        for sentence in sentences(hit.content)[:MAX_SENTENCES_PER_CHUNK]:
-            key = " ".join(sentence.lower().split())
+        for passage in passages(n, hit, question_terms)[:MAX_PASSAGES_PER_CHUNK]:
+            key = " ".join(passage.full_text().lower().split())
             if key not in seen and len(candidates) < MAX_CANDIDATES:
                 seen.add(key)
-                candidates.append((n, sentence))
+                candidates.append(passage)
     if not candidates:
         return []
     vectors = np.asarray(
-        await embed_call(embedder.embed_documents, [question, *(s for _, s in candidates)]), dtype=np.float32
+        await embed_call(embedder.embed_documents, [question, *(p.embedded_text() for p in candidates)]),
+        dtype=np.float32,
     )
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     similarities = vectors[1:] @ vectors[0]
+    howto, what_is = bool(_HOWTO.search(question)), bool(_WHAT_IS.search(question))
+    weights = _term_weights(question_terms, [hit.content for _, hit in ledger.numbered()])
+    scored = [
+        Extract(p, float(s), _score(p, float(s), weights, howto=howto, what_is=what_is))
+        for p, s in zip(candidates, similarities, strict=True)
+    ]
+    return _choose(scored, question_terms, max_sentences=max_sentences, min_similarity=min_similarity)
+
+
+def _score(passage: Passage, similarity: float, weights: dict[str, float], *, howto: bool, what_is: bool) -> float:
+    lexical = _overlap(weights, terms(passage.full_text()))
+    if passage.kind in ("steps", "code", "table"):
+        lexical *= BLOCK_LEXICAL_SHARE  # a long block holds many words by its size alone
+    score = similarity + LEXICAL_WEIGHT * lexical
+    if howto and passage.step:
+        score += INTENT_BONUS
+    if what_is and passage.kind == "sentence" and _DEFINITION.search(passage.sentence):
+        score += INTENT_BONUS
+    return score - RANK_PENALTY * (passage.n - 1)
+
+
+def _term_weights(question_terms: set[str], chunks: list[str]) -> dict[str, float]:
+    """The weight of each question term found in the retrieved chunks: rarer among them weighs more
+    (1 + ln(chunks / chunks holding it)), and a code-ish term double. A term in no chunk cannot tell
+    passages apart and is left out."""
+    held = [terms(chunk) for chunk in chunks]
+    weights = {}
+    for term in question_terms:
+        found = sum(term in chunk_terms for chunk_terms in held)
+        if found:
+            weights[term] = (1.0 + math.log(len(held) / found)) * (1.0 if term.isalnum() else 2.0)
+    return weights
+
+
+def _overlap(weights: dict[str, float], passage_terms: set[str]) -> float:
+    """The share of the question's weighted terms the passage holds."""
+    total = sum(weights.values())
+    return sum(w for t, w in weights.items() if t in passage_terms) / total if total else 0.0
+
+
+def _choose(
+    scored: list[Extract], question_terms: set[str], *, max_sentences: int, min_similarity: float
+) -> list[Extract]:
     chosen: list[Extract] = []
+    covered: set[tuple[int, int]] = set()  # what the chosen passages hold, and what they repeat
+    blocks: set[str] = set()  # the same code block in two chunks (overlapping chunks, copied pages) once
     per_chunk: dict[int, int] = {}
-    for index in np.argsort(-similarities, kind="stable"):
-        similarity = float(similarities[index])
-        if similarity < min_similarity or len(chosen) == max_sentences:
+    by_place = {(e.passage.n, e.passage.order): e.passage for e in scored}
+    for item in sorted(scored, key=lambda e: -e.score):
+        passage = item.passage
+        if len(chosen) == max_sentences:
             break
-        n, sentence = candidates[int(index)]
-        if per_chunk.get(n, 0) < MAX_PER_CHUNK_IN_ANSWER:
-            per_chunk[n] = per_chunk.get(n, 0) + 1
-            chosen.append(Extract(n, sentence, similarity))
-    return chosen
+        if item.similarity < min_similarity or per_chunk.get(passage.n, 0) >= MAX_PER_CHUNK_IN_ANSWER:
+            continue
+        holds = {(passage.n, passage.order), *((passage.n, order) for order in passage.covers)}
+        if holds & covered or (passage.block is not None and passage.block in blocks):
+            continue
+        per_chunk[passage.n] = per_chunk.get(passage.n, 0) + 1
+        following = by_place.get((passage.n, passage.order + 1))
+        if passage.block is None and following is not None and _adds(passage, following, question_terms):
+            more = {(following.n, following.order), *((following.n, order) for order in following.covers)}
+            if not more & (covered | holds) and following.block not in blocks:
+                item = replace(item, more=following)
+                holds |= more
+                if following.block is not None:
+                    blocks.add(following.block)
+        chosen.append(item)
+        covered |= holds
+        if passage.block is not None:
+            blocks.add(passage.block)
+    # A chunk's passages together, best chunk first; within a chunk, the document's order.
+    best: dict[int, float] = {}
+    for item in chosen:
+        best.setdefault(item.n, item.score)
+    return sorted(chosen, key=lambda e: (-best[e.n], e.passage.order))
+
+
+def _adds(passage: Passage, following: Passage, question_terms: set[str]) -> bool:
+    """Whether the passage right after `passage` holds words of the question that `passage` does not."""
+    return bool((terms(following.full_text()) & question_terms) - terms(passage.sentence))
+
+
+def answer_pieces(extracts: list[Extract]) -> list[Piece]:
+    """The answer's text in pieces: prose to read for markers, and code and inline code to pass on verbatim."""
+    pieces: list[Piece] = []
+    previous: Extract | None = None
+    for item in extracts:
+        if previous is not None:
+            ends_in_block = previous.passage.block is not None or (
+                previous.more is not None and previous.more.block is not None
+            )
+            joined = previous.n == item.n and not ends_in_block and item.passage.block is None
+            pieces.append((" " if joined and item.passage.kind == "sentence" else "\n\n", False))
+        sentence = item.passage.sentence
+        if item.passage.kind in ("steps", "code", "table") and sentence and not sentence.endswith(":"):
+            sentence += ":"  # a caption (the heading above the block) introduces it
+        pieces.extend(_inline_pieces(_cited(sentence, item.n)))
+        if item.more is not None and item.more.kind in ("sentence", "item"):
+            pieces.extend(_inline_pieces(" " + _cited(item.more.sentence, item.n)))
+        for block in (item.passage.block, item.more.block if item.more is not None else None):
+            if block is not None:
+                pieces.append(("\n\n", False))
+                pieces.append((block, True))
+        previous = item
+    return pieces
+
+
+_CODE_SPAN = re.compile(r"(`+).+?\1")
+
+
+def _inline_pieces(text: str) -> list[Piece]:
+    pieces: list[Piece] = []
+    position = 0
+    for span in _CODE_SPAN.finditer(text):
+        if span.start() > position:
+            pieces.append((text[position : span.start()], False))
+        pieces.append((span.group(0), True))
+        position = span.end()
+    if position < len(text):
+        pieces.append((text[position:], False))
+    return pieces
+
+
+def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
+    """The passages of one retrieved chunk, in document order."""
+    blocks = markdown_blocks(hit.content)
+    found: list[Passage] = []
+    heading = (hit.headings[-1] if hit.headings else None) or hit.title or ""
+    # The order each block's standalone passage gets, so that a sentence carrying it can cover it.
+    order = 0
+    block_order: dict[int, int] = {}
+    for index, block in enumerate(blocks):
+        block_order[index] = order
+        order += (
+            1
+            + (len(block.items) if block.kind == "list" else 0)
+            + (len(split_sentences(plain(block.text))) if block.kind == "prose" else 0)
+        )
+    for index, block in enumerate(blocks):
+        following = blocks[index + 1] if index + 1 < len(blocks) else None
+        carried = following if following is not None and following.kind in ("code", "list", "table") else None
+        base = block_order[index]
+        if block.kind == "heading":
+            heading = plain(block.text)
+        elif block.kind == "prose":
+            found.extend(_prose(n, base, block, carried, block_order.get(index + 1), question_terms))
+        elif block.kind == "list":
+            whole = _list_markdown(list(block.items))
+            ordered = sum(item.ordered and item.depth == 0 for item in block.items) >= 2
+            if not _carried(found, base) and (ordered or (len(block.items) >= 2 and len(whole) <= MAX_LIST_CHARS)):
+                # The list as a whole, under its heading: a how-to answer wants all the steps, in order.
+                covers = frozenset(range(base + 1, base + 1 + len(block.items)))
+                found.append(Passage(n, base, "steps", heading, whole, ordered, covers))
+            found.extend(_items(n, base, block, carried, block_order.get(index + 1), question_terms))
+        elif block.kind in ("code", "table"):
+            previous = blocks[index - 1] if index > 0 else None
+            caption = heading
+            if previous is not None and previous.kind == "prose":
+                last = split_sentences(plain(previous.text))[-1:]
+                if last and last[0].endswith(":") and word_count(last[0]) < MIN_WORDS:
+                    caption = last[0].rstrip(":").strip()  # "Homebrew:", "Export to a backup:"
+            if _carried(found, base):
+                continue  # the sentence introducing it brings it
+            kind: PassageKind = "code" if block.kind == "code" else "table"
+            found.append(Passage(n, base, kind, caption, _rendered(block, question_terms), kind == "code", frozenset()))
+    return found
+
+
+def _carried(found: list[Passage], order: int) -> bool:
+    """Whether a passage already found brings the block at `order` (it introduces it)."""
+    return any(order in passage.covers for passage in found)
+
+
+def _prose(
+    n: int, base: int, block: Block, carried: Block | None, carried_order: int | None, question_terms: set[str]
+) -> list[Passage]:
+    found = []
+    sentences = split_sentences(plain(block.text))
+    for i, sentence in enumerate(sentences):
+        last = i == len(sentences) - 1
+        introduces = sentence.endswith(":") or bool(_FORWARD.search(sentence))
+        if last and carried is not None and introduces and word_count(sentence) >= MIN_WORDS:
+            covers = _covered(carried, carried_order)
+            rendered = _rendered(carried, question_terms)
+            found.append(Passage(n, base + 1 + i, "sentence", _short(sentence), rendered, True, covers))
+        elif sentence.endswith(":") or word_count(sentence) < MIN_WORDS:
+            continue  # a lead-in whose content is not here, or a fragment
+        else:
+            step = _imperative(sentence)
+            found.append(Passage(n, base + 1 + i, "sentence", _short(sentence), None, step, frozenset()))
+    return found
+
+
+def _items(
+    n: int, base: int, block: Block, carried: Block | None, carried_order: int | None, question_terms: set[str]
+) -> list[Passage]:
+    found = []
+    items = block.items
+    for i, item in enumerate(items):
+        text = plain(item.text)
+        order = base + 1 + i
+        if word_count(text) < MIN_WORDS:
+            continue
+        nested = [child for child in _children(items, i) if child.depth > item.depth]  # the items under this one
+        step = item.ordered or _imperative(text)
+        if item.code is not None and (text.endswith(":") or _FORWARD.search(text)):
+            found.append(Passage(n, order, "item", _short(text), item.code, True, frozenset()))
+        elif text.endswith(":") and nested:
+            covers = frozenset(range(order + 1, order + 1 + len(nested)))
+            found.append(Passage(n, order, "item", _short(text), _list_markdown(nested), step, covers))
+        elif text.endswith(":") and i == len(items) - 1 and carried is not None and carried.kind != "list":
+            covers = _covered(carried, carried_order)
+            found.append(Passage(n, order, "item", _short(text), _rendered(carried, question_terms), True, covers))
+        elif text.endswith(":"):
+            continue
+        else:
+            found.append(Passage(n, order, "item", _short(text), None, step, frozenset()))
+    return found
+
+
+def _children(items: tuple[ListItem, ...], i: int) -> list[ListItem]:
+    children = []
+    for item in items[i + 1 :]:
+        if item.depth <= items[i].depth:
+            break
+        children.append(item)
+    return children
+
+
+def _covered(block: Block, order: int | None) -> frozenset[int]:
+    if order is None:
+        return frozenset()
+    extra = len(block.items) if block.kind == "list" else 0
+    return frozenset(range(order, order + 1 + extra))
+
+
+def _imperative(sentence: str) -> bool:
+    first = sentence.lstrip("`'\"(").split(" ", 1)[0].lower().strip(",:")
+    return first in _IMPERATIVE
+
+
+def _short(sentence: str) -> str:
+    if len(sentence) <= MAX_SENTENCE_CHARS:
+        return sentence
+    return sentence[: MAX_SENTENCE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _rendered(block: Block, question_terms: set[str]) -> str:
+    """A block as the answer shows it: code verbatim (cut at a line when very long), lists and tables as plain text."""
+    if block.kind == "code":
+        return _bounded_code(block.text)
+    if block.kind == "list":
+        return _list_markdown(list(block.items))
+    return _bounded_table(block.text, question_terms)
+
+
+def _bounded_code(code: str) -> str:
+    if len(code) <= MAX_BLOCK_CHARS:
+        return code
+    lines = code.split("\n")
+    fence = lines[0].strip()[:3]
+    kept: list[str] = []
+    size = 0
+    for line in lines[:-1]:
+        if size + len(line) > MAX_BLOCK_CHARS:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join([*kept, "# …", fence])
+
+
+def _list_markdown(items: list[ListItem]) -> str:
+    lines: list[str] = []
+    counters: dict[int, int] = {}
+    top = min((item.depth for item in items), default=0)
+    for item in items:
+        depth = item.depth - top
+        counters = {d: c for d, c in counters.items() if d <= depth}
+        counters[depth] = counters.get(depth, 0) + 1
+        marker = f"{counters[depth]}." if item.ordered else "-"
+        lines.append(f"{'   ' * depth}{marker} {plain(item.text)}")
+        if item.code is not None:
+            lines.extend(f"{'   ' * (depth + 1)}{line}" if line else "" for line in item.code.split("\n"))
+    return "\n".join(lines)
+
+
+def _bounded_table(table: str, question_terms: set[str]) -> str:
+    rows = [plain(row) for row in table.split("\n")]
+    if len(rows) <= MAX_TABLE_ROWS + 2:
+        return "\n".join(rows)
+    head, body = rows[:2], rows[2:]
+    weights = dict.fromkeys(question_terms, 1.0)
+    ranked = sorted(range(len(body)), key=lambda i: -_overlap(weights, terms(body[i])))[:MAX_TABLE_ROWS]
+    return "\n".join([*head, *(body[i] for i in sorted(ranked))])
+
+
+def _block_words(block: str) -> str:
+    """A block's text for the embedder: without fences and table rules, which say nothing."""
+    lines = [line for line in block.split("\n") if not line.lstrip().startswith(("```", "~~~", "|-", "| -", "|:"))]
+    return " ".join(" ".join(lines).split())

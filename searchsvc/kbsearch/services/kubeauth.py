@@ -6,8 +6,11 @@ namespace, namespace-wide or for that name. Sources named otherwise are for stat
 Usernames in SEARCHSVC_KUBERNETES_WRITERS may write every source; other identities only read.
 
 Both reviews are cached (bounded, for SEARCHSVC_AUTH_CACHE_SECONDS): token reviews by the sha256
-of the token, access decisions per identity and namespace (or name). Fail closed: a review that
-errors, times out or cannot be reached is a 503 AUTH_UNAVAILABLE, and nothing expired is reused.
+of the token, access decisions per identity and namespace (or name); a refused token for
+SEARCHSVC_AUTH_NEGATIVE_CACHE_SECONDS. With audiences configured, a TokenReview answer must name
+one of them in `status.audiences`. At most SEARCHSVC_AUTH_MAX_REVIEWS_IN_FLIGHT reviews run at
+once. Fail closed: a review that errors, times out (waiting for its turn included) or cannot be
+reached is a 503 AUTH_UNAVAILABLE, and nothing expired is reused.
 """
 
 from __future__ import annotations
@@ -91,6 +94,8 @@ class KubernetesAuth:
         cache_seconds: float,
         cache_size: int,
         timeout_s: float,
+        negative_cache_seconds: float = 5.0,
+        max_reviews_in_flight: int = 16,
     ) -> None:
         self._client = api_client
         self._authn = kubernetes.client.AuthenticationV1Api(api_client)
@@ -98,7 +103,13 @@ class KubernetesAuth:
         self.audiences = audiences
         self.writers = frozenset(writers)
         self.timeout_s = timeout_s
-        self._users: TtlCache[bytes, KubeUser | None] = TtlCache(cache_size, cache_seconds)
+        self._users: TtlCache[bytes, KubeUser] = TtlCache(cache_size, cache_seconds)
+        # A refused token is remembered briefly: a client retrying a bad token costs one review, yet a
+        # token refused in a race (just created) is not refused for long.
+        self._refused: TtlCache[bytes, bool] = TtlCache(cache_size, min(negative_cache_seconds, cache_seconds))
+        # Made-up tokens each cost a review: at most this many reviews run at once, the rest wait
+        # within the review timeout, then get 503 AUTH_UNAVAILABLE (the API server is not flooded).
+        self._in_flight = asyncio.Semaphore(max_reviews_in_flight)
         self._decisions: TtlCache[tuple[KubeUser, str, str | None], bool] = TtlCache(cache_size, cache_seconds)
 
     @classmethod
@@ -141,17 +152,32 @@ class KubernetesAuth:
         cached = self._users.get(key)
         if cached is not _MISSING:
             return cached  # type: ignore[return-value]
+        if self._refused.get(key) is not _MISSING:
+            return None
         spec = kubernetes.client.V1TokenReviewSpec(token=token, audiences=self.audiences or None)
         body = kubernetes.client.V1TokenReview(spec=spec)
         review = await self._call("TokenReview", self._authn.create_token_review, body)
         status = review.status
         user = None
-        if status is not None and status.authenticated and status.user is not None and status.user.username:
+        if (
+            status is not None
+            and status.authenticated
+            and status.user is not None
+            and status.user.username
+            and self._audience_confirmed(status.audiences)
+        ):
             info = status.user
             extra = tuple(sorted((k, tuple(v)) for k, v in (info.extra or {}).items()))
             user = KubeUser(info.username, info.uid, tuple(info.groups or ()), extra)
-        self._users.put(key, user)
+            self._users.put(key, user)
+        else:
+            self._refused.put(key, True)
         return user
+
+    def _audience_confirmed(self, audiences: list[str] | None) -> bool:
+        """With audiences asked for, the answer must name one of them: an authenticator that ignored
+        them (a webhook, an old API server) must not pass a token minted for another service."""
+        return not self.audiences or bool(set(audiences or ()) & set(self.audiences))
 
     async def _may_get(self, user: KubeUser, namespace: str, name: str | None) -> bool:
         key = (user, namespace, name)
@@ -180,7 +206,8 @@ class KubernetesAuth:
 
         try:
             with anyio.fail_after(self.timeout_s + 1):  # the client's own timeout should come first
-                return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+                async with self._in_flight:  # waiting for a turn counts against the same timeout
+                    return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
         except Exception as exc:  # noqa: BLE001 - any failure is "cannot decide": fail closed
             reason = getattr(exc, "status", None) or type(exc).__name__
             log.warning("kubernetes review failed", extra={"review": what, "reason": str(reason)})

@@ -10,11 +10,20 @@ from kbsearch.metrics import Metrics
 from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.access import Caller, SourceCatalog, narrow
+from kbsearch.services.fairness import FairTurns
+from kbsearch.services.locks import SharedExclusiveLocks
 from kbsearch.services.querylog import QueryLog
+from kbsearch.services.ranking import Relevance, collapse_pages, with_relevance
 from kbsearch.services.runtime import embed_call, store_call
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
+
+# Chunks fetched per page wanted when collapsing, and the most fetched for one search.
+FETCH_PER_PAGE = 8
+MAX_FETCH = 200
+# Calibrated for the bundled MiniLM on the docs QA dev set (bench/docsqa.py); see docs/user/api.md.
+DEFAULT_RELEVANCE = Relevance(midpoint=0.35, steepness=12.0)
 
 
 def configured_fusion(settings: Settings) -> Fusion:
@@ -33,10 +42,19 @@ class SearchOutcome:
     hits: list[SearchHit]
     embed_ms: float  # query embedding (dense and sparse)
     engine_ms: float  # the store's own query time
+    relevant_at: float = 0.5  # the relevance threshold: below it a hit is probably not about the query
+
+    @property
+    def nothing_relevant(self) -> bool:
+        return all((hit.relevance or 0.0) < self.relevant_at for hit in self.hits)
 
     @property
     def took_ms(self) -> float:
         return self.embed_ms + self.engine_ms
+
+
+# The one key of SearchService.gate.
+SERVING = "serving"
 
 
 class SearchService:
@@ -51,7 +69,11 @@ class SearchService:
         candidates: int,
         catalog: SourceCatalog,
         query_log: QueryLog | None = None,
+        relevance: Relevance = DEFAULT_RELEVANCE,
+        relevant_at: float = 0.5,
+        turns: FairTurns | None = None,
     ) -> None:
+        self.turns = turns
         self.store = store
         self.query_log = query_log
         self.catalog = catalog
@@ -60,13 +82,31 @@ class SearchService:
         self.metrics = metrics
         self.fusion = fusion
         self.candidates = candidates
+        self.relevance = relevance
+        self.relevant_at = relevant_at
+        # Held shared by every search, exclusively by a rebuild's swap: no query is embedded by one
+        # model and answered from a collection built by another.
+        self.gate = SharedExclusiveLocks()
+
+    def use_embedder(self, embedder: EmbeddingProvider) -> None:
+        """Embed queries with `embedder` from now on (call holding `gate` exclusively, with the swap)."""
+        self.embedder = embedder
+
+    async def search_unlogged(self, request: SearchRequest, caller: Caller) -> SearchOutcome:
+        """A search kept out of the query log (the service's own, such as a rebuild's self-check)."""
+        outcome, _ = await self._search(request, caller)
+        return outcome
 
     async def search(self, request: SearchRequest, caller: Caller, *, origin: SearchOrigin = "api") -> SearchOutcome:
         """The caller's search; `origin` names the face it came through (REST, MCP, console, ask).
 
         Every search, whatever its face, is recorded in the query log here, and only here.
         """
-        outcome, sources = await self._search(request, caller)
+        if self.turns is None:
+            outcome, sources = await self._search(request, caller)
+        else:
+            async with self.turns.turn(caller.name):  # one caller's burst waits behind others' turns
+                outcome, sources = await self._search(request, caller)
         if self.query_log is not None:
             self.query_log.record(
                 QueryLogEntry(
@@ -74,7 +114,9 @@ class SearchService:
                     origin=origin,
                     query=request.query,
                     results=len(outcome.hits),
-                    top_score=max((h.score for h in outcome.hits), default=None),
+                    # The calibrated relevance, not the fusion's score: "low score" must mean the same
+                    # under every fusion (the insights' low-score list reads it).
+                    top_score=max((h.relevance or 0.0 for h in outcome.hits), default=None),
                     latency_ms=round(outcome.took_ms, 3),
                     caller=caller.name,
                     sources=sources,
@@ -84,31 +126,54 @@ class SearchService:
 
     async def _search(self, request: SearchRequest, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         """The outcome, and the sources the search was scoped to (None: every source)."""
+        async with self.gate.shared(SERVING):
+            return await self._search_held(request, caller)
+
+    async def _search_held(self, request: SearchRequest, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         started = time.perf_counter()
         raw = request.filter
         requested = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier
         # The caller's scope is part of the engine filter, so `limit` is filled from what it may see.
         sources = narrow(requested, await caller.scope.resolve(self.catalog))
         if sources == []:
-            return SearchOutcome(hits=[], embed_ms=0.0, engine_ms=(time.perf_counter() - started) * 1000), sources
-        dense = await embed_call(self.embedder.embed_query, request.query) if request.mode != "keyword" else None
+            elapsed = (time.perf_counter() - started) * 1000
+            return SearchOutcome(hits=[], embed_ms=0.0, engine_ms=elapsed, relevant_at=self.relevant_at), sources
+        # The caller's own cache partition: a hit on another caller's query would show in the timing.
+        # Keyword mode embeds the query too: not to rank, but for every hit's relevance.
+        embedder = self.embedder.partition(caller.partition)
+        dense = await embed_call(embedder.embed_query, request.query)
         sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
 
-        search_filter = SearchFilter(source_identifiers=sources, uri_prefix=raw.uriPrefix, metadata=raw.metadata)
+        search_filter = SearchFilter(
+            source_identifiers=sources, uri_prefix=raw.uriPrefix, metadata=raw.metadata, version=raw.version
+        )
+        # Collapsing needs more chunks than pages: several chunks and versions of one page compete.
+        fetch = (
+            min(MAX_FETCH, max(self.candidates, request.limit * FETCH_PER_PAGE)) if request.collapse else request.limit
+        )
         hits = await store_call(
             lambda: self.store.search(
                 mode=request.mode,
                 dense=dense,
                 sparse=sparse,
                 filter=search_filter,
-                limit=request.limit,
-                candidates=max(self.candidates, request.limit),
+                limit=fetch,
+                candidates=max(self.candidates, fetch),
                 fusion=self.fusion,
             )
         )
+        if request.collapse:
+            hits = collapse_pages(hits, request.limit, self.relevance)
+        else:
+            hits = with_relevance(hits, self.relevance)
         finished = time.perf_counter()
-        outcome = SearchOutcome(hits=hits, embed_ms=(embedded - started) * 1000, engine_ms=(finished - embedded) * 1000)
+        outcome = SearchOutcome(
+            hits=hits,
+            embed_ms=(embedded - started) * 1000,
+            engine_ms=(finished - embedded) * 1000,
+            relevant_at=self.relevant_at,
+        )
         self.metrics.search_seconds.labels(request.mode, "embed").observe(outcome.embed_ms / 1000)
         self.metrics.search_seconds.labels(request.mode, "engine").observe(outcome.engine_ms / 1000)
         return outcome, sources

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+from kbsearch.errors import InvalidRequestError
 from kbsearch.models import FileIssue, SyncStatus
 from kbsearch.schemas import FileIssueBody, SyncStatusRequest
 from kbsearch.services.access import Caller, SourceCatalog
@@ -9,13 +12,16 @@ from kbsearch.services.documents import require_writer
 from kbsearch.services.runtime import in_thread, store_call
 from kbsearch.store.base import VectorStore
 
+DEFAULT_SKEW_S = 300.0
+
 
 class SyncStatusService:
     """Stores one status per source in the collection, beside its documents (see store/base.py)."""
 
-    def __init__(self, *, store: VectorStore, catalog: SourceCatalog) -> None:
+    def __init__(self, *, store: VectorStore, catalog: SourceCatalog, max_clock_skew_s: float = DEFAULT_SKEW_S) -> None:
         self.store = store
         self.catalog = catalog
+        self.max_clock_skew_s = max_clock_skew_s
 
     async def report(
         self, source_identifier: str, request: SyncStatusRequest, caller: Caller
@@ -26,11 +32,21 @@ class SyncStatusService:
         than the stored one never replaces it, so a delayed retry cannot hide a newer outcome.
         """
         require_writer(caller, source_identifier)
+        # A report from the future would outrank every real one after it (a 9999-12-31 hides the
+        # source's failures for good): refused beyond the allowed clock skew, and a stored one
+        # dated that far ahead (written before this check) gives way to the next real report.
+        trusted_until = time.time() + self.max_clock_skew_s
+        if request.syncedAt.timestamp() > trusted_until:
+            raise InvalidRequestError(
+                f"syncedAt is more than {self.max_clock_skew_s:g} seconds ahead of this service's clock",
+                code="SYNCED_AT_IN_FUTURE",
+                details={"maxClockSkewSeconds": self.max_clock_skew_s},
+            )
         problem = await in_thread(self.store.write_problem)
         if problem is not None:
             raise problem
         status = to_status(source_identifier, request)
-        stored = await store_call(self.store.put_sync_status, status)
+        stored = await store_call(self.store.put_sync_status, status, trusted_until)
         self.catalog.wrote(source_identifier)
         if stored:
             return status, True

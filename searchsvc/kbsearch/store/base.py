@@ -10,6 +10,9 @@ Layout of one collection:
   the document's metadata (stored once, never copied into chunks) and its `version`;
 - one *collection* point holding the CollectionSignature, so a different embedder is refused,
   and the collection's epoch: a random id made when the collection is created;
+- a *body* point per document written since bodies are kept: no vectors, id
+  `body_point_id(uri)`, the text as PUT and the chunker's body (front matter aside), the record's
+  checksum and the version of the write that made it; what reads and rebuilds start from;
 - a *sync status* point per source that reported one: no vectors, id
   `sync_status_point_id(source)`, the source's sourceIdentifier and its last reported sync
   under `sync`. It goes with the source's documents when the source is deleted.
@@ -37,6 +40,7 @@ from kbsearch.models import (
     SourceStats,
     SourceStatus,
     SparseVector,
+    StoredBody,
     SyncStatus,
 )
 
@@ -49,6 +53,7 @@ KIND_CHUNK = "chunk"
 KIND_DOCUMENT = "document"
 KIND_COLLECTION = "collection"
 KIND_SYNC_STATUS = "syncstatus"
+KIND_BODY = "body"
 URI = "uri"
 SOURCE = "sourceIdentifier"
 CHUNK_INDEX = "chunkIndex"
@@ -66,9 +71,14 @@ CHUNKER = "chunker"
 VERSION = "version"
 CHAR_START = "start"
 CHAR_END = "end"
+DOC_VERSION = "docVersion"  # the documentation version (services/versions.py); VERSION is the record version
+PAGE_KEY = "pageKey"  # the version-free page key of versioned docs
+PAGE = "page"  # a PDF chunk's page; absent for other formats
+CELL = "cell"  # a notebook chunk's cell
 WRITE_ID = "writeId"
 EPOCH = "epoch"
 SYNC = "sync"
+BODY = "body"
 SYNCED_AT_S = "syncedAtS"  # the report's time as seconds since the epoch: a newer one is never replaced
 
 # Keyword payload indexes every backend creates.
@@ -86,12 +96,60 @@ class VectorStore(ABC):
     collection: str
 
     @abstractmethod
-    def open(self, signature: CollectionSignature) -> None:
+    def open(self, signature: CollectionSignature, *, check: bool = True) -> None:
         """Create the collection (vectors, payload indexes, signature) or open it.
 
         Raises ConfigurationError when an existing collection was built with a different
-        signature (embedder, model, dimensions or sparse encoder).
+        signature (embedder, model, dimensions or sparse encoder), unless `check` is False: then
+        it opens as it is, to be served with the embedder that built it while a rebuild runs
+        (services/rebuild.py); stored_signature() says what that was.
         """
+
+    @abstractmethod
+    def stored_signature(self) -> CollectionSignature | None:
+        """What the open collection's vectors were made with (None: an empty, new collection)."""
+
+    @abstractmethod
+    def collection_chunker(self) -> str | None:
+        """The chunker fingerprint the collection was built with.
+
+        Recorded on the signature point by a rebuild; for older collections, that of one document
+        record (None when there is none).
+        """
+
+    @abstractmethod
+    def mark_chunker(self, fingerprint: str) -> None:
+        """Record the chunker fingerprint the whole collection was built with (a rebuild's last step)."""
+
+    # --- the background rebuild's shadow collection (services/rebuild.py) ----------------------
+    # The store owns where the shadow lives and how it is swapped in: on Edge a directory beside
+    # the shard that becomes its next generation (the pointer file names it); on a Qdrant server a
+    # collection the configured name becomes an alias of.
+
+    @abstractmethod
+    def shadow_exists(self) -> bool:
+        """Whether a shadow collection from an unfinished rebuild is there to resume."""
+
+    @abstractmethod
+    def open_shadow(self, signature: CollectionSignature) -> VectorStore:
+        """The shadow collection, open: the one there if it has `signature`, else a new empty one."""
+
+    @abstractmethod
+    def stage_adoption(self, shadow: VectorStore) -> object:
+        """The slow half of a swap (on Edge: close, rename and load the shadow); nothing changes for readers.
+
+        The caller holds every write back from here until adopt() returns; `shadow` is closed by it.
+        """
+
+    @abstractmethod
+    def adopt(self, staged: object) -> None:
+        """Serve what stage_adoption() prepared from now on, atomically (a restart opens it too), and
+        drop the old collection. The caller holds searches back meanwhile (a query must be embedded by
+        the model of the collection it meets)."""
+
+    @abstractmethod
+    def drop_shadow(self, shadow: VectorStore | None) -> None:
+        """Close (if given) and delete the shadow collection."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -123,11 +181,13 @@ class VectorStore(ABC):
         """
 
     @abstractmethod
-    def vectors_by_text_hash(self, text_hashes: list[str]) -> dict[str, list[float]]:
-        """A dense vector for each of `text_hashes` that some chunk anywhere in the collection has.
+    def vectors_by_text_hash(self, text_hashes: list[str], source_identifier: str | None) -> dict[str, list[float]]:
+        """A dense vector for each of `text_hashes` that some chunk of `source_identifier` has.
 
         Found through the textHash payload index (an engine filter, never a scan), so a text
-        repeated across documents (versioned documentation) is embedded once per collection.
+        repeated across a source's documents (versioned documentation) is embedded once per source.
+        Another source's chunks are never looked at: whether a vector was found must not tell a
+        writer what other sources hold. None is the documents without a source.
         Equal hashes mean equal embedded text, and the collection signature guarantees one model.
         """
 
@@ -138,6 +198,17 @@ class VectorStore(ABC):
         One conditional write in the engine, then a read back: True when the stored record is
         now exactly this write (same write_id, version and checksum).
         """
+
+    @abstractmethod
+    def put_body(self, body: StoredBody) -> None:
+        """Store a document's text; a stored body of a higher version is left alone."""
+
+    @abstractmethod
+    def get_body(self, uri: str) -> StoredBody | None: ...
+
+    @abstractmethod
+    def delete_body(self, uri: str, highest: int) -> None:
+        """Delete the body of `uri` if its version is at most `highest`."""
 
     @abstractmethod
     def delete_record(self, uri: str, version: int) -> None:
@@ -207,10 +278,12 @@ class VectorStore(ABC):
         """
 
     @abstractmethod
-    def put_sync_status(self, status: SyncStatus) -> bool:
+    def put_sync_status(self, status: SyncStatus, trusted_until_s: float | None = None) -> bool:
         """Store a source's sync status, unless the stored one is newer (a later synced_at).
 
-        True when `status` is now the stored one.
+        A stored status dated at or after `trusted_until_s` (seconds since the epoch) is replaced
+        whatever its date: a date that far ahead is forged or from a wrong clock. True when
+        `status` is now the stored one.
         """
 
     @abstractmethod

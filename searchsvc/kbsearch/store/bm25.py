@@ -16,7 +16,7 @@ with k1=1.2, b=0.75, avg_len=120; a query term gets 1.0 per distinct stem. IDF i
 Neighbour context: a chunk's term counts also include its previous and next chunk's tokens at
 NEIGHBOUR_WEIGHT (0.25) each, and so does its length. A question whose words straddle a chunk
 boundary then still finds the chunk that answers it; on SciFact train this lifts keyword nDCG@10
-from 0.695 to 0.711 (bench/README.md). Chunks are therefore encoded per document, in order.
+from 0.695 to 0.711 (bench/LOG.md). Chunks are therefore encoded per document, in order.
 
 Any change here changes the vectors: bump `Bm25Encoder.name`, which is part of the collection
 signature, so an existing collection built with another encoder is refused with the re-index hint.

@@ -10,6 +10,7 @@ import shutil
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -25,7 +26,9 @@ from kbsearch.models import (
     SearchHit,
     SearchMode,
     SparseVector,
+    StoredBody,
     SyncStatus,
+    body_point_id,
     document_point_id,
     sync_status_point_id,
 )
@@ -34,6 +37,7 @@ from kbsearch.store.base import (
     CHECKSUM,
     CHUNK_INDEX,
     DENSE_VECTOR,
+    DOC_VERSION,
     INGESTED_AT,
     KIND,
     KIND_CHUNK,
@@ -42,6 +46,7 @@ from kbsearch.store.base import (
     SPARSE_VECTOR,
     TEXT_HASH,
     URI,
+    VectorStore,
 )
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
 from kbsearch.store.edge_filters import bare_point, to_filter, where
@@ -65,8 +70,10 @@ _INDEXES: dict[str, Any] = {
     CHUNK_INDEX: qe.IntegerIndexParams(lookup=True, range=True, memory=_INDEX_MEMORY),
     # Finds incomplete records at start-up without reading every payload.
     CHECKSUM: qe.KeywordIndexParams(memory=_INDEX_MEMORY),
-    # Finds a stored vector of a repeated chunk text anywhere in the collection (vectors_by_text_hash).
+    # Finds a stored vector of a repeated chunk text in the same source (vectors_by_text_hash).
     TEXT_HASH: qe.KeywordIndexParams(memory=_INDEX_MEMORY),
+    # The version filter of docs search (services/versions.py).
+    DOC_VERSION: qe.KeywordIndexParams(memory=_INDEX_MEMORY),
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qe.DatetimeIndexParams(memory=_INDEX_MEMORY),
 }
@@ -124,7 +131,7 @@ class EdgeStore(PointStore):
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def open(self, signature: CollectionSignature) -> None:
+    def open(self, signature: CollectionSignature, *, check: bool = True) -> None:
         with self._lock:
             if self._shard is not None:
                 raise RuntimeError(f"edge store {self.path} is already open")
@@ -137,7 +144,7 @@ class EdgeStore(PointStore):
                 self.dimensions = signature.dimensions
                 ensure_space_to_open(self.path, self._watch.min_free_bytes)
                 shard = self._open_shard(signature)
-                self._prepare(shard, signature)
+                self._prepare(shard, signature, check)
             except BaseException:
                 if shard is not None:
                     shard.close()
@@ -188,11 +195,14 @@ class EdgeStore(PointStore):
                 raise ConfigurationError(self._held_message()) from exc
             raise ConfigurationError(f"Cannot open the embedded store at {self.path}: {exc}") from exc
 
-    def _prepare(self, shard: qe.EdgeShard, signature: CollectionSignature) -> None:
+    def _prepare(self, shard: qe.EdgeShard, signature: CollectionSignature, check: bool) -> None:
         found = shard.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
         stored = pl.signature_from_payload(found[0].payload or {}) if found else None
         has_points = shard.count(qe.CountRequest(exact=True)) > 0
-        pl.check_signature(f"'{self.collection}' at {self.path}", stored, has_points, signature)
+        if check or stored is None:
+            pl.check_signature(f"'{self.collection}' at {self.path}", stored, has_points, signature)
+        else:
+            self.dimensions = stored.dimensions
         if pl.epoch_from_payload(found[0].payload if found else None) is None:
             # A new collection, or one from before epochs existed, gets its epoch once.
             point = bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature, pl.new_epoch()))
@@ -311,16 +321,30 @@ class EdgeStore(PointStore):
             self._apply(qe.UpdateOperation.upsert_points([point], condition=condition))
             return pl.same_write(self.get_document(record.uri), record)
 
+    def put_body(self, body: StoredBody) -> None:
+        point = bare_point(body_point_id(body.uri), pl.body_payload(body))
+        with self._lock:
+            self._apply(
+                qe.UpdateOperation.upsert_points([point], condition=to_filter([pl.version_at_most(body.version)]))
+            )
+
+    def delete_body(self, uri: str, highest: int) -> None:
+        doomed = [pl.HasId(body_point_id(uri)), pl.version_at_most(highest)]
+        with self._lock:
+            self._apply(qe.UpdateOperation.delete_points_by_filter(where(doomed)))
+
     def delete_record(self, uri: str, version: int) -> None:
         doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
         with self._lock:
             self._apply(qe.UpdateOperation.delete_points_by_filter(where(doomed)))
 
-    def put_sync_status(self, status: SyncStatus) -> bool:
+    def put_sync_status(self, status: SyncStatus, trusted_until_s: float | None = None) -> bool:
         point = bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
         with self._lock:
             self._apply(
-                qe.UpdateOperation.upsert_points([point], condition=to_filter(pl.sync_status_newer_than(status)))
+                qe.UpdateOperation.upsert_points(
+                    [point], condition=to_filter(pl.sync_status_newer_than(status, trusted_until_s))
+                )
             )
             return self._sync_status(status.source_identifier) == status
 
@@ -352,6 +376,106 @@ class EdgeStore(PointStore):
 
     def _count(self, conditions: list[pl.Condition]) -> int:
         return self._s.count(qe.CountRequest(exact=True, filter=to_filter(conditions)))
+
+    def mark_chunker(self, fingerprint: str) -> None:
+        with self._lock:
+            found = self._s.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
+            if not found:
+                raise RuntimeError(f"the collection at {self.path} has lost its signature point")
+            payload = pl.with_chunker(found[0].payload or {}, fingerprint)
+            self._apply(qe.UpdateOperation.upsert_points([bare_point(pl.SIGNATURE_POINT_ID, payload)]))
+
+    # --- the rebuild's shadow: a directory beside the shard, adopted as its next generation ------
+
+    @property
+    def _shadow_name(self) -> str:
+        # A '.' is never part of a collection name (settings), so no collection can meet it.
+        return f"{self.collection}.rebuild"
+
+    def shadow_exists(self) -> bool:
+        shadow = self._layout.data_dir / self._shadow_name
+        return shadow.is_dir() and any(shadow.iterdir())
+
+    def open_shadow(self, signature: CollectionSignature) -> EdgeStore:
+        # No index build in the shadow: once adopted, this store's own indexer builds it.
+        shadow = EdgeStore(
+            self._layout.data_dir,
+            self._shadow_name,
+            flush_interval_s=self._flush_interval_s,
+            min_free_bytes=self._watch.min_free_bytes,
+        )
+        shadow.open(signature, check=False)
+        stored = shadow.stored_signature()
+        if stored is not None and not pl.compatible(stored, signature):
+            log.info("dropping a rebuild's shadow made for other settings", extra={"path": str(shadow.path)})
+            self.drop_shadow(shadow)
+            shadow = EdgeStore(
+                self._layout.data_dir,
+                self._shadow_name,
+                flush_interval_s=self._flush_interval_s,
+                min_free_bytes=self._watch.min_free_bytes,
+            )
+            shadow.open(signature)
+        return shadow
+
+    def drop_shadow(self, shadow: VectorStore | None) -> None:
+        if shadow is not None:
+            shadow.close()
+        remove(self._layout.data_dir / self._shadow_name)
+        (self._layout.data_dir / f".{self._shadow_name}.lock").unlink(missing_ok=True)
+
+    def stage_adoption(self, shadow: VectorStore) -> object:
+        """Close the shadow, rename its directory to this shard's next generation and load it (the slow part).
+
+        Nothing is served from it yet; adopt() names it in the pointer file and switches. A crash before
+        that leaves the old shard live (the renamed directory is removed as stale at the next open, and
+        the rebuild starts again).
+        """
+        if not isinstance(shadow, EdgeStore) or shadow.path.parent != self._layout.data_dir:
+            raise ValueError("only a shadow made by open_shadow can be adopted")
+        source = shadow.path
+        shadow.close()
+        self.indexer.stop()  # a build of the old shard would be dropped anyway; it must not race for a name
+        try:
+            target = self._layout.next_generation()
+            os.rename(source, target)
+            (self._layout.data_dir / f".{self._shadow_name}.lock").unlink(missing_ok=True)
+            read_into_page_cache(target)  # without the interpreter lock; the load then reads no disk
+            return _Staged(qe.EdgeShard.load(str(target)), target)
+        except BaseException:
+            self.indexer.start()
+            raise
+
+    def adopt(self, staged: object) -> None:
+        """Name the staged generation in the pointer file (atomic, durable) and serve it; drop the old shard."""
+        if not isinstance(staged, _Staged):
+            raise ValueError("adopt takes what stage_adoption returned")
+        new, target = staged.shard, staged.path
+        try:
+            with self._lock:
+                try:
+                    self._layout.commit(target)  # from here a restart opens the rebuilt collection
+                except BaseException:
+                    new.close()
+                    raise
+                old, old_path = self._shard, self.path
+                self._shard, self.path = new, target
+                self._write_log = None
+                self._watch.moved_to(target)
+                self._dirty = False
+                found = new.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
+                if found:
+                    self.dimensions = pl.signature_from_payload(found[0].payload or {}).dimensions
+            # A search that took the old shard before the swap still holds a reference: close after it.
+            while old is not None and sys.getrefcount(old) > 2:
+                time.sleep(0.01)
+            if old is not None:
+                old.close()
+            # The old directory goes in the background: requests need not wait for the disk.
+            threading.Thread(target=remove, args=(old_path,), name="edge-remove-old", daemon=True).start()
+            log.info("swapped in the rebuilt collection", extra={"path": str(target)})
+        finally:
+            self.indexer.start()
 
     # --- the background index build (store/edge_indexer.py) ----------------------------------
 
@@ -506,6 +630,9 @@ class EdgeStore(PointStore):
         fusion: Fusion,
     ) -> list[SearchHit]:
         scope = to_filter(conditions)
+        # With a query vector, each hit's cosine to it comes back too: an absolute relevance signal
+        # that fusion's per-query normalised scores are not.
+        want_vectors: Any = [DENSE_VECTOR] if dense is not None else False
         dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
         # A query of stopwords only has no terms: it can match nothing, so it is not sent.
         sparse_query = (
@@ -540,7 +667,7 @@ class EdgeStore(PointStore):
                 query=query,
                 filter=scope,
                 with_payload=True,
-                with_vector=False,
+                with_vector=want_vectors,
             )
         else:
             query = dense_query if mode == "dense" else sparse_query
@@ -548,8 +675,21 @@ class EdgeStore(PointStore):
                 if mode == "dense":
                     raise ValueError("dense search needs a dense query vector")
                 return []
-            request = qe.QueryRequest(limit=limit, query=query, filter=scope, with_payload=True, with_vector=False)
-        return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in self._s.query(request)]
+            request = qe.QueryRequest(
+                limit=limit, query=query, filter=scope, with_payload=True, with_vector=want_vectors
+            )
+        return [
+            pl.hit_from_payload(p.id, p.score, p.payload or {}, _similarity(dense, p.vector))
+            for p in self._s.query(request)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """A rebuilt generation, renamed into place and loaded, not yet named in the pointer file."""
+
+    shard: qe.EdgeShard
+    path: Path
 
 
 def _fusion(fusion: Fusion, weights: list[float]) -> Any:
@@ -566,6 +706,12 @@ def _weighted_sum(weights: list[float]) -> qe.Formula:
         for i, w in enumerate(weights)
     ]
     return qe.Formula(qe.Expression.Sum(terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))})
+
+
+def _similarity(dense: list[float] | None, vectors: Any) -> float | None:
+    if dense is None or not isinstance(vectors, dict) or DENSE_VECTOR not in vectors:
+        return None
+    return pl.cosine(dense, _dense(vectors))
 
 
 def _dense(vectors: dict[str, Any]) -> list[float]:

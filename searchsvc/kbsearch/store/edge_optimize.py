@@ -60,7 +60,7 @@ def edge_config(
     The segments a build writes keep their vectors, graph, sparse index and id tracker in
     memory-mapped files that Edge populates on load (Memory.Cached) rather than copying them into
     RAM (the sparse index's default): the service loads the built shard holding the interpreter
-    lock, and this makes that load shorter (bench/README.md, "the index swap").
+    lock, and this makes that load shorter (bench/LOG.md, "the index swap").
     """
     hnsw = optimizers = None
     if threads is not None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -21,10 +22,13 @@ from kbsearch.models import (
     SearchFilter,
     SearchHit,
     SourceStats,
+    StoredBody,
     SyncStatus,
     interchangeable_backends,
 )
 from kbsearch.store.base import (
+    BODY,
+    CELL,
     CHAR_END,
     CHAR_START,
     CHECKSUM,
@@ -32,16 +36,20 @@ from kbsearch.store.base import (
     CHUNKER,
     CHUNKS,
     CONTENT,
+    DOC_VERSION,
     EPOCH,
     HEADINGS,
     INGESTED_AT,
     KIND,
+    KIND_BODY,
     KIND_CHUNK,
     KIND_COLLECTION,
     KIND_DOCUMENT,
     KIND_SYNC_STATUS,
     MAX_METADATA_FILTER_DOCUMENTS,
     METADATA,
+    PAGE,
+    PAGE_KEY,
     SOURCE,
     SYNC,
     SYNCED_AT_S,
@@ -73,7 +81,8 @@ _SIGNATURE_FIELDS = {
 
 
 def chunk_payload(point: ChunkPoint) -> dict[str, Any]:
-    return {
+    located = {key: value for key, value in ((PAGE, point.page), (CELL, point.cell)) if value is not None}
+    return located | {
         KIND: KIND_CHUNK,
         URI: point.uri,
         SOURCE: point.source_identifier,
@@ -87,6 +96,8 @@ def chunk_payload(point: ChunkPoint) -> dict[str, Any]:
         VERSION: point.version,
         CHAR_START: point.start,
         CHAR_END: point.end,
+        DOC_VERSION: point.doc_version,
+        PAGE_KEY: point.page_key,
     }
 
 
@@ -121,6 +132,33 @@ def document_from_payload(payload: Mapping[str, Any]) -> DocumentRecord:
     )
 
 
+def body_payload(body: StoredBody) -> dict[str, Any]:
+    return {
+        KIND: KIND_BODY,
+        URI: body.uri,
+        SOURCE: body.source_identifier,
+        CHECKSUM: body.checksum,
+        VERSION: body.version,
+        CONTENT: body.content,
+        BODY: body.body,
+        "contentType": body.content_type,
+        "contentEncoding": body.content_encoding,
+    }
+
+
+def body_from_payload(payload: Mapping[str, Any]) -> StoredBody:
+    return StoredBody(
+        uri=payload[URI],
+        source_identifier=payload.get(SOURCE),
+        checksum=payload[CHECKSUM],
+        version=int(payload.get(VERSION) or 0),
+        content=payload[CONTENT],
+        body=payload[BODY],
+        content_type=payload.get("contentType"),
+        content_encoding=payload.get("contentEncoding") or "utf-8",
+    )
+
+
 def same_write(stored: DocumentRecord | None, written: DocumentRecord) -> bool:
     """Whether the read-back record is exactly the one a conditional write tried to store."""
     return (
@@ -132,7 +170,9 @@ def same_write(stored: DocumentRecord | None, written: DocumentRecord) -> bool:
     )
 
 
-def hit_from_payload(point_id: Any, score: float, payload: Mapping[str, Any]) -> SearchHit:
+def hit_from_payload(
+    point_id: Any, score: float, payload: Mapping[str, Any], similarity: float | None = None
+) -> SearchHit:
     """A hit without metadata: that lives on the record (see with_metadata)."""
     return SearchHit(
         id=str(point_id),
@@ -145,7 +185,19 @@ def hit_from_payload(point_id: Any, score: float, payload: Mapping[str, Any]) ->
         headings=list(payload.get(HEADINGS) or []),
         metadata={},
         source_identifier=payload.get(SOURCE),
+        version=payload.get(DOC_VERSION),
+        page_key=payload.get(PAGE_KEY),
+        similarity=similarity,
+        page=payload.get(PAGE),
+        cell=payload.get(CELL),
     )
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity; 0 for a zero vector."""
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
 
 
 def chunk_from_payload(payload: Mapping[str, Any]) -> DocumentChunk:
@@ -159,6 +211,8 @@ def chunk_from_payload(payload: Mapping[str, Any]) -> DocumentChunk:
         headings=list(payload.get(HEADINGS) or []),
         start=payload.get(CHAR_START),
         end=payload.get(CHAR_END),
+        page=payload.get(PAGE),
+        cell=payload.get(CELL),
     )
 
 
@@ -227,9 +281,13 @@ def rfc3339_seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def sync_status_newer_than(status: SyncStatus) -> list[Condition]:
-    """The condition of a sync status write: the stored one (if any) is not newer than `status`."""
-    return [AnyOf((Range(SYNCED_AT_S, lte=rfc3339_seconds(status.synced_at)), Missing(SYNCED_AT_S)))]
+def sync_status_newer_than(status: SyncStatus, trusted_until_s: float | None = None) -> list[Condition]:
+    """The condition of a sync status write: the stored one (if any) is not newer than `status`,
+    or is dated after `trusted_until_s` (a forged or far-ahead date that would hide every real report)."""
+    options: list[Range | Missing] = [Range(SYNCED_AT_S, lte=rfc3339_seconds(status.synced_at)), Missing(SYNCED_AT_S)]
+    if trusted_until_s is not None:
+        options.append(Range(SYNCED_AT_S, gte=trusted_until_s))
+    return [AnyOf(tuple(options))]
 
 
 def sync_status_conditions(allowed: list[str] | None) -> list[Condition]:
@@ -244,6 +302,16 @@ def signature_payload(signature: CollectionSignature, epoch: str) -> dict[str, A
     for key, attr in _SIGNATURE_FIELDS.items():
         payload[key] = getattr(signature, attr)
     return payload
+
+
+def with_chunker(payload: Mapping[str, Any], fingerprint: str) -> dict[str, Any]:
+    """The signature point's payload, recording the chunker the whole collection was built with."""
+    return {**payload, CHUNKER: fingerprint}
+
+
+def chunker_from_payload(payload: Mapping[str, Any] | None) -> str | None:
+    value = (payload or {}).get(CHUNKER)
+    return value if isinstance(value, str) and value else None
 
 
 def new_epoch() -> str:
@@ -303,11 +371,16 @@ def check_signature(
             keep = f" To keep it, set SEARCHSVC_LOCAL_BACKEND to {' or '.join(usable)}."
         raise ConfigurationError(
             f"Collection {where} was built with [{describe(stored)}] but the service is "
-            f"configured with [{describe(wanted)}]; its vectors are not comparable.{keep} {_REINDEX_HINT}"
+            f"configured with [{describe(wanted)}]; its vectors are not comparable.{keep} "
+            f"{_REBUILD_HINT} {_REINDEX_HINT}"
         )
     return False
 
 
+_REBUILD_HINT = (
+    "With SEARCHSVC_REBUILD=auto (the default) the service serves it as it is and rebuilds it in the "
+    "background instead (docs/operations/upgrades-and-reindex.md)."
+)
 _REINDEX_HINT = (
     "To re-index, point SEARCHSVC_COLLECTION at a new collection name (or, for the embedded "
     "store, delete the collection's directory under SEARCHSVC_DATA_DIR) and re-sync the sources; "
@@ -426,6 +499,11 @@ def _scope_conditions(search_filter: SearchFilter) -> list[Condition]:
     return conditions
 
 
+def _chunk_only_conditions(search_filter: SearchFilter) -> list[Condition]:
+    """Conditions on fields only chunks carry."""
+    return [Match(DOC_VERSION, search_filter.version)] if search_filter.version else []
+
+
 def metadata_record_conditions(search_filter: SearchFilter) -> list[Condition]:
     """Conditions on document records for a search's metadata filter (with its scope)."""
     conditions: list[Condition] = [Match(KIND, KIND_DOCUMENT), *_scope_conditions(search_filter)]
@@ -458,7 +536,7 @@ def search_conditions(search_filter: SearchFilter, uris: list[str] | None = None
     No kind condition is needed: only chunks have vectors, so record and signature points can
     never be a nearest neighbour.
     """
-    conditions = _scope_conditions(search_filter)
+    conditions = _scope_conditions(search_filter) + _chunk_only_conditions(search_filter)
     if uris is not None:
         conditions.append(MatchAny(URI, list(uris)))
     return conditions

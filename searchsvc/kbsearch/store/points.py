@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from kbsearch.models import (
+    CollectionSignature,
     DocumentChunk,
     DocumentRecord,
     Fusion,
@@ -23,16 +24,20 @@ from kbsearch.models import (
     SourceStats,
     SourceStatus,
     SparseVector,
+    StoredBody,
     SyncStatus,
+    body_point_id,
     chunk_point_id,
     document_point_id,
     sync_status_point_id,
 )
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import (
+    CHUNKER,
     DENSE_VECTOR,
     INGESTED_AT,
     KIND,
+    KIND_BODY,
     KIND_CHUNK,
     KIND_DOCUMENT,
     KIND_SYNC_STATUS,
@@ -105,6 +110,29 @@ class PointStore(VectorStore):
             return None
         return pl.document_from_payload(found[0].payload)
 
+    def stored_signature(self) -> CollectionSignature | None:
+        with self._guard("read the collection signature"):
+            found = self._retrieve([pl.SIGNATURE_POINT_ID], True)
+        return pl.signature_from_payload(found[0].payload or {}) if found else None
+
+    def collection_chunker(self) -> str | None:
+        with self._guard("read the collection's chunker"):
+            found = self._retrieve([pl.SIGNATURE_POINT_ID], True)
+            recorded = pl.chunker_from_payload(found[0].payload if found else None)
+            if recorded is not None:
+                return recorded
+            records, _ = self._scroll_page(
+                [pl.Match(KIND, KIND_DOCUMENT)], offset=None, limit=1, payload=[CHUNKER], vector=False
+            )
+        return pl.chunker_from_payload(records[0].payload if records else None)
+
+    def get_body(self, uri: str) -> StoredBody | None:
+        with self._guard("read a document body"):
+            found = self._retrieve([body_point_id(uri)], True)
+        if not found or (found[0].payload or {}).get(KIND) != KIND_BODY:
+            return None
+        return pl.body_from_payload(found[0].payload)
+
     def document_chunks(self, uri: str, first: int, last: int) -> list[DocumentChunk]:
         chunks: list[DocumentChunk] = []
         with self._guard("read the chunks of a document"):
@@ -132,12 +160,14 @@ class PointStore(VectorStore):
                 if r.vector and DENSE_VECTOR in r.vector
             }
 
-    def vectors_by_text_hash(self, text_hashes: list[str]) -> dict[str, list[float]]:
+    def vectors_by_text_hash(self, text_hashes: list[str], source_identifier: str | None) -> dict[str, list[float]]:
         wanted = set(text_hashes)
+        source: pl.Condition = pl.Missing(SOURCE) if source_identifier is None else pl.Match(SOURCE, source_identifier)
         found: dict[str, list[float]] = {}
         for start in range(0, len(text_hashes), pl.SCROLL_PAGE):
             conditions: list[pl.Condition] = [
                 pl.Match(KIND, KIND_CHUNK),
+                source,
                 pl.MatchAny(TEXT_HASH, list(text_hashes[start : start + pl.SCROLL_PAGE])),
             ]
             with self._guard("read vectors by text hash"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import uuid
@@ -23,7 +24,9 @@ from kbsearch.models import (
     SearchHit,
     SearchMode,
     SparseVector,
+    StoredBody,
     SyncStatus,
+    body_point_id,
     document_point_id,
     sync_status_point_id,
 )
@@ -32,6 +35,7 @@ from kbsearch.store.base import (
     CHECKSUM,
     CHUNK_INDEX,
     DENSE_VECTOR,
+    DOC_VERSION,
     EPOCH,
     INGESTED_AT,
     KIND,
@@ -42,6 +46,7 @@ from kbsearch.store.base import (
     TEXT_HASH,
     URI,
     VERSION,
+    VectorStore,
 )
 from kbsearch.store.points import PointStore
 from kbsearch.store.querylog import (
@@ -60,11 +65,18 @@ _INDEXES: dict[str, Any] = {
     CHUNK_INDEX: qm.IntegerIndexParams(type=qm.IntegerIndexType.INTEGER, lookup=True, range=True),
     # Finds incomplete records at start-up without reading every payload.
     CHECKSUM: qm.PayloadSchemaType.KEYWORD,
-    # Finds a stored vector of a repeated chunk text anywhere in the collection (vectors_by_text_hash).
+    # Finds a stored vector of a repeated chunk text in the same source (vectors_by_text_hash).
     TEXT_HASH: qm.PayloadSchemaType.KEYWORD,
+    # The version filter of docs search (services/versions.py).
+    DOC_VERSION: qm.PayloadSchemaType.KEYWORD,
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qm.PayloadSchemaType.DATETIME,
 }
+
+log = logging.getLogger(__name__)
+
+# On a shadow's signature point once its first swap began (see adopt).
+_SWAP_READY = "swapReady"
 
 # Points per upsert request: keeps request bodies well under the server's size limit.
 _UPSERT_BATCH = 256
@@ -103,14 +115,15 @@ class QdrantServerStore(PointStore):
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def open(self, signature: CollectionSignature) -> None:
+    def open(self, signature: CollectionSignature, *, check: bool = True) -> None:
         with self._lock, _unavailable_on_failure(f"open collection '{self.collection}'"):
-            if not self.client.collection_exists(self.collection):
+            if not self._exists(self.collection) and not self._finish_first_swap():
                 self._create(signature)
             found = self.client.retrieve(self.collection, [pl.SIGNATURE_POINT_ID], with_payload=True)
             stored = pl.signature_from_payload(found[0].payload or {}) if found else None
             has_points = self.client.count(self.collection, exact=True).count > 0
-            pl.check_signature(f"'{self.collection}' on Qdrant", stored, has_points, signature)
+            if check or stored is None:
+                pl.check_signature(f"'{self.collection}' on Qdrant", stored, has_points, signature)
             if pl.epoch_from_payload(found[0].payload if found else None) is None:
                 # A new collection, or one from before epochs existed. Conditional, so replicas
                 # starting together agree on the first epoch written.
@@ -118,6 +131,107 @@ class QdrantServerStore(PointStore):
                 self.client.upsert(self.collection, [point], wait=True, update_filter=_filter([pl.Missing(EPOCH)]))
             self._ensure_indexes()
             self._check_conditional_writes()
+
+    def _finish_first_swap(self) -> bool:
+        """Alias the configured name to a rebuilt collection whose first swap was interrupted."""
+        for name in reversed(self._generations()):
+            found = self.client.retrieve(name, [pl.SIGNATURE_POINT_ID], with_payload=True)
+            if found and (found[0].payload or {}).get(_SWAP_READY):
+                create = qm.CreateAlias(collection_name=name, alias_name=self.collection)
+                self.client.update_collection_aliases(
+                    change_aliases_operations=[qm.CreateAliasOperation(create_alias=create)]
+                )
+                log.warning("finished an interrupted swap to a rebuilt collection", extra={"collection": name})
+                return True
+        return False
+
+    def _aliases(self) -> dict[str, str]:
+        return {a.alias_name: a.collection_name for a in self.client.get_aliases().aliases}
+
+    def _exists(self, name: str) -> bool:
+        """A collection or an alias of one (a rebuild turns the configured name into an alias)."""
+        return name in self._aliases() or self.client.collection_exists(name)
+
+    # --- the rebuild's shadow: a collection of its own, which the configured name becomes an alias of
+
+    def _generations(self) -> list[str]:
+        """Collections named `<name>--g<n>`, oldest first: rebuilt ones and a shadow under way."""
+        prefix = f"{self.collection}--g"
+        names = [c.name for c in self.client.get_collections().collections]
+        found = [n for n in names if n.startswith(prefix) and n[len(prefix) :].isdigit()]
+        return sorted(found, key=lambda n: int(n[len(prefix) :]))
+
+    def _shadow_name(self) -> str | None:
+        live = self._aliases().get(self.collection)
+        pending = [g for g in self._generations() if g != live]
+        return pending[-1] if pending else None
+
+    def shadow_exists(self) -> bool:
+        with _unavailable_on_failure("look for a rebuild's shadow collection"):
+            return self._shadow_name() is not None
+
+    def open_shadow(self, signature: CollectionSignature) -> QdrantServerStore:
+        with _unavailable_on_failure("open a rebuild's shadow collection"):
+            name = self._shadow_name()
+            if name is not None:
+                shadow = QdrantServerStore(self.client, name)
+                shadow.open(signature, check=False)
+                stored = shadow.stored_signature()
+                if stored is None or pl.compatible(stored, signature):
+                    return shadow
+                log.info("dropping a rebuild's shadow made for other settings", extra={"collection": name})
+                self.client.delete_collection(name)
+            numbers = [int(g.rsplit("--g", 1)[1]) for g in self._generations()]
+            shadow = QdrantServerStore(self.client, f"{self.collection}--g{max(numbers, default=0) + 1}")
+            shadow.open(signature)
+            return shadow
+
+    def drop_shadow(self, shadow: VectorStore | None) -> None:
+        with _unavailable_on_failure("delete a rebuild's shadow collection"):
+            name = shadow.collection if shadow is not None else self._shadow_name()
+            if name is not None and name != self._aliases().get(self.collection):
+                self.client.delete_collection(name)
+
+    def stage_adoption(self, shadow: VectorStore) -> object:
+        if not isinstance(shadow, QdrantServerStore) or shadow.client is not self.client:
+            raise ValueError("only a shadow made by open_shadow can be adopted")
+        return shadow  # nothing to prepare: the switch is one alias operation
+
+    def adopt(self, staged: object) -> None:
+        """Point the configured name at the shadow: one alias switch when it is an alias already.
+
+        The first time, the name is still a collection of its own, which must go before the name can
+        become an alias; a replica's request in that moment fails and is retried by its client.
+        """
+        shadow = staged
+        if not isinstance(shadow, QdrantServerStore) or shadow.client is not self.client:
+            raise ValueError("adopt takes what stage_adoption returned")
+        with self._lock, _unavailable_on_failure("swap in the rebuilt collection"):
+            old = self._aliases().get(self.collection)
+            create = qm.CreateAliasOperation(
+                create_alias=qm.CreateAlias(collection_name=shadow.collection, alias_name=self.collection)
+            )
+            if old is not None:
+                delete = qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=self.collection))
+                self.client.update_collection_aliases(change_aliases_operations=[delete, create])
+                self.client.delete_collection(old)
+            else:
+                # Marked first: a process killed between the delete and the alias finishes the swap
+                # at its next open (_finish_first_swap) instead of creating an empty collection.
+                shadow.client.set_payload(
+                    shadow.collection, {_SWAP_READY: True}, points=[pl.SIGNATURE_POINT_ID], wait=True
+                )
+                self.client.delete_collection(self.collection)
+                self.client.update_collection_aliases(change_aliases_operations=[create])
+        log.info("swapped in the rebuilt collection", extra={"collection": shadow.collection})
+
+    def mark_chunker(self, fingerprint: str) -> None:
+        with self._lock, _unavailable_on_failure("record the collection's chunker"):
+            found = self.client.retrieve(self.collection, [pl.SIGNATURE_POINT_ID], with_payload=True)
+            if not found:
+                raise StoreUnavailableError(f"collection '{self.collection}' has no signature point")
+            payload = pl.with_chunker(found[0].payload or {}, fingerprint)
+            self.client.upsert(self.collection, [_bare_point(pl.SIGNATURE_POINT_ID, payload)], wait=True)
 
     def _check_conditional_writes(self) -> None:
         """Refuse a server that ignores conditional writes: replicas would lose updates on it.
@@ -199,16 +313,30 @@ class QdrantServerStore(PointStore):
             )
         return pl.same_write(self.get_document(record.uri), record)
 
+    def put_body(self, body: StoredBody) -> None:
+        point = _bare_point(body_point_id(body.uri), pl.body_payload(body))
+        fence = _filter([pl.version_at_most(body.version)])
+        with self._lock, _unavailable_on_failure("write a document body"):
+            self.client.upsert(self.collection, [point], wait=True, update_filter=fence)
+
+    def delete_body(self, uri: str, highest: int) -> None:
+        doomed = [pl.HasId(body_point_id(uri)), pl.version_at_most(highest)]
+        with self._lock, _unavailable_on_failure("delete a document body"):
+            self._delete(doomed)
+
     def delete_record(self, uri: str, version: int) -> None:
         doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
         with self._lock, _unavailable_on_failure("delete a document record"):
             self._delete(doomed)
 
-    def put_sync_status(self, status: SyncStatus) -> bool:
+    def put_sync_status(self, status: SyncStatus, trusted_until_s: float | None = None) -> bool:
         point = _bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
         with self._lock, _unavailable_on_failure("write a sync status"):
             self.client.upsert(
-                self.collection, [point], wait=True, update_filter=_filter(pl.sync_status_newer_than(status))
+                self.collection,
+                [point],
+                wait=True,
+                update_filter=_filter(pl.sync_status_newer_than(status, trusted_until_s)),
             )
         return self.get_sync_status(status.source_identifier) == status
 
@@ -322,7 +450,9 @@ class QdrantServerStore(PointStore):
             raise ValueError("dense search needs a dense query vector")
         if not stages:
             return []
-        common: dict[str, Any] = {"query_filter": where, "limit": limit, "with_payload": True, "with_vectors": False}
+        # With a query vector, each hit's cosine to it comes back too (see EdgeStore._query).
+        wanted = [DENSE_VECTOR] if dense is not None else False
+        common: dict[str, Any] = {"query_filter": where, "limit": limit, "with_payload": True, "with_vectors": wanted}
         if mode == "hybrid":
             prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using, _ in stages]
             lane_size = candidates
@@ -346,7 +476,15 @@ class QdrantServerStore(PointStore):
         else:
             query, using, _ = stages[0]
             response = self.client.query_points(self.collection, query=query, using=using, **common)
-        return [pl.hit_from_payload(p.id, p.score, p.payload or {}) for p in response.points]
+        return [
+            pl.hit_from_payload(p.id, p.score, p.payload or {}, _similarity(dense, p.vector)) for p in response.points
+        ]
+
+
+def _similarity(dense: list[float] | None, vectors: Any) -> float | None:
+    if dense is None or not isinstance(vectors, dict) or not isinstance(vectors.get(DENSE_VECTOR), list):
+        return None
+    return pl.cosine(dense, vectors[DENSE_VECTOR])
 
 
 def _fusion(fusion: Fusion, weights: list[float]) -> qm.FusionQuery | qm.RrfQuery:

@@ -66,7 +66,7 @@ def page(context: BrowserContext) -> Page:
 
 def shoot(page: Page, name: str) -> Path:
     """Keep what the test saw in tests/console/artifacts/ (git-ignored): the whole page, and its
-    first screen in artifacts/readme/ (what docs/console/*.png, shown in the README, are copied from)."""
+    first screen in artifacts/readme/ (what docs/console/*.png, shown in docs/user/console.md, are copied from)."""
     (ARTIFACTS / "readme").mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
@@ -158,7 +158,7 @@ class FaultyService:
 
         from kbsearch.app import create_app
         from kbsearch.settings import Settings
-        from tests.operator.e2e_support import Faults
+        from tests.operator.world import Faults
         from tests.support.hashing import HashingEmbedder
         from tests.support.service import make_store
 
@@ -198,7 +198,7 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FaultySer
     import subprocess
     import sys
 
-    from tests.operator.gitfixtures import WorkRepo
+    from tests.support.git import WorkRepo
 
     tmp = tmp_path_factory.mktemp("synced")
     repo = WorkRepo(tmp / "repo")

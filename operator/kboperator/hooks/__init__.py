@@ -1,0 +1,1 @@
+"""Webhook deliveries from git hosts, without any server or Kubernetes: signatures and push events."""

@@ -1,0 +1,366 @@
+"""The reconcile loop of one KnowledgeSource: one turn of it, the sync itself, and the cleanup.
+
+What to do is decided by statemachine.decide (the states are drawn there); what was done is
+written by status.StatusWriter. This module runs the actions.
+
+The loop: the `sync` timer (handlers.py) calls `run_loop_turn` over and over, never twice at once
+per object. A turn either waits (until the next planned time, a spec or annotation change, or
+stop), or writes one status change and returns so that kopf applies it. A due sync is first
+announced (phase Pending or Syncing) and run by the next turn, under the source's lock and one
+of the global sync slots.
+
+Retry policy:
+- success: the next sync is planned by the schedule;
+- a partial sync, and every other failure (repository or service unreachable, a missing Secret
+  or key, refused credentials, a refused mass deletion): retried with exponential backoff and
+  jitter, from RETRY_BACKOFF_SECONDS up to RETRY_BACKOFF_MAX_SECONDS (and never later than the
+  schedule), so a failure that needs a human is retried rarely, never in a tight loop;
+- an invalid spec (URL, ref, glob, schedule; a ref that does not exist; a local path that is
+  not allowed; a search service off the allow-list; a Secret without the opt-in label, or
+  bound by its `url` key to another URL): never retried until the spec or the sync-request
+  annotation changes.
+The engine also does a full reconcile on the first sync, when the last synced commit left the
+history, and on drift: the service's collection epoch or the source's document count is no
+longer what the last successful sync left (status.collectionEpoch, status.expectedDocumentCount;
+see drift.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, NoReturn
+
+import kopf
+
+from kboperator.crd import SYNC_REQUEST_ANNOTATION
+from kboperator.errors import InvalidSpecError, SyncError
+from kboperator.kube.context import Services
+from kboperator.kube.secrets import SecretError, repository_credentials, webhook_token
+from kboperator.kube.source import ServiceRef, Source, parse_source, service_ref, source_id
+from kboperator.kube.statemachine import Action, decide, interrupted
+from kboperator.kube.status import StatusWriter
+from kboperator.kube.webhooks import push_request_time
+from kboperator.models import Baseline, Credentials, SyncResult
+from kboperator.schedule import format_time, utcnow
+from kboperator.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+_MAX_NAP = 3600.0  # re-evaluate at least hourly, whatever the schedule says
+
+
+@dataclass
+class SourceState:
+    """What the operator remembers about one object between handler calls (in its kopf memo)."""
+
+    #: Held while a sync or a cleanup runs: the two never overlap for one source.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Set when the spec or the sync-request annotation changes, to end a wait early.
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: (generation, sync request) last seen by the watch spy.
+    seen: tuple[Any, Any] | None = None
+    #: The status as this process last wrote it: the live body may lag behind our own patches.
+    status: dict[str, Any] | None = None
+    #: (generation, webhook Secret name) last registered with the webhook receiver; None: look again.
+    hook: tuple[Any, Any] | None = None
+    #: Why the source takes no webhooks, as last reported in an event.
+    hook_problem: str | None = None
+
+
+def source_state(memo: Any) -> SourceState:
+    """The SourceState in a per-object kopf memo, created on first use."""
+    state: SourceState | None = memo.get("kb_source")
+    if state is None:
+        state = memo["kb_source"] = SourceState()
+    return state
+
+
+def _triggers(body: Mapping[str, Any]) -> tuple[Any, Any]:
+    meta = body.get("metadata") or {}
+    return meta.get("generation"), (meta.get("annotations") or {}).get(SYNC_REQUEST_ANNOTATION)
+
+
+def noticeable(state: SourceState, body: Mapping[str, Any]) -> bool:
+    """Whether the spec or the sync request changed since last noticed; status writes never count."""
+    return _triggers(body) != state.seen
+
+
+def notice(state: SourceState, body: Mapping[str, Any]) -> None:
+    """Remember the triggers, and wake the timer if they changed after the first sight."""
+    if state.seen is not None:
+        state.wake.set()
+    state.seen = _triggers(body)
+
+
+def _writer(services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch) -> StatusWriter:
+    if state.status is None:  # first sight in this process: start from the object's own status
+        state.status = dict(body.get("status") or {})
+    return StatusWriter(services.metrics, state.status, body, patch)
+
+
+async def run_loop_turn(
+    services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch, stopped: kopf.DaemonStopped
+) -> None:
+    """One turn of the source's loop: decide, then wait, or make one step and return.
+
+    Shaped as turns, not as one endless coroutine, because kopf applies `patch` only when a
+    handler call returns: each status change must end a turn to reach the API (a kopf daemon
+    would hold its patch until it exits). The waiting is done inside the turn, woken early by
+    `notice`, since a kopf timer's interval is fixed while a source's next time is not.
+    """
+    restarted = state.status is None
+    writer = _writer(services, state, body, patch)
+    if restarted and writer.status.get("phase"):
+        services.metrics.set_phase(writer.source_id, writer.status["phase"])  # after a restart
+    if interrupted(writer.status, restarted):
+        writer.interrupted()
+    await _refresh_webhook(services, state, writer, body)
+    now = utcnow()
+    decision = decide(body, writer.status, services.settings, now, restarted=restarted)
+    if decision.action in (Action.WAIT, Action.RETAIN, Action.DELETE):  # being deleted: wait to be stopped
+        await _nap(state, stopped, decision.wait)
+    elif decision.action is Action.STAGGER:
+        await _nap(state, stopped, random.uniform(0, decision.wait or 0.0))
+    elif decision.action is Action.SYNC:
+        if not stopped:
+            assert decision.source is not None
+            await _sync(services, state, writer, decision.source, decision.full, stopped)
+    else:
+        writer.apply(decision, now)
+
+
+async def _refresh_webhook(
+    services: Services, state: SourceState, writer: StatusWriter, body: Mapping[str, Any]
+) -> None:
+    """Register the source with the webhook receiver (or drop it) when its spec or secret may have changed.
+
+    Looked at again after each sync, so a rotated webhook Secret takes effect by the next sync.
+    """
+    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+    secret = ((spec.get("webhook") or {}).get("secretRef") or {}).get("name")
+    key = (meta.get("generation"), secret)
+    if key == state.hook:
+        return
+    state.hook = key
+    namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    receiver = services.webhooks
+    if receiver is not None and (not secret or meta.get("deletionTimestamp")):
+        receiver.unregister(namespace, name)
+    if not secret or meta.get("deletionTimestamp"):
+        writer.webhook(None)
+        return
+    if receiver is None:
+        _hook_problem(state, writer, "spec.webhook is set, but the operator's webhook receiver is off")
+        return
+    settings = services.settings
+    try:
+        source = parse_source(
+            namespace, name, spec,
+            allow_local=settings.allow_local_repositories, min_interval=settings.min_sync_interval_seconds,
+            services=settings.service_policy, local_root=settings.local_repositories_root,
+            forbidden=[settings.cache_dir],
+        )  # fmt: skip
+        token = await webhook_token(services.secrets, namespace, secret)
+    except (SyncError, SecretError) as exc:  # an invalid spec is reported by the sync itself
+        receiver.unregister(namespace, name)
+        _hook_problem(state, writer, f"webhooks are off for this source: {exc}")
+        return
+    state.hook_problem = None
+    writer.webhook(receiver.register(source, name, token))
+
+
+def _hook_problem(state: SourceState, writer: StatusWriter, problem: str) -> None:
+    """No webhooks for this source: one Warning event per distinct problem, not one per sync."""
+    writer.webhook(None, None if problem == state.hook_problem else problem)
+    state.hook_problem = problem
+
+
+def _freshness_bound(services: Services, body: Mapping[str, Any]) -> float:
+    value = (body.get("spec") or {}).get("freshnessBoundSeconds")
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return services.settings.freshness_bound_seconds
+
+
+async def _sync(
+    services: Services,
+    state: SourceState,
+    writer: StatusWriter,
+    source: Source,
+    full: bool,
+    stopped: kopf.DaemonStopped,
+) -> None:
+    started, started_at = time.monotonic(), utcnow()
+    # When the commit this sync brings was first known to exist: a webhook's push, else now.
+    pushed_at = (
+        push_request_time(writer.request)
+        if writer.request != (state.status or {}).get("lastHandledSyncRequest")
+        else None
+    )
+    status = state.status or {}
+    last_commit = status.get("lastSyncedCommit")
+    baseline = Baseline(epoch=status.get("collectionEpoch"), documents=status.get("expectedDocumentCount"))
+    result: SyncResult | None = None
+    error: Exception | None = None
+    async with state.lock, services.slots:
+        if stopped:  # deleted while queued: the cleanup may have run, a sync now would re-add documents
+            return
+        try:
+            credentials = await _credentials(services, source)
+            async with services.engine(source.namespace, source.service) as engine:
+                result = await engine.sync(
+                    source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline
+                )
+        except SyncError as exc:
+            error = exc
+        except Exception as exc:  # a bug must not stop this source's loop; it is shown in status
+            log.exception("source %s: sync failed unexpectedly", source.source_id)
+            error = exc
+        now = utcnow()
+        retry_at = _retry_at(services.settings, source, writer.failures() + 1, now)
+        bound = _freshness_bound(services, writer.body)
+        if result is not None:
+            services.metrics.record_sync(result)
+            writer.synced(source, result, now, retry_at)
+            if result.ok:
+                seen_at = min(pushed_at or started_at, started_at)
+                writer.freshness(now=now, bound=bound, commit=result.commit, seen_at=seen_at)
+                if pushed_at is not None:
+                    services.metrics.push_to_searchable.observe(max(0.0, (now - pushed_at).total_seconds()))
+            else:
+                writer.freshness(now=now, bound=bound)
+        else:
+            assert error is not None
+            services.metrics.record_failure(time.monotonic() - started)
+            writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at)
+            writer.freshness(now=now, bound=bound)
+        state.hook = None  # look at the webhook Secret again on the next turn
+        # Under the lock: a cleanup that deletes the source cannot run between the sync and its report.
+        await _report(services, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time())
+
+
+async def _report(
+    services: Services,
+    source: Source,
+    result: SyncResult | None,
+    error: Exception | None,
+    *,
+    synced_at: str,
+    next_at: str | None,
+) -> None:
+    """Report the outcome to the source's search service; a failure is logged and the next sync reports again."""
+    try:
+        async with services.engine(source.namespace, source.service) as engine:
+            await engine.report(source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at)
+    except (SyncError, SecretError) as exc:  # no usable service or token: the sync's status already says so
+        log.info("source %s: the sync's outcome was not reported to the search service: %s", source.source_id, exc)
+
+
+async def _credentials(services: Services, source: Source) -> Credentials | None:
+    if not source.secret_name:
+        return None
+    return await repository_credentials(services.secrets, source.namespace, source.secret_name, source.location)
+
+
+def _retry_at(settings: OperatorSettings, source: Source, failures: int, now: datetime.datetime) -> datetime.datetime:
+    delay = settings.backoff(failures) * (1 + random.uniform(0, 0.1))  # jitter: sources failing together spread
+    return min(now + datetime.timedelta(seconds=delay), source.schedule.next_after(now))
+
+
+async def _nap(state: SourceState, stopped: kopf.DaemonStopped, seconds: float | None) -> None:
+    """Sleep until `seconds` pass, the source is woken, or the timer is stopped."""
+    if not state.wake.is_set() and not stopped:
+        timeout = _MAX_NAP if seconds is None else max(0.0, min(seconds, _MAX_NAP))
+        waiters = [asyncio.ensure_future(state.wake.wait()), asyncio.ensure_future(_stopping(stopped))]
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+    state.wake.clear()
+
+
+async def _stopping(stopped: kopf.DaemonStopped) -> None:
+    await stopped.wait()
+
+
+async def cleanup(
+    services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch, retry: int
+) -> None:
+    """Run the deletion policy; a failure raises kopf.TemporaryError, so the finalizer stays.
+
+    A cleanup never waits forever for a search-token Secret that cannot be used (the usual case:
+    the namespace is being deleted, and its Secrets went first). For the operator's own search
+    service it falls back to the operator's own token; for another service it gives up after
+    KBOPERATOR_CLEANUP_SECRET_ATTEMPTS attempts, with a Warning event: the documents stay.
+    An unreachable service is retried until it answers.
+    """
+    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+    sid = source_id(meta["namespace"], meta["name"])
+    writer = _writer(services, state, body, patch)
+    # RETAIN or DELETE: a body the cleanup handler sees always carries a deletionTimestamp.
+    decision = decide(body, writer.status, services.settings, utcnow())
+    async with state.lock:  # a running sync finishes first, so it cannot re-add documents after us
+        if decision.action is Action.RETAIN:
+            writer.documents_retained()
+            result = "success"
+        else:
+            result = await _delete_documents(services, writer, body, sid, service_ref(spec), retry)
+    services.metrics.cleanups.labels(result=result).inc()
+    services.metrics.set_phase(sid, None)
+    if services.webhooks is not None:
+        services.webhooks.unregister(meta["namespace"], meta["name"])
+    url = (spec.get("repository") or {}).get("url")
+    if isinstance(url, str):
+        await asyncio.to_thread(services.repos.forget, sid, url)
+
+
+async def _delete_documents(
+    services: Services,
+    writer: StatusWriter,
+    body: Mapping[str, Any],
+    sid: str,
+    service: ServiceRef,
+    retry: int,
+) -> str:
+    """Delete a source's documents; returns the metric's result, or raises kopf.TemporaryError."""
+    namespace = (body.get("metadata") or {})["namespace"]
+    try:
+        try:
+            documents, chunks = await _delete_source(services, namespace, service, sid)
+        except (SecretError, InvalidSpecError) as exc:
+            if not (service.secret_name and services.policy.is_default(service.url)):
+                raise
+            # The operator's own service: its own token deletes the source's documents just as well.
+            log.warning("source %s: cleanup uses the operator's own token (%s)", sid, exc)
+            documents, chunks = await _delete_source(services, namespace, replace(service, secret_name=None), sid)
+    except (SecretError, InvalidSpecError) as exc:
+        attempts = retry + 1
+        if attempts >= services.settings.cleanup_secret_attempts:
+            writer.documents_left_behind(attempts, exc)
+            return "abandoned"
+        _retry_cleanup(services, writer, sid, retry, exc)
+    except SyncError as exc:
+        _retry_cleanup(services, writer, sid, retry, exc)
+    writer.documents_deleted(documents, chunks)
+    return "success"
+
+
+async def _delete_source(services: Services, namespace: str, service: ServiceRef, sid: str) -> tuple[int, int]:
+    async with services.engine(namespace, service) as engine:
+        return await engine.client.delete_source(sid)
+
+
+def _retry_cleanup(services: Services, writer: StatusWriter, sid: str, retry: int, exc: Exception) -> NoReturn:
+    delay = services.settings.backoff(retry + 1)
+    message = f"deleting the documents of {sid} failed, retrying in {delay:.0f}s: {exc}"
+    writer.cleanup_failed(message)
+    services.metrics.cleanups.labels(result="failed").inc()
+    raise kopf.TemporaryError(message, delay=delay) from None

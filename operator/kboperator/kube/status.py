@@ -1,0 +1,391 @@
+"""Writing what each step of the state machine did: status fields, conditions, events, the phase metric.
+
+`StatusWriter` consumes statemachine.py's decisions and the sync's result; the functions above it
+shape status fields (bounded lists, conditions that follow the Kubernetes API conventions).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+import kopf
+
+from kboperator.crd import SYNC_REQUEST_ANNOTATION
+from kboperator.kube.metrics import OperatorMetrics
+from kboperator.kube.source import Source, source_id
+from kboperator.kube.statemachine import (
+    FRESH,
+    READY,
+    SYNCED,
+    Action,
+    Decision,
+    Phase,
+    Reason,
+    failure_reason,
+    reason_of,
+)
+from kboperator.models import FileIssue, SyncResult
+from kboperator.schedule import format_time, parse_time, utcnow
+
+#: Bounded lists in status: the CRD's maxItems, so that a huge repository cannot bloat the object.
+MAX_LISTED_FILES = 50
+#: Kubernetes caps a condition message at 32 KiB; stay well below it.
+MAX_MESSAGE = 2000
+
+
+def condition(
+    previous: Sequence[Mapping[str, Any]] | None,
+    type_: str,
+    status: bool | None,
+    reason: str,
+    message: str,
+    *,
+    generation: int | None,
+    now: str,
+) -> dict[str, Any]:
+    """One condition; lastTransitionTime moves only when the status itself changes."""
+    text = "Unknown" if status is None else str(bool(status))
+    old = next((c for c in previous or () if c.get("type") == type_), None)
+    since = old.get("lastTransitionTime") if old and old.get("status") == text else None
+    result: dict[str, Any] = {
+        "type": type_,
+        "status": text,
+        "reason": reason,
+        "message": message[:MAX_MESSAGE],
+        "lastTransitionTime": since or now,
+    }
+    if generation is not None:
+        result["observedGeneration"] = generation
+    return result
+
+
+def merge_conditions(
+    previous: Sequence[Mapping[str, Any]] | None, updates: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The previous conditions with `updates` replacing those of the same type, order kept."""
+    merged = {c["type"]: dict(c) for c in previous or () if "type" in c}
+    for update in updates:
+        merged[update["type"]] = dict(update)
+    return [merged[key] for key in sorted(merged, key=lambda t: (t != READY, t != SYNCED, t))]
+
+
+def issues(items: Iterable[FileIssue]) -> list[dict[str, str]]:
+    """A bounded status list of {path, reason} and, when the service refused the file, its code."""
+    listed: list[dict[str, str]] = []
+    for issue in items:
+        if len(listed) == MAX_LISTED_FILES:
+            break
+        listed.append({"path": issue.path, "reason": issue.reason[:500]} | ({"code": issue.code} if issue.code else {}))
+    return listed
+
+
+def unlisted(items: Sequence[FileIssue]) -> int:
+    """How many of `items` a bounded status list leaves out."""
+    return max(0, len(items) - MAX_LISTED_FILES)
+
+
+def last_sync(result: SyncResult) -> dict[str, Any]:
+    """status.lastSync: the counts of one attempt, and its duration."""
+    return {
+        "commit": result.commit,
+        "full": result.full,
+        "added": result.added,
+        "modified": result.modified,
+        "deleted": result.deleted,
+        "renamed": result.renamed,
+        "unchanged": result.unchanged,
+        "skipped": len(result.skipped),
+        "failed": len(result.failed),
+        "durationSeconds": round(result.duration_s, 3),
+    } | ({"drift": result.drift[:MAX_MESSAGE]} if result.drift else {})
+
+
+def summary(result: SyncResult) -> str:
+    """A one-line human account of a sync, for conditions and events."""
+    text = (
+        f"{result.added} added, {result.modified} modified, {result.deleted} deleted, "
+        f"{result.renamed} renamed, {result.unchanged} unchanged, {len(result.skipped)} skipped, "
+        f"{len(result.failed)} failed at {result.commit[:12]}"
+    )
+    if result.drift:
+        text = f"full reconcile after drift ({result.drift}): {text}"
+    if result.failed:
+        first = result.failed[0]
+        text += f"; first failure: {first.path}: {first.reason}"
+    if result.rejected:
+        first = result.rejected[0]
+        text += f"; {len(result.rejected)} refused by the search service, first: {first.path}: {first.reason}"
+    return text
+
+
+class StatusWriter:
+    """Puts one step's status changes and events into kopf's patch and into the source's own copy.
+
+    `status` is the source's status as this process last wrote it (the live body may lag behind
+    our own patches); it is updated in place.
+    """
+
+    def __init__(
+        self, metrics: OperatorMetrics, status: dict[str, Any], body: Mapping[str, Any], patch: kopf.Patch
+    ) -> None:
+        meta = body.get("metadata") or {}
+        self.metrics = metrics
+        self.body = body
+        self.patch = patch
+        self.generation = meta.get("generation")
+        self.source_id = source_id(meta.get("namespace", ""), meta.get("name", ""))
+        self.request = (meta.get("annotations") or {}).get(SYNC_REQUEST_ANNOTATION)
+        self.status = status
+
+    def failures(self) -> int:
+        """Failed attempts since the last success."""
+        return int(self.status.get("consecutiveFailures") or 0)
+
+    def next_sync_time(self) -> str | None:
+        """status.nextSyncTime as this process last wrote it: the next planned sync or retry, if any."""
+        value = self.status.get("nextSyncTime")
+        return value if isinstance(value, str) else None
+
+    def apply(self, decision: Decision, now: datetime.datetime) -> None:
+        """Write the status change of a decision that runs nothing (see statemachine.py)."""
+        if decision.action is Action.SUSPEND:
+            self._suspended()
+        elif decision.action is Action.INVALID:
+            self._failed(Reason.INVALID_SPEC, decision.error or "InvalidSpecError", retry_at=None, attempted=False)
+        elif decision.action is Action.RESCHEDULE:
+            assert decision.source is not None
+            self._rescheduled(decision.source, now)
+        elif decision.action is Action.ANNOUNCE:
+            self._announced(decision.why)
+        else:
+            raise ValueError(f"{decision.action} writes nothing by itself")
+
+    def interrupted(self) -> None:
+        """Syncing at start-up: the last process may have died half-way through applying a diff."""
+        self._write({"lastFullSyncTime": None})  # so the sync it owes is a full reconcile
+
+    def _announced(self, why: str) -> None:
+        """A sync is due: show it before it runs (the next timer call runs it)."""
+        never_synced = not self.status.get("lastSyncTime")
+        phase = Phase.PENDING if never_synced else Phase.SYNCING
+        changes: dict[str, Any] = {"phase": phase.value, "observedGeneration": self.generation}
+        if not self.status.get("conditions"):
+            message = f"the first sync is queued ({why})"
+            changes["conditions"] = self._conditions(
+                (READY, None, Reason.PENDING, message), (SYNCED, None, Reason.PENDING, message)
+            )
+        self._write(changes)
+
+    def _suspended(self) -> None:
+        """spec.suspend is true: nothing runs, nothing is planned."""
+        documents = self.status.get("documentCount", 0)
+        message = f"spec.suspend is true: no sync runs; the {documents} documents already indexed stay"
+        self._write(
+            {
+                "phase": Phase.SUSPENDED.value,
+                "observedGeneration": self.generation,
+                "nextSyncTime": None,
+                "conditions": self._conditions((READY, False, Reason.SUSPENDED, message)),
+            }
+        )
+
+    def _rescheduled(self, source: Source, now: datetime.datetime) -> None:
+        """A spec change that keeps the document set (schedule, policy): plan the next sync anew."""
+        changes: dict[str, Any] = {"observedGeneration": self.generation}
+        if not self.failures():  # a failing source keeps its backoff
+            base = parse_time(self.status.get("lastSyncTime")) or now
+            changes["nextSyncTime"] = format_time(source.schedule.next_after(base))
+        self._write(changes)
+
+    def synced(self, source: Source, result: SyncResult, now: datetime.datetime, retry_at: datetime.datetime) -> None:
+        """A sync ran to the end; the commit advances unless a document failed (skips do not count), else retry_at."""
+        text, short = summary(result), result.commit[:12]
+        changes: dict[str, Any] = {
+            "observedGeneration": self.generation,
+            "lastSyncTime": format_time(now),
+            "documentCount": result.documents,
+            "lastSync": last_sync(result),
+            "skippedFiles": issues(result.skipped),
+            "skippedFilesOmitted": unlisted(result.skipped),
+            "failedFiles": issues(result.failed),
+        }
+        if result.drift:
+            self._event(Reason.DRIFT_DETECTED, f"full reconcile: {result.drift}", warning=True)
+        if result.rejected:
+            first = result.rejected[0]
+            self._event(Reason.DOCUMENTS_REJECTED, (
+                f"{len(result.rejected)} files skipped, refused by the search service; they are tried again when "
+                f"they change. First: {first.path}: {first.reason}"
+            ), warning=True)  # fmt: skip
+        if self.request:
+            changes["lastHandledSyncRequest"] = self.request
+        previous = self.status.get("phase")
+        if result.ok:
+            changes.update(
+                {
+                    "phase": Phase.SYNCED.value,
+                    "lastSyncedCommit": result.commit,
+                    "shortCommit": result.commit[:12],
+                    "specHash": source.spec_hash,
+                    "lastSuccessfulSyncTime": format_time(now),
+                    "consecutiveFailures": 0,
+                    # What the next sync's drift check compares against (None: the service cannot tell).
+                    "collectionEpoch": result.baseline.epoch,
+                    "expectedDocumentCount": result.baseline.documents,
+                    "nextSyncTime": format_time(source.schedule.next_after(now)),
+                    "conditions": self._conditions(
+                        (READY, True, Reason.SYNC_SUCCEEDED, f"{result.documents} documents mirror commit {short}"),
+                        (SYNCED, True, Reason.SYNC_SUCCEEDED, text),
+                    ),
+                }
+            )
+            if result.full:
+                changes["lastFullSyncTime"] = format_time(now)
+            changed = result.added + result.modified + result.deleted + result.renamed
+            if changed or previous != Phase.SYNCED:
+                self._event(Reason.SYNC_COMPLETED, text)
+            if result.deleted:
+                self._event(Reason.DOCUMENTS_DELETED, f"{result.deleted} documents deleted at {result.commit[:12]}")
+        else:
+            failures = self.failures() + 1
+            message = f"{len(result.failed)} documents failed; retry at {format_time(retry_at)}"
+            if reason_of(self.status) != Reason.PARTIAL_SYNC:  # one event per failure streak, not per retry
+                self._event(Reason.SYNC_PARTIAL, text, warning=True)
+            changes.update(
+                {
+                    # The commit stays, but part of the diff was applied: a diff from that commit no
+                    # longer tells what the service lacks (a revert to it would look like no change).
+                    "lastFullSyncTime": None,
+                    "phase": Phase.FAILED.value,
+                    "consecutiveFailures": failures,
+                    "nextSyncTime": format_time(retry_at),
+                    "conditions": self._conditions(
+                        (READY, False, Reason.PARTIAL_SYNC, message), (SYNCED, False, Reason.PARTIAL_SYNC, text)
+                    ),
+                }
+            )
+        self._write(changes)
+
+    def failed(self, error: Exception, *, retry_at: datetime.datetime | None) -> None:
+        """A sync failed; retry_at None: not until the spec changes."""
+        text = str(error) or type(error).__name__
+        self._failed(failure_reason(error), text, retry_at=retry_at, attempted=True)
+
+    def _failed(self, reason: Reason, text: str, *, retry_at: datetime.datetime | None, attempted: bool) -> None:
+        when = "not retried until the spec changes" if retry_at is None else f"retry at {format_time(retry_at)}"
+        message = f"{text}; {when}"
+        changes: dict[str, Any] = {
+            "phase": Phase.FAILED.value,
+            "observedGeneration": self.generation,
+            "consecutiveFailures": self.failures() + 1,
+            "nextSyncTime": format_time(retry_at) if retry_at else None,
+            "conditions": self._conditions((READY, False, reason, message), (SYNCED, False, reason, message)),
+        }
+        if self.request:
+            changes["lastHandledSyncRequest"] = self.request
+        if attempted:
+            changes["lastSyncTime"] = format_time(utcnow())
+            # It may have failed after applying part of its changes: the retry reconciles fully.
+            changes["lastFullSyncTime"] = None
+        if reason != reason_of(self.status):  # one event per failure streak and reason, not per retry
+            self._event(reason, message, warning=True)
+        self._write(changes)
+
+    def webhook(self, path: str | None, problem: str | None = None) -> None:
+        """The receiver's path for this source (None: it takes no webhooks); `problem`: why not."""
+        if path != self.status.get("webhookPath"):
+            self._write({"webhookPath": path})
+        if problem:
+            self._event(Reason.WEBHOOK_UNAVAILABLE, problem, warning=True)
+
+    def freshness(
+        self,
+        *,
+        now: datetime.datetime,
+        bound: float,
+        commit: str | None = None,
+        seen_at: datetime.datetime | None = None,
+    ) -> None:
+        """Measure how fresh the index is: after a successful sync of `commit` (first seen on the
+        remote at `seen_at`), or, without them, the age of the last successful sync alone."""
+        fresh = dict(self.status.get("freshness") or {})
+        if commit is not None and seen_at is not None:
+            self.metrics.last_success.labels(source=self.source_id).set(now.timestamp())
+            if commit != fresh.get("remoteCommit"):  # a commit already searchable keeps its measure
+                lag = max(0.0, (now - seen_at).total_seconds())
+                fresh.update(remoteCommit=commit, remoteCommitSeenTime=format_time(seen_at), lagSeconds=round(lag, 3))
+            self.metrics.freshness_lag.labels(source=self.source_id).set(float(fresh.get("lagSeconds") or 0.0))
+        last_success = parse_time(self.status.get("lastSuccessfulSyncTime"))
+        changes: dict[str, Any] = {}
+        if bound > 0:
+            fresh["boundSeconds"] = int(bound)
+            age = (now - last_success).total_seconds() if last_success else None
+            lag = float(fresh.get("lagSeconds") or 0.0)
+            behind = []
+            if lag > bound:
+                behind.append(f"its last push took {lag:.0f}s to become searchable")
+            if age is None or age > bound:
+                when = f"{age:.0f}s ago" if age is not None else "never"
+                behind.append(f"its last successful sync ended {when}")
+            self.metrics.behind_bound.labels(source=self.source_id).set(1 if behind else 0)
+            if behind:
+                message = f"behind its freshness bound of {bound:.0f}s: " + " and ".join(behind)
+                if self._condition_status(FRESH) != "False":
+                    self._event(Reason.FELL_BEHIND, message, warning=True)
+                changes["conditions"] = self._conditions((FRESH, False, Reason.FELL_BEHIND, message))
+            else:
+                message = f"within its freshness bound of {bound:.0f}s (last push to searchable: {lag:.1f}s)"
+                changes["conditions"] = self._conditions((FRESH, True, Reason.WITHIN_BOUND, message))
+        if fresh != (self.status.get("freshness") or {}):
+            changes["freshness"] = fresh
+        if changes:
+            self._write(changes)
+
+    def _condition_status(self, type_: str) -> str | None:
+        for item in self.status.get("conditions") or ():
+            if item.get("type") == type_:
+                return str(item.get("status"))
+        return None
+
+    def cleanup_failed(self, message: str) -> None:
+        """The deletion policy could not run: say so (the finalizer stays)."""
+        self._write({"conditions": self._conditions((READY, False, Reason.CLEANUP_FAILED, message))})
+        self._event(Reason.CLEANUP_FAILED, message, warning=True)
+
+    def documents_retained(self) -> None:
+        """deletionPolicy Retain: the cleanup leaves the documents."""
+        message = f"deletionPolicy is Retain: the documents of {self.source_id} stay indexed"
+        self._event(Reason.DOCUMENTS_RETAINED, message)
+
+    def documents_deleted(self, documents: int, chunks: int) -> None:
+        """The cleanup deleted the source's documents."""
+        self._event(Reason.DOCUMENTS_DELETED, f"deleted {documents} documents ({chunks} chunks) of {self.source_id}")
+
+    def documents_left_behind(self, attempts: int, error: Exception) -> None:
+        """The cleanup gave up on a search-token Secret it cannot use: the finalizer goes, the documents stay."""
+        self._event(Reason.DOCUMENTS_LEFT_BEHIND, (
+            f"gave up deleting the documents of {self.source_id} after {attempts} attempts and released the "
+            f"finalizer; they stay in the search service: {error}"
+        ), warning=True)  # fmt: skip
+
+    def _event(self, reason: Reason, message: str, *, warning: bool = False) -> None:
+        post = kopf.warn if warning else kopf.info
+        post(cast(kopf.Body, self.body), reason=reason.value, message=message)  # kopf reads only its metadata
+
+    def _conditions(self, *updates: tuple[str, bool | None, Reason, str]) -> list[dict[str, Any]]:
+        now = format_time(utcnow())
+        previous = self.status.get("conditions")
+        fresh = [condition(previous, t, s, r.value, m, generation=self.generation, now=now) for t, s, r, m in updates]
+        return merge_conditions(previous, fresh)
+
+    def _write(self, changes: Mapping[str, Any]) -> None:
+        for key, value in changes.items():
+            self.patch.status[key] = value
+            if value is None:
+                self.status.pop(key, None)
+            else:
+                self.status[key] = value
+        if "phase" in changes:
+            self.metrics.set_phase(self.source_id, changes["phase"])

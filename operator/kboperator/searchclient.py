@@ -1,0 +1,310 @@
+"""The operator's only HTTP client: the search service's v1 API, with retries and honest errors.
+
+Every response's status is checked. 429, 5xx and network errors are retried with exponential
+backoff and full jitter (a 429's Retry-After is honoured); when retries run out the call raises
+ServiceUnavailableError. 401/403 raise ServiceAuthError; a 409, 413 or 422 to a document write
+or delete raises DocumentRejectedError (that document can never succeed as it is); any other
+4xx raises ServiceRejectedError with the service's error code and message. The token is sent
+only in the Authorization header and never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from kboperator import __version__
+from kboperator.errors import DocumentRejectedError, ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
+from kboperator.models import SyncReport
+
+log = logging.getLogger(__name__)
+
+_RETRY_AFTER_CAP_S = 300.0  # a hostile or confused Retry-After must not park a sync for hours
+# What the service answers about one document's own content, URI or metadata (too large,
+# another source's URI, invalid): sending it again cannot help.
+_DOCUMENT_REJECTIONS = frozenset({409, 413, 422})
+# What a service without GET /api/v1/sources/{id} answers (405: only DELETE has that path).
+_NO_SUCH_ENDPOINT = frozenset({404, 405})
+
+
+@dataclass(frozen=True)
+class PutResult:
+    """The service's answer to one PUT: status is created, updated or unchanged."""
+
+    status: str
+    checksum: str
+    chunks: int
+
+
+@dataclass(frozen=True)
+class ListedDocument:
+    """One document as the service lists it."""
+
+    uri: str
+    checksum: str
+    chunks: int
+    metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SourceStats:
+    """GET /api/v1/sources/{id}: one source's counts, and the collection they live in."""
+
+    source_id: str
+    documents: int
+    chunks: int
+    incomplete: int  # documents whose last write was interrupted
+    last_ingested_at: str | None
+    epoch: str  # changes when the collection is re-created
+
+
+class SearchClient:
+    """Async client for one search service. Use `async with`, or call `aclose()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 60.0,
+        max_attempts: int = 5,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        page_size: int = 1000,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        headers = {"User-Agent": f"kboperator/{__version__}", "Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, transport=transport, timeout=timeout)
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._rng = rng or random.Random()
+        self._sleep = sleep
+        self.page_size = page_size
+
+    def __repr__(self) -> str:
+        return f"SearchClient({self.base_url!r})"
+
+    async def __aenter__(self) -> SearchClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def put_document(
+        self, uri: str, content: str, metadata: Mapping[str, Any], *, content_encoding: str | None = None
+    ) -> PutResult:
+        """Create or replace one document; `content_encoding="base64"` when `content` is a binary file's bytes.
+
+        The service tells the format from the URI's extension (a PDF, a Word file, a notebook...).
+        """
+        payload = {"uri": uri, "content": content, "metadata": dict(metadata)}
+        if content_encoding is not None:
+            payload["contentEncoding"] = content_encoding
+        body = await self._call("PUT", "/api/v1/documents", json=payload, document=True)
+        with _contract("PUT /api/v1/documents"):
+            return PutResult(status=str(body["status"]), checksum=str(body["checksum"]), chunks=int(body["chunks"]))
+
+    async def delete_document(self, uri: str, source_id: str | None = None) -> int:
+        """Delete one document (only if it belongs to `source_id`, when given); returns chunks deleted."""
+        params = {"uri": uri} | ({"sourceIdentifier": source_id} if source_id else {})
+        body = await self._call("DELETE", "/api/v1/documents", params=params, document=True)
+        with _contract("DELETE /api/v1/documents"):
+            return int(body["chunksDeleted"])
+
+    async def delete_source(self, source_id: str) -> tuple[int, int]:
+        """Delete every document of a source; returns (documents, chunks) deleted."""
+        body = await self._call("DELETE", f"/api/v1/sources/{quote(source_id, safe='')}")
+        with _contract("DELETE /api/v1/sources"):
+            return int(body["documentsDeleted"]), int(body["chunksDeleted"])
+
+    async def list_documents(self, source_id: str) -> dict[str, ListedDocument]:
+        """Every document the service holds for a source, by URI, across all pages."""
+        documents: dict[str, ListedDocument] = {}
+        cursor: str | None = None
+        while True:
+            params = {"sourceIdentifier": source_id, "limit": str(self.page_size)}
+            if cursor:
+                params["cursor"] = cursor
+            page = await self._call("GET", "/api/v1/documents", params=params)
+            with _contract("GET /api/v1/documents"):
+                for item in page["documents"]:
+                    documents[item["uri"]] = ListedDocument(
+                        uri=item["uri"], checksum=item["checksum"], chunks=int(item["chunks"]),
+                        metadata=dict(item.get("metadata") or {}),
+                    )  # fmt: skip
+                cursor = page.get("nextCursor")
+            if not cursor:
+                return documents
+
+    async def source_stats(self, source_id: str) -> SourceStats | None:
+        """One source's counts and the collection epoch; None from a service too old to tell."""
+        try:
+            body = await self._call("GET", f"/api/v1/sources/{quote(source_id, safe='')}")
+        except ServiceRejectedError as exc:
+            if exc.status in _NO_SUCH_ENDPOINT:
+                return None
+            raise
+        with _contract("GET /api/v1/sources/{sourceIdentifier}"):
+            return SourceStats(
+                source_id=str(body["sourceIdentifier"]), documents=int(body["documents"]), chunks=int(body["chunks"]),
+                incomplete=int(body["incompleteDocuments"]), last_ingested_at=body.get("lastIngestedAt"),
+                epoch=_nonempty(body["collectionEpoch"]),
+            )  # fmt: skip
+
+    async def source_document_count(self, source_id: str) -> int:
+        """How many documents the service holds for a source, from the list of every source.
+
+        Only for a service without GET /api/v1/sources/{id} (see source_stats): it lists all sources.
+        """
+        body = await self._call("GET", "/api/v1/sources")
+        with _contract("GET /api/v1/sources"):
+            for source in body["sources"]:
+                if source["sourceIdentifier"] == source_id:
+                    return int(source["documents"])
+            return 0
+
+    async def report_sync(self, source_id: str, report: SyncReport) -> bool:
+        """PUT /api/v1/sources/{id}/status: tell the service how a sync of the source ended.
+
+        True when the service took it (it keeps a later report it already has); False from a
+        service too old to take it (404/405). Tried at most twice: the caller logs a
+        failure and reports again after its next sync, so a report never holds a sync up for long.
+        """
+        path = f"/api/v1/sources/{quote(source_id, safe='')}/status"
+        try:
+            body = await self._call("PUT", path, json=report.to_json(), attempts=min(2, self.max_attempts))
+        except ServiceRejectedError as exc:
+            if exc.status in _NO_SUCH_ENDPOINT:
+                return False
+            raise
+        with _contract("PUT /api/v1/sources/{sourceIdentifier}/status"):
+            _nonempty(body["sync"]["syncedAt"])
+        return True
+
+    async def _call(
+        self, method: str, path: str, *, document: bool = False, attempts: int | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Send with retries; return the decoded JSON body of a 2xx answer.
+
+        `document`: the request carries one document, which a 409/413/422 rejects for good.
+        `attempts`: fewer tries than the client's own max_attempts.
+        """
+        tries = attempts or self.max_attempts
+        for attempt in range(1, tries + 1):
+            last = attempt == tries
+            try:
+                response = await self._http.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                if last:
+                    raise ServiceUnavailableError(
+                        f"{method} {path}: the search service is unreachable ({problem})"
+                    ) from None
+                await self._backoff(attempt, None, f"{method} {path}: {problem}")
+                continue
+            status = response.status_code
+            if 200 <= status < 300:
+                return _json_body(response, method, path)
+            code, message, details = _error_of(response)
+            # A 409 with Retry-After (WRITE_CONFLICT) lost a race with another replica: retry it.
+            if status == 429 or status >= 500 or (status == 409 and "Retry-After" in response.headers):
+                if last:
+                    raise ServiceUnavailableError(
+                        f"{method} {path}: the search service answered {status} {code}: {message}",
+                        status=status, code=code, details=details,
+                    )  # fmt: skip
+                await self._backoff(attempt, _retry_after(response) if status != 503 else None, f"{status} {code}")
+                continue
+            error: type[ServiceRejectedError | ServiceAuthError] = ServiceRejectedError
+            if status in (401, 403):
+                error = ServiceAuthError
+            elif document and status in _DOCUMENT_REJECTIONS:
+                error = DocumentRejectedError
+            raise error(f"{status} {code}: {message}", status=status, code=code, details=details)
+        raise AssertionError("unreachable")  # the loop always returns or raises
+
+    async def _backoff(self, attempt: int, retry_after: float | None, why: str) -> None:
+        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+        delay = self._rng.uniform(0, ceiling)  # full jitter: spreads clients that failed together
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, _RETRY_AFTER_CAP_S))
+        log.warning("search service call failed (%s); retry %d in %.2fs", why, attempt, delay)
+        await self._sleep(delay)
+
+
+@contextlib.contextmanager
+def _contract(call: str) -> Iterator[None]:
+    """A 2xx body that lacks the contract's fields is a broken service, never a success."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ServiceUnavailableError(f"{call}: the answer does not follow the v1 contract ({exc!r})") from None
+
+
+def _nonempty(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _json_body(response: httpx.Response, method: str, path: str) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        # A 2xx that is not our JSON comes from something in between (a proxy page): not success.
+        raise ServiceUnavailableError(
+            f"{method} {path}: the search service answered {response.status_code} without a JSON object"
+        )
+    return body
+
+
+def _error_of(response: httpx.Response) -> tuple[str, str, Any]:
+    """The contract's `{"error": {"code", "message", "details"}}`, or a fallback from the raw body."""
+    try:
+        error = response.json().get("error")
+        if isinstance(error, dict) and isinstance(error.get("code"), str):
+            return error["code"], str(error.get("message", "")), error.get("details")
+    except (ValueError, AttributeError):
+        pass
+    snippet = response.text[:200].strip() or response.reason_phrase
+    return f"HTTP_{response.status_code}", snippet, None
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

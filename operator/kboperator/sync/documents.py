@@ -1,0 +1,143 @@
+"""Turns tree entries into the documents a source should hold, or into skips with a reason."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kboperator.errors import InvalidSpecError
+from kboperator.git.objects import TreeEntry
+from kboperator.models import FileIssue, SyncSpec
+from kboperator.repourl import RepoLocation
+from kboperator.sync.docuri import check_web_url, document_uri
+from kboperator.sync.paths import PathFilter
+
+# Keys the engine sets on every document; a spec may not override them.
+RESERVED_KEYS = ("sourceIdentifier", "repository", "ref", "commit", "path")
+# `commit` changes with every sync; a document is not stale because of it alone.
+_VOLATILE_KEYS = frozenset({"commit"})
+_MAX_URI = 2048  # the v1 contract's limit
+_METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+# Files the search service converts from their bytes: sent base64-encoded, never decoded as text here.
+BINARY_EXTENSIONS = frozenset({".pdf", ".docx"})
+
+
+@dataclass(frozen=True)
+class Document:
+    """One file as the service should hold it. `content` is None when it was not kept."""
+
+    path: str
+    uri: str
+    checksum: str
+    metadata: Mapping[str, Any]
+    content: str | None
+    encoding: str = "utf-8"  # "base64": `content` holds a binary file's bytes (a PDF, a Word file)
+
+
+def valid_path(path: str) -> bool:
+    """False for paths that are not UTF-8 (kept as surrogates): they never become documents."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def checksum_of(data: bytes) -> str:
+    """The service's checksum: SHA-256 of the exact UTF-8 bytes."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def same_metadata(listed: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Equal except for keys that change on every sync."""
+    return _stable(listed) == _stable(desired)
+
+
+def _stable(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k not in _VOLATILE_KEYS}
+
+
+def validate_spec(spec: SyncSpec) -> PathFilter:
+    """Check what git does not: source id, limits, metadata and globs."""
+    if not spec.source_id or not isinstance(spec.source_id, str):
+        raise InvalidSpecError("the source id is empty")
+    if spec.web_url is not None:
+        try:
+            check_web_url(spec.web_url)
+        except ValueError as exc:
+            raise InvalidSpecError(str(exc)) from None
+    if spec.max_file_size < 1:
+        raise InvalidSpecError("the maximum file size must be at least 1 byte")
+    for key, value in spec.metadata.items():
+        if key in RESERVED_KEYS:
+            raise InvalidSpecError(f"metadata key {key!r} is reserved: the operator sets it on every document")
+        if not isinstance(key, str) or not _METADATA_KEY.match(key):
+            raise InvalidSpecError(f"metadata key {key!r} must be 1-128 letters, digits or _ . - /")
+        if not isinstance(value, str):
+            raise InvalidSpecError(f"metadata value of {key!r} must be a string")
+    return PathFilter(spec.include, spec.exclude)
+
+
+class DocumentReader:
+    """Reads matching entries of one checkout into Documents (blocking: call from a thread)."""
+
+    def __init__(self, spec: SyncSpec, checkout: Any, path_filter: PathFilter) -> None:
+        self.spec = spec
+        self.checkout = checkout
+        self.filter = path_filter
+        self.location: RepoLocation = checkout.location
+        self._base = {
+            **spec.metadata,
+            "sourceIdentifier": spec.source_id,
+            "repository": spec.web_url or self.location.display_url,
+            "ref": spec.link_ref or spec.repo.ref,
+            "commit": checkout.head,
+        }
+
+    def matches(self, entry: TreeEntry) -> bool:
+        return self.filter.matches(entry.path)
+
+    def uri(self, path: str) -> str:
+        return document_uri(
+            self.location,
+            self.spec.link_ref or self.spec.repo.ref,
+            path,
+            is_tag=self.checkout.is_tag,
+            web_url=self.spec.web_url,
+        )
+
+    def metadata(self, path: str) -> dict[str, Any]:
+        return {**self._base, "path": path}
+
+    def read(self, entry: TreeEntry, *, keep_content: bool = True) -> Document | FileIssue:
+        """The document for a matching entry, or why it is skipped. Symlinks are never followed."""
+        if not valid_path(entry.path):
+            # Reported with U+FFFD in place of the bad bytes, so status and JSON stay valid UTF-8.
+            shown = entry.path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            return FileIssue(shown, "path is not valid UTF-8")
+        if entry.kind != "file":
+            return FileIssue(entry.path, entry.kind if entry.kind != "other" else f"unsupported mode {entry.mode}")
+        limit = self.spec.max_file_size
+        if entry.size is not None and entry.size > limit:
+            return FileIssue(entry.path, f"too large: {entry.size} bytes (limit {limit})")
+        uri = self.uri(entry.path)
+        if len(uri) > _MAX_URI:
+            return FileIssue(entry.path, f"document URI longer than {_MAX_URI} characters")
+        data = self.checkout.read_blob(entry.sha)
+        if len(data) > limit:
+            return FileIssue(entry.path, f"too large: {len(data)} bytes (limit {limit})")
+        if posixpath.splitext(entry.path)[1].lower() in BINARY_EXTENSIONS:
+            encoded = base64.b64encode(data).decode("ascii") if keep_content else None
+            return Document(entry.path, uri, checksum_of(data), self.metadata(entry.path), encoded, "base64")
+        if b"\0" in data:
+            return FileIssue(entry.path, "binary: contains NUL bytes")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return FileIssue(entry.path, f"not UTF-8 text (invalid byte at offset {exc.start})")
+        return Document(entry.path, uri, checksum_of(data), self.metadata(entry.path), text if keep_content else None)

@@ -1,0 +1,326 @@
+"""dot-ai's REST routes, so its controller and its UI switch to this service by changing a URL.
+
+Served only with SEARCHSVC_DOTAI_API=true. The three routes dot-ai's programs call, with dot-ai's
+envelopes (`{"success", "data", "meta"}`, and `{"success": false, "error": {"code", "message"}}`
+with an honest HTTP status on failure):
+
+- `POST /api/v1/tools/manageKnowledge`: the dot-ai-controller's ingest and deleteByUri (and search);
+  `data.result` is the tool's answer, as dot-ai's REST tool endpoint parses it from the tool's text.
+- `DELETE /api/v1/knowledge/source/{sourceIdentifier}` (the identifier's `/` sent as %2F): the
+  controller's clean-up when a GitKnowledgeSource is deleted.
+- `POST /api/v1/knowledge/ask` (`query`, optional `limit` and `uriFilter`): dot-ai UI's answers.
+
+Thin faces over DocumentService, SearchService and AskService, with the same tokens and scopes as
+every other route: a read-only token may search and ask, only a writer may ingest or delete. A
+refused token is answered in the API's own error body (the check runs before the route), which
+dot-ai's UI reads the same way (`error.message`). The MCP tool `manageKnowledge`
+(kbsearch.mcp.compat) runs the same `manage_knowledge` below.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic.json_schema import SkipJsonSchema
+
+from kbsearch.api.auth import require_read, require_write
+from kbsearch.api.deps import ask_service, documents_service, search_service
+from kbsearch.api.params import SOURCE_PATH, SourceIdPath
+from kbsearch.errors import InvalidRequestError, ServiceError
+from kbsearch.logging import request_id
+from kbsearch.models import MetadataValue, SearchOrigin, chunk_point_id
+from kbsearch.schemas import (
+    AskCitation,
+    AskRequest,
+    AskResponse,
+    AskSearchEvent,
+    AskSource,
+    ErrorResponse,
+    PutDocumentRequest,
+    SearchRequest,
+)
+from kbsearch.services.access import Caller
+from kbsearch.services.ask import AskService
+from kbsearch.services.documents import DocumentService
+from kbsearch.services.search import SearchService
+
+__all__ = ["OPERATIONS", "DotAiArgumentError", "DotAiChunk", "DotAiResult", "manage_knowledge", "router"]
+
+API_VERSION = "v1"
+OPERATIONS = ("ingest", "search", "deleteByUri")
+DEFAULT_LIMIT = 10
+TOOL = "manageKnowledge"
+
+
+class DotAiArgumentError(InvalidRequestError):
+    """An argument dot-ai's manageKnowledge refuses (400, `INVALID_ARGUMENT: …` in the MCP tool)."""
+
+    status_code = 400
+    code = "INVALID_ARGUMENT"
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DotAiChunk(_Output):
+    id: str
+    content: str
+    score: float
+    matchType: Literal["hybrid", "semantic", "keyword"]
+    uri: str
+    metadata: dict[str, MetadataValue]
+    chunkIndex: int
+    totalChunks: int
+
+
+class DotAiResult(_Output):
+    """dot-ai's manageKnowledge answers, one model for its three operations.
+
+    A field an operation does not have is left out of the answer (dump with exclude_none), as
+    dot-ai leaves it out: a strict client's schema allows it absent, never null.
+    """
+
+    success: Literal[True] = True
+    operation: Literal["ingest", "search", "deleteByUri"]
+    message: str
+    uri: str | SkipJsonSchema[None] = None
+    chunksCreated: int | SkipJsonSchema[None] = None
+    chunkIds: list[str] | SkipJsonSchema[None] = None
+    chunks: list[DotAiChunk] | SkipJsonSchema[None] = None
+    totalMatches: int | SkipJsonSchema[None] = None
+    query: str | SkipJsonSchema[None] = None
+    chunksDeleted: int | SkipJsonSchema[None] = None
+
+    def answer(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class ManageKnowledgeArguments(BaseModel):
+    """The tool's arguments; dot-ai ignores fields it does not know, and so does this."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    operation: StrictStr
+    content: StrictStr | None = None
+    uri: StrictStr | None = None
+    metadata: dict[str, MetadataValue] | None = None
+    query: StrictStr | None = None
+    limit: StrictInt | None = None
+    uriFilter: StrictStr | None = None
+    interaction_id: StrictStr | None = None
+
+
+def _required(value: str | None, name: str, operation: str) -> str:
+    if not value:
+        raise DotAiArgumentError(f"{name} is required for the {operation} operation")
+    return value
+
+
+def _problems(exc: ValidationError, names: dict[str, str]) -> str:
+    # Never the input itself: it may be a megabyte of document.
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        field = ".".join(str(part) for part in error["loc"])
+        name = next((names[f] for f in names if field == f or field.startswith(f + ".")), field)
+        problems.append(f"{name}: {error['msg'].removeprefix('Value error, ')}")
+    return "; ".join(problems)
+
+
+async def manage_knowledge(
+    arguments: ManageKnowledgeArguments,
+    *,
+    search: SearchService,
+    documents: DocumentService,
+    caller: Caller,
+    origin: SearchOrigin,
+) -> DotAiResult:
+    """One manageKnowledge call; a refused argument raises DotAiArgumentError, a service failure its error."""
+    operation = arguments.operation
+    if operation == "search":
+        text = _required(arguments.query, "query", operation)
+        try:
+            request = SearchRequest(
+                query=text,
+                limit=DEFAULT_LIMIT if arguments.limit is None else arguments.limit,
+                filter={"uriPrefix": arguments.uriFilter},
+            )
+        except ValidationError as exc:
+            raise DotAiArgumentError(_problems(exc, {"filter.uriPrefix": "uriFilter"})) from None
+        outcome = await search.search(request, caller, origin=origin)
+        chunks = [
+            DotAiChunk(
+                id=h.id,
+                content=h.content,
+                score=h.score,
+                matchType="hybrid",
+                uri=h.uri,
+                metadata=h.metadata,
+                chunkIndex=h.chunk_index,
+                totalChunks=h.total_chunks,
+            )
+            for h in outcome.hits
+        ]
+        message = f"Found {len(chunks)} matching chunks" if chunks else "No matching documents found"
+        return DotAiResult(operation="search", message=message, chunks=chunks, totalMatches=len(chunks), query=text)
+    if operation not in OPERATIONS:
+        raise DotAiArgumentError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
+    target = _required(arguments.uri, "uri", operation)
+    if operation == "ingest":
+        content = _required(arguments.content, "content", operation)
+        try:
+            put_request = PutDocumentRequest(uri=target, content=content, metadata=arguments.metadata or {})
+        except ValidationError as exc:
+            raise DotAiArgumentError(_problems(exc, {})) from None
+        put = await documents.put(put_request, caller)
+        return DotAiResult(
+            operation="ingest",
+            message=f"Document {put.status}: {put.chunks} chunks",
+            uri=target,
+            chunksCreated=put.chunks,
+            chunkIds=[chunk_point_id(target, i) for i in range(put.chunks)],
+        )
+    deleted = await documents.delete(target, None, caller)
+    message = f"Deleted {deleted} chunks for URI" if deleted else "No chunks found for URI (or not visible to you)"
+    return DotAiResult(operation="deleteByUri", message=message, uri=target, chunksDeleted=deleted)
+
+
+# --- the REST faces -----------------------------------------------------------------------------
+
+router = APIRouter(
+    prefix="/api/v1",
+    tags=["dot-ai"],
+    responses={code: {"model": ErrorResponse} for code in (400, 401, 403, 413, 422, 503)},
+)
+Reader = Annotated[Caller, Depends(require_read)]
+Writer = Annotated[Caller, Depends(require_write)]
+Documents = Annotated[DocumentService, Depends(documents_service)]
+Searches = Annotated[SearchService, Depends(search_service)]
+Asks = Annotated[AskService, Depends(ask_service)]
+
+
+def _meta() -> dict[str, Any]:
+    meta: dict[str, Any] = {"timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+    if rid := request_id.get():
+        meta["requestId"] = rid
+    meta["version"] = API_VERSION
+    return meta
+
+
+def _success(data: dict[str, Any]) -> JSONResponse:
+    return JSONResponse({"success": True, "data": data, "meta": _meta()})
+
+
+def _failure(exc: ServiceError) -> JSONResponse:
+    headers = {"Retry-After": str(exc.details.get("retryAfterSeconds", 1))} if exc.retryable else None
+    body = {"success": False, "error": {"code": exc.code, "message": exc.message}, "meta": _meta()}
+    return JSONResponse(body, status_code=exc.status_code, headers=headers)
+
+
+@router.post(f"/tools/{TOOL}")
+async def manage_knowledge_tool(
+    body: Annotated[dict[str, Any], Body()], searches: Searches, documents: Documents, caller: Reader
+) -> JSONResponse:
+    """dot-ai's tool endpoint for manageKnowledge: `{"operation": "ingest"|"search"|"deleteByUri", ...}`.
+
+    Ingest and deleteByUri need a writer's token (403 otherwise); search reads within the caller's scope.
+    """
+    started = time.perf_counter()
+    try:
+        try:
+            arguments = ManageKnowledgeArguments.model_validate(body)
+        except ValidationError as exc:
+            raise DotAiArgumentError(_problems(exc, {})) from None
+        result = await manage_knowledge(arguments, search=searches, documents=documents, caller=caller, origin="api")
+    except ServiceError as exc:
+        return _failure(exc)
+    took_ms = round((time.perf_counter() - started) * 1000)
+    return _success({"result": result.answer(), "tool": TOOL, "executionTime": took_ms})
+
+
+@router.delete(f"/knowledge/source/{SOURCE_PATH}")
+async def delete_knowledge_source(sourceIdentifier: SourceIdPath, documents: Documents, caller: Writer) -> JSONResponse:
+    """Delete every document of one source (dot-ai-controller's clean-up of a deleted GitKnowledgeSource)."""
+    try:
+        _, chunks = await documents.delete_source(sourceIdentifier, caller)
+    except ServiceError as exc:
+        return _failure(exc)
+    return _success({"sourceIdentifier": sourceIdentifier, "chunksDeleted": chunks})
+
+
+class KnowledgeAskBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    query: StrictStr
+    limit: Annotated[StrictInt, Field(ge=1, le=100)] | None = None
+    uriFilter: StrictStr | None = None
+
+
+@router.post("/knowledge/ask")
+async def knowledge_ask(
+    body: Annotated[dict[str, Any], Body()], asks: Asks, documents: Documents, caller: Reader
+) -> JSONResponse:
+    """dot-ai UI's question box: `{"query", "limit"?, "uriFilter"?}` answered as `{answer, sources, chunks}`.
+
+    The answer is this service's grounded answer (its [n] markers checked); `sources` are the
+    documents it cites, `chunks` the chunks retrieved for it (at most `limit`), best first.
+    """
+    try:
+        try:
+            ask_body = KnowledgeAskBody.model_validate(body)
+            request = AskRequest(question=ask_body.query, filter={"uriPrefix": ask_body.uriFilter or None})
+        except ValidationError as exc:
+            raise DotAiArgumentError(
+                _problems(exc, {"question": "query", "filter.uriPrefix": "uriFilter"}), code="INVALID_REQUEST"
+            ) from None
+        answer, retrieved = await _ask(asks, request, caller)
+        chunks = await _chunks(documents, caller, retrieved[: ask_body.limit] if ask_body.limit else retrieved)
+    except ServiceError as exc:
+        return _failure(exc)
+    return _success({"answer": answer.answer, "sources": _sources(answer.citations), "chunks": chunks})
+
+
+async def _ask(asks: AskService, request: AskRequest, caller: Caller) -> tuple[AskResponse, list[AskSource]]:
+    """The answer, and every chunk retrieved for it with its score (the answer's own lists drop cited scores)."""
+    retrieved: list[AskSource] = []
+    answer: AskResponse | None = None
+    async for event in asks.stream(request, caller):
+        if isinstance(event.data, AskSearchEvent):
+            retrieved.extend(event.data.sources)
+        elif isinstance(event.data, AskResponse):
+            answer = event.data
+        elif isinstance(event.data, ErrorResponse):
+            error = event.data.error
+            failure = ServiceError(error.message, code=error.code, details=error.details)
+            failure.status_code = event.status  # the ask's own status: 502, 503, 504...
+            raise failure
+    assert answer is not None, "an ask ends with its done event or an error"
+    return answer, sorted(retrieved, key=lambda s: s.score, reverse=True)
+
+
+def _sources(citations: list[AskCitation]) -> list[dict[str, str]]:
+    seen: dict[str, dict[str, str]] = {}
+    for citation in citations:
+        seen.setdefault(citation.uri, {"uri": citation.uri, "title": citation.title or citation.uri})
+    return list(seen.values())
+
+
+async def _chunks(documents: DocumentService, caller: Caller, sources: list[AskSource]) -> list[dict[str, Any]]:
+    chunks = []
+    for source in sources:
+        stored = await documents.chunks(source.uri, caller, first=source.chunkIndex, last=source.chunkIndex + 1)
+        if stored:  # deleted since the ask read it: leave it out
+            chunks.append(
+                {
+                    "content": stored[0].content,
+                    "uri": source.uri,
+                    "score": source.score,
+                    "chunkIndex": source.chunkIndex,
+                }
+            )
+    return chunks

@@ -1,0 +1,125 @@
+"""The top-level blocks of a markdown body (CommonMark + GFM tables, by markdown-it-py), as offsets.
+
+Only block structure is parsed (no inline pass), so the cost stays linear in the input. A block
+is what the chunker must not cut lightly: a paragraph, a code fence with its language, a list with
+its item starts, a table with its row starts, a block quote, raw HTML, a heading.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+__all__ = ["Block", "BlockKind", "parse_blocks"]
+
+BlockKind = Literal["heading", "paragraph", "code", "list", "table", "quote", "html", "comment", "admonition", "rule"]
+
+# Deeper nesting is flattened into text by the parser: it bounds the work on hostile input.
+MAX_NESTING = 20
+# mkdocs-material and Python-Markdown admonitions: `!!! note "Title"` (or `???` collapsible),
+# then indented content, which CommonMark would read as an indented code block.
+_ADMONITION = re.compile(r"^(?:!!!|\?\?\?\+?)[ \t]+\w")
+
+
+@dataclass(slots=True)
+class Block:
+    kind: BlockKind
+    start: int  # character offsets into the body, [start, end), whole lines without the final newline
+    end: int
+    level: int = 0  # heading level
+    lang: str = ""  # code fence info's first word
+    text: str = ""  # heading text
+    fence: str = ""  # the opening fence run (``` or ~~~~) of a fenced code block
+    parts: list[int] = field(default_factory=list)  # list items / table rows: offsets where a part starts
+
+
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+    md.core.ruler.disable(["inline", "text_join"])
+    return md
+
+
+_MD: MarkdownIt | None = None
+
+
+def parse_blocks(body: str) -> list[Block]:
+    """The body's top-level blocks in order; blank lines belong to none."""
+    global _MD
+    if _MD is None:
+        _MD = _parser()
+    line_starts = [0]
+    pos = body.find("\n")
+    while pos >= 0:
+        line_starts.append(pos + 1)
+        pos = body.find("\n", pos + 1)
+    line_starts.append(len(body) + 1)  # a virtual line after the last one
+
+    def span(first: int, last: int) -> tuple[int, int]:
+        start = line_starts[min(first, len(line_starts) - 1)]
+        end = line_starts[min(last, len(line_starts) - 1)] - 1
+        return start, max(start, min(end, len(body)))
+
+    tokens = _MD.parse(body)
+    blocks: list[Block] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.level != 0 or token.map is None or token.nesting == -1:
+            i += 1
+            continue
+        start, end = span(*token.map)
+        close = _closing(tokens, i)
+        if token.type == "heading_open":
+            inline = tokens[i + 1].content if i + 1 < len(tokens) else ""
+            blocks.append(Block("heading", start, end, level=int(token.tag[1:]), text=inline))
+        elif token.type == "paragraph_open":
+            blocks.append(Block("paragraph", start, end))
+        elif token.type == "fence":
+            lang = token.info.strip().split(" ")[0] if token.info.strip() else ""
+            blocks.append(Block("code", start, end, lang=lang, fence=token.markup))
+        elif token.type == "code_block":
+            previous = blocks[-1] if blocks else None
+            if previous is not None and previous.kind == "paragraph" and _ADMONITION.match(body[previous.start :]):
+                previous.kind, previous.end = "admonition", end
+            else:
+                blocks.append(Block("code", start, end))
+        elif token.type in ("bullet_list_open", "ordered_list_open"):
+            items = [span(*t.map)[0] for t in tokens[i:close] if t.type == "list_item_open" and t.level == 1 and t.map]
+            blocks.append(Block("list", start, end, parts=items))
+        elif token.type == "table_open":
+            rows = [span(*t.map)[0] for t in tokens[i:close] if t.type == "tr_open" and t.map]
+            blocks.append(Block("table", start, end, parts=rows))
+        elif token.type == "blockquote_open":
+            blocks.append(Block("quote", start, end))
+        elif token.type == "html_block":
+            kind: BlockKind = "comment" if token.content.lstrip().startswith("<!--") else "html"
+            blocks.append(Block(kind, start, end))
+        elif token.type == "hr":
+            blocks.append(Block("rule", start, end))
+        else:
+            blocks.append(Block("paragraph", start, end))
+        i = close + 1
+    # A paragraph that is an admonition's opener without indented content is still an admonition.
+    for block in blocks:
+        if block.kind == "paragraph" and _ADMONITION.match(body[block.start : block.end]):
+            block.kind = "admonition"
+    for block in blocks:  # a list's last line may be the blank line that closes it
+        while block.end > block.start and body[block.end - 1] in " \t\n":
+            block.end -= 1
+    return [b for b in blocks if b.end > b.start or b.kind == "heading"]
+
+
+def _closing(tokens: list[Token], i: int) -> int:
+    """Index of the token that closes tokens[i] (itself for a self-contained token)."""
+    if tokens[i].nesting != 1:
+        return i
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += tokens[j].nesting
+        if depth == 0:
+            return j
+    return len(tokens) - 1

@@ -1,0 +1,75 @@
+"""Versioned documentation: which version of which page a document is, and which version is newest.
+
+Docs repositories keep a copy of every page per version: `content/docs/2.21/…` (Hugo),
+`versioned_docs/version-3.1/…` (Docusaurus), `docs/v1.4/…` or `1.4/…` (mkdocs-mike and others).
+A document's version comes from its `version` metadata when the writer set one (an operator
+source can name its own layout), else from the first folder of its path that looks like a
+version. Its page is the path with that folder replaced by `*`, so every version of one page
+shares a page key; Docusaurus's current `docs/` copy shares the key of its `versioned_docs/`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["DocumentVersion", "detect_version", "newest_first_key", "version_key"]
+
+# A folder that names a version: 2.21, 1.4.0, v1.4, v2, version-3.1, release-1.2, 2.x.
+_VERSION_FOLDER = re.compile(
+    r"^(?:(?:v|version-|release-)(?P<prefixed>\d{1,4}(?:\.\d{1,4}){0,3})|(?P<dotted>\d{1,4}(?:\.\d{1,4}){1,3})"
+    r"|(?P<series>\d{1,4})(?=\.x$))(?:\.x)?$",
+    re.IGNORECASE,
+)
+MAX_VERSION_CHARS = 64
+
+
+class DocumentVersion(NamedTuple):
+    version: str | None
+    page: str  # the path with its version folder replaced by `*`: the same for every version of a page
+
+
+def detect_version(uri: str, metadata: Mapping[str, object]) -> DocumentVersion:
+    """The version and version-free page key of a document, from its metadata `version` and `path`."""
+    path = metadata.get("path")
+    path = path if isinstance(path, str) and path else _uri_path(uri)
+    explicit = metadata.get("version")
+    if isinstance(explicit, str | int | float) and not isinstance(explicit, bool) and str(explicit).strip():
+        version = str(explicit).strip()[:MAX_VERSION_CHARS]
+        folders = path.split("/")
+        for i, folder in enumerate(folders[:-1]):
+            if folder in (version, f"v{version}", f"version-{version}"):
+                return DocumentVersion(version, "/".join([*folders[:i], "*", *folders[i + 1 :]]))
+        return DocumentVersion(version, path)
+    folders = path.split("/")
+    for i, folder in enumerate(folders[:-1]):
+        match = _VERSION_FOLDER.match(folder)
+        if match is None:
+            continue
+        version = match.group("prefixed") or match.group("dotted") or match.group("series")
+        if i > 0 and folders[i - 1] == "versioned_docs":
+            # Docusaurus: versioned_docs/version-3.1/x.md is a version of docs/x.md.
+            return DocumentVersion(version, "/".join([*folders[: i - 1], "docs", *folders[i + 1 :]]))
+        return DocumentVersion(version, "/".join([*folders[:i], "*", *folders[i + 1 :]]))
+    return DocumentVersion(None, path)
+
+
+def version_key(version: str | None) -> tuple[int, tuple[int, ...], str]:
+    """Sort key, larger is newer: numbers compare as numbers (2.21 > 2.9); no version is the current copy."""
+    if version is None:
+        return (2, (), "")
+    numbers = tuple(int(n) for n in re.findall(r"\d+", version)[:6])
+    return (1, numbers, version) if numbers else (0, (), version)
+
+
+def newest_first_key(version: str | None) -> tuple[int, tuple[int, ...], str]:
+    key = version_key(version)
+    return (-key[0], tuple(-n for n in key[1]), key[2])
+
+
+def _uri_path(uri: str) -> str:
+    parts = urlsplit(uri)
+    path = unquote(parts.path) if parts.scheme else uri
+    return path.lstrip("/")

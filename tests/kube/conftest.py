@@ -1,0 +1,75 @@
+"""End-to-end tests on a real control plane (tests/support/controlplane.py): the chart installed
+with helm in both modes, the operator and the search service as local processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.kube.cluster import AUDIENCE, Operator, Release, SearchService, install
+from tests.support.controlplane import ControlPlane, control_plane  # noqa: F401  # fixture
+
+#: Cluster-wide install (a ClusterRole), with the search service in Kubernetes auth mode.
+CLUSTERWIDE = Release("kb", "kb-system", ())
+#: Namespaced install: Roles in the one watched namespace only.
+NAMESPACED = Release("kbns", "kb-ns", ("team-ns",))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/kube/" in item.nodeid:
+            item.add_marker(pytest.mark.kube)
+
+
+@pytest.fixture(scope="session")
+def releases(control_plane: ControlPlane) -> dict[str, Release]:  # noqa: F811
+    """Both of the chart's install modes, installed once per session as a user would."""
+    return {
+        "clusterwide": install(
+            control_plane,
+            CLUSTERWIDE,
+            "auth.mode=kubernetes",
+            f"auth.kubernetes.audiences[0]={AUDIENCE}",
+            "auth.kubernetes.cacheSeconds=1",
+        ),
+        "namespaced": install(control_plane, NAMESPACED),
+    }
+
+
+@pytest.fixture(scope="session")
+def search(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SearchService]:
+    """One search service (static tokens) shared by the operator tests; sources never overlap."""
+    service = SearchService(tmp_path_factory.mktemp("search"))
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture
+def operator_root(tmp_path: Path) -> Path:
+    (tmp_path / "repos").mkdir()
+    return tmp_path / "operator"
+
+
+@pytest.fixture
+def run_operator(
+    control_plane: ControlPlane,  # noqa: F811
+    search: SearchService,
+    operator_root: Path,
+) -> Iterator[object]:
+    """Start operators for a release; each is stopped at the end, and none may have been refused."""
+    started: list[Operator] = []
+
+    def start(release: Release, **env: str) -> Operator:
+        operator = Operator(control_plane, release, search, operator_root, **env).start()
+        started.append(operator)
+        return operator
+
+    yield start
+    for operator in started:
+        operator.stop()
+    refused = [line for operator in started for line in operator.forbidden()]
+    assert refused == [], "the API server refused the operator:\n" + "\n".join(refused)

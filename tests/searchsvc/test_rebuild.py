@@ -1,0 +1,382 @@
+"""Background rebuilds: upgrade from the previous release's data, writes during a build, kill -9, self-check.
+
+The service is started on a collection built otherwise (another embedder, chunker, or the data
+directory the previous release wrote: tests/fixtures/upgrade) and must keep answering searches
+while it builds the new collection, then swap it in complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from qdrant_client import QdrantClient
+
+from kbsearch.chunker import MarkdownChunker
+from kbsearch.store.base import VectorStore
+from kbsearch.store.qdrant_server import QdrantServerStore
+from tests.fixtures.upgrade.make_fixture import HERE as FIXTURE_DIR
+from tests.fixtures.upgrade.make_fixture import unpack
+from tests.support.hashing import HashingEmbedder
+from tests.support.service import STORE_KINDS, make_store, running_service
+from tests.support.service_process import ServiceProcess
+
+NEW_MODEL = "hashing-v2"
+TOPICS = [
+    "kafka consumer lag",
+    "rabbitmq queue length",
+    "prometheus metrics scraping",
+    "helm chart installation",
+    "cron schedules",
+    "cpu utilisation",
+    "memory pressure",
+    "azure service bus",
+    "aws sqs queues",
+    "redis streams",
+    "postgresql query",
+    "http request rate",
+    "nats jetstream",
+    "gcp pubsub",
+    "datadog monitors",
+    "elasticsearch query",
+    "mongodb collections",
+    "mysql replicas",
+    "influxdb buckets",
+    "loki log lines",
+    "solace brokers",
+    "pulsar topics",
+    "ibm mq depth",
+    "etcd watch",
+    "graphite series",
+    "huawei cloudeye",
+    "openstack swift",
+    "selenium grid",
+    "splunk searches",
+    "temporal workflows",
+]
+
+
+def page(i: int, topic: str, edit: str = "") -> str:
+    words = topic.split()
+    return (
+        f"---\ntitle: Scaling on {topic}\n---\n# Scaling on {topic}\n\n"
+        f"This scaler reads {topic} and scales the workload on it. {edit}\n\n"
+        f"## Configuring the {words[0]} trigger\n\n"
+        f"Set the `{words[0]}Threshold` field of the trigger; the operator polls {topic} every thirty seconds.\n\n"
+        "```yaml\ntriggers:\n"
+        f"  - type: {words[0]}\n    metadata:\n      threshold: '{i}'\n```\n\n"
+        f"## Authentication for {words[-1]}\n\n"
+        f"Give the scaler credentials for {words[0]} {words[-1]} through a TriggerAuthentication.\n"
+    )
+
+
+def uri_of(i: int) -> str:
+    return f"git://scalers/docs/scaler-{i:02d}.md"
+
+
+async def put(client: httpx.AsyncClient, uri: str, content: str, source: str = "scalers") -> None:
+    body = {"uri": uri, "content": content, "metadata": {"sourceIdentifier": source}}
+    response = await client.put("/api/v1/documents", json=body)
+    assert response.status_code == 200, response.text
+
+
+async def rebuild_status(client: httpx.AsyncClient) -> dict:
+    response = await client.get("/api/v1/status")
+    assert response.status_code == 200, response.text
+    rebuild: dict = response.json()["rebuild"]
+    return rebuild
+
+
+async def search_uris(client: httpx.AsyncClient, query: str, mode: str = "hybrid") -> list[str]:
+    response = await client.post("/api/v1/search", json={"query": query, "limit": 10, "mode": mode})
+    assert response.status_code == 200, response.text
+    return list(dict.fromkeys(r["uri"] for r in response.json()["results"]))
+
+
+async def wait_for(client: httpx.AsyncClient, states: set[str], *, searching: str | None = None) -> dict:
+    """Poll the rebuild until it reaches one of `states`, searching meanwhile; every search must answer."""
+    seen: list[str] = []
+    deadline = time.monotonic() + 300  # a bound for a stuck rebuild, not a speed requirement
+    while time.monotonic() < deadline:
+        status = await rebuild_status(client)
+        seen.append(status["state"])
+        if status["state"] in states and (status["state"] != "idle" or status["finishedAt"]):
+            status["seen"] = seen
+            return status
+        if status["state"] == "failed":
+            raise AssertionError(f"the rebuild failed: {status['message']}")
+        if searching is not None:
+            assert await search_uris(client, searching), f"no results for {searching!r} while {status['state']}"
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the rebuild never reached {states}: {seen[-5:]}")
+
+
+class SharedQdrant:
+    """qdrant-local keeps its data in the client: stores over one client see one server."""
+
+    def __init__(self) -> None:
+        self.client = QdrantClient(":memory:")
+
+    def store(self) -> VectorStore:
+        store = QdrantServerStore(self.client, "test")
+        store.close = lambda: None  # type: ignore[method-assign]  # the next app opens the same data
+        return store
+
+
+@asynccontextmanager
+async def service_on(
+    store_kind: str, data_dir: Path, shared: SharedQdrant | None, **options: object
+) -> AsyncIterator[httpx.AsyncClient]:
+    store = shared.store() if shared is not None else make_store(store_kind, data_dir)
+    async with running_service(store_kind, data_dir, store=store, **options) as client:  # type: ignore[arg-type]
+        yield client
+
+
+@pytest.fixture(params=STORE_KINDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[tuple[str, SharedQdrant | None]]:
+    shared = SharedQdrant() if request.param == "qdrant-local" else None
+    yield request.param, shared
+    if shared is not None:
+        shared.client.close()
+
+
+# --- upgrade from the previous release's data directory ------------------------------------------
+
+
+async def test_an_upgrade_from_the_previous_release_serves_searches_throughout_and_swaps(tmp_path: Path):
+    data_dir = tmp_path / "data"
+    manifest = unpack(data_dir)
+    old_chunker = manifest["chunker"]["fingerprint"]  # type: ignore[index]
+    # The new release chunks otherwise (here: other sizes; on top, whatever its chunker version changed).
+    options = {"collection": "knowledge", "rebuild_pause_ms": 150, "chunk_min_chars": 300, "chunk_max_chars": 600}
+    new_chunker = MarkdownChunker(300, 600, 0).fingerprint
+    assert old_chunker != new_chunker
+    documents = {d["uri"]: d for d in manifest["documents"]}  # type: ignore[attr-defined]
+    async with running_service("edge", data_dir, store=make_store("edge", data_dir, "knowledge"), **options) as client:
+        status = await rebuild_status(client)
+        assert status["reason"] is not None and old_chunker in status["reason"]
+        done = await wait_for(client, {"idle"}, searching="kafka lag")
+        assert "building" in done["seen"], "no search ran while the rebuild was building"
+        assert done["message"] == "swapped in" and done["check"]["passed"] is True
+        assert done["documents"]["done"] == done["documents"]["total"] == len(documents)
+
+        store: VectorStore = client.app.state.store  # type: ignore[attr-defined]
+        assert store.collection_chunker() == new_chunker
+        records, _ = store.list_documents(source_identifier=None, uri_prefix=None, limit=100, cursor=None)
+        assert {r.uri for r in records} == set(documents)
+        assert {r.chunker for r in records} == {new_chunker}
+        assert {r.source_identifier for r in records} == {"widgets-docs", "widgets-blog"}
+        sources = (await client.get("/api/v1/sources")).json()["sources"]
+        assert {s["sourceIdentifier"]: s["documents"] for s in sources} == {"widgets-docs": 4, "widgets-blog": 2}
+        assert "git://widgets/docs/blog/kafka" in (await search_uris(client, "kafka consumer lag partitions"))[:2]
+        # The previous release kept no bodies: the text is rebuilt from its chunks, title included.
+        text = await client.get("/api/v1/documents/text", params={"uri": "git://widgets/docs/guides/install"})
+        assert text.status_code == 200 and text.json()["title"] == "Installing the widget operator"
+        assert "helm install widget-operator" in text.json()["text"]
+        metrics = (await client.get("/metrics")).text
+        assert 'searchsvc_rebuild_swaps_total{outcome="swapped"} 1.0' in metrics
+        assert "searchsvc_rebuild_running 0.0" in metrics
+
+    # The pointer names the rebuilt generation; the previous release's shard is gone (at the latest
+    # when the next start removes what the pointer does not name).
+    assert (data_dir / ".knowledge.current").read_text().strip() == "knowledge@1"
+    assert not (data_dir / "knowledge.rebuild").exists()
+    async with running_service("edge", data_dir, store=make_store("edge", data_dir, "knowledge"), **options) as client:
+        assert not (data_dir / "knowledge").exists()
+        status = await rebuild_status(client)
+        assert status["state"] == "idle" and status["reason"] is None  # nothing left to rebuild
+        assert (await client.get("/api/v1/status")).json()["store"]["documents"] == len(documents)
+
+
+# --- writes and deletes during a rebuild --------------------------------------------------------
+
+
+async def test_a_write_and_a_delete_during_a_rebuild_land_in_the_new_collection(
+    backend: tuple[str, SharedQdrant | None], tmp_path: Path
+):
+    store_kind, shared = backend
+    data_dir = tmp_path / "data"
+    async with service_on(store_kind, data_dir, shared) as client:
+        for i, topic in enumerate(TOPICS[:20]):
+            await put(client, uri_of(i), page(i, topic))
+    new_embedder = HashingEmbedder(48, NEW_MODEL)
+    async with service_on(store_kind, data_dir, shared, embedder=new_embedder, rebuild_pause_ms=100) as client:
+        status = await rebuild_status(client)
+        assert status["state"] == "building" and "hashing-v1" in status["reason"]
+        await put(client, "git://scalers/docs/new.md", page(99, "zookeeper ensembles"))
+        await put(client, uri_of(3), page(3, TOPICS[3], edit="Edited during the rebuild."))
+        deleted = await client.delete("/api/v1/documents", params={"uri": uri_of(7)})
+        assert deleted.status_code == 200 and deleted.json()["chunksDeleted"] > 0
+        assert (await rebuild_status(client))["state"] == "building"  # all three landed mid-build
+        done = await wait_for(client, {"idle"}, searching="kafka consumer lag")
+        assert done["message"] == "swapped in"
+
+        assert (await client.get("/api/v1/status")).json()["embedder"]["model"] == NEW_MODEL
+        assert (await client.get("/api/v1/status")).json()["store"]["documents"] == 20
+        text = await client.get("/api/v1/documents/text", params={"uri": uri_of(3)})
+        assert "Edited during the rebuild." in text.json()["text"]
+        text = await client.get("/api/v1/documents/text", params={"uri": "git://scalers/docs/new.md"})
+        assert text.status_code == 200 and "zookeeper ensembles" in text.json()["text"]
+        missing = await client.get("/api/v1/documents/text", params={"uri": uri_of(7)})
+        assert missing.status_code == 404
+        assert "git://scalers/docs/new.md" in (await search_uris(client, "zookeeper ensembles", "dense"))[:1]
+        assert uri_of(7) not in await search_uris(client, TOPICS[7], "keyword")
+
+
+async def test_a_requested_reindex_rebuilds_with_the_same_settings_and_keeps_everything(
+    backend: tuple[str, SharedQdrant | None], tmp_path: Path
+):
+    store_kind, shared = backend
+    async with service_on(store_kind, tmp_path / "data", shared) as client:
+        for i, topic in enumerate(TOPICS[:6]):
+            await put(client, uri_of(i), page(i, topic))
+        assert (await rebuild_status(client))["state"] == "idle"
+        for round_ in range(2):  # on a Qdrant server: first the name becomes an alias, then the alias moves
+            response = await client.post("/api/v1/reindex", json={})
+            assert response.status_code == 202, response.text
+            done = await wait_for(client, {"idle"}, searching="helm chart installation")
+            assert done["message"] == "swapped in", round_
+            assert (await client.get("/api/v1/status")).json()["store"]["documents"] == 6
+        refused = await client.post("/api/v1/reindex", json={"forceSwap": True})
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "NOTHING_TO_SWAP"
+        assert uri_of(5) in (await search_uris(client, "scaling on cpu utilisation"))[:1]
+
+
+# --- the self-check refuses a worse collection ----------------------------------------------------
+
+
+class BrokenEmbedder(HashingEmbedder):
+    """A broken embedder setting: every text gets nearly the same vector, so dense ranking is noise."""
+
+    def __init__(self) -> None:
+        super().__init__(64, "hashing-broken")
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(len(texts))
+        return [self._constant(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._constant(text)
+
+    def _constant(self, text: str) -> list[float]:
+        wobble = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=2).digest(), "little") / 65536
+        vector = [1.0] * self.dimensions
+        vector[0] += wobble
+        norm = math.sqrt(sum(v * v for v in vector))
+        return [v / norm for v in vector]
+
+
+async def test_a_worse_rebuild_is_refused_by_the_self_check_until_a_writer_forces_it(
+    backend: tuple[str, SharedQdrant | None], tmp_path: Path
+):
+    store_kind, shared = backend
+    data_dir = tmp_path / "data"
+    async with service_on(store_kind, data_dir, shared) as client:
+        for i, topic in enumerate(TOPICS):
+            await put(client, uri_of(i), page(i, topic))
+        for _ in range(3):  # a frequent query in the log joins the check
+            assert await search_uris(client, "scaling on redis streams")
+        await client.app.state.query_log.flush()  # type: ignore[attr-defined]
+    async with service_on(store_kind, data_dir, shared, embedder=BrokenEmbedder()) as client:
+        refused = await wait_for(client, {"refused", "idle"})
+        check = refused["check"]
+        assert check["passed"] is False and "dense" in check["worseModes"]
+        assert check["byOrigin"]["title"] == len(TOPICS)
+        # Two headings per page, less those several pages share ("Authentication for queues"): no single answer.
+        assert len(TOPICS) < check["byOrigin"]["heading"] < 2 * len(TOPICS)
+        assert check["byOrigin"]["logged"] >= 1
+        assert check["rebuilt"]["dense"] < check["current"]["dense"] - check["margin"]
+        assert "forceSwap" in refused["message"]
+        console = await client.get("/ui/sources")
+        assert console.status_code == 200 and "Index rebuild: refused" in console.text
+        # The current collection still serves, with the embedder that built it.
+        status = (await client.get("/api/v1/status")).json()
+        assert status["embedder"]["model"] == "hashing-v1"
+        assert (await search_uris(client, f"Scaling on {TOPICS[9]}", "dense"))[0] == uri_of(9)
+
+        forced = await client.post("/api/v1/reindex", json={"forceSwap": True})
+        assert forced.status_code == 202, forced.text
+        done = await wait_for(client, {"idle"})
+        assert "forced" in done["message"]
+        assert (await client.get("/api/v1/status")).json()["embedder"]["model"] == "hashing-broken"
+
+
+# --- kill -9 during a rebuild ----------------------------------------------------------------------
+
+
+def test_a_rebuild_killed_with_sigkill_resumes_where_it_was(tmp_path: Path):
+    data_dir = tmp_path / "data"
+    first = ServiceProcess(tmp_path / "first.log", {"SEARCHSVC_DATA_DIR": str(data_dir)}).start()
+    try:
+        first.wait_ready()
+        for i in range(60):
+            topic = TOPICS[i % len(TOPICS)]
+            body = {"uri": uri_of(i), "content": page(i, topic, edit=f"Copy {i}."), "metadata": {}}
+            assert first.client.put("/api/v1/documents", json=body).status_code == 200
+    finally:
+        first.stop()
+
+    # This test is about resuming; the self-check (tested above) is told to accept any shadow, since
+    # eight title queries under two hashing models can differ by one query either way.
+    changed = {
+        "SEARCHSVC_DATA_DIR": str(data_dir),
+        "KB_TEST_HASHING_MODEL": NEW_MODEL,
+        "SEARCHSVC_REBUILD_CHECK_MARGIN": "1",
+    }
+    slow = ServiceProcess(tmp_path / "slow.log", {**changed, "SEARCHSVC_REBUILD_PAUSE_MS": "150"}).start()
+    try:
+        slow.wait_ready()
+        for _ in range(600):
+            rebuild = slow.client.get("/api/v1/status").json()["rebuild"]
+            assert rebuild["state"] == "building", rebuild
+            search = slow.client.post("/api/v1/search", json={"query": "kafka consumer lag", "limit": 5})
+            assert search.status_code == 200 and search.json()["results"]
+            if rebuild["documents"]["done"] >= 15:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the rebuild made no progress")
+        assert rebuild["etaSeconds"] is not None and rebuild["ratePerSecond"] > 0
+    finally:
+        slow.kill()  # SIGKILL, mid-build
+    copied_before = rebuild["documents"]["done"]
+
+    resumed = ServiceProcess(tmp_path / "resumed.log", changed).start()
+    try:
+        resumed.wait_ready()
+        for _ in range(3000):
+            status = resumed.client.get("/api/v1/status").json()
+            if status["rebuild"]["state"] == "idle" and status["rebuild"]["finishedAt"]:
+                break
+            assert status["rebuild"]["state"] not in ("failed", "refused"), status["rebuild"]
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the resumed rebuild did not finish: {status['rebuild']}")
+        rebuild = status["rebuild"]
+        assert rebuild["message"] == "swapped in"
+        assert rebuild["documents"]["done"] == rebuild["documents"]["total"] == 60
+        # What the killed run had copied was not copied again.
+        assert rebuild["documents"]["copied"] <= 60 - copied_before + 1
+        assert status["embedder"]["model"] == NEW_MODEL and status["store"]["documents"] == 60
+        log_lines = [json.dumps(e) for e in resumed.log_entries()]
+        assert any("rebuild started" in line for line in log_lines)
+        search = resumed.client.post("/api/v1/search", json={"query": "temporal workflows", "limit": 3})
+        assert search.json()["results"][0]["title"] == "Scaling on temporal workflows"
+    finally:
+        resumed.stop()
+    assert (data_dir / ".knowledge.current").exists() and not (data_dir / "knowledge.rebuild").exists()
+
+
+def test_the_fixture_is_the_previous_releases_data():
+    """The archive is written once, by make_fixture.py with that release's code; its manifest says what wrote it."""
+    manifest = json.loads((FIXTURE_DIR / "manifest.json").read_text())
+    assert manifest["store"]["backend"] == "edge" and manifest["store"]["documents"] == 6
+    assert {d["sourceIdentifier"] for d in manifest["documents"]} == {"widgets-docs", "widgets-blog"}
