@@ -30,6 +30,7 @@ fi
 
 # The toolchain in use builds; never fetch another one behind the user's back.
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+mkdir -p "$out"  # a fresh clone has no .tools/ yet
 for mod in "$k8s_mod" "$etcd_mod"; do
   (cd "$mod" && go mod download) >/dev/null 2>"$out.download.log" || {
     tail -n 3 "$out.download.log" >&2
@@ -39,7 +40,6 @@ done
 rm -f "$out.download.log"
 
 echo "build-kube-tools: building $want into $out (first build: tens of minutes on 2 cores)" >&2
-mkdir -p "$out"
 rm -f "$out/.built"
 start=$(date +%s)
 # kube-apiserver reports this version to clients (helm checks a chart's kubeVersion against it).
