@@ -84,6 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="branch or tag the links name when --ref is not one, e.g. HEAD (default: from the CI's variables)",
     )
+    add(
+        "--version-pattern",
+        metavar="REGEX",
+        help="for docs kept per version: a regular expression searched in each path whose group named "
+        "'version' becomes the document's version, e.g. 'docs/(?P<version>[^/]+)/' (default: the service "
+        "recognises 2.21/, v1.4/ and version-3.1/ folders)",
+    )
     add("--state", type=Path, metavar="FILE", help="keeps the last synced commit; without it, a full reconcile")
     add("--json", action="store_true", help="print one JSON object with the result")
     extra = parser.add_argument_group("extras")
@@ -175,6 +182,7 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
         max_file_size=args.max_file_size,
         metadata=metadata,
         allow_local=True,  # the CLI runs as its user, on that user's files
+        version_pattern=args.version_pattern,
     )
 
 

@@ -61,6 +61,9 @@ class SyncSpec:
     web_url: str | None = None
     # The branch or tag the links name, when `repo.ref` is not one (a CI checkout's detached HEAD).
     link_ref: str | None = None
+    # A regular expression searched in each path; its `version` group becomes the document's
+    # `version` metadata (sync.documents.version_of). None: the service's own layout detection.
+    version_pattern: str | None = None
 
     def __post_init__(self) -> None:
         # Accept lists and dicts from callers, but keep the object immutable and hashable-ish.
@@ -82,6 +85,8 @@ class SyncSpec:
             shape["webUrl"] = self.web_url
         if self.link_ref is not None:
             shape["linkRef"] = self.link_ref
+        if self.version_pattern is not None:
+            shape["versionPattern"] = self.version_pattern
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 

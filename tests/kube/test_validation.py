@@ -46,6 +46,10 @@ CEL_CASES = {
         "metadata keys sourceIdentifier, repository, ref, commit and path are reserved",
     ),
     "bad-ref": ({"repository": {"url": "https://git.example/org/docs", "ref": "a..b"}}, "valid git branch or tag"),
+    "version-pattern-without-group": (
+        {"repository": {"url": "https://git.example/org/docs"}, "versionPattern": "docs/([^/]+)/"},
+        "the version pattern needs a group named version",
+    ),
 }
 
 

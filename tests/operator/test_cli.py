@@ -271,6 +271,8 @@ def test_a_state_file_does_not_carry_over_to_another_service(
         (["--metadata", "novalue"], "KEY=VALUE"),
         (["--token-env", "KB_TEST_UNSET_TOKEN"], "KB_TEST_UNSET_TOKEN"),
         (["--ref", "no-such-branch"], "not found"),
+        (["--version-pattern", "docs-(?P<v>[^/]+)/"], "has no group named 'version'"),
+        (["--version-pattern", "docs-([^/]+"], "is not a regular expression"),
     ],
 )
 def test_config_errors_exit_2(
@@ -280,6 +282,39 @@ def test_config_errors_exit_2(
     assert code == 2
     assert message in err and message in json.loads(out)["error"]["message"]
     assert server.listing() == {}
+
+
+def test_a_version_pattern_names_each_documents_version(server: Server, tmp_path: Path, capsys) -> None:
+    work = WorkRepo(tmp_path / "manual")
+    for version in ("2.1", "2.10", "2.9"):  # folders the service's own detection does not take for versions
+        work.write(f"manual-{version}/upgrade.md", f"# Upgrading\n\nRun the upgrade job of release {version}.\n")
+    work.write("README.md", "# About this manual\n")
+    work.commit()
+    args = [
+        *base_args(server, work, tmp_path),
+        "--include",
+        "**/*.md",
+        "--version-pattern",
+        r"manual-(?P<version>[^/]+)/",
+    ]
+    code, _, err = run(capsys, *args)
+    assert code == 0, err
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    listed = httpx.get(f"{server.url}/api/v1/documents", params={"sourceIdentifier": SOURCE}, headers=headers).json()
+    versions = {doc["metadata"]["path"]: doc["metadata"].get("version") for doc in listed["documents"]}
+    assert versions == {
+        "manual-2.1/upgrade.md": "2.1",
+        "manual-2.10/upgrade.md": "2.10",
+        "manual-2.9/upgrade.md": "2.9",
+        "README.md": None,  # the pattern does not match it: no version
+    }
+    found = httpx.post(
+        f"{server.url}/api/v1/search", json={"query": "upgrade job of release", "limit": 5}, headers=headers
+    ).json()
+    upgrade = [r for r in found["results"] if r["metadata"]["path"].endswith("upgrade.md")]
+    assert len(upgrade) == 1  # one page, its newest version, the others named
+    assert upgrade[0]["version"] == "2.10" and sorted(upgrade[0]["otherVersions"]) == ["2.1", "2.9"]
 
 
 def test_usage_errors_exit_2(capsys) -> None:

@@ -364,6 +364,8 @@ def test_local_repositories_are_refused_unless_allowed(tmp_path: Any) -> None:
         {"schedule": "every hour"},
         {"maxFileSizeBytes": 0},
         {"metadata": {"path": "overridden"}},
+        {"versionPattern": "docs/(?P<v>[^/]+)/"},
+        {"versionPattern": "docs/(?P<version>[^/]+"},
         {"deletionPolicy": "Keep"},
         {"searchService": {"url": "ftp://search"}},
         {"repository": {"url": "ext::sh -c id"}},

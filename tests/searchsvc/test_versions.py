@@ -30,12 +30,23 @@ def test_without_a_path_the_uri_says_it():
     assert found == ("2.9", "content/docs/*/deploy.md")
 
 
-def test_a_writer_can_name_the_version_itself():
-    assert detect_version("kb://x", {"path": "docs/release-train-7/a.md", "version": "7"}) == (
-        "7",
-        "docs/release-train-7/a.md",
-    )
-    assert detect_version("kb://x", {"path": "docs/next/a.md", "version": "next"}) == ("next", "docs/*/a.md")
+@pytest.mark.parametrize(
+    ("path", "version", "page"),
+    [
+        # The first folder that names the version, in a layout the defaults do not know, is the version's.
+        ("docs/release-train-7/a.md", "7", "docs/*/a.md"),
+        ("docs/next/a.md", "next", "docs/*/a.md"),
+        ("manual_2.21/a.md", "2.21", "*/a.md"),
+        ("versioned_docs/version-3.1/intro.md", "3.1", "docs/intro.md"),
+        # A folder that only contains the version's digits does not name it: the page is the path.
+        ("docs/17/a.md", "7", "docs/17/a.md"),
+        ("docs/2.21.1/a.md", "2.21", "docs/2.21.1/a.md"),
+        ("docs/unstable/a.md", "stable", "docs/unstable/a.md"),
+        ("docs/a-7.md", "7", "docs/a-7.md"),  # never the file name
+    ],
+)
+def test_a_writer_can_name_the_version_itself(path, version, page):
+    assert detect_version("kb://x", {"path": path, "version": version}) == (version, page)
 
 
 def test_versions_order_as_versions_not_as_strings():

@@ -98,6 +98,7 @@ def parse_source(
         max_file_size=_positive_int(spec.get("maxFileSizeBytes", DEFAULT_MAX_FILE_SIZE)),
         metadata=dict(spec.get("metadata") or {}),
         allow_local=allow_local,
+        version_pattern=spec.get("versionPattern") or None,
     )
     validate_spec(sync)
     service = service_ref(spec)

@@ -23,6 +23,8 @@ RESERVED_KEYS = ("sourceIdentifier", "repository", "ref", "commit", "path")
 _VOLATILE_KEYS = frozenset({"commit"})
 _MAX_URI = 2048  # the v1 contract's limit
 _METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+_MAX_VERSION_PATTERN = 512
+_MAX_VERSION = 64  # the service keeps no more of a version
 # Files the search service converts from their bytes: sent base64-encoded, never decoded as text here.
 BINARY_EXTENSIONS = frozenset({".pdf", ".docx"})
 
@@ -80,7 +82,33 @@ def validate_spec(spec: SyncSpec) -> PathFilter:
             raise InvalidSpecError(f"metadata key {key!r} must be 1-128 letters, digits or _ . - /")
         if not isinstance(value, str):
             raise InvalidSpecError(f"metadata value of {key!r} must be a string")
+    if spec.version_pattern is not None:
+        version_pattern(spec.version_pattern)
     return PathFilter(spec.include, spec.exclude)
+
+
+def version_pattern(pattern: str) -> re.Pattern[str]:
+    """The compiled version pattern; InvalidSpecError when it is not one with a `version` group."""
+    if not isinstance(pattern, str) or not pattern or len(pattern) > _MAX_VERSION_PATTERN:
+        raise InvalidSpecError(
+            f"the version pattern must be a regular expression of 1-{_MAX_VERSION_PATTERN} characters"
+        )
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise InvalidSpecError(f"the version pattern {pattern!r} is not a regular expression: {exc}") from None
+    if "version" not in compiled.groupindex:
+        raise InvalidSpecError(
+            f"the version pattern {pattern!r} has no group named 'version', as in 'docs/(?P<version>[^/]+)/'"
+        )
+    return compiled
+
+
+def version_of(pattern: re.Pattern[str], path: str) -> str | None:
+    """The version a path names by the source's pattern; None when the pattern does not match it."""
+    match = pattern.search(path)
+    version = match.group("version") if match else None
+    return version[:_MAX_VERSION] if version else None
 
 
 class DocumentReader:
@@ -98,6 +126,7 @@ class DocumentReader:
             "ref": spec.link_ref or spec.repo.ref,
             "commit": checkout.head,
         }
+        self._version = version_pattern(spec.version_pattern) if spec.version_pattern is not None else None
 
     def matches(self, entry: TreeEntry) -> bool:
         return self.filter.matches(entry.path)
@@ -112,7 +141,8 @@ class DocumentReader:
         )
 
     def metadata(self, path: str) -> dict[str, Any]:
-        return {**self._base, "path": path}
+        version = version_of(self._version, path) if self._version is not None else None
+        return {**self._base, "path": path} | ({"version": version} if version else {})
 
     def read(self, entry: TreeEntry, *, keep_content: bool = True) -> Document | FileIssue:
         """The document for a matching entry, or why it is skipped. Symlinks are never followed."""

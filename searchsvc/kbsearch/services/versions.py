@@ -3,7 +3,7 @@
 Docs repositories keep a copy of every page per version: `content/docs/2.21/…` (Hugo),
 `versioned_docs/version-3.1/…` (Docusaurus), `docs/v1.4/…` or `1.4/…` (mkdocs-mike and others).
 A document's version comes from its `version` metadata when the writer set one (an operator
-source can name its own layout), else from the first folder of its path that looks like a
+source's `versionPattern` names its own layout), else from the first folder of its path that looks like a
 version. Its page is the path with that folder replaced by `*`, so every version of one page
 shares a page key; Docusaurus's current `docs/` copy shares the key of its `versioned_docs/`.
 """
@@ -38,10 +38,12 @@ def detect_version(uri: str, metadata: Mapping[str, object]) -> DocumentVersion:
     explicit = metadata.get("version")
     if isinstance(explicit, str | int | float) and not isinstance(explicit, bool) and str(explicit).strip():
         version = str(explicit).strip()[:MAX_VERSION_CHARS]
+        # The folder that names it: `2.21`, `v2.21`, `docs-2.21`, but not `12.21` or `2.21.1`.
+        names_it = re.compile(rf"(?<![A-Za-z0-9.])v?{re.escape(version)}(?![A-Za-z0-9.])", re.IGNORECASE)
         folders = path.split("/")
         for i, folder in enumerate(folders[:-1]):
-            if folder in (version, f"v{version}", f"version-{version}"):
-                return DocumentVersion(version, "/".join([*folders[:i], "*", *folders[i + 1 :]]))
+            if names_it.search(folder):
+                return DocumentVersion(version, _page_key(folders, i))
         return DocumentVersion(version, path)
     folders = path.split("/")
     for i, folder in enumerate(folders[:-1]):
@@ -49,11 +51,16 @@ def detect_version(uri: str, metadata: Mapping[str, object]) -> DocumentVersion:
         if match is None:
             continue
         version = match.group("prefixed") or match.group("dotted") or match.group("series")
-        if i > 0 and folders[i - 1] == "versioned_docs":
-            # Docusaurus: versioned_docs/version-3.1/x.md is a version of docs/x.md.
-            return DocumentVersion(version, "/".join([*folders[: i - 1], "docs", *folders[i + 1 :]]))
-        return DocumentVersion(version, "/".join([*folders[:i], "*", *folders[i + 1 :]]))
+        return DocumentVersion(version, _page_key(folders, i))
     return DocumentVersion(None, path)
+
+
+def _page_key(folders: list[str], version_at: int) -> str:
+    """The path with its version folder replaced by `*`; Docusaurus's versions map to `docs/`."""
+    if version_at > 0 and folders[version_at - 1] == "versioned_docs":
+        # versioned_docs/version-3.1/x.md is a version of the current docs/x.md.
+        return "/".join([*folders[: version_at - 1], "docs", *folders[version_at + 1 :]])
+    return "/".join([*folders[:version_at], "*", *folders[version_at + 1 :]])
 
 
 def version_key(version: str | None) -> tuple[int, tuple[int, ...], str]:
