@@ -7,6 +7,7 @@ long document for paging, and the compatibility tools switched on.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from tests.searchsvc.test_scoped_access import (
     content,
 )
 from tests.searchsvc.test_sync_status import report, status_path
+from tests.support.formatfiles import pdf_pages
 from tests.support.mcpclient import ACCEPT, everything, mcp_client, rpc, text_of
 from tests.support.service import BASE_URL, running_service
 from tests.support.service_process import ServiceProcess
@@ -290,6 +292,32 @@ async def test_list_sources_counts_what_the_caller_may_read(service):
 
 
 # --- writes -------------------------------------------------------------------------------------
+
+
+async def test_ingest_converts_a_file_whose_format_is_named(service):
+    """A PDF by its bytes, under a URI with no extension: content_type names the format, as on REST."""
+    uri = "https://git.example/a/controller-manual"
+    pdf = pdf_pages(
+        "Installing the quasar controller: apply its manifests. " * 8,
+        "Upgrading the quasar controller: read the release notes first. " * 8,
+    )
+    document = {
+        "uri": uri,
+        "content": base64.b64encode(pdf).decode("ascii"),
+        "content_encoding": "base64",
+        "content_type": "application/pdf",
+        "metadata": {"sourceIdentifier": "team-a/docs"},
+    }
+    async with mcp_client(service, A_WRITER) as client:
+        created = await client.call_tool("ingest_document", document)
+        assert not created.is_error, text_of(created)
+        assert created.structured_content["chunks"] >= 2
+        found = await client.call_tool("search_knowledge", {"query": "upgrading quasar release notes", "limit": 1})
+        assert f"{uri}#page=2 (page 2)" in text_of(found)  # the hit names its PDF page
+        unnamed = await client.call_tool("ingest_document", document | {"content_type": None, "uri": uri + "-2"})
+        # Without it the URI says markdown, and the bytes say otherwise: refused, with a stable code.
+        assert unnamed.is_error and "CONTENT_TYPE_MISMATCH" in text_of(unnamed)
+        await client.call_tool("delete_document", {"uri": uri})
 
 
 async def test_ingest_and_delete_through_mcp(service):

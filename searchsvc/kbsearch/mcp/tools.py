@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager, suppress
-from typing import Annotated
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -299,18 +299,44 @@ async def ingest_document(
             max_length=MAX_URI_CHARS,
         ),
     ],
-    content: Annotated[str, Field(description="The document's text (markdown), at most 1 MiB of UTF-8.")],
+    content: Annotated[
+        str,
+        Field(
+            description="The document: its text, or with content_encoding 'base64' its file's bytes base64-encoded "
+            "(required for pdf and docx). At most 1 MiB."
+        ),
+    ],
     metadata: Annotated[
         dict[str, MetadataValue] | None,
         Field(description="Metadata to store with it; 'sourceIdentifier' names the source it belongs to."),
     ] = None,
+    content_type: Annotated[
+        str | None,
+        Field(
+            description="The format: a media type ('application/pdf', 'text/html') or a name ('pdf', 'rst', "
+            "'asciidoc', 'mdx', 'ipynb'). By default the URI's extension decides; otherwise markdown.",
+            min_length=1,
+            max_length=255,
+        ),
+    ] = None,
+    content_encoding: Annotated[
+        Literal["utf-8", "base64"],
+        Field(description="'base64' when content holds the file's bytes base64-encoded."),
+    ] = "utf-8",
 ) -> Annotated[CallToolResult, PutDocumentResponse]:
-    """Store a document, or replace the one stored under the same URI. Storing the same content and metadata
-    again changes nothing (status 'unchanged').
+    """Store a document, or replace the one stored under the same URI. Markdown, MDX, reStructuredText,
+    AsciiDoc, HTML, notebooks, plain text, PDF and Word files are converted to text first. Storing the same
+    content and metadata again changes nothing (status 'unchanged').
     """
     tools = tool_context(ctx)
     with tool_errors():
-        request = PutDocumentRequest(uri=uri, content=content, metadata=metadata or {})
+        request = PutDocumentRequest(
+            uri=uri,
+            content=content,
+            metadata=metadata or {},
+            contentType=content_type,
+            contentEncoding=content_encoding,
+        )
         response = await tools.documents.put(request, tools.caller)
     return tool_result(render.put_text(response), response)
 
