@@ -463,8 +463,9 @@ class AskRequest(Body):
         return self.filter.model_copy(update={"sourceIdentifier": self.sources})
 
 
-class AskSource(Body):
-    """A chunk retrieved while answering; `n` is the number the answer's [n] markers use."""
+class ChunkRef(Body):
+    """A chunk an answer used; `n` is the number the answer's [n] markers use. `page` is a PDF page,
+    `cell` a notebook cell, `version` the documentation version, where the chunk has one."""
 
     n: int
     id: str
@@ -473,19 +474,20 @@ class AskSource(Body):
     headings: list[str]
     chunkIndex: int
     sourceIdentifier: str | None
+    page: int | None = None
+    cell: int | None = None
+    version: str | None = None
+
+
+class AskSource(ChunkRef):
+    """A chunk retrieved while answering."""
+
     score: float
 
 
-class AskCitation(Body):
+class AskCitation(ChunkRef):
     """A retrieved chunk the answer cites; `quote` is its sentence closest to the citing one."""
 
-    n: int
-    id: str
-    uri: str
-    title: str | None
-    headings: list[str]
-    chunkIndex: int
-    sourceIdentifier: str | None
     quote: str
 
 

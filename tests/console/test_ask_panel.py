@@ -146,3 +146,34 @@ def test_code_in_an_answer_is_shown_as_code_and_its_brackets_are_not_chips() -> 
     assert html.count('class="chip"') == 2 and "```" not in html
     unterminated = str(answer_with_chips("Run [1]:\n\n```\nls [1]", [cited]))
     assert unterminated.endswith("<pre><code>ls [1]</code></pre>")
+
+
+async def test_a_citation_names_its_pdf_page_and_its_version(tmp_path: Path) -> None:
+    import base64
+
+    from tests.support.formatfiles import pdf_pages
+
+    manual = pdf_pages(
+        "Installing the quasar controller: apply its manifests to the cluster. " * 8,
+        "Upgrading the quasar controller: read the release notes, then apply the new manifests. " * 8,
+    )
+    async with ask_app(tmp_path) as service:
+        pdf = {
+            "uri": "https://git.example.com/ops/2.4/manual.pdf",
+            "content": base64.b64encode(manual).decode("ascii"),
+            "contentEncoding": "base64",
+            "metadata": {"sourceIdentifier": "ops/docs"},
+        }
+        assert (await service.put("/api/v1/documents", json=pdf)).status_code == 200
+        question = "How do I upgrade the quasar controller after reading the release notes?"
+        asked = (await service.post("/api/v1/ask", json={"question": question})).json()
+        cited = [c for c in asked["citations"] if c["uri"] == pdf["uri"]]
+        assert cited and cited[0]["page"] == 2 and cited[0]["version"] == "2.4" and cited[0]["cell"] is None
+        assert all(s.get("page") is None for s in asked["sourcesRetrieved"] if s["uri"] != pdf["uri"])
+
+        csrf = await csrf_of(service)
+        fragment = await service.post(
+            "/ui/ask", data={"question": question, "csrf_token": csrf}, headers={"HX-Request": "true"}
+        )
+        assert '<span class="location">page 2</span>' in fragment.text
+        assert '<span class="version">version 2.4</span>' in fragment.text

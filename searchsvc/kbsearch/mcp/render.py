@@ -117,6 +117,8 @@ def ask_text(response: AskResponse) -> str:
     lines = [response.answer, "", "Citations:"]
     for citation in response.citations:
         label = heading_path(citation.title, citation.headings) or citation.uri
-        lines.append(f"[{citation.n}] {label} — {citation.uri} (chunk {citation.chunkIndex})")
+        where = located(citation.uri, citation.page, citation.cell)
+        version = f", version {citation.version}" if citation.version else ""
+        lines.append(f"[{citation.n}] {label} — {where} (chunk {citation.chunkIndex}{version})")
         lines.append(f'    "{citation.quote}"')
     return "\n".join(lines)

@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -309,29 +309,27 @@ class AskService:
 
 
 def _source(n: int, hit: SearchHit) -> AskSource:
-    return AskSource(
-        n=n,
-        id=hit.id,
-        uri=hit.uri,
-        title=hit.title,
-        headings=hit.headings,
-        chunkIndex=hit.chunk_index,
-        sourceIdentifier=hit.source_identifier,
-        score=hit.score,
-    )
+    return AskSource(**_chunk_ref(n, hit), score=hit.score)
 
 
 def _citation(n: int, hit: SearchHit, citing: str) -> AskCitation:
-    return AskCitation(
-        n=n,
-        id=hit.id,
-        uri=hit.uri,
-        title=hit.title,
-        headings=hit.headings,
-        chunkIndex=hit.chunk_index,
-        sourceIdentifier=hit.source_identifier,
-        quote=quote(hit, citing),
-    )
+    return AskCitation(**_chunk_ref(n, hit), quote=quote(hit, citing))
+
+
+def _chunk_ref(n: int, hit: SearchHit) -> dict[str, Any]:
+    """The fields of schemas.ChunkRef, from a hit."""
+    return {
+        "n": n,
+        "id": hit.id,
+        "uri": hit.uri,
+        "title": hit.title,
+        "headings": hit.headings,
+        "chunkIndex": hit.chunk_index,
+        "sourceIdentifier": hit.source_identifier,
+        "page": hit.page,
+        "cell": hit.cell,
+        "version": hit.version,
+    }
 
 
 def _for_model(n: int, hit: SearchHit) -> str:
