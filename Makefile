@@ -35,7 +35,7 @@ export TOKENIZERS_PARALLELISM := false
 LOCKS       := requirements/dev.txt requirements/search.txt requirements/search-torch.txt requirements/operator.txt
 LOCK_TMP    := $(VENV)/torch-constraint.txt
 
-.PHONY: help install run test test-fast bench lint fmt lock helm kube-tools chromium clean
+.PHONY: help install run test test-fast bench lint fmt lock helm kube-tools mcp-inspector chromium clean
 
 # The first target is the default: `make` alone lists the others. Each target's `## ` comment is its line.
 help: ## List the targets
@@ -99,6 +99,18 @@ $(KUBE_TOOLS)/.built: hack/build-kube-tools.sh $(KUBE_PINS)
 	hack/build-kube-tools.sh $(CURDIR)/$(KUBE_TOOLS)
 	touch $@
 
+# The MCP Inspector CLI, a client nobody here wrote, as tests/searchsvc/test_mcp_inspector.py runs it.
+# Pinned in hack/mcp-inspector/package.json, every package checked against package-lock.json's
+# integrity hashes by `npm ci`; no install scripts run.
+MCP_INSPECTOR := $(TOOLS)/mcp-inspector
+mcp-inspector: $(MCP_INSPECTOR)/.installed ## Install the pinned MCP Inspector CLI into .tools/ (npm)
+
+$(MCP_INSPECTOR)/.installed: hack/mcp-inspector/package.json hack/mcp-inspector/package-lock.json
+	rm -rf $(MCP_INSPECTOR) && mkdir -p $(MCP_INSPECTOR)
+	cp hack/mcp-inspector/package.json hack/mcp-inspector/package-lock.json $(MCP_INSPECTOR)/
+	cd $(MCP_INSPECTOR) && npm ci --silent --ignore-scripts --no-audit --no-fund --omit=dev
+	touch $@
+
 # The console's browser tests drive Debian's Chromium through Playwright (never `playwright
 # install`, which downloads browsers). As root (CI's .ci/run) it is installed when missing;
 # otherwise the test run stops here and says what to do: the browser tests are never skipped.
@@ -118,11 +130,12 @@ chromium: ## Install Debian's Chromium for the browser tests (as root), or say h
 run: $(RUN_STAMP) ## Serve the search service offline on http://127.0.0.1:8000 (installs only what serving needs)
 	$(PY) -m kbsearch
 
-test: lint $(HELM) kube-tools chromium ## lint, then the whole suite (what CI runs)
-	PATH="$(CURDIR)/$(TOOLS):$$PATH" KB_CHROMIUM=$(CHROMIUM) KB_KUBE_TOOLS=$(CURDIR)/$(KUBE_TOOLS) $(PY) -m pytest
+test: lint $(HELM) kube-tools mcp-inspector chromium ## lint, then the whole suite (what CI runs)
+	PATH="$(CURDIR)/$(TOOLS):$$PATH" KB_CHROMIUM=$(CHROMIUM) KB_KUBE_TOOLS=$(CURDIR)/$(KUBE_TOOLS) \
+	  KB_MCP_INSPECTOR=$(CURDIR)/$(MCP_INSPECTOR)/node_modules/.bin/mcp-inspector $(PY) -m pytest
 
 # The inner loop: no lint, no browser tests (tests/console/browser/), no tests marked slow.
-test-fast: $(STAMP) $(HELM) ## The inner loop: the suite without browser, Kubernetes and slow tests, no lint
+test-fast: $(STAMP) $(HELM) mcp-inspector ## The inner loop: the suite without browser, Kubernetes and slow tests, no lint
 	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(PY) -m pytest -m "not slow and not kube" --ignore=tests/console/browser
 
 bench: $(STAMP) ## Run the benchmarks under bench/ (needs ../shared/eval/scifact-train)
