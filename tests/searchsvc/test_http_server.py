@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.support.served import served
+from tests.support.service_process import served
 
 TOKEN = "write-token-for-sockets"
 TIMEOUT_S = "1"  # header and body deadlines of the served process

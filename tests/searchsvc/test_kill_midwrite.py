@@ -19,17 +19,11 @@ Where the kill lands varies from run to run; what is checked does not.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import os
-import queue
 import random
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,6 +37,7 @@ from kbsearch.models import INCOMPLETE, CollectionSignature
 from kbsearch.store.bm25 import Bm25Encoder
 from kbsearch.store.edge import EdgeStore
 from tests.searchsvc.api_fixtures import sections
+from tests.support.service_process import ServiceProcess
 
 SOURCE = "killed"
 URIS = [f"docs/doc-{i}.md" for i in range(4)]
@@ -55,78 +50,13 @@ def sha(content: str) -> str:
     return "sha256:" + hashlib.sha256(content.encode()).hexdigest()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Service:
-    """One run of the service process; its log lines arrive on a queue."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.port = free_port()
-        root = Path(__file__).resolve().parents[2]
-        env = os.environ | {
-            "PYTHONPATH": os.pathsep.join([str(Path(kbsearch.__file__).resolve().parents[1]), str(root)]),
-            "SEARCHSVC_DATA_DIR": str(data_dir),
-            "SEARCHSVC_PORT": str(self.port),
-            "SEARCHSVC_LOG_LEVEL": "DEBUG",
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.searchsvc_process"],
-            env=env,
-            cwd=root,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[dict] = queue.Queue()
-        self.log: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
-        self._wait_ready()
-
-    def _read(self) -> None:
-        for line in self.process.stderr:
-            self.log.append(line)
-            with contextlib.suppress(ValueError):
-                self.lines.put(json.loads(line))
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, "the service exited at start-up:\n" + "".join(self.log)
-            try:
-                if self.http.get("/readyz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("the service never became ready:\n" + "".join(self.log))
-
-    def wait_for(self, message: str, timeout: float = 30) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                entry = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if entry.get("message") == message:
-                return entry
-        raise AssertionError(f"no {message!r} in the log:\n" + "".join(self.log[-30:]))
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
-        self.http.close()
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        # uvicorn re-raises the SIGTERM once it has shut down cleanly.
-        assert self.process.wait(60) in (0, -signal.SIGTERM), "".join(self.log[-30:])
-        self.http.close()
-        assert any("Application shutdown complete" in line for line in self.log), "".join(self.log[-30:])
+def start_service(data_dir: Path) -> ServiceProcess:
+    """A fresh run on `data_dir`, with a log of its own (wait_for_log must not see an earlier run's lines)."""
+    runs = len(list(data_dir.parent.glob("service-*.log")))
+    env = {"SEARCHSVC_DATA_DIR": str(data_dir), "SEARCHSVC_LOG_LEVEL": "DEBUG"}
+    service = ServiceProcess(data_dir.parent / f"service-{runs}.log", env).start()
+    service.wait_ready(60)
+    return service
 
 
 @dataclass
@@ -160,20 +90,20 @@ def plan(rng: random.Random, round_: int, truth: dict[str, str | None]) -> list[
     return ops
 
 
-def send(service: Service, op: Op) -> None:
+def send(service: ServiceProcess, op: Op) -> None:
     try:
         if op.new is None:
-            answer = service.http.delete("/api/v1/documents", params={"uri": op.uri, "sourceIdentifier": SOURCE})
+            answer = service.client.delete("/api/v1/documents", params={"uri": op.uri, "sourceIdentifier": SOURCE})
         else:
             body = {"uri": op.uri, "content": op.new, "metadata": {"sourceIdentifier": SOURCE}}
-            answer = service.http.put("/api/v1/documents", json=body)
+            answer = service.client.put("/api/v1/documents", json=body)
         op.acknowledged = answer.status_code == 200
     except httpx.TransportError:
         pass  # killed mid-request
 
 
-def listed(service: Service) -> dict[str, dict]:
-    documents = service.http.get("/api/v1/documents", params={"limit": 1000}).json()["documents"]
+def listed(service: ServiceProcess) -> dict[str, dict]:
+    documents = service.client.get("/api/v1/documents", params={"limit": 1000}).json()["documents"]
     return {d["uri"]: d for d in documents}
 
 
@@ -219,7 +149,7 @@ def test_kill_9_during_writes_never_leaves_a_wrong_index(tmp_path: Path):
     data_dir = tmp_path / "data"
     truth: dict[str, str | None] = dict.fromkeys(URIS)
     outcomes: list[str] = []
-    service = Service(data_dir)
+    service = start_service(data_dir)
     try:
         for round_ in range(ROUNDS):
             ops = plan(rng, round_, truth)
@@ -228,13 +158,13 @@ def test_kill_9_during_writes_never_leaves_a_wrong_index(tmp_path: Path):
                     pool.submit(send, service, op)
                 # Kill once a write is inside the store: at its claim, or a little after a batch.
                 if round_ % 3 == 0:
-                    service.wait_for("write claimed")
+                    service.wait_for_log("write claimed")
                 else:
-                    service.wait_for("chunks written")
+                    service.wait_for_log("chunks written")
                     time.sleep(rng.uniform(0, 0.2))
                 service.kill()
 
-            service = Service(data_dir)  # start-up repair runs here
+            service = start_service(data_dir)  # start-up repair runs here
             records = listed(service)
             assert set(records) <= set(URIS)
             for op in ops:
@@ -247,19 +177,19 @@ def test_kill_9_during_writes_never_leaves_a_wrong_index(tmp_path: Path):
                         "mode": "keyword",
                         "filter": {"uriPrefix": op.uri},
                     }
-                    assert service.http.post("/api/v1/search", json=body).json()["results"] == []
-            service.stop()  # a clean stop, so the store can be read directly
+                    assert service.client.post("/api/v1/search", json=body).json()["results"] == []
+            assert service.stop(), service.log_text()[-4000:]  # a clean stop, so the store can be read directly
 
             chunks = stored_chunks(data_dir)
             assert set(chunks) <= set(records), f"chunks without a record: {set(chunks) - set(records)}"
             states = {op.uri: check(op, records.get(op.uri), chunks.get(op.uri, {})) for op in ops}
 
-            service = Service(data_dir)
+            service = start_service(data_dir)
             for op in ops:
                 state = states[op.uri]
                 outcomes.append("old" if state == op.old else "new" if state == op.new else "incomplete")
                 if op.old is not None:
-                    again = service.http.put(
+                    again = service.client.put(
                         "/api/v1/documents",
                         json={"uri": op.uri, "content": op.old, "metadata": {"sourceIdentifier": SOURCE}},
                     ).json()
@@ -267,17 +197,17 @@ def test_kill_9_during_writes_never_leaves_a_wrong_index(tmp_path: Path):
                     truth[op.uri] = op.old
                 elif state is not None:
                     # The operator's delete of a document it never finished creating removes everything.
-                    deleted = service.http.delete(
+                    deleted = service.client.delete(
                         "/api/v1/documents", params={"uri": op.uri, "sourceIdentifier": SOURCE}
                     )
                     assert deleted.status_code == 200
                     truth[op.uri] = None
-            status = service.http.get(f"/api/v1/sources/{SOURCE}").json()
+            status = service.client.get(f"/api/v1/sources/{SOURCE}").json()
             assert status["incompleteDocuments"] == 0
             assert status["documents"] == sum(c is not None for c in truth.values())
             assert status["chunks"] == sum(len(CHUNKER.chunk(c).chunks) for c in truth.values() if c is not None)
     finally:
-        if service.process.poll() is None:
+        if service.alive():
             service.kill()
     # Which states the kills produced varies; reported, never asserted.
     sys.stderr.write(f"kill rounds: {ROUNDS}; states seen: { {s: outcomes.count(s) for s in set(outcomes)} }\n")

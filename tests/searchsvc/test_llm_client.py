@@ -101,9 +101,9 @@ def test_each_openai_api_has_one_owner_module():
 
 
 def test_a_chat_model_without_a_key_or_endpoint_stops_start_up_naming_the_setting(tmp_path):
-    from tests.support.served import run_service
+    from tests.support.service_process import run_to_exit
 
-    result = run_service(SEARCHSVC_LLM_MODEL="gpt-4.1-mini", SEARCHSVC_DATA_DIR=str(tmp_path), OPENAI_API_KEY="")
+    result = run_to_exit(SEARCHSVC_LLM_MODEL="gpt-4.1-mini", SEARCHSVC_DATA_DIR=str(tmp_path), OPENAI_API_KEY="")
     assert result.returncode != 0
     assert "SEARCHSVC_LLM_API_KEY is required" in result.stdout + result.stderr
 

@@ -9,8 +9,7 @@ from pydantic import ValidationError
 
 from kbsearch.settings import Settings
 from tests.support.mcpclient import ACCEPT, rpc
-from tests.support.served import free_port, run_service
-from tests.support.service_process import ServiceProcess
+from tests.support.service_process import ServiceProcess, free_port, run_to_exit
 
 SECRET = "zq-3f9a1c"  # its tail, 3f9a1c, must never be printed
 
@@ -27,7 +26,7 @@ UNUSABLE_TOKENS = {
 @pytest.mark.parametrize("case", sorted(UNUSABLE_TOKENS))
 def test_an_unusable_token_stops_start_up_naming_the_variable_not_the_value(tmp_path, variable, case):
     settings = {"SEARCHSVC_API_TOKEN": "a-good-write-token", variable: UNUSABLE_TOKENS[case]}
-    child = run_service(SEARCHSVC_PORT=str(free_port()), SEARCHSVC_DATA_DIR=str(tmp_path), **settings)
+    child = run_to_exit(SEARCHSVC_PORT=str(free_port()), SEARCHSVC_DATA_DIR=str(tmp_path), **settings)
     assert child.returncode == 2, child.stderr
     assert f"{variable}:" in child.stderr
     assert "3f9a1c" not in child.stderr + child.stdout and "a-good" not in child.stderr + child.stdout
@@ -35,7 +34,7 @@ def test_an_unusable_token_stops_start_up_naming_the_variable_not_the_value(tmp_
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "search.example"])
 def test_a_reachable_address_without_a_write_token_stops_start_up(tmp_path, host):
-    child = run_service(SEARCHSVC_HOST=host, SEARCHSVC_PORT=str(free_port()), SEARCHSVC_DATA_DIR=str(tmp_path))
+    child = run_to_exit(SEARCHSVC_HOST=host, SEARCHSVC_PORT=str(free_port()), SEARCHSVC_DATA_DIR=str(tmp_path))
     assert child.returncode == 2, child.stderr
     assert "SEARCHSVC_API_TOKEN" in child.stderr and "SEARCHSVC_ALLOW_UNAUTHENTICATED_WRITES=true" in child.stderr
 

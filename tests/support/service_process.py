@@ -1,8 +1,11 @@
-"""The search service as a real process: `python -m kbsearch`, with the test hashing embedder.
+"""The search service as a real process: the one launcher the tests use.
 
-`python -m tests.support.service_process` runs kbsearch's own entry point (settings from the
-environment, JSON logging, uvicorn) and only swaps the embedder for the hashing one, so
-tests need no model. `ServiceProcess` starts it, waits for it and reads its log.
+`ServiceProcess` runs `python -m tests.support.service_process`, which is kbsearch's own entry
+point (settings from the environment, JSON logging, uvicorn) with only the embedder swapped for
+the test hashing one, so tests need no model; with `real_model=True` it runs `python -m kbsearch`
+itself, MiniLM and all. It starts the process, waits for it, follows its log, stops or kills it.
+`served` is the same as a context manager yielding the base URL; `run_to_exit` runs the real
+entry point to its end, for configurations it must refuse.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -46,27 +52,55 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def service_env(**settings: str) -> dict[str, str]:
+    """This environment without any SEARCHSVC_* of its own, offline, able to import both trees, plus `settings`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCHSVC_")}
+    env |= {
+        "PYTHONPATH": os.pathsep.join([str(REPO / "searchsvc"), str(REPO)]),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    return env | settings
+
+
+def run_to_exit(timeout: float = 60, **settings: str) -> subprocess.CompletedProcess[str]:
+    """`python -m kbsearch` to its end: for configurations it must refuse."""
+    return subprocess.run(
+        [sys.executable, "-m", "kbsearch"],
+        env=service_env(**settings),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+# Loading MiniLM on a loaded 2-core machine takes a while; the hashing embedder does not.
+REAL_MODEL_START_S = 180
+
+
 class ServiceProcess:
     """One run of the service; `prefix` wraps the command (for example nsenter into a mount namespace)."""
 
-    def __init__(self, log_path: Path, env: dict[str, str], *, prefix: list[str] | None = None) -> None:
+    def __init__(
+        self, log_path: Path, env: dict[str, str], *, prefix: list[str] | None = None, real_model: bool = False
+    ) -> None:
         self.port = free_port()
         self.log_path = log_path
-        self._env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(REPO / "searchsvc"), str(REPO)]),
-            "SEARCHSVC_HOST": "127.0.0.1",
-            "SEARCHSVC_PORT": str(self.port),
-            **env,
-        }
+        self._env = service_env(SEARCHSVC_HOST="127.0.0.1", SEARCHSVC_PORT=str(self.port), **env)
         self._prefix = prefix or []
+        self._module = "kbsearch" if real_model else "tests.support.service_process"
+        self._log_read = 0  # how far wait_for_log has read
         self.proc: subprocess.Popen | None = None
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.client = httpx.Client(base_url=self.url, timeout=60)
 
     def start(self) -> ServiceProcess:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - outlives this call; stop() closes it
         self.proc = subprocess.Popen(
-            [*self._prefix, sys.executable, "-m", "tests.support.service_process"],
+            [*self._prefix, sys.executable, "-m", self._module],
             env=self._env,
             cwd=REPO,
             stdout=self._log,
@@ -137,6 +171,25 @@ class ServiceProcess:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_for_log(self, message: str, timeout_s: float = 30) -> dict[str, Any]:
+        """The next JSON log entry with this message, after the last one this returned."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_read)
+                data = log.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            for line in complete.splitlines(keepends=True):
+                self._log_read += len(line)
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("message") == message:
+                    return entry
+            time.sleep(0.05)
+        raise AssertionError(f"no {message!r} in the log:\n{self.log_text()[-4000:]}")
+
     def log_entries(self) -> list[dict]:
         """The JSON log lines (other lines, such as a fault report, are skipped)."""
         entries = []
@@ -146,6 +199,21 @@ class ServiceProcess:
             except ValueError:
                 continue
         return entries
+
+
+@contextmanager
+def served(data_dir: Path, **settings: str) -> Iterator[str]:
+    """The base URL of a running `python -m kbsearch` (the real model), stopped and reaped on exit."""
+    process = ServiceProcess(
+        data_dir.parent / f"kbsearch-{data_dir.name}.log",
+        {"SEARCHSVC_DATA_DIR": str(data_dir), **settings},
+        real_model=True,
+    ).start()
+    try:
+        process.wait_ready(REAL_MODEL_START_S)
+        yield process.url
+    finally:
+        process.stop()
 
 
 if __name__ == "__main__":
