@@ -11,6 +11,7 @@ import httpx
 import yaml
 
 from tests.console.corpus import XSS_CONTENT, XSS_MARKER, XSS_URI
+from tests.support.console import csrf_in
 from tests.support.service import running_service
 
 WRITER, READER = "http-writer-token", "http-reader-token"
@@ -43,11 +44,10 @@ async def open_app(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def csrf_of(client: httpx.AsyncClient) -> str:
-    page = await client.get("/ui/login")
-    match = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    csrf = csrf_in((await client.get("/ui/login")).text)
     cookie = client.cookies.get("kb_console_csrf") or client.cookies.get("__Host-kb_console_csrf")  # http, https
-    assert match and cookie == match.group(1)
-    return match.group(1)
+    assert cookie == csrf
+    return csrf
 
 
 async def sign_in(client: httpx.AsyncClient, token: str = READER) -> httpx.Response:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
+from tests.support.console import csrf_in
 from tests.support.service_process import ServiceProcess
 
 READER = "proxy-reader-token"
@@ -23,12 +23,11 @@ def sign_in_cookies(service: ServiceProcess) -> list[str]:
     url = f"http://127.0.0.1:{service.port}/ui/login"
     proxied = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"}
     form = httpx.get(url, headers=proxied)
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
-    assert csrf, form.text
+    csrf = csrf_in(form.text)
     # Over https the cookie is `__Host-kb_console_csrf`: carry it under the name the service set.
     name = next(c.split("=", 1)[0] for c in form.headers.get_list("set-cookie") if "kb_console_csrf=" in c)
-    cookie = {"Cookie": f"{name}={csrf.group(1)}"}
-    response = httpx.post(url, data={"token": READER, "csrf_token": csrf.group(1)}, headers=proxied | cookie)
+    cookie = {"Cookie": f"{name}={csrf}"}
+    response = httpx.post(url, data={"token": READER, "csrf_token": csrf}, headers=proxied | cookie)
     assert response.status_code == 303, response.text
     return form.headers.get_list("set-cookie") + response.headers.get_list("set-cookie")
 

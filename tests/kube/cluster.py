@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -205,6 +205,26 @@ class Operator:
             and "NamespaceTerminating" not in line
             and not any(start <= _logged_at(line) <= end for start, end in self.restarts)
         ]
+
+
+@contextlib.contextmanager
+def operators(plane: ControlPlane, search: SearchService, root: Path) -> Iterator[Callable[..., Operator]]:
+    """Start operators for a release (`start(release, **settings)`); each is stopped at the end, and
+    none may have been refused by RBAC."""
+    started: list[Operator] = []
+
+    def start(release: Release, **env: str) -> Operator:
+        operator = Operator(plane, release, search, root, **env).start()
+        started.append(operator)
+        return operator
+
+    try:
+        yield start
+    finally:
+        for operator in started:
+            operator.stop()
+    refused = [line for operator in started for line in operator.forbidden()]
+    assert refused == [], "the API server refused the operator:\n" + "\n".join(refused)
 
 
 def log_time(offset_s: float = 0) -> str:

@@ -3,12 +3,12 @@ with helm in both modes, the operator and the search service as local processes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.kube.cluster import AUDIENCE, Operator, Release, SearchService, install
+from tests.kube.cluster import AUDIENCE, Operator, Release, SearchService, install, operators
 from tests.support.controlplane import ControlPlane, control_plane  # noqa: F401  # fixture
 
 #: Cluster-wide install (a ClusterRole), with the search service in Kubernetes auth mode.
@@ -59,17 +59,7 @@ def run_operator(
     control_plane: ControlPlane,  # noqa: F811
     search: SearchService,
     operator_root: Path,
-) -> Iterator[object]:
+) -> Iterator[Callable[..., Operator]]:
     """Start operators for a release; each is stopped at the end, and none may have been refused."""
-    started: list[Operator] = []
-
-    def start(release: Release, **env: str) -> Operator:
-        operator = Operator(control_plane, release, search, operator_root, **env).start()
-        started.append(operator)
-        return operator
-
-    yield start
-    for operator in started:
-        operator.stop()
-    refused = [line for operator in started for line in operator.forbidden()]
-    assert refused == [], "the API server refused the operator:\n" + "\n".join(refused)
+    with operators(control_plane, search, operator_root) as start:
+        yield start

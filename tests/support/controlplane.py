@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -34,7 +35,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-__all__ = ["ControlPlane", "control_plane", "tools_dir"]
+__all__ = ["ControlPlane", "control_plane", "running_control_plane", "tools_dir"]
 
 REPO = Path(__file__).resolve().parents[2]
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
@@ -209,10 +210,16 @@ class _Child:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver + kube-controller-manager on free loopback ports under `root`."""
+    """etcd + kube-apiserver + kube-controller-manager on free loopback ports under `root`.
 
-    def __init__(self, root: Path, tools: Path) -> None:
+    `apiserver_args` adds (or overrides) kube-apiserver flags; `controller_manager=False` starts
+    no kube-controller-manager (for a plane whose test needs no namespace or garbage collection)."""
+
+    def __init__(
+        self, root: Path, tools: Path, *, apiserver_args: tuple[str, ...] = (), controller_manager: bool = True
+    ) -> None:
         self.root, self.tools = root, tools
+        self.apiserver_args, self.with_controller_manager = apiserver_args, controller_manager
         root.mkdir(parents=True, exist_ok=True)
         self.etcd_port, self.etcd_peer_port = free_port(), free_port()
         self.api_port, self.kcm_port = free_port(), free_port()
@@ -262,6 +269,7 @@ class ControlPlane:
             "--service-cluster-ip-range=10.0.0.0/24",
             "--enable-priority-and-fairness=false",
             "--v=1",
+            *self.apiserver_args,
         ])  # fmt: skip
         self.controller_manager = self._child("kube-controller-manager", [
             f"--kubeconfig={self.kubeconfig}",
@@ -278,13 +286,18 @@ class ControlPlane:
             self._wait(self.etcd, self._etcd_healthy, timeout_s)
             self.apiserver.start()
             self._wait(self.apiserver, self._apiserver_ready, timeout_s)
-            self.controller_manager.start()
-            self._wait(self.controller_manager, self._controller_manager_up, timeout_s)
+            if self.with_controller_manager:
+                self.controller_manager.start()
+                self._wait(self.controller_manager, self._controller_manager_up, timeout_s)
         except BaseException:
             self.stop()
             raise
         self.started_in = time.monotonic() - begin
         return self
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.etcd_port}"
 
     def stop(self) -> None:
         for child in reversed(self._children):
@@ -364,7 +377,7 @@ class ControlPlane:
         raise RuntimeError(f"{child.name} not ready within {timeout_s:.0f}s; its log ({child.log}):\n{child.tail()}")
 
     def _etcd_healthy(self) -> bool:
-        return _get(f"http://127.0.0.1:{self.etcd_port}/health") == 200
+        return _get(f"{self.etcd_url}/health") == 200
 
     def _apiserver_ready(self) -> bool:
         context = ssl.create_default_context(cafile=str(self.ca))
@@ -390,10 +403,10 @@ def _get(url: str, context: ssl.SSLContext | None = None) -> int:
         return 0
 
 
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """One control plane for the whole test session, torn down at its end."""
-    plane = ControlPlane(tmp_path_factory.mktemp("controlplane"), tools_dir())
+@contextlib.contextmanager
+def running_control_plane(root: Path, **options: Any) -> Iterator[ControlPlane]:
+    """A started control plane (options as ControlPlane takes them), stopped and its data removed after."""
+    plane = ControlPlane(root, tools_dir(), **options)
     try:
         plane.start()
     except RuntimeError as exc:
@@ -403,3 +416,10 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     finally:
         plane.stop()
         shutil.rmtree(plane.root / "etcd", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """One control plane for the whole test session, torn down at its end."""
+    with running_control_plane(tmp_path_factory.mktemp("controlplane")) as plane:
+        yield plane
