@@ -4,6 +4,7 @@ credentials never share. Counted on the wire by git's own smart-HTTP server."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -159,3 +160,13 @@ def test_a_clone_is_removed_when_its_last_source_lets_go(tmp_path: Path, private
     assert not clone.exists()
     cache.forget("b/docs", private)
     assert not [p for p in cache.root.iterdir() if not p.name.startswith(".")]
+
+
+def test_a_clone_of_the_per_source_layout_goes_when_its_source_opens(tmp_path: Path, private: str) -> None:
+    cache = RepoCache(tmp_path / "cache")
+    legacy = cache.root / hashlib.sha256(f"a/docs\0{private}".encode()).hexdigest()[:32]
+    git(tmp_path, "init", "--quiet", "--bare", str(legacy))
+    cache.open(
+        "a/docs", RepoSpec(private, credentials=Credentials(username="robot", token=TOKEN)), allow_local=False
+    ).close()
+    assert not legacy.exists()

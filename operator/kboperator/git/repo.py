@@ -145,6 +145,7 @@ class RepoCache:
                 clone.close()
                 raise
         self._release_others(source_id, keep=key)
+        self._drop_legacy(source_id, repo.url)
         return Checkout(clone, location, ref, head_sha, is_tag=is_tag, partial=self.partial)
 
     def remote_head(self, source_id: str, repo: RepoSpec, *, allow_local: bool) -> str | None:
@@ -167,8 +168,13 @@ class RepoCache:
     def forget(self, source_id: str, url: str) -> None:
         """Let go of a source's clones (when the source is deleted); a clone nobody uses is removed."""
         self._release_others(source_id, keep=None)
-        # A clone of the per-source layout of earlier versions.
+        self._drop_legacy(source_id, url)
+
+    def _drop_legacy(self, source_id: str, url: str) -> None:
+        """Remove the source's clone of the per-source layout of earlier versions, if any."""
         legacy = hashlib.sha256(f"{source_id}\0{url}".encode()).hexdigest()[:32]
+        if not (self.root / legacy).exists() and not (self.root / f"{legacy}.known_hosts").exists():
+            return
         with self.fetches.lock(legacy):
             shutil.rmtree(self.root / legacy, ignore_errors=True)
             (self.root / f"{legacy}.known_hosts").unlink(missing_ok=True)
@@ -180,6 +186,7 @@ class RepoCache:
             with self.fetches.lock(key):
                 if self._names.remove_user(key, source_id):
                     self.fetches.forget(key)
+                    self.remote_checks.forget(key)
                     shutil.rmtree(self.root / key, ignore_errors=True)
                     shutil.rmtree(self.root / f"{key}.users", ignore_errors=True)
                     (self.root / f"{key}.known_hosts").unlink(missing_ok=True)
