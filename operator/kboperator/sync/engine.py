@@ -57,7 +57,7 @@ from kboperator.errors import (
     SyncError,
 )
 from kboperator.git.repo import Checkout, RepoCache
-from kboperator.models import Baseline, FileIssue, SyncReport, SyncResult, SyncSpec
+from kboperator.models import Baseline, FileIssue, Freshness, SyncReport, SyncResult, SyncSpec
 from kboperator.searchclient import ListedDocument, SearchClient, SourceStats
 from kboperator.sync.documents import Document, DocumentReader, same_metadata, valid_path, validate_spec
 from kboperator.sync.drift import drift_reason
@@ -234,12 +234,18 @@ class SyncEngine:
         *,
         synced_at: str,
         next_sync_at: str | None = None,
+        last_success_at: str | None = None,
+        freshness: Freshness | None = None,
     ) -> bool:
         """Tell the search service how a sync ended (its sources page shows it); True when it took it.
 
+        `last_success_at` and `freshness`: how fresh the source is (see models.SyncReport).
         Never raises: a report that fails is logged, and the next sync reports again.
         """
-        report = SyncReport.of(result, error, synced_at=synced_at, next_sync_at=next_sync_at)
+        report = SyncReport.of(
+            result, error, synced_at=synced_at, next_sync_at=next_sync_at,
+            last_success_at=last_success_at, freshness=freshness,
+        )  # fmt: skip
         try:
             taken = await self.client.report_sync(source_id, report)
         except SyncError as exc:  # the sync's own outcome stands, whatever happens to its report
