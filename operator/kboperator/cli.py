@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from kboperator import __version__
 from kboperator.errors import (
@@ -27,7 +29,7 @@ from kboperator.errors import (
     SyncError,
 )
 from kboperator.git.repo import RepoCache
-from kboperator.models import Baseline, Credentials, RepoSpec, SyncResult, SyncSpec
+from kboperator.models import Baseline, Credentials, Freshness, RepoSpec, SyncResult, SyncSpec
 from kboperator.repourl import parse_repo_url
 from kboperator.schedule import format_time, utcnow
 from kboperator.searchclient import SearchClient
@@ -137,12 +139,16 @@ async def _run(args: argparse.Namespace) -> int:
             _save_state(args, spec, last_commit, full_owed=True)
         async with SearchClient(args.service, token) as client:
             engine = SyncEngine(client, cache)
+            started = utcnow()
             try:
                 result = await engine.sync(spec, last_commit, force_full=args.full, baseline=baseline)
             except SyncError as exc:
                 await engine.report(spec.source_id, None, exc, synced_at=format_time(utcnow()))
                 raise
-            await engine.report(spec.source_id, result, None, synced_at=format_time(utcnow()))
+            now = utcnow()
+            await engine.report(
+                spec.source_id, result, None, synced_at=format_time(now), **_freshness(result, started, now)
+            )
         if result.ok and args.state:
             _save_state(args, spec, result.commit, baseline=result.baseline)
     except (_ConfigError, *_CONFIG_ERRORS) as exc:
@@ -151,6 +157,18 @@ async def _run(args: argparse.Namespace) -> int:
         return _fail(args, exc, EXIT_FAILED)
     _report(args, result)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _freshness(result: SyncResult, started: datetime.datetime, now: datetime.datetime) -> dict[str, Any]:
+    """A run has no memory: the commit it fetched counts as seen when the run started (a CI job
+    starts on its push). A run that found nothing new says nothing about the lag."""
+    if not result.ok:
+        return {}
+    ended = format_time(now)
+    if not result.fetched:
+        return {"last_success_at": ended}
+    lag = (now - started).total_seconds()
+    return {"last_success_at": ended, "freshness": Freshness(result.commit, format_time(started), ended, lag)}
 
 
 def _spec(args: argparse.Namespace) -> SyncSpec:

@@ -184,10 +184,23 @@ _PATH_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
+class Freshness:
+    """How fresh the index is: the newest commit seen on the remote, when it was first seen (a
+    webhook's push, else the sync's start), when it became searchable, and the lag between."""
+
+    commit: str
+    seen_at: str  # RFC 3339
+    searchable_at: str  # RFC 3339
+    lag_s: float
+
+
+@dataclass(frozen=True)
 class SyncReport:
     """One sync's outcome as the search service keeps it: phase ok, partial (files failed) or error.
 
     `result` is None when the whole sync failed (phase error, `message` says why).
+    `last_success_at` and `freshness` travel with every report, a failed one too: the service keeps
+    only the latest report, and its sources page shows how fresh the source still is.
     """
 
     phase: str  # "ok" | "partial" | "error"
@@ -195,21 +208,40 @@ class SyncReport:
     result: SyncResult | None = None
     next_sync_at: str | None = None
     message: str | None = None
+    last_success_at: str | None = None  # RFC 3339: when the last successful sync ended
+    freshness: Freshness | None = None
 
     @classmethod
     def of(
-        cls, result: SyncResult | None, error: Exception | None, *, synced_at: str, next_sync_at: str | None
+        cls,
+        result: SyncResult | None,
+        error: Exception | None,
+        *,
+        synced_at: str,
+        next_sync_at: str | None,
+        last_success_at: str | None = None,
+        freshness: Freshness | None = None,
     ) -> SyncReport:
         if result is None:
             text = str(error) if error is not None and str(error) else type(error).__name__
-            return cls("error", synced_at, None, next_sync_at, text)
-        return cls("ok" if result.ok else "partial", synced_at, result, next_sync_at, None)
+            return cls("error", synced_at, None, next_sync_at, text, last_success_at, freshness)
+        phase = "ok" if result.ok else "partial"
+        return cls(phase, synced_at, result, next_sync_at, None, last_success_at, freshness)
 
     def to_json(self) -> dict[str, Any]:
         """The request body, within the service's bounds: lists cut to REPORTED_FILES, texts shortened."""
         body: dict[str, Any] = {"phase": self.phase, "syncedAt": self.synced_at, "nextSyncAt": self.next_sync_at}
         if self.message:
             body["message"] = _CONTROL.sub(" ", self.message)[:_REPORTED_MESSAGE]
+        if self.last_success_at:
+            body["lastSuccessAt"] = self.last_success_at
+        if self.freshness is not None:
+            body["freshness"] = {
+                "remoteCommit": self.freshness.commit,
+                "seenAt": self.freshness.seen_at,
+                "searchableAt": self.freshness.searchable_at,
+                "lagSeconds": round(max(0.0, self.freshness.lag_s), 3),
+            }
         result = self.result
         if result is not None:
             body |= {

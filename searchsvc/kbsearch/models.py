@@ -293,6 +293,18 @@ class SyncStatus:
     modified: int = 0
     deleted: int = 0
     unchanged: int = 0
+    last_success_at: str | None = None  # RFC 3339, UTC: when the last successful sync ended
+    freshness: Freshness | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """How fresh a source's index is, as its syncer measured it (times RFC 3339, UTC)."""
+
+    remote_commit: str
+    seen_at: str  # when the commit was first seen on the remote (a webhook's push, else the sync's start)
+    searchable_at: str  # when the sync that made it searchable ended
+    lag_seconds: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -243,6 +243,31 @@ def _rfc3339(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class FreshnessBody(Body):
+    """How fresh the source's index is: the newest commit seen on the remote, when it was first
+    seen (a webhook's push, else the sync's start), when it became searchable, and the lag between."""
+
+    remoteCommit: Annotated[StrictStr, Field(min_length=1, max_length=MAX_COMMIT), AfterValidator(_one_line)]
+    seenAt: AwareDatetime
+    searchableAt: AwareDatetime
+    lagSeconds: Annotated[float, Field(ge=0, le=10**9, allow_inf_nan=False)]
+
+    @property
+    def seen_at(self) -> str:
+        return _rfc3339(self.seenAt)
+
+    @property
+    def searchable_at(self) -> str:
+        return _rfc3339(self.searchableAt)
+
+
+class FreshnessInfo(Body):
+    remoteCommit: str
+    seenAt: str
+    searchableAt: str
+    lagSeconds: float
+
+
 class SyncStatusRequest(Body):
     """PUT /api/v1/sources/{sourceIdentifier}/status: the outcome of one sync, as its syncer saw it.
 
@@ -264,6 +289,9 @@ class SyncStatusRequest(Body):
     syncedAt: AwareDatetime
     nextSyncAt: AwareDatetime | None = None
     message: Annotated[StrictStr, Field(max_length=MAX_SYNC_MESSAGE), AfterValidator(_text)] | None = None
+    # Freshness, sent with every report (a failed one too): the service keeps only the latest.
+    lastSuccessAt: AwareDatetime | None = None
+    freshness: FreshnessBody | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> SyncStatusRequest:
@@ -285,6 +313,10 @@ class SyncStatusRequest(Body):
     @property
     def next_sync_at(self) -> str | None:
         return _rfc3339(self.nextSyncAt) if self.nextSyncAt is not None else None
+
+    @property
+    def last_success_at(self) -> str | None:
+        return _rfc3339(self.lastSuccessAt) if self.lastSuccessAt is not None else None
 
 
 class FileIssueInfo(Body):
@@ -310,6 +342,8 @@ class SyncStatusInfo(Body):
     syncedAt: str
     nextSyncAt: str | None
     message: str | None
+    lastSuccessAt: str | None = None
+    freshness: FreshnessInfo | None = None
 
 
 class SyncStatusResponse(Body):

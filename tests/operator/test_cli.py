@@ -432,6 +432,10 @@ def test_each_run_reports_its_outcome_to_the_service(server: Server, repo: WorkR
     sync = sources_listed(server)[SOURCE]["sync"]
     assert sync["phase"] == "ok" and sync["failedFiles"] == [] and sync["documents"] == 3
     assert sync["syncedAt"].endswith("Z") and sync["nextSyncAt"] is None
+    # Freshness: the run fetched the commit, counted as seen when the run started.
+    assert sync["lastSuccessAt"] == sync["syncedAt"] and sync["freshness"]["remoteCommit"] == repo.head()
+    assert sync["freshness"]["searchableAt"] == sync["syncedAt"] and sync["freshness"]["lagSeconds"] >= 0
+    assert sync["freshness"]["seenAt"] <= sync["freshness"]["searchableAt"]
 
 
 def test_a_run_that_fails_as_a_whole_reports_an_error(server: Server, tmp_path: Path, capsys) -> None:

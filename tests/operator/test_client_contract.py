@@ -26,7 +26,7 @@ from kboperator.errors import (
     ServiceUnavailableError,
 )
 from kboperator.git.repo import RepoCache
-from kboperator.models import REPORTED_FILES, FileIssue, SyncReport, SyncResult
+from kboperator.models import REPORTED_FILES, FileIssue, Freshness, SyncReport, SyncResult
 from kboperator.searchclient import SearchClient, SourceStats
 from kboperator.sync.engine import SyncEngine
 from tests.operator.search_service import (
@@ -357,6 +357,35 @@ async def test_a_failed_sync_is_reported_as_an_error_for_a_source_with_no_docume
     listed = (await sources_seen(service))[SOURCE]
     assert listed["documents"] == 0 and listed["sync"]["phase"] == "error"
     assert listed["sync"]["message"] == "git clone failed: could not resolve host" and listed["sync"]["commit"] is None
+
+
+async def test_freshness_travels_with_every_report_a_failed_one_too(search_client: SearchClient, service) -> None:
+    fresh = Freshness("c0ffee" * 6 + "c0ff", "2026-11-24T09:59:57Z", "2026-11-24T10:00:00Z", 2.7504)
+    ok = SyncReport.of(
+        synced(), None, synced_at="2026-11-24T10:00:00Z", next_sync_at=None,
+        last_success_at="2026-11-24T10:00:00Z", freshness=fresh,
+    )  # fmt: skip
+    assert await search_client.report_sync(SOURCE, ok) is True
+    sync = (await sources_seen(service))[SOURCE]["sync"]
+    assert sync["lastSuccessAt"] == "2026-11-24T10:00:00.000Z"
+    assert sync["freshness"] == {
+        "remoteCommit": "c0ffee" * 6 + "c0ff", "seenAt": "2026-11-24T09:59:57.000Z",
+        "searchableAt": "2026-11-24T10:00:00.000Z", "lagSeconds": 2.75,
+    }  # fmt: skip
+    error = RepositoryUnavailableError("could not resolve host")
+    failed = SyncReport.of(
+        None, error, synced_at="2026-11-24T10:05:00Z", next_sync_at=None,
+        last_success_at="2026-11-24T10:00:00Z", freshness=fresh,
+    )  # fmt: skip
+    assert await search_client.report_sync(SOURCE, failed) is True
+    sync = (await sources_seen(service))[SOURCE]["sync"]
+    assert sync["phase"] == "error" and sync["lastSuccessAt"] == "2026-11-24T10:00:00.000Z"
+    assert sync["freshness"]["lagSeconds"] == 2.75
+    # Without them (an older syncer, or a first sync that failed) the listing says null.
+    plain = SyncReport.of(None, error, synced_at="2026-11-24T10:06:00Z", next_sync_at=None)
+    assert await search_client.report_sync(SOURCE, plain) is True
+    sync = (await sources_seen(service))[SOURCE]["sync"]
+    assert sync["lastSuccessAt"] is None and sync["freshness"] is None
 
 
 async def test_an_older_service_takes_no_report_and_the_engine_never_raises(caplog: pytest.LogCaptureFixture) -> None:

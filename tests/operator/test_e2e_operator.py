@@ -48,6 +48,12 @@ async def test_create_reaches_synced(world: World) -> None:
     assert [f["path"] for f in sync["skippedFiles"]] == ["guide/broken.md"]
     assert sync["syncedAt"] == f"{status['lastSyncTime'][:-1]}.000Z"
     assert sync["nextSyncAt"] == f"{status['nextSyncTime'][:-1]}.000Z"
+    # With the freshness the status holds: the console's sources page shows it.
+    assert sync["lastSuccessAt"] == f"{status['lastSuccessfulSyncTime'][:-1]}.000Z"
+    fresh = status["freshness"]
+    assert sync["freshness"]["remoteCommit"] == fresh["remoteCommit"] == commit
+    assert sync["freshness"]["seenAt"] == f"{fresh['remoteCommitSeenTime'][:-1]}.000Z"
+    assert sync["freshness"]["lagSeconds"] == fresh["lagSeconds"]
     await has_event(world, "docs", "SyncCompleted")
     assert world.syncs("success") == 1
     # Objects in namespaces the operator does not watch are left alone.

@@ -316,13 +316,18 @@ def test_a_fetch_that_hangs_is_killed_with_its_remote_helper(tmp_path: Path) -> 
                 pass
 
 
-def test_cache_folder_is_a_hash_per_source_and_url(cache: RepoCache, work: WorkRepo) -> None:
+def test_cache_folder_is_a_keyed_hash_of_url_ref_and_credentials(cache: RepoCache, work: WorkRepo) -> None:
+    spec = RepoSpec(str(work.path))
     with closing(open_local(cache, work, source="../../etc")) as checkout:
         assert checkout.folder.parent == cache.root
-        assert checkout.folder.name == cache.key("../../etc", str(work.path))
-    assert cache.key("a", str(work.path)) != cache.key("b", str(work.path))
+        assert checkout.folder.name == cache.key(spec)
+    assert cache.key(spec) != cache.key(RepoSpec(str(work.path), ref="other"))
+    assert cache.key(spec) != cache.key(RepoSpec(str(work.path), credentials=Credentials(token=TOKEN)))
+    assert TOKEN not in cache.key(RepoSpec(str(work.path), credentials=Credentials(token=TOKEN)))
+    # Keyed by a random secret of the cache: a folder name does not let anyone test a guessed token.
+    assert RepoCache(cache.root.parent / "other").key(spec) != cache.key(spec)
     cache.forget("../../etc", str(work.path))
-    assert not (cache.root / cache.key("../../etc", str(work.path))).exists()
+    assert not (cache.root / cache.key(spec)).exists()
 
 
 @pytest.fixture

@@ -66,7 +66,7 @@ def spec(served: GitHttpServer, **overrides: object) -> SyncSpec:
 
 def held_blobs(cache_root: Path) -> tuple[set[str], int]:
     """(paths whose blobs the clone holds at its head, blobs it lacks) without fetching anything."""
-    (clone,) = [p for p in cache_root.iterdir() if p.is_dir()]
+    (clone,) = [p for p in cache_root.iterdir() if (p / "HEAD").is_file()]
     listed = git(clone, "rev-list", "--objects", "--missing=print", "--no-walk", "refs/kb/fetched").splitlines()
     missing = {line[1:] for line in listed if line.startswith("?")}
     tree = git(clone, "ls-tree", "-r", "--full-tree", "refs/kb/fetched").splitlines()

@@ -61,7 +61,7 @@ async def test_an_unmoved_branch_costs_one_ls_remote_and_no_fetch(
     first = await engine.sync(spec(served), None)
     assert first.full and first.fetched and first.documents == 4
     assert (served.count("ls-refs"), served.count("fetch")) == (1, 1)  # the fetch's own ref listing
-    cache = next(p for p in (tmp_path / "cache").iterdir() if p.is_dir())
+    cache = next(p for p in (tmp_path / "cache").iterdir() if (p / "HEAD").is_file())
     # A first sync is a full reconcile: the clone holds the head commit, not the history.
     assert git(cache, "rev-list", "--count", "refs/kb/fetched") == "1"
 
@@ -88,7 +88,7 @@ async def test_an_unmoved_branch_costs_one_ls_remote_and_no_fetch(
     assert metrics.registry.get_sample_value("kb_operator_fetches_skipped_total") == 1
 
 
-async def test_drift_or_a_forced_full_reconcile_runs_git_fetch(
+async def test_drift_or_a_forced_full_reconcile_syncs_without_refetching_what_the_clone_holds(
     engine: SyncEngine,
     service: httpx.AsyncClient,
     served: GitHttpServer,
@@ -101,8 +101,8 @@ async def test_drift_or_a_forced_full_reconcile_runs_git_fetch(
     served.clear()
     repaired = await engine.sync(spec(served), first.commit, baseline=first.baseline)
     assert repaired.fetched and repaired.full and repaired.drift and repaired.added == 1
-    # ls-remote, then `git fetch`'s own listing; it has every object already, so it asks for none.
-    assert (served.count("ls-refs"), served.count("fetch")) == (2, 0)
+    # ls-remote only: the clone already holds the head it saw, so `git fetch` is not run.
+    assert (served.count("ls-refs"), served.count("fetch")) == (1, 0)
 
     served.clear()
     forced = await engine.sync(spec(served), first.commit, force_full=True, baseline=repaired.baseline)

@@ -1,4 +1,5 @@
-"""A cached bare clone per source: fetch one ref, list and read blobs, diff commits.
+"""Cached bare clones, shared by sources of the same URL, ref and credentials (see git.sharing):
+fetch one ref, list and read blobs, diff commits.
 
 The clone is a GitPython repository (git.command.CacheRepo) whose git processes run with a clean
 environment (see git.auth and git.command). Nothing is ever checked out: files are read from the
@@ -14,6 +15,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from kboperator.errors import (
 from kboperator.git.auth import GitCall, HostKeys, base_env, git_call
 from kboperator.git.command import CacheRepo, CleanGit, GitFailed
 from kboperator.git.objects import Change, TreeEntry, parse_diff, parse_ls_tree
+from kboperator.git.sharing import CloneNames, Coalescer
 from kboperator.models import RepoSpec
 from kboperator.repourl import RepoLocation, parse_repo_url, validate_ref
 
@@ -56,8 +59,11 @@ _READ_ERRORS = (GitError, OSError, ValueError)
 
 
 class RepoCache:
-    """Bare clones under `root`, one per (source id, URL), fetched incrementally.
+    """Bare clones under `root`, one per (URL, ref, credentials), fetched incrementally.
 
+    Fetches of one clone run one at a time; a source skips its fetch when the clone already
+    holds the head it saw with ls-remote (`expected`), or when a fetch started after it asked
+    (git.sharing.Coalescer). `fetches` counts what really reached the remote.
     `local_root`: the one folder local repositories may be in (None: anywhere, for the CLI);
     the cache itself is always refused, since it holds every other source's clone.
     `host_keys`: how SSH host keys are checked.
@@ -77,12 +83,13 @@ class RepoCache:
         self.timeout_s = timeout_s
         self.local_root = local_root
         self.host_keys = host_keys
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
+        self._names = CloneNames(self.root)
+        self.fetches: Coalescer[str] = Coalescer()
+        self.remote_checks: Coalescer[str | None] = Coalescer()
 
-    def key(self, source_id: str, url: str) -> str:
-        """The cache folder name: a hash, so ids and URLs never become path components."""
-        return hashlib.sha256(f"{source_id}\0{url}".encode()).hexdigest()[:32]
+    def key(self, repo: RepoSpec) -> str:
+        """The clone's folder name: a keyed hash, so URLs and tokens never become path components."""
+        return self._names.name(repo)
 
     def open(
         self,
@@ -93,24 +100,29 @@ class RepoCache:
         shallow: bool = False,
         wanted: Callable[[str], bool] | None = None,
         since: str | None = None,
+        expected: str | None = None,
     ) -> Checkout:
         """Validate the spec, fetch the ref and return a Checkout of its head. Blocking.
 
+        `expected`: the head `remote_head` just saw; a clone already holding it is not fetched.
         `shallow`: a new clone takes the head commit alone (`--depth=1`), for a caller that
         needs no history (a full reconcile); later fetches bring only what is new on top of it.
         A partial cache (`partial`) fetches commits and trees only (`--filter=blob:none`), then
         exactly the blobs of the paths `wanted` selects at head and at `since` (the commit an
         incremental sync diffs from): a monorepo whose documents are a small folder moves only them.
         """
+        asked = time.monotonic()
         location = parse_repo_url(repo.url, allow_local=allow_local, local_root=self.local_root, forbidden=[self.root])
         ref = validate_ref(repo.ref)
-        key = self.key(source_id, repo.url)
+        key = self.key(repo)
         folder = self.root / key
-        with self._lock(key):
+        with self.fetches.lock(key):
             fresh = not (folder / "HEAD").is_file()
             if fresh:
+                self.fetches.forget(key)
                 shutil.rmtree(folder, ignore_errors=True)  # a half-made clone from a crash
                 folder.mkdir(parents=True, exist_ok=True)
+            self._names.add_user(key, source_id)
             clone = CacheRepo(folder, timeout_s=self.timeout_s)
             try:
                 if fresh:
@@ -120,27 +132,90 @@ class RepoCache:
                         raise RepositoryReadError(f"creating the cached clone failed: {exc.detail}") from None
                 pinned = self.root / f"{key}.known_hosts"
                 with git_call(location, repo.credentials, pinned_known_hosts=pinned, host_keys=self.host_keys) as call:
-                    said = self._fetch(clone, location, ref, call, depth=1 if fresh and shallow else None)
-                    head_sha = _fetched_commit(clone, ref, said)
+                    head_sha = None if fresh else self._held(clone, key, asked, expected)
+                    if head_sha is None:
+                        depth = 1 if fresh and shallow else None
+                        head_sha = self.fetches.run(key, lambda: self._fetch_head(clone, location, ref, call, depth))
+                    else:
+                        log.debug("%s %s: the shared clone already holds %s", location.display_url, ref, head_sha[:12])
                     if self.partial and wanted is not None:
                         self._fetch_blobs(clone, location, call, [head_sha, *([since] if since else [])], wanted)
                 is_tag = b"\ttag '" in (folder / "FETCH_HEAD").read_bytes()
             except BaseException:
                 clone.close()
                 raise
+        self._release_others(source_id, keep=key)
+        self._drop_legacy(source_id, repo.url)
         return Checkout(clone, location, ref, head_sha, is_tag=is_tag, partial=self.partial)
 
     def remote_head(self, source_id: str, repo: RepoSpec, *, allow_local: bool) -> str | None:
         """The commit `repo.ref` names on the remote, asked with `git ls-remote`: no objects move.
 
-        None when the answer does not say (an ambiguous or unknown ref): the caller fetches, and
-        the fetch reports what is wrong. Blocking. Raises like `open` when the remote refuses.
+        Sources sharing a clone share the question too (see Coalescer). None when the answer does
+        not say (an ambiguous or unknown ref): the caller fetches, and the fetch reports what is
+        wrong. Blocking. Raises like `open` when the remote refuses.
         """
+        asked = time.monotonic()
         location = parse_repo_url(repo.url, allow_local=allow_local, local_root=self.local_root, forbidden=[self.root])
         ref = validate_ref(repo.ref)
+        key = self.key(repo)
+        with self.remote_checks.lock(key):
+            seen = self.remote_checks.recent(key, asked)
+            if seen is not None:
+                return seen
+            return self.remote_checks.run(key, lambda: self._ls_remote(key, location, ref, repo))
+
+    def forget(self, source_id: str, url: str) -> None:
+        """Let go of a source's clones (when the source is deleted); a clone nobody uses is removed."""
+        self._release_others(source_id, keep=None)
+        self._drop_legacy(source_id, url)
+
+    def _drop_legacy(self, source_id: str, url: str) -> None:
+        """Remove the source's clone of the per-source layout of earlier versions, if any."""
+        legacy = hashlib.sha256(f"{source_id}\0{url}".encode()).hexdigest()[:32]
+        if not (self.root / legacy).exists() and not (self.root / f"{legacy}.known_hosts").exists():
+            return
+        with self.fetches.lock(legacy):
+            shutil.rmtree(self.root / legacy, ignore_errors=True)
+            (self.root / f"{legacy}.known_hosts").unlink(missing_ok=True)
+
+    def _release_others(self, source_id: str, keep: str | None) -> None:
+        for key in self._names.used_by(source_id):
+            if key == keep:
+                continue
+            with self.fetches.lock(key):
+                if self._names.remove_user(key, source_id):
+                    self.fetches.forget(key)
+                    self.remote_checks.forget(key)
+                    shutil.rmtree(self.root / key, ignore_errors=True)
+                    shutil.rmtree(self.root / f"{key}.users", ignore_errors=True)
+                    (self.root / f"{key}.known_hosts").unlink(missing_ok=True)
+
+    def _held(self, clone: CacheRepo, key: str, asked: float, expected: str | None) -> str | None:
+        """The head to use without fetching: a fetch that started after this request asked, or
+        the clone's own head when it is `expected`; None when a fetch is needed."""
+        shared = self.fetches.recent(key, asked)
+        if shared is not None:
+            return shared
+        if expected is None or not (Path(clone.git_dir) / "FETCH_HEAD").is_file():
+            return None
+        try:
+            held = _fetched_commit(clone, "")
+        except SyncError:
+            return None
+        if held != expected:
+            return None
+        self.fetches.shared += 1
+        return held
+
+    def _fetch_head(self, clone: CacheRepo, location: RepoLocation, ref: str, call: GitCall, depth: int | None) -> str:
+        said = self._fetch(clone, location, ref, call, depth=depth)
+        return _fetched_commit(clone, ref, said)
+
+    def _ls_remote(self, key: str, location: RepoLocation, ref: str, repo: RepoSpec) -> str | None:
         self.root.mkdir(parents=True, exist_ok=True)
         runner = CleanGit(self.root, base_env(), timeout_s=self.timeout_s)  # no repository needed
-        pinned = self.root / f"{self.key(source_id, repo.url)}.known_hosts"
+        pinned = self.root / f"{key}.known_hosts"
         try:
             Git.check_unsafe_protocols(location.fetch_url)
         except UnsafeProtocolError as exc:
@@ -152,13 +227,6 @@ class RepoCache:
             except GitFailed as exc:
                 raise _classify(call.scrub(exc.detail), location, ref) from None
         return resolve_advertised(ref, str(out))
-
-    def forget(self, source_id: str, url: str) -> None:
-        """Remove a source's clone, for when the source is deleted."""
-        key = self.key(source_id, url)
-        with self._lock(key):
-            shutil.rmtree(self.root / key, ignore_errors=True)
-            (self.root / f"{key}.known_hosts").unlink(missing_ok=True)
 
     def _fetch(self, clone: CacheRepo, location: RepoLocation, ref: str, call: GitCall, depth: int | None) -> str:
         """Fetch `ref` into refs/kb/fetched; returns what git said on stderr (its warnings)."""
@@ -230,10 +298,6 @@ class RepoCache:
             except GitFailed as exc:
                 raise _classify(call.scrub(exc.detail), location, "blobs") from None
         log.info("fetched %d blobs of %s for the wanted paths", len(missing), location.display_url)
-
-    def _lock(self, key: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(key, threading.Lock())
 
 
 class Checkout:

@@ -44,7 +44,7 @@ from kboperator.kube.context import Services
 from kboperator.kube.secrets import SecretError, repository_credentials, webhook_token
 from kboperator.kube.source import ServiceRef, Source, parse_source, service_ref, source_id
 from kboperator.kube.statemachine import Action, decide, interrupted
-from kboperator.kube.status import StatusWriter
+from kboperator.kube.status import StatusWriter, reported_freshness
 from kboperator.kube.webhooks import push_request_time
 from kboperator.models import Baseline, Credentials, SyncResult
 from kboperator.schedule import format_time, utcnow
@@ -242,7 +242,10 @@ async def _sync(
             writer.freshness(now=now, bound=bound)
         state.hook = None  # look at the webhook Secret again on the next turn
         # Under the lock: a cleanup that deletes the source cannot run between the sync and its report.
-        await _report(services, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time())
+        await _report(
+            services, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time(),
+            status=writer.status,
+        )  # fmt: skip
 
 
 async def _report(
@@ -253,11 +256,16 @@ async def _report(
     *,
     synced_at: str,
     next_at: str | None,
+    status: Mapping[str, Any],
 ) -> None:
-    """Report the outcome to the source's search service; a failure is logged and the next sync reports again."""
+    """Report the outcome to the source's search service, with the freshness `status` holds now;
+    a failure is logged and the next sync reports again."""
     try:
         async with services.engine(source.namespace, source.service) as engine:
-            await engine.report(source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at)
+            await engine.report(
+                source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at,
+                last_success_at=status.get("lastSuccessfulSyncTime"), freshness=reported_freshness(status),
+            )  # fmt: skip
     except (SyncError, SecretError) as exc:  # no usable service or token: the sync's status already says so
         log.info("source %s: the sync's outcome was not reported to the search service: %s", source.source_id, exc)
 

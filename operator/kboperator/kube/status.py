@@ -26,7 +26,7 @@ from kboperator.kube.statemachine import (
     failure_reason,
     reason_of,
 )
-from kboperator.models import FileIssue, SyncResult
+from kboperator.models import FileIssue, Freshness, SyncResult
 from kboperator.schedule import format_time, parse_time, utcnow
 
 #: Bounded lists in status: the CRD's maxItems, so that a huge repository cannot bloat the object.
@@ -389,3 +389,17 @@ class StatusWriter:
                 self.status[key] = value
         if "phase" in changes:
             self.metrics.set_phase(self.source_id, changes["phase"])
+
+
+def reported_freshness(status: Mapping[str, Any]) -> Freshness | None:
+    """The freshness a source's status holds, as its sync report carries it; None before it has one."""
+    fresh = status.get("freshness") or {}
+    commit, seen_at, lag = (
+        fresh.get("remoteCommit"),
+        parse_time(fresh.get("remoteCommitSeenTime")),
+        fresh.get("lagSeconds"),
+    )
+    if not isinstance(commit, str) or seen_at is None or not isinstance(lag, int | float):
+        return None
+    searchable_at = seen_at + datetime.timedelta(seconds=float(lag))
+    return Freshness(commit, format_time(seen_at), format_time(searchable_at), float(lag))

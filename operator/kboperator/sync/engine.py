@@ -3,7 +3,8 @@
 Before anything is fetched, a sync that has a last synced commit asks the remote with `git
 ls-remote` where the ref points: when it is still that commit (and the service shows no drift),
 the sync ends there, with `SyncResult.fetched` False. A push costs one fetch; no push costs one
-ls-remote.
+ls-remote. Sources of the same URL, ref and credentials share a clone (git.sharing): the head
+ls-remote saw is passed on, and a clone that another source already fetched it into is read as is.
 
 A *full reconcile* (first sync, force_full, or a last commit that is not in the new head's
 history: force-push, other ref) compares the documents wanted at head with the service's
@@ -56,7 +57,7 @@ from kboperator.errors import (
     SyncError,
 )
 from kboperator.git.repo import Checkout, RepoCache
-from kboperator.models import Baseline, FileIssue, SyncReport, SyncResult, SyncSpec
+from kboperator.models import Baseline, FileIssue, Freshness, SyncReport, SyncResult, SyncSpec
 from kboperator.searchclient import ListedDocument, SearchClient, SourceStats
 from kboperator.sync.documents import Document, DocumentReader, same_metadata, valid_path, validate_spec
 from kboperator.sync.drift import drift_reason
@@ -149,8 +150,12 @@ class SyncEngine:
         """
         started = time.monotonic()
         path_filter = validate_spec(spec)
+        remote: str | None = None  # the head ls-remote saw: a shared clone that holds it is not fetched again
         if last_commit and not force_full:
-            unchanged = await self._unchanged(spec, last_commit, baseline or Baseline(), started)
+            remote = await asyncio.to_thread(
+                self.git.remote_head, spec.source_id, spec.repo, allow_local=spec.allow_local
+            )
+            unchanged = await self._unchanged(spec, last_commit, remote, baseline or Baseline(), started)
             if unchanged is not None:
                 return unchanged
         # Without a last commit (or when forced), the sync is a full reconcile: no history is needed.
@@ -165,7 +170,7 @@ class SyncEngine:
         checkout = await asyncio.to_thread(
             functools.partial(
                 self.git.open, spec.source_id, spec.repo, allow_local=spec.allow_local, shallow=shallow,
-                wanted=path_filter.matches, since=since,
+                wanted=path_filter.matches, since=since, expected=remote,
             )
         )  # fmt: skip
         try:
@@ -204,11 +209,10 @@ class SyncEngine:
         return result
 
     async def _unchanged(
-        self, spec: SyncSpec, last_commit: str, baseline: Baseline, started: float
+        self, spec: SyncSpec, last_commit: str, remote: str | None, baseline: Baseline, started: float
     ) -> SyncResult | None:
-        """The result of a sync with nothing to do, when `git ls-remote` shows the ref still at
-        `last_commit` and the service shows no drift; None when a real sync is needed."""
-        remote = await asyncio.to_thread(self.git.remote_head, spec.source_id, spec.repo, allow_local=spec.allow_local)
+        """The result of a sync with nothing to do, when `git ls-remote` showed the ref (`remote`)
+        still at `last_commit` and the service shows no drift; None when a real sync is needed."""
         if remote != last_commit:
             return None
         before = await self._stats(spec.source_id)
@@ -230,12 +234,18 @@ class SyncEngine:
         *,
         synced_at: str,
         next_sync_at: str | None = None,
+        last_success_at: str | None = None,
+        freshness: Freshness | None = None,
     ) -> bool:
         """Tell the search service how a sync ended (its sources page shows it); True when it took it.
 
+        `last_success_at` and `freshness`: how fresh the source is (see models.SyncReport).
         Never raises: a report that fails is logged, and the next sync reports again.
         """
-        report = SyncReport.of(result, error, synced_at=synced_at, next_sync_at=next_sync_at)
+        report = SyncReport.of(
+            result, error, synced_at=synced_at, next_sync_at=next_sync_at,
+            last_success_at=last_success_at, freshness=freshness,
+        )  # fmt: skip
         try:
             taken = await self.client.report_sync(source_id, report)
         except SyncError as exc:  # the sync's own outcome stands, whatever happens to its report

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kbsearch.models import FileIssue, SyncStatus
-from kbsearch.schemas import FileIssueInfo, SyncStatusInfo
+from kbsearch.models import FileIssue, Freshness, SyncStatus
+from kbsearch.schemas import FileIssueInfo, FreshnessInfo, SyncStatusInfo
 
 
 def sync_status_info(status: SyncStatus) -> SyncStatusInfo:
@@ -22,6 +22,17 @@ def sync_status_info(status: SyncStatus) -> SyncStatusInfo:
         syncedAt=status.synced_at,
         nextSyncAt=status.next_sync_at,
         message=status.message,
+        lastSuccessAt=status.last_success_at,
+        freshness=_freshness(status.freshness) if status.freshness else None,
+    )
+
+
+def _freshness(fresh: Freshness) -> FreshnessInfo:
+    return FreshnessInfo(
+        remoteCommit=fresh.remote_commit,
+        seenAt=fresh.seen_at,
+        searchableAt=fresh.searchable_at,
+        lagSeconds=fresh.lag_seconds,
     )
 
 

@@ -59,6 +59,26 @@ def when_utc(value: str | datetime | None) -> str:
     return when(value).removesuffix(" UTC")
 
 
+def age(value: str | None, now: datetime | None = None) -> str:
+    """How long ago an RFC 3339 time was, coarsely (`42 s ago`, `7 min ago`, `3 h ago`, `2 d ago`)."""
+    moment = _parse(value) if value else None
+    if moment is None:
+        return "—"
+    return duration(max(0.0, ((now or datetime.now(UTC)) - moment).total_seconds())) + " ago"
+
+
+def duration(seconds: float | None) -> str:
+    """A span of time as a person reads it: `2.4 s`, `42 s`, `7 min`, `3 h`, `2 d`."""
+    if seconds is None:
+        return "—"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    for unit, size, up_to in (("s", 1, 90), ("min", 60, 90 * 60), ("h", 3600, 36 * 3600)):
+        if seconds < up_to:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds / 86400:.0f} d"
+
+
 def _parse(value: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -82,7 +102,9 @@ class ConsoleTemplates:
         environment = Environment(
             loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined, trim_blocks=True
         )
-        environment.filters.update(when=when, when_utc=when_utc, snippet=snippet, highlight=highlight)
+        environment.filters.update(
+            when=when, when_utc=when_utc, age=age, duration=duration, snippet=snippet, highlight=highlight
+        )
         environment.globals.update(is_web=is_web, query_string=query_string)
         self.versions = asset_versions()
         environment.globals["asset"] = lambda name: f"/ui/static/{name}?v={self.versions.get(name, '0')}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from kbsearch.errors import InvalidRequestError
-from kbsearch.models import FileIssue, SyncStatus
-from kbsearch.schemas import FileIssueBody, SyncStatusRequest
+from kbsearch.models import FileIssue, Freshness, SyncStatus
+from kbsearch.schemas import FileIssueBody, FreshnessBody, SyncStatusRequest
 from kbsearch.services.access import Caller, SourceCatalog
 from kbsearch.services.documents import require_writer
 from kbsearch.services.runtime import in_thread, store_call
@@ -71,6 +71,17 @@ def to_status(source_identifier: str, request: SyncStatusRequest) -> SyncStatus:
         modified=request.modified,
         deleted=request.deleted,
         unchanged=request.unchanged,
+        last_success_at=request.last_success_at,
+        freshness=_freshness(request.freshness) if request.freshness else None,
+    )
+
+
+def _freshness(body: FreshnessBody) -> Freshness:
+    return Freshness(
+        remote_commit=body.remoteCommit,
+        seen_at=body.seen_at,
+        searchable_at=body.searchable_at,
+        lag_seconds=body.lagSeconds,
     )
 
 

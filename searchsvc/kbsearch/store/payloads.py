@@ -19,6 +19,7 @@ from kbsearch.models import (
     DocumentChunk,
     DocumentRecord,
     FileIssue,
+    Freshness,
     SearchFilter,
     SearchHit,
     SourceStats,
@@ -243,8 +244,30 @@ def sync_status_payload(status: SyncStatus) -> dict[str, Any]:
             "syncedAt": status.synced_at,
             "nextSyncAt": status.next_sync_at,
             "message": status.message,
+            "lastSuccessAt": status.last_success_at,
+            "freshness": _freshness_payload(status.freshness) if status.freshness else None,
         },
     }
+
+
+def _freshness_payload(fresh: Freshness) -> dict[str, Any]:
+    return {
+        "remoteCommit": fresh.remote_commit,
+        "seenAt": fresh.seen_at,
+        "searchableAt": fresh.searchable_at,
+        "lagSeconds": fresh.lag_seconds,
+    }
+
+
+def _freshness(payload: Mapping[str, Any] | None) -> Freshness | None:
+    if not payload:  # a status stored before freshness was reported
+        return None
+    return Freshness(
+        remote_commit=payload["remoteCommit"],
+        seen_at=payload["seenAt"],
+        searchable_at=payload["searchableAt"],
+        lag_seconds=float(payload["lagSeconds"]),
+    )
 
 
 def sync_status_from_payload(payload: Mapping[str, Any]) -> SyncStatus:
@@ -265,6 +288,8 @@ def sync_status_from_payload(payload: Mapping[str, Any]) -> SyncStatus:
         modified=int(sync.get("modified") or 0),
         deleted=int(sync.get("deleted") or 0),
         unchanged=int(sync.get("unchanged") or 0),
+        last_success_at=sync.get("lastSuccessAt"),
+        freshness=_freshness(sync.get("freshness")),
     )
 
 

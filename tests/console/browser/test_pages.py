@@ -197,6 +197,8 @@ def test_a_sources_sync_status_after_a_real_knowledge_sync_run(synced, page: Pag
     expect(skipped.locator(".code")).to_have_text("DOCUMENT_TOO_LARGE")
     facts = dict(zip(card.locator("dt").all_inner_texts(), card.locator("dd").all_inner_texts(), strict=True))
     assert facts["DOCUMENTS"] == "2" and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", facts["LAST SYNC (UTC)"]), facts
+    # A partial run is no success: no age of a last success, no push → searchable lag yet.
+    assert (facts["LAST SUCCESS"], facts["PUSH → SEARCHABLE"]) == ("none reported", "—"), facts
     expect(card.locator(".counts")).to_contain_text("1 failed")
     healthy = page.locator("article.source", has=page.locator("h2", has_text=HEALTHY_SOURCE))
     expect(healthy.locator(".phase")).to_have_text("ok")

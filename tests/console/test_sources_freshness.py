@@ -1,0 +1,112 @@
+"""The sources page shows each source's freshness as its syncer reported it, within the caller's scope."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import yaml
+
+from tests.support.service import running_service
+
+WRITER, READER = "fresh-writer-token", "fresh-reader-token"
+WRITE = {"Authorization": f"Bearer {WRITER}"}
+
+
+def ago(**delta: float) -> str:
+    return (datetime.now(UTC) - timedelta(**delta)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def report(client: httpx.AsyncClient, source: str, body: dict) -> None:
+    response = await client.put(f"/api/v1/sources/{source}/status", json=body, headers=WRITE)
+    assert response.status_code == 200 and response.json()["stored"], response.text
+
+
+def freshness(commit: str, lag: float, searchable: str) -> dict:
+    seen = (datetime.fromisoformat(searchable.replace("Z", "+00:00")) - timedelta(seconds=lag)).isoformat()
+    return {"remoteCommit": commit, "seenAt": seen, "searchableAt": searchable, "lagSeconds": lag}
+
+
+async def sign_in(client: httpx.AsyncClient, token: str) -> None:
+    login = await client.get("/ui/login")
+    match = re.search(r'name="csrf_token" value="([^"]+)"', login.text)
+    assert match
+    signed = await client.post("/ui/login", data={"token": token, "csrf_token": match.group(1), "next": "/ui/sources"})
+    assert signed.status_code == 303, signed.text
+
+
+async def sources_page(client: httpx.AsyncClient) -> str:
+    page = await client.get("/ui/sources")
+    assert page.status_code == 200, page.text
+    return page.text
+
+
+def card(page: str, source: str) -> str:
+    """The source's card on the page (from its heading to the next card)."""
+    start = page.index(f">{source}</a></h2>")
+    end = page.find('<article class="card source"', start)
+    return page[start : end if end > 0 else len(page)]
+
+
+async def test_the_sources_page_shows_last_success_age_and_push_to_searchable_lag(tmp_path: Path) -> None:
+    tokens = {
+        "tokens": [
+            {"name": "writer", "token": WRITER, "write": True, "sources": ["*"]},
+            {"name": "reader", "token": READER, "sources": ["docs/*"]},
+        ]
+    }
+    (tmp_path / "tokens.yaml").write_text(yaml.safe_dump(tokens))
+    async with running_service("edge", tmp_path / "data", tokens_file=tmp_path / "tokens.yaml") as client:
+        for source in ("docs/a", "docs/b", "docs/old", "private/x"):
+            put = await client.put(
+                "/api/v1/documents",
+                json={
+                    "uri": f"https://x/{source}.md",
+                    "content": "# Page\n\ntext",
+                    "metadata": {"sourceIdentifier": source},
+                },
+                headers=WRITE,
+            )
+            assert put.status_code == 200, put.text
+        ended = ago(hours=2)
+        await report(client, "docs/a", {
+            "phase": "ok", "commit": "a" * 40, "documents": 1, "syncedAt": ended,
+            "lastSuccessAt": ended, "freshness": freshness("a" * 40, 3.2, ended),
+        })  # fmt: skip
+        # The latest sync failed: the page still says how fresh the index is, from the last success.
+        await report(client, "docs/b", {
+            "phase": "error", "message": "the repository refused the token", "syncedAt": ago(minutes=1),
+            "lastSuccessAt": ago(days=2), "freshness": freshness("b" * 40, 75.0, ago(days=2)),
+        })  # fmt: skip
+        # A syncer older than freshness reports: its ok report is its last success; no lag known.
+        await report(
+            client, "docs/old", {"phase": "ok", "commit": "c" * 40, "documents": 1, "syncedAt": ago(minutes=7)}
+        )
+        await report(client, "private/x", {
+            "phase": "ok", "commit": "d" * 40, "documents": 1, "syncedAt": ended,
+            "lastSuccessAt": ago(hours=5), "freshness": freshness("d" * 40, 4321.0, ended),
+        })  # fmt: skip
+
+        listed = {
+            s["sourceIdentifier"]: s["sync"]
+            for s in (await client.get("/api/v1/sources", headers=WRITE)).json()["sources"]
+        }
+        assert listed["docs/a"]["freshness"]["lagSeconds"] == 3.2
+        assert listed["docs/a"]["freshness"]["remoteCommit"] == "a" * 40
+        assert listed["docs/old"]["freshness"] is None and listed["docs/old"]["lastSuccessAt"] is None
+
+        await sign_in(client, WRITER)
+        page = await sources_page(client)  # the writer's scope: every source
+        assert "5 h ago" in card(page, "private/x") and "72 min" in card(page, "private/x")
+
+        await sign_in(client, READER)
+        page = await sources_page(client)
+        a, b, old = card(page, "docs/a"), card(page, "docs/b"), card(page, "docs/old")
+        assert "Last success" in a and "2 h ago" in a
+        assert "Push → searchable" in a and "3.2 s" in a and "a" * 12 in a
+        assert "2 d ago" in b and "75 s" in b and "the repository refused the token" in b
+        assert "7 min ago" in old and "<dd>—</dd>" in old.split("Push → searchable")[1][:40]
+        # Out of the reader's scope: neither the source nor its figures.
+        assert "private/x" not in page and "d" * 12 not in page and "72 min" not in page
