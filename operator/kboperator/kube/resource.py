@@ -1,7 +1,9 @@
-"""The KnowledgeSource's status as typed models: crds/knowledgesources.yaml in Python.
+"""The KnowledgeSource's spec and status as typed models: crds/knowledgesources.yaml in Python.
 
 Attribute names are snake_case, the API's keys camelCase (`alias_generator=to_camel`).
 tests/operator/test_crd.py holds every model here against the CRD schema, in both directions.
+The spec model checks types and the CRD's defaults; the rules git and the sync engine share
+(URL, ref, globs, metadata, schedule) are checked by source.parse_source on the typed values.
 """
 
 from __future__ import annotations
@@ -9,12 +11,17 @@ from __future__ import annotations
 import datetime
 import enum
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StrictInt, ValidationError
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
+from kboperator.errors import InvalidSpecError
+from kboperator.models import DEFAULT_MAX_FILE_SIZE, DEFAULT_PATHS, DEFAULT_REF
 from kboperator.schedule import format_time, parse_time
+
+DEFAULT_SCHEDULE = "@every 1h"
 
 
 class Phase(enum.StrEnum):
@@ -114,3 +121,84 @@ class KnowledgeSourceStatus(_Camel):
     def dump(self) -> dict[str, Any]:
         """The whole status as API JSON, absent fields left out."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class SecretRef(_Camel):
+    """A Secret in the source's own namespace."""
+
+    name: str
+
+
+class SearchSecretRef(SecretRef):
+    """spec.searchService.secretRef; `key` is deprecated and may only be `token`."""
+
+    key: str | None = None
+
+
+class RepositorySpec(_Camel):
+    """spec.repository: where the documents come from."""
+
+    url: str = Field(min_length=1)
+    ref: str = DEFAULT_REF
+    secret_ref: SecretRef | None = None
+
+
+class SearchServiceSpec(_Camel):
+    """spec.searchService: this source's own search service, instead of the operator's default."""
+
+    url: str | None = None
+    secret_ref: SearchSecretRef | None = None
+
+
+class WebhookSpec(_Camel):
+    """spec.webhook: push webhooks from the git host."""
+
+    secret_ref: SecretRef | None = None
+
+
+class KnowledgeSourceSpec(_Camel):
+    """spec, with the CRD's defaults. `parse` turns a refusal into an InvalidSpecError."""
+
+    repository: RepositorySpec
+    paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PATHS))
+    exclude: list[str] = Field(default_factory=list)
+    max_file_size_bytes: StrictInt = Field(default=DEFAULT_MAX_FILE_SIZE, ge=1)
+    version_pattern: str | None = None
+    schedule: str = DEFAULT_SCHEDULE
+    suspend: bool = False
+    metadata: dict[str, str] = Field(default_factory=dict)
+    deletion_policy: Literal["Delete", "Retain"] = "Delete"
+    search_service: SearchServiceSpec | None = None
+    webhook: WebhookSpec | None = None
+    freshness_bound_seconds: int | None = None
+
+    @classmethod
+    def parse(cls, spec: Mapping[str, Any]) -> KnowledgeSourceSpec:
+        """The typed spec; an empty value (null, "", [], {}) is an absent one and takes the default."""
+        try:
+            return cls.model_validate(_present(spec))
+        except ValidationError as exc:
+            raise InvalidSpecError(_refusal(exc.errors()[0])) from None
+
+
+def _present(node: Mapping[str, Any]) -> dict[str, Any]:
+    # metadata's values are the user's: an empty one is kept.
+    kept = {}
+    for key, value in node.items():
+        if isinstance(value, Mapping) and key != "metadata":
+            value = _present(value)
+        if value is not None and not (isinstance(value, str | list | dict) and not value):
+            kept[key] = value
+    return kept
+
+
+def _refusal(error: ErrorDetails) -> str:
+    # Never the input of a URL field: it may hold a credential.
+    where, value = tuple(error["loc"]), error.get("input")
+    if where[:1] == ("repository",) and where[1:2] in ((), ("url",)):
+        return "spec.repository.url is required"
+    if where == ("maxFileSizeBytes",):
+        return f"spec.maxFileSizeBytes must be a positive integer, not {value!r}"
+    if where == ("deletionPolicy",):
+        return f"spec.deletionPolicy must be Delete or Retain, not {value!r}"
+    return f"spec.{'.'.join(map(str, where))}: {error['msg']}"
