@@ -29,7 +29,17 @@ from kboperator.errors import (
     SyncError,
 )
 from kboperator.git.repo import RepoCache
-from kboperator.models import Baseline, Credentials, Freshness, RepoSpec, SyncResult, SyncSpec
+from kboperator.models import (
+    DEFAULT_MAX_FILE_SIZE,
+    DEFAULT_PATHS,
+    DEFAULT_REF,
+    Baseline,
+    Credentials,
+    Freshness,
+    RepoSpec,
+    SyncResult,
+    SyncSpec,
+)
 from kboperator.repourl import parse_repo_url
 from kboperator.schedule import format_time, utcnow
 from kboperator.searchclient import SearchClient
@@ -66,13 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("--repo", required=True, metavar="URL_OR_PATH", help="https/ssh URL, file:// URL or local path")
-    add("--ref", default="main", help="branch or tag (default: main)")
+    add("--ref", default=DEFAULT_REF, help=f"branch or tag (default: {DEFAULT_REF})")
     add("--source-id", required=True, metavar="ID", help="sourceIdentifier of the documents, e.g. team/docs")
     add("--service", required=True, metavar="URL", help="search service base URL")
     add("--token-env", metavar="VAR", help="environment variable holding the service's API token")
-    add("--include", action="extend", nargs="+", metavar="GLOB", help="include globs (default: **/*.md)")
+    add("--include", action="extend", nargs="+", metavar="GLOB",
+        help=f"include globs (default: {' '.join(DEFAULT_PATHS)})")  # fmt: skip
     add("--exclude", action="extend", nargs="+", default=[], metavar="GLOB", help="exclude globs; exclude wins")
-    add("--max-file-size", type=_positive_int, default=1_048_576, metavar="BYTES",
+    add("--max-file-size", type=_positive_int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES",
         help="skip larger files (default 1 MiB)")  # fmt: skip
     add("--metadata", action="extend", nargs="+", default=[], metavar="KEY=VALUE", help="metadata on every document")
     add(
@@ -195,7 +206,7 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
         web_url=web_url,
         link_ref=link_ref,
         repo=RepoSpec(url=args.repo, ref=args.ref, credentials=credentials),
-        include=tuple(args.include or ("**/*.md",)),
+        include=tuple(args.include or DEFAULT_PATHS),
         exclude=tuple(args.exclude),
         max_file_size=args.max_file_size,
         metadata=metadata,

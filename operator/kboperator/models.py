@@ -10,6 +10,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+#: The KnowledgeSource CRD's defaults (crds/knowledgesources.yaml) that the CLI shares: kube/resource.py
+#: and `knowledge-sync` both read them here, and tests/operator/test_crd.py holds them to the CRD.
+DEFAULT_REF = "main"
+DEFAULT_PATHS = ("**/*.md",)
+DEFAULT_MAX_FILE_SIZE = 1_048_576
+
 
 @dataclass(frozen=True)
 class Credentials:
@@ -41,7 +47,7 @@ class RepoSpec:
     """Where the documents come from: a URL (https, ssh, local path or file://) and a ref."""
 
     url: str
-    ref: str = "main"
+    ref: str = DEFAULT_REF
     credentials: Credentials | None = None
 
 
@@ -51,9 +57,9 @@ class SyncSpec:
 
     source_id: str
     repo: RepoSpec
-    include: tuple[str, ...] = ("**/*.md",)
+    include: tuple[str, ...] = DEFAULT_PATHS
     exclude: tuple[str, ...] = ()
-    max_file_size: int = 1_048_576
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
     metadata: Mapping[str, str] = field(default_factory=dict)
     # Local paths and file:// URLs read the operator's own filesystem: off unless configured.
     allow_local: bool = False

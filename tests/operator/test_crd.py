@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import copy
+import datetime
+import enum
 import subprocess
 import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 
 import jsonschema
 import pytest
 import yaml
+from pydantic import BaseModel
 
+from kboperator.kube.resource import KnowledgeSourceSpec, KnowledgeSourceStatus
 from kboperator.kube.secrets import REPOSITORY_KEYS, SEARCH_TOKEN_KEYS, SECRET_TYPE_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,30 +115,85 @@ def test_every_default_is_valid_for_its_own_field() -> None:
     assert invalid == []
 
 
-def test_status_declares_what_the_operator_writes() -> None:
-    status = _schema()["properties"]["status"]["properties"]
-    written = {
-        "phase",
-        "observedGeneration",
-        "lastSyncedCommit",
-        "shortCommit",
-        "specHash",
-        "lastSyncTime",
-        "lastSuccessfulSyncTime",
-        "lastFullSyncTime",
-        "nextSyncTime",
-        "consecutiveFailures",
-        "lastHandledSyncRequest",
-        "documentCount",
-        "lastSync",
-        "skippedFiles",
-        "failedFiles",
-        "conditions",
-        "kopf",
-    }
-    assert written <= set(status)
-    assert status["kopf"]["x-kubernetes-preserve-unknown-fields"] is True
-    assert status["phase"]["enum"] == ["Pending", "Syncing", "Synced", "Failed", "Suspended"]
+def _mismatches(annotation: Any, node: dict[str, Any], path: str) -> list[str]:
+    """Where a model's type and the CRD schema's node disagree (fields, types, enums, requiredness)."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) in (Union, types.UnionType):  # `X | None`: the field may be absent
+        (annotation,) = args
+        return _mismatches(annotation, node, path)
+    origin, kind = get_origin(annotation), node.get("type")
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if kind != "object":
+            return [f"{path}: a model, but the CRD says {kind}"]
+        fields = {field.alias: field for field in annotation.model_fields.values()}
+        declared = node.get("properties", {})
+        problems = [f"{path}.{key}: in the model, not in the CRD" for key in fields.keys() - declared.keys()]
+        problems += [f"{path}.{key}: in the CRD, not in the model" for key in declared.keys() - fields.keys()]
+        required = {key for key, field in fields.items() if field.is_required()}
+        if required != set(node.get("required", ())):
+            problems.append(f"{path}: the model requires {sorted(required)}, the CRD {node.get('required', [])}")
+        for key in fields.keys() & declared.keys():
+            problems += _mismatches(fields[key].annotation, declared[key], f"{path}.{key}")
+        return problems
+    if origin is list:
+        inner = _mismatches(args[0], node.get("items", {}), f"{path}[]")
+        return inner if kind == "array" else [f"{path}: a list, but the CRD says {kind}", *inner]
+    if origin is dict:
+        if kind != "object":
+            return [f"{path}: a dict, but the CRD says {kind}"]
+        value = args[1]
+        children = [(f"{path}{{}}", node["additionalProperties"])] if "additionalProperties" in node else []
+        children += [(f"{path}.{key}", child) for key, child in node.get("properties", {}).items()]
+        return [] if value is Any else [p for where, child in children for p in _mismatches(value, child, where)]
+    if origin is Literal or (isinstance(annotation, type) and issubclass(annotation, enum.Enum)):
+        values = list(args) if origin is Literal else [member.value for member in annotation]
+        return [] if kind == "string" and node.get("enum") == values else [f"{path}: {values} is not {node}"]
+    if annotation is datetime.datetime:
+        return [] if (kind, node.get("format")) == ("string", "date-time") else [f"{path}: a time, not {node}"]
+    expected = {str: "string", bool: "boolean", int: "integer", float: "number"}.get(annotation)
+    return [] if expected == kind else [f"{path}: {annotation} in the model, {kind} in the CRD"]
+
+
+def test_the_spec_model_is_the_crds_spec() -> None:
+    assert _mismatches(KnowledgeSourceSpec, _schema()["properties"]["spec"], "spec") == []
+
+
+def test_the_spec_models_defaults_are_the_crds() -> None:
+    def defaults(model: type[BaseModel], node: dict[str, Any], path: str) -> Iterator[tuple[str, Any, Any]]:
+        for field in model.model_fields.values():
+            child = node["properties"][field.alias]
+            if "default" in child:
+                yield f"{path}.{field.alias}", field.get_default(call_default_factory=True), child["default"]
+            if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+                yield from defaults(field.annotation, child, f"{path}.{field.alias}")
+
+    pairs = list(defaults(KnowledgeSourceSpec, _schema()["properties"]["spec"], "spec"))
+    assert [where for where, model, crd in pairs if model != crd] == []
+    assert {where for where, _, _ in pairs} == {
+        "spec.repository.ref", "spec.paths", "spec.exclude", "spec.maxFileSizeBytes", "spec.schedule",
+        "spec.suspend", "spec.deletionPolicy",
+    }  # fmt: skip
+
+
+def test_the_status_model_is_the_crds_status() -> None:
+    # A structural schema prunes undeclared status fields: one the model has and the CRD lacks is lost.
+    status = copy.deepcopy(_schema()["properties"]["status"])
+    kopf = status["properties"].pop("kopf")  # kopf's own progress: the model keeps it as an extra key
+    assert kopf["x-kubernetes-preserve-unknown-fields"] is True
+    assert KnowledgeSourceStatus.model_config.get("extra") == "allow"
+    assert _mismatches(KnowledgeSourceStatus, status, "status") == []
+
+
+def test_the_model_comparison_finds_a_difference() -> None:
+    spec = copy.deepcopy(_schema()["properties"]["spec"])
+    spec["properties"]["suspend"]["type"] = "string"
+    spec["properties"]["newField"] = {"type": "string"}
+    del spec["properties"]["webhook"]
+    assert sorted(_mismatches(KnowledgeSourceSpec, spec, "spec")) == [
+        "spec.newField: in the CRD, not in the model",
+        "spec.suspend: <class 'bool'> in the model, string in the CRD",
+        "spec.webhook: in the model, not in the CRD",
+    ]
 
 
 def test_there_are_examples_of_both_kinds() -> None:

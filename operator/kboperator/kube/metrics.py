@@ -8,7 +8,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from kboperator.kube.statemachine import Phase
+from kboperator.kube.resource import Phase
 from kboperator.models import SyncResult
 
 _BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)

@@ -41,6 +41,7 @@ import kopf
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import InvalidSpecError, SyncError
 from kboperator.kube.context import Services
+from kboperator.kube.resource import KnowledgeSourceStatus
 from kboperator.kube.secrets import SecretError, repository_credentials, webhook_token
 from kboperator.kube.source import ServiceRef, Source, parse_source, service_ref, source_id
 from kboperator.kube.statemachine import Action, decide, interrupted
@@ -66,7 +67,7 @@ class SourceState:
     #: (generation, sync request) last seen by the watch spy.
     seen: tuple[Any, Any] | None = None
     #: The status as this process last wrote it: the live body may lag behind our own patches.
-    status: dict[str, Any] | None = None
+    status: KnowledgeSourceStatus | None = None
     #: (generation, webhook Secret name) last registered with the webhook receiver; None: look again.
     hook: tuple[Any, Any] | None = None
     #: Why the source takes no webhooks, as last reported in an event.
@@ -100,7 +101,7 @@ def notice(state: SourceState, body: Mapping[str, Any]) -> None:
 
 def _writer(services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch) -> StatusWriter:
     if state.status is None:  # first sight in this process: start from the object's own status
-        state.status = dict(body.get("status") or {})
+        state.status = KnowledgeSourceStatus.model_validate(body.get("status") or {})
     return StatusWriter(services.metrics, state.status, body, patch)
 
 
@@ -116,8 +117,8 @@ async def run_loop_turn(
     """
     restarted = state.status is None
     writer = _writer(services, state, body, patch)
-    if restarted and writer.status.get("phase"):
-        services.metrics.set_phase(writer.source_id, writer.status["phase"])  # after a restart
+    if restarted and writer.status.phase:
+        services.metrics.set_phase(writer.source_id, writer.status.phase)  # after a restart
     if interrupted(writer.status, restarted):
         writer.interrupted()
     await _refresh_webhook(services, state, writer, body)
@@ -198,14 +199,10 @@ async def _sync(
 ) -> None:
     started, started_at = time.monotonic(), utcnow()
     # When the commit this sync brings was first known to exist: a webhook's push, else now.
-    pushed_at = (
-        push_request_time(writer.request)
-        if writer.request != (state.status or {}).get("lastHandledSyncRequest")
-        else None
-    )
-    status = state.status or {}
-    last_commit = status.get("lastSyncedCommit")
-    baseline = Baseline(epoch=status.get("collectionEpoch"), documents=status.get("expectedDocumentCount"))
+    status = writer.status
+    pushed_at = push_request_time(writer.request) if writer.request != status.last_handled_sync_request else None
+    last_commit = status.last_synced_commit
+    baseline = Baseline(epoch=status.collection_epoch, documents=status.expected_document_count)
     result: SyncResult | None = None
     error: Exception | None = None
     async with state.lock, services.slots:
@@ -256,15 +253,17 @@ async def _report(
     *,
     synced_at: str,
     next_at: str | None,
-    status: Mapping[str, Any],
+    status: KnowledgeSourceStatus,
 ) -> None:
     """Report the outcome to the source's search service, with the freshness `status` holds now;
     a failure is logged and the next sync reports again."""
+    last_success = status.last_successful_sync_time
     try:
         async with services.engine(source.namespace, source.service) as engine:
             await engine.report(
                 source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at,
-                last_success_at=status.get("lastSuccessfulSyncTime"), freshness=reported_freshness(status),
+                last_success_at=format_time(last_success) if last_success else None,
+                freshness=reported_freshness(status),
             )  # fmt: skip
     except (SyncError, SecretError) as exc:  # no usable service or token: the sync's status already says so
         log.info("source %s: the sync's outcome was not reported to the search service: %s", source.source_id, exc)

@@ -1,4 +1,4 @@
-"""A KnowledgeSource's spec with the CRD defaults applied and every check git cannot make."""
+"""A KnowledgeSource's spec, typed (resource.KnowledgeSourceSpec), with every check git cannot make."""
 
 from __future__ import annotations
 
@@ -10,15 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from kboperator.errors import InvalidSpecError
+from kboperator.kube.resource import KnowledgeSourceSpec
 from kboperator.models import Credentials, RepoSpec, SyncSpec
 from kboperator.repourl import RepoLocation, parse_repo_url, validate_ref
 from kboperator.schedule import Schedule
 from kboperator.sync.documents import validate_spec
 from kboperator.urlscope import ServicePolicy
 
-DEFAULT_PATHS = ("**/*.md",)
-DEFAULT_SCHEDULE = "@every 1h"
-DEFAULT_MAX_FILE_SIZE = 1_048_576
 SEARCH_TOKEN_KEY = "token"
 _SERVICE_URL = re.compile(r"^https?://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?(/[^\s@]*)?$")
 
@@ -77,31 +75,34 @@ def parse_source(
     local_root: Path | None = None,
     forbidden: Sequence[Path] = (),
 ) -> Source:
-    """Apply defaults and validate; InvalidSpecError says what is wrong, without secrets.
+    """Type the spec once (defaults applied) and validate; InvalidSpecError says what is wrong, without secrets.
 
     `min_interval`: the shortest schedule allowed, in seconds (see Schedule.parse);
     `services`: the search services a source may name (None: any http(s) URL, for tests);
     `local_root`, `forbidden`: where local repositories may and may not be (see parse_repo_url).
     """
-    repository = spec.get("repository") or {}
-    url = repository.get("url")
-    if not isinstance(url, str) or not url:
-        raise InvalidSpecError("spec.repository.url is required")
-    ref = repository.get("ref") or "main"
-    location = parse_repo_url(url, allow_local=allow_local, local_root=local_root, forbidden=forbidden)
-    validate_ref(ref)
+    typed = KnowledgeSourceSpec.parse(spec)
+    repository = typed.repository
+    location = parse_repo_url(repository.url, allow_local=allow_local, local_root=local_root, forbidden=forbidden)
+    validate_ref(repository.ref)
     sync = SyncSpec(
         source_id=source_id(namespace, name),
-        repo=RepoSpec(url=url, ref=ref),
-        include=tuple(spec.get("paths") or DEFAULT_PATHS),
-        exclude=tuple(spec.get("exclude") or ()),
-        max_file_size=_positive_int(spec.get("maxFileSizeBytes", DEFAULT_MAX_FILE_SIZE)),
-        metadata=dict(spec.get("metadata") or {}),
+        repo=RepoSpec(url=repository.url, ref=repository.ref),
+        include=tuple(typed.paths),
+        exclude=tuple(typed.exclude),
+        max_file_size=typed.max_file_size_bytes,
+        metadata=typed.metadata,
         allow_local=allow_local,
-        version_pattern=spec.get("versionPattern") or None,
+        version_pattern=typed.version_pattern,
     )
     validate_spec(sync)
-    service = service_ref(spec)
+    search = typed.search_service
+    secret_ref = search.secret_ref if search else None
+    service = ServiceRef(
+        search.url if search else None,
+        secret_ref.name if secret_ref else None,
+        secret_ref.key if secret_ref else None,
+    )
     if service.url is not None and not _SERVICE_URL.match(service.url):
         raise InvalidSpecError(f"spec.searchService.url {service.url!r} is not an http(s) URL")
     if services is not None:
@@ -111,10 +112,6 @@ def parse_source(
             f"spec.searchService.secretRef.key {service.legacy_key!r} is not supported: the token is always "
             f"read from the key {SEARCH_TOKEN_KEY!r}; remove the field and store the token under that key"
         )
-    policy = spec.get("deletionPolicy") or "Delete"
-    if policy not in ("Delete", "Retain"):
-        raise InvalidSpecError(f"spec.deletionPolicy must be Delete or Retain, not {policy!r}")
-    secret = (repository.get("secretRef") or {}).get("name") or None
     # The service URL is part of the hash: a new service holds none of the documents yet.
     digest = hashlib.sha256(f"{sync.document_set_key()}|{service.url or ''}".encode()).hexdigest()[:16]
     return Source(
@@ -123,16 +120,10 @@ def parse_source(
         sync=sync,
         location=location,
         ssh=location.kind == "ssh",
-        secret_name=secret,
-        schedule=Schedule.parse(str(spec.get("schedule") or DEFAULT_SCHEDULE), min_interval=min_interval),
-        suspend=bool(spec.get("suspend", False)),
-        deletion_policy=policy,
+        secret_name=repository.secret_ref.name if repository.secret_ref else None,
+        schedule=Schedule.parse(typed.schedule, min_interval=min_interval),
+        suspend=typed.suspend,
+        deletion_policy=typed.deletion_policy,
         service=service,
         spec_hash=digest,
     )
-
-
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidSpecError(f"spec.maxFileSizeBytes must be a positive integer, not {value!r}")
-    return value

@@ -57,9 +57,9 @@ from kboperator.errors import (
     ServiceRejectedError,
     ServiceUnavailableError,
 )
+from kboperator.kube.resource import KnowledgeSourceStatus, Phase
 from kboperator.kube.secrets import KubernetesAccessError, KubernetesUnavailableError, SecretError
 from kboperator.kube.source import Source, parse_source
-from kboperator.schedule import parse_time
 from kboperator.settings import OperatorSettings
 
 #: The condition types written to status.
@@ -67,16 +67,6 @@ READY = "Ready"
 SYNCED = "Synced"
 #: Present only when a freshness bound is set: False while the source is behind it.
 FRESH = "FreshWithinBound"
-
-
-class Phase(enum.StrEnum):
-    """Where a source is in its lifecycle (status.phase)."""
-
-    PENDING = "Pending"
-    SYNCING = "Syncing"
-    SYNCED = "Synced"
-    FAILED = "Failed"
-    SUSPENDED = "Suspended"
 
 
 class Action(enum.Enum):
@@ -160,9 +150,10 @@ def failure_reason(error: Exception) -> Reason:
     return next((reason for kind, reason in _FAILURES if isinstance(error, kind)), Reason.INTERNAL_ERROR)
 
 
-def reason_of(status: Mapping[str, Any]) -> str | None:
+def reason_of(status: KnowledgeSourceStatus) -> str | None:
     """The reason of the Synced condition, if any."""
-    return next((c.get("reason") for c in status.get("conditions") or () if c.get("type") == SYNCED), None)
+    synced = status.condition(SYNCED)
+    return synced.get("reason") if synced else None
 
 
 @dataclass(frozen=True)
@@ -185,18 +176,18 @@ class Decision:
         return self.trigger.value if self.trigger else ""
 
 
-def interrupted(status: Mapping[str, Any], restarted: bool) -> bool:
+def interrupted(status: KnowledgeSourceStatus, restarted: bool) -> bool:
     """Syncing when this process first sees the object: the last one may have died mid-diff.
 
     The caller writes that debt down (lastFullSyncTime cleared) before it decides, so that the
     sync it owes is full even when this call only announces it.
     """
-    return restarted and status.get("phase") == Phase.SYNCING
+    return restarted and status.phase is Phase.SYNCING
 
 
 def decide(
     body: Mapping[str, Any],
-    status: Mapping[str, Any],
+    status: KnowledgeSourceStatus,
     settings: OperatorSettings,
     now: datetime.datetime,
     *,
@@ -211,10 +202,10 @@ def decide(
         retain = (spec.get("deletionPolicy") or "Delete") == "Retain"
         return Decision(Action.RETAIN if retain else Action.DELETE)
     generation = meta.get("generation")
-    phase = status.get("phase")
-    same_generation = status.get("observedGeneration") == generation
+    phase = status.phase
+    same_generation = status.observed_generation == generation
     request = (meta.get("annotations") or {}).get(SYNC_REQUEST_ANNOTATION)
-    manual = bool(request) and request != status.get("lastHandledSyncRequest")
+    manual = bool(request) and request != status.last_handled_sync_request
     # A webhook's request (`push:...`) asks for the new commits, not for a full reconcile.
     pushed = manual and str(request).startswith(PUSH_REQUEST_PREFIX)
     if spec.get("suspend"):
@@ -235,7 +226,7 @@ def decide(
         return Decision(Action.INVALID, error=str(exc))
     if known_invalid and not manual:
         return Decision(Action.WAIT)
-    synced_hash = status.get("specHash")
+    synced_hash = status.spec_hash
     respec = bool(synced_hash and synced_hash != source.spec_hash)
     full = (manual and not pushed) or respec or _safety_due(status, settings, now)
     trigger: Trigger
@@ -248,7 +239,7 @@ def decide(
             return Decision(Action.RESCHEDULE, source=source)
         trigger = Trigger.SPEC_CHANGED
     else:
-        planned = parse_time(status.get("nextSyncTime"))
+        planned = status.next_sync_time
         if planned is not None and now < planned:
             return Decision(Action.WAIT, wait=(planned - now).total_seconds())
         trigger = Trigger.SCHEDULED
@@ -261,8 +252,8 @@ def decide(
     return due
 
 
-def _safety_due(status: Mapping[str, Any], settings: OperatorSettings, now: datetime.datetime) -> bool:
-    last_full = parse_time(status.get("lastFullSyncTime"))
+def _safety_due(status: KnowledgeSourceStatus, settings: OperatorSettings, now: datetime.datetime) -> bool:
+    last_full = status.last_full_sync_time
     if last_full is None:
-        return bool(status.get("lastSyncedCommit"))  # synced before, but never fully: do it now
+        return bool(status.last_synced_commit)  # synced before, but never fully: do it now
     return (now - last_full).total_seconds() >= settings.full_reconcile_interval

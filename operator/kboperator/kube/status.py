@@ -1,7 +1,8 @@
 """Writing what each step of the state machine did: status fields, conditions, events, the phase metric.
 
-`StatusWriter` consumes statemachine.py's decisions and the sync's result; the functions above it
-shape status fields (bounded lists, conditions that follow the Kubernetes API conventions).
+`StatusWriter` consumes statemachine.py's decisions and the sync's result and writes through the
+typed status (resource.KnowledgeSourceStatus); the functions above it shape status fields (bounded
+lists, conditions that follow the Kubernetes API conventions).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import kopf
 
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.kube.metrics import OperatorMetrics
+from kboperator.kube.resource import Freshness, KnowledgeSourceStatus, LastSync, Phase
 from kboperator.kube.source import Source, source_id
 from kboperator.kube.statemachine import (
     FRESH,
@@ -21,13 +23,13 @@ from kboperator.kube.statemachine import (
     SYNCED,
     Action,
     Decision,
-    Phase,
     Reason,
     failure_reason,
     reason_of,
 )
-from kboperator.models import FileIssue, Freshness, SyncResult
-from kboperator.schedule import format_time, parse_time, utcnow
+from kboperator.models import FileIssue, SyncResult
+from kboperator.models import Freshness as ReportedFreshness
+from kboperator.schedule import format_time, utcnow
 
 #: Bounded lists in status: the CRD's maxItems, so that a huge repository cannot bloat the object.
 MAX_LISTED_FILES = 50
@@ -86,20 +88,23 @@ def unlisted(items: Sequence[FileIssue]) -> int:
     return max(0, len(items) - MAX_LISTED_FILES)
 
 
-def last_sync(result: SyncResult) -> dict[str, Any]:
+def last_sync(result: SyncResult) -> LastSync:
     """status.lastSync: the counts of one attempt, and its duration."""
-    return {
-        "commit": result.commit,
-        "full": result.full,
-        "added": result.added,
-        "modified": result.modified,
-        "deleted": result.deleted,
-        "renamed": result.renamed,
-        "unchanged": result.unchanged,
-        "skipped": len(result.skipped),
-        "failed": len(result.failed),
-        "durationSeconds": round(result.duration_s, 3),
-    } | ({"drift": result.drift[:MAX_MESSAGE]} if result.drift else {})
+    counts = LastSync(
+        commit=result.commit,
+        full=result.full,
+        added=result.added,
+        modified=result.modified,
+        deleted=result.deleted,
+        renamed=result.renamed,
+        unchanged=result.unchanged,
+        skipped=len(result.skipped),
+        failed=len(result.failed),
+        duration_seconds=round(result.duration_s, 3),
+    )
+    if result.drift:  # only then: absent means there was none
+        counts.drift = result.drift[:MAX_MESSAGE]
+    return counts
 
 
 def summary(result: SyncResult) -> str:
@@ -128,7 +133,7 @@ class StatusWriter:
     """
 
     def __init__(
-        self, metrics: OperatorMetrics, status: dict[str, Any], body: Mapping[str, Any], patch: kopf.Patch
+        self, metrics: OperatorMetrics, status: KnowledgeSourceStatus, body: Mapping[str, Any], patch: kopf.Patch
     ) -> None:
         meta = body.get("metadata") or {}
         self.metrics = metrics
@@ -141,12 +146,12 @@ class StatusWriter:
 
     def failures(self) -> int:
         """Failed attempts since the last success."""
-        return int(self.status.get("consecutiveFailures") or 0)
+        return self.status.consecutive_failures or 0
 
     def next_sync_time(self) -> str | None:
         """status.nextSyncTime as this process last wrote it: the next planned sync or retry, if any."""
-        value = self.status.get("nextSyncTime")
-        return value if isinstance(value, str) else None
+        planned = self.status.next_sync_time
+        return format_time(planned) if planned else None
 
     def apply(self, decision: Decision, now: datetime.datetime) -> None:
         """Write the status change of a decision that runs nothing (see statemachine.py)."""
@@ -164,53 +169,52 @@ class StatusWriter:
 
     def interrupted(self) -> None:
         """Syncing at start-up: the last process may have died half-way through applying a diff."""
-        self._write({"lastFullSyncTime": None})  # so the sync it owes is a full reconcile
+        self._write(KnowledgeSourceStatus(last_full_sync_time=None))  # so the sync it owes is a full reconcile
 
     def _announced(self, why: str) -> None:
         """A sync is due: show it before it runs (the next timer call runs it)."""
-        never_synced = not self.status.get("lastSyncTime")
+        never_synced = not self.status.last_sync_time
         phase = Phase.PENDING if never_synced else Phase.SYNCING
-        changes: dict[str, Any] = {"phase": phase.value, "observedGeneration": self.generation}
-        if not self.status.get("conditions"):
+        changes = KnowledgeSourceStatus(phase=phase, observed_generation=self.generation)
+        if not self.status.conditions:
             message = f"the first sync is queued ({why})"
-            changes["conditions"] = self._conditions(
+            changes.conditions = self._conditions(
                 (READY, None, Reason.PENDING, message), (SYNCED, None, Reason.PENDING, message)
             )
         self._write(changes)
 
     def _suspended(self) -> None:
         """spec.suspend is true: nothing runs, nothing is planned."""
-        documents = self.status.get("documentCount", 0)
+        documents = self.status.document_count or 0
         message = f"spec.suspend is true: no sync runs; the {documents} documents already indexed stay"
         self._write(
-            {
-                "phase": Phase.SUSPENDED.value,
-                "observedGeneration": self.generation,
-                "nextSyncTime": None,
-                "conditions": self._conditions((READY, False, Reason.SUSPENDED, message)),
-            }
+            KnowledgeSourceStatus(
+                phase=Phase.SUSPENDED,
+                observed_generation=self.generation,
+                next_sync_time=None,
+                conditions=self._conditions((READY, False, Reason.SUSPENDED, message)),
+            )
         )
 
     def _rescheduled(self, source: Source, now: datetime.datetime) -> None:
         """A spec change that keeps the document set (schedule, policy): plan the next sync anew."""
-        changes: dict[str, Any] = {"observedGeneration": self.generation}
+        changes = KnowledgeSourceStatus(observed_generation=self.generation)
         if not self.failures():  # a failing source keeps its backoff
-            base = parse_time(self.status.get("lastSyncTime")) or now
-            changes["nextSyncTime"] = format_time(source.schedule.next_after(base))
+            changes.next_sync_time = source.schedule.next_after(self.status.last_sync_time or now)
         self._write(changes)
 
     def synced(self, source: Source, result: SyncResult, now: datetime.datetime, retry_at: datetime.datetime) -> None:
         """A sync ran to the end; the commit advances unless a document failed (skips do not count), else retry_at."""
         text, short = summary(result), result.commit[:12]
-        changes: dict[str, Any] = {
-            "observedGeneration": self.generation,
-            "lastSyncTime": format_time(now),
-            "documentCount": result.documents,
-            "lastSync": last_sync(result),
-            "skippedFiles": issues(result.skipped),
-            "skippedFilesOmitted": unlisted(result.skipped),
-            "failedFiles": issues(result.failed),
-        }
+        changes = KnowledgeSourceStatus(
+            observed_generation=self.generation,
+            last_sync_time=now,
+            document_count=result.documents,
+            last_sync=last_sync(result),
+            skipped_files=issues(result.skipped),
+            skipped_files_omitted=unlisted(result.skipped),
+            failed_files=issues(result.failed),
+        )
         if result.drift:
             self._event(Reason.DRIFT_DETECTED, f"full reconcile: {result.drift}", warning=True)
         if result.rejected:
@@ -220,29 +224,25 @@ class StatusWriter:
                 f"they change. First: {first.path}: {first.reason}"
             ), warning=True)  # fmt: skip
         if self.request:
-            changes["lastHandledSyncRequest"] = self.request
-        previous = self.status.get("phase")
+            changes.last_handled_sync_request = self.request
+        previous = self.status.phase
         if result.ok:
-            changes.update(
-                {
-                    "phase": Phase.SYNCED.value,
-                    "lastSyncedCommit": result.commit,
-                    "shortCommit": result.commit[:12],
-                    "specHash": source.spec_hash,
-                    "lastSuccessfulSyncTime": format_time(now),
-                    "consecutiveFailures": 0,
-                    # What the next sync's drift check compares against (None: the service cannot tell).
-                    "collectionEpoch": result.baseline.epoch,
-                    "expectedDocumentCount": result.baseline.documents,
-                    "nextSyncTime": format_time(source.schedule.next_after(now)),
-                    "conditions": self._conditions(
-                        (READY, True, Reason.SYNC_SUCCEEDED, f"{result.documents} documents mirror commit {short}"),
-                        (SYNCED, True, Reason.SYNC_SUCCEEDED, text),
-                    ),
-                }
+            changes.phase = Phase.SYNCED
+            changes.last_synced_commit = result.commit
+            changes.short_commit = result.commit[:12]
+            changes.spec_hash = source.spec_hash
+            changes.last_successful_sync_time = now
+            changes.consecutive_failures = 0
+            # What the next sync's drift check compares against (None: the service cannot tell).
+            changes.collection_epoch = result.baseline.epoch
+            changes.expected_document_count = result.baseline.documents
+            changes.next_sync_time = source.schedule.next_after(now)
+            changes.conditions = self._conditions(
+                (READY, True, Reason.SYNC_SUCCEEDED, f"{result.documents} documents mirror commit {short}"),
+                (SYNCED, True, Reason.SYNC_SUCCEEDED, text),
             )
             if result.full:
-                changes["lastFullSyncTime"] = format_time(now)
+                changes.last_full_sync_time = now
             changed = result.added + result.modified + result.deleted + result.renamed
             if changed or previous != Phase.SYNCED:
                 self._event(Reason.SYNC_COMPLETED, text)
@@ -253,18 +253,14 @@ class StatusWriter:
             message = f"{len(result.failed)} documents failed; retry at {format_time(retry_at)}"
             if reason_of(self.status) != Reason.PARTIAL_SYNC:  # one event per failure streak, not per retry
                 self._event(Reason.SYNC_PARTIAL, text, warning=True)
-            changes.update(
-                {
-                    # The commit stays, but part of the diff was applied: a diff from that commit no
-                    # longer tells what the service lacks (a revert to it would look like no change).
-                    "lastFullSyncTime": None,
-                    "phase": Phase.FAILED.value,
-                    "consecutiveFailures": failures,
-                    "nextSyncTime": format_time(retry_at),
-                    "conditions": self._conditions(
-                        (READY, False, Reason.PARTIAL_SYNC, message), (SYNCED, False, Reason.PARTIAL_SYNC, text)
-                    ),
-                }
+            # The commit stays, but part of the diff was applied: a diff from that commit no
+            # longer tells what the service lacks (a revert to it would look like no change).
+            changes.last_full_sync_time = None
+            changes.phase = Phase.FAILED
+            changes.consecutive_failures = failures
+            changes.next_sync_time = retry_at
+            changes.conditions = self._conditions(
+                (READY, False, Reason.PARTIAL_SYNC, message), (SYNCED, False, Reason.PARTIAL_SYNC, text)
             )
         self._write(changes)
 
@@ -276,27 +272,27 @@ class StatusWriter:
     def _failed(self, reason: Reason, text: str, *, retry_at: datetime.datetime | None, attempted: bool) -> None:
         when = "not retried until the spec changes" if retry_at is None else f"retry at {format_time(retry_at)}"
         message = f"{text}; {when}"
-        changes: dict[str, Any] = {
-            "phase": Phase.FAILED.value,
-            "observedGeneration": self.generation,
-            "consecutiveFailures": self.failures() + 1,
-            "nextSyncTime": format_time(retry_at) if retry_at else None,
-            "conditions": self._conditions((READY, False, reason, message), (SYNCED, False, reason, message)),
-        }
+        changes = KnowledgeSourceStatus(
+            phase=Phase.FAILED,
+            observed_generation=self.generation,
+            consecutive_failures=self.failures() + 1,
+            next_sync_time=retry_at,
+            conditions=self._conditions((READY, False, reason, message), (SYNCED, False, reason, message)),
+        )
         if self.request:
-            changes["lastHandledSyncRequest"] = self.request
+            changes.last_handled_sync_request = self.request
         if attempted:
-            changes["lastSyncTime"] = format_time(utcnow())
+            changes.last_sync_time = utcnow()
             # It may have failed after applying part of its changes: the retry reconciles fully.
-            changes["lastFullSyncTime"] = None
+            changes.last_full_sync_time = None
         if reason != reason_of(self.status):  # one event per failure streak and reason, not per retry
             self._event(reason, message, warning=True)
         self._write(changes)
 
     def webhook(self, path: str | None, problem: str | None = None) -> None:
         """The receiver's path for this source (None: it takes no webhooks); `problem`: why not."""
-        if path != self.status.get("webhookPath"):
-            self._write({"webhookPath": path})
+        if path != self.status.webhook_path:
+            self._write(KnowledgeSourceStatus(webhook_path=path))
         if problem:
             self._event(Reason.WEBHOOK_UNAVAILABLE, problem, warning=True)
 
@@ -310,19 +306,21 @@ class StatusWriter:
     ) -> None:
         """Measure how fresh the index is: after a successful sync of `commit` (first seen on the
         remote at `seen_at`), or, without them, the age of the last successful sync alone."""
-        fresh = dict(self.status.get("freshness") or {})
+        before = self.status.freshness or Freshness()
+        fresh = before.model_copy()
         if commit is not None and seen_at is not None:
             self.metrics.last_success.labels(source=self.source_id).set(now.timestamp())
-            if commit != fresh.get("remoteCommit"):  # a commit already searchable keeps its measure
-                lag = max(0.0, (now - seen_at).total_seconds())
-                fresh.update(remoteCommit=commit, remoteCommitSeenTime=format_time(seen_at), lagSeconds=round(lag, 3))
-            self.metrics.freshness_lag.labels(source=self.source_id).set(float(fresh.get("lagSeconds") or 0.0))
-        last_success = parse_time(self.status.get("lastSuccessfulSyncTime"))
-        changes: dict[str, Any] = {}
+            if commit != fresh.remote_commit:  # a commit already searchable keeps its measure
+                fresh.remote_commit = commit
+                fresh.remote_commit_seen_time = seen_at
+                fresh.lag_seconds = round(max(0.0, (now - seen_at).total_seconds()), 3)
+            self.metrics.freshness_lag.labels(source=self.source_id).set(float(fresh.lag_seconds or 0.0))
+        last_success = self.status.last_successful_sync_time
+        changes = KnowledgeSourceStatus()
         if bound > 0:
-            fresh["boundSeconds"] = int(bound)
+            fresh.bound_seconds = int(bound)
             age = (now - last_success).total_seconds() if last_success else None
-            lag = float(fresh.get("lagSeconds") or 0.0)
+            lag = float(fresh.lag_seconds or 0.0)
             behind = []
             if lag > bound:
                 behind.append(f"its last push took {lag:.0f}s to become searchable")
@@ -334,24 +332,22 @@ class StatusWriter:
                 message = f"behind its freshness bound of {bound:.0f}s: " + " and ".join(behind)
                 if self._condition_status(FRESH) != "False":
                     self._event(Reason.FELL_BEHIND, message, warning=True)
-                changes["conditions"] = self._conditions((FRESH, False, Reason.FELL_BEHIND, message))
+                changes.conditions = self._conditions((FRESH, False, Reason.FELL_BEHIND, message))
             else:
                 message = f"within its freshness bound of {bound:.0f}s (last push to searchable: {lag:.1f}s)"
-                changes["conditions"] = self._conditions((FRESH, True, Reason.WITHIN_BOUND, message))
-        if fresh != (self.status.get("freshness") or {}):
-            changes["freshness"] = fresh
-        if changes:
+                changes.conditions = self._conditions((FRESH, True, Reason.WITHIN_BOUND, message))
+        if fresh.patch() != before.patch():
+            changes.freshness = fresh
+        if changes.model_fields_set:
             self._write(changes)
 
     def _condition_status(self, type_: str) -> str | None:
-        for item in self.status.get("conditions") or ():
-            if item.get("type") == type_:
-                return str(item.get("status"))
-        return None
+        item = self.status.condition(type_)
+        return None if item is None else str(item.get("status"))
 
     def cleanup_failed(self, message: str) -> None:
         """The deletion policy could not run: say so (the finalizer stays)."""
-        self._write({"conditions": self._conditions((READY, False, Reason.CLEANUP_FAILED, message))})
+        self._write(KnowledgeSourceStatus(conditions=self._conditions((READY, False, Reason.CLEANUP_FAILED, message))))
         self._event(Reason.CLEANUP_FAILED, message, warning=True)
 
     def documents_retained(self) -> None:
@@ -376,30 +372,27 @@ class StatusWriter:
 
     def _conditions(self, *updates: tuple[str, bool | None, Reason, str]) -> list[dict[str, Any]]:
         now = format_time(utcnow())
-        previous = self.status.get("conditions")
+        previous = self.status.conditions
         fresh = [condition(previous, t, s, r.value, m, generation=self.generation, now=now) for t, s, r, m in updates]
         return merge_conditions(previous, fresh)
 
-    def _write(self, changes: Mapping[str, Any]) -> None:
-        for key, value in changes.items():
+    def _write(self, changes: KnowledgeSourceStatus) -> None:
+        """Put the fields set on `changes` into the patch (None removes one) and into our own copy."""
+        for key, value in changes.patch().items():
             self.patch.status[key] = value
-            if value is None:
-                self.status.pop(key, None)
-            else:
-                self.status[key] = value
-        if "phase" in changes:
-            self.metrics.set_phase(self.source_id, changes["phase"])
+        for name in changes.model_fields_set:
+            setattr(self.status, name, getattr(changes, name))
+        if changes.phase is not None:
+            self.metrics.set_phase(self.source_id, changes.phase)
 
 
-def reported_freshness(status: Mapping[str, Any]) -> Freshness | None:
+def reported_freshness(status: KnowledgeSourceStatus) -> ReportedFreshness | None:
     """The freshness a source's status holds, as its sync report carries it; None before it has one."""
-    fresh = status.get("freshness") or {}
-    commit, seen_at, lag = (
-        fresh.get("remoteCommit"),
-        parse_time(fresh.get("remoteCommitSeenTime")),
-        fresh.get("lagSeconds"),
-    )
-    if not isinstance(commit, str) or seen_at is None or not isinstance(lag, int | float):
+    fresh = status.freshness
+    if fresh is None or fresh.remote_commit is None or fresh.remote_commit_seen_time is None:
         return None
-    searchable_at = seen_at + datetime.timedelta(seconds=float(lag))
-    return Freshness(commit, format_time(seen_at), format_time(searchable_at), float(lag))
+    if fresh.lag_seconds is None:
+        return None
+    seen_at = fresh.remote_commit_seen_time
+    searchable_at = seen_at + datetime.timedelta(seconds=fresh.lag_seconds)
+    return ReportedFreshness(fresh.remote_commit, format_time(seen_at), format_time(searchable_at), fresh.lag_seconds)
