@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from kbsearch import __version__
 from kbsearch.api import ask, documents, dotai, insights, rebuild, resource_metadata, search, system
-from kbsearch.api.auth import Authenticator, AuthGate
+from kbsearch.api.auth import AuthGate
 from kbsearch.api.errors import install_error_handlers
 from kbsearch.api.hosts import HostAllowList
 from kbsearch.api.middleware import RequestContextMiddleware
@@ -26,6 +26,7 @@ from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
 from kbsearch.services.access import SourceCatalog
 from kbsearch.services.ask import AskService
+from kbsearch.services.auth import Authenticator
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.fairness import FairTurns
 from kbsearch.services.insights import InsightsService

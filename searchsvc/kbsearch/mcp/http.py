@@ -27,9 +27,10 @@ from starlette.requests import Request
 from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from kbsearch.api.auth import Authenticator
+from kbsearch.api.auth import known_sources
 from kbsearch.api.errors import error_response
 from kbsearch.mcp.server import build_server
+from kbsearch.services.auth import Authenticator, refuse_url_token
 from kbsearch.settings import Settings
 
 PATH = "/mcp"
@@ -75,7 +76,9 @@ class McpEndpoint:
             return
         request = Request(scope, receive)
         # A ServiceError raised here reaches the app's error handlers like a route's would.
-        request.state.caller = await self.authenticator.caller(request, write=False)
+        refuse_url_token(request.query_params)
+        header = request.headers.get("authorization")
+        request.state.caller = await self.authenticator.caller_of(header, known_sources(request), write=False)
         manager = self.server.session_manager
         if scope["method"] == "POST" and "text/event-stream" in request.headers.get("accept", ""):
             body = await request.body()  # at most SEARCHSVC_MAX_BODY_BYTES: the request middleware holds to that
