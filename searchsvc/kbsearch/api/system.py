@@ -36,7 +36,7 @@ async def readyz(request: Request) -> JSONResponse:
     """
     if not getattr(request.app.state, "ready", False):
         return error_response(503, "NOT_READY", "store or embedder not loaded yet")
-    problem = await in_thread(request.app.state.store.write_problem)
+    problem = await in_thread(ready_state(request).store.write_problem)
     if problem is None:
         return JSONResponse({"status": "ready"})
     if problem.details.get("cause") == DATA_DIR_GONE:

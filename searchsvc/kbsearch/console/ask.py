@@ -11,6 +11,7 @@ from markupsafe import Markup, escape
 from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
+from kbsearch.api.deps import ready_state
 from kbsearch.console.pages import MODES, source_names
 from kbsearch.console.session import CSRF_FIELD, check_csrf, console_caller
 from kbsearch.errors import ServiceError
@@ -73,7 +74,7 @@ async def ask_panel(
     uri_prefix: Annotated[str, Form(max_length=2000)] = "",
 ) -> HTMLResponse:
     check_csrf(request, csrf_token)
-    service = getattr(request.app.state, "ask", None)
+    service = ready_state(request).ask
     answer, ask_error = None, None
     if service is None:
         ask_error = "Ask is not available on this service."

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, cast, get_args
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
-from kbsearch.api.deps import documents_service, search_service
+from kbsearch.api.deps import documents_service, ready_state, search_service
 from kbsearch.console.session import console_caller
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SearchMode
@@ -40,7 +40,7 @@ async def source_names(request: Request, caller: Caller) -> list[str]:
 
     Cheaper than DocumentService.sources, whose per-source counts the menus do not show.
     """
-    catalog: SourceCatalog = request.app.state.catalog
+    catalog: SourceCatalog = request.app.state.context.catalog
     known = await catalog.known()
     allowed = await caller.scope.resolve(catalog)
     return sorted(known if allowed is None else known & set(allowed))
@@ -89,7 +89,7 @@ async def search_page(
     if _partial(request, "results"):
         return _render(request, "_results.html", context)
     sources = await source_names(request, caller)
-    ask = {"ask": getattr(request.app.state, "ask", None) is not None, "question": q, "answer": None, "ask_error": None}
+    ask = {"ask": ready_state(request).ask is not None, "question": q, "answer": None, "ask_error": None}
     status = 422 if error else 200
     return _render(request, "search.html", context | ask | {"sources": sources, "modes": MODES}, status)
 
@@ -97,7 +97,7 @@ async def search_page(
 @router.get("/sources")
 async def sources_page(request: Request, caller: Reader, documents: Documents) -> HTMLResponse:
     sources = await documents.sources(caller)
-    rebuild = getattr(request.app.state, "rebuild", None)
+    rebuild = ready_state(request).rebuild
     status = rebuild.status() if rebuild is not None else None
     return _render(request, "sources.html", {"sources": sources, "rebuild": status})
 
@@ -151,6 +151,5 @@ async def document_page(request: Request, caller: Reader, documents: Documents, 
 @router.get("/insights")
 async def insights_page(request: Request, caller: Reader, window: str = "24h") -> HTMLResponse:
     window = window if window in WINDOWS else "24h"
-    service = getattr(request.app.state, "insights", None)
-    insights = await service.insights(caller, window) if service is not None else None
+    insights = await ready_state(request).insights.insights(caller, cast(Window, window))  # one of WINDOWS now
     return _render(request, "insights.html", {"insights": insights, "window": window, "windows": WINDOWS})
