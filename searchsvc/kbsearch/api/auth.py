@@ -7,23 +7,16 @@ asks it for the request's Caller once and caches it on `request.state`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kbsearch.api.deps import ready_state
+from kbsearch.deps import known_sources
 from kbsearch.errors import ForbiddenError
-from kbsearch.services.access import Caller, SourceCatalog
-from kbsearch.services.auth import Authenticator, KnownSources, refuse_url_token
-
-
-def known_sources(request: Request) -> KnownSources:
-    async def known() -> list[str]:
-        catalog: SourceCatalog = ready_state(request).catalog
-        return sorted(await catalog.known())
-
-    return known
+from kbsearch.services.access import Caller
+from kbsearch.services.auth import Authenticator, refuse_url_token
 
 
 async def authenticate(request: Request, *, write: bool) -> Caller:
@@ -51,6 +44,10 @@ async def require_write(request: Request) -> Caller:
 
 async def require_read(request: Request) -> Caller:
     return await _resolve(request, write=False)
+
+
+ReaderDep = Annotated[Caller, Depends(require_read)]
+WriterDep = Annotated[Caller, Depends(require_write)]
 
 
 class AuthGate:

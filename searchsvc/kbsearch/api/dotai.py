@@ -23,14 +23,14 @@ import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 
-from kbsearch.api.auth import require_read, require_write
-from kbsearch.api.deps import ask_service, documents_service, search_service
+from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath
+from kbsearch.deps import AskDep, DocumentsDep, SearchDep
 from kbsearch.errors import InvalidRequestError, ServiceError
 from kbsearch.logging import request_id
 from kbsearch.models import MetadataValue, SearchOrigin, chunk_point_id
@@ -197,11 +197,6 @@ router = APIRouter(
     tags=["dot-ai"],
     responses={code: {"model": ErrorResponse} for code in (400, 401, 403, 413, 422, 503)},
 )
-Reader = Annotated[Caller, Depends(require_read)]
-Writer = Annotated[Caller, Depends(require_write)]
-Documents = Annotated[DocumentService, Depends(documents_service)]
-Searches = Annotated[SearchService, Depends(search_service)]
-Asks = Annotated[AskService, Depends(ask_service)]
 
 
 def _meta() -> dict[str, Any]:
@@ -224,7 +219,7 @@ def _failure(exc: ServiceError) -> JSONResponse:
 
 @router.post(f"/tools/{TOOL}")
 async def manage_knowledge_tool(
-    body: Annotated[dict[str, Any], Body()], searches: Searches, documents: Documents, caller: Reader
+    body: Annotated[dict[str, Any], Body()], searches: SearchDep, documents: DocumentsDep, caller: ReaderDep
 ) -> JSONResponse:
     """dot-ai's tool endpoint for manageKnowledge: `{"operation": "ingest"|"search"|"deleteByUri", ...}`.
 
@@ -244,7 +239,9 @@ async def manage_knowledge_tool(
 
 
 @router.delete(f"/knowledge/source/{SOURCE_PATH}")
-async def delete_knowledge_source(sourceIdentifier: SourceIdPath, documents: Documents, caller: Writer) -> JSONResponse:
+async def delete_knowledge_source(
+    sourceIdentifier: SourceIdPath, documents: DocumentsDep, caller: WriterDep
+) -> JSONResponse:
     """Delete every document of one source (dot-ai-controller's clean-up of a deleted GitKnowledgeSource)."""
     try:
         _, chunks = await documents.delete_source(sourceIdentifier, caller)
@@ -263,7 +260,7 @@ class KnowledgeAskBody(BaseModel):
 
 @router.post("/knowledge/ask")
 async def knowledge_ask(
-    body: Annotated[dict[str, Any], Body()], asks: Asks, documents: Documents, caller: Reader
+    body: Annotated[dict[str, Any], Body()], asks: AskDep, documents: DocumentsDep, caller: ReaderDep
 ) -> JSONResponse:
     """dot-ai UI's question box: `{"query", "limit"?, "uriFilter"?}` answered as `{answer, sources, chunks}`.
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Query, Response
 from pydantic import ValidationError
 
-from kbsearch.api.auth import require_read
-from kbsearch.api.deps import search_service
+from kbsearch.api.auth import ReaderDep
 from kbsearch.api.params import SourceIdListQuery, UriPrefixQuery
+from kbsearch.deps import SearchDep
 from kbsearch.errors import InvalidRequestError
 from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse, SearchResult
 from kbsearch.services.access import Caller
@@ -20,8 +20,6 @@ router = APIRouter(
     tags=["search"],
     responses={code: {"model": ErrorResponse} for code in (401, 422, 503)},
 )
-Service = Annotated[SearchService, Depends(search_service)]
-Reader = Annotated[Caller, Depends(require_read)]
 
 
 async def _run(request: SearchRequest, service: SearchService, response: Response, caller: Caller) -> SearchResponse:
@@ -64,16 +62,16 @@ def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchRes
 
 
 @router.post("/search")
-async def search(body: SearchRequest, service: Service, response: Response, caller: Reader) -> SearchResponse:
+async def search(body: SearchRequest, service: SearchDep, response: Response, caller: ReaderDep) -> SearchResponse:
     """Hybrid (default), dense or keyword search with optional filters, within the caller's sources."""
     return await _run(body, service, response, caller)
 
 
 @router.get("/search")
 async def search_get(
-    service: Service,
+    service: SearchDep,
     response: Response,
-    caller: Reader,
+    caller: ReaderDep,
     q: Annotated[str, Query(min_length=1, max_length=1000)],
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid",

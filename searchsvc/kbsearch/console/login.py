@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from kbsearch.api.auth import known_sources
 from kbsearch.console.session import CSRF_FIELD, check_csrf, end_session, safe_next, start_session
+from kbsearch.deps import known_sources
 from kbsearch.errors import UnauthenticatedError
 from kbsearch.services.auth import MAX_TOKEN_CHARS, Authenticator
 

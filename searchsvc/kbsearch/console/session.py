@@ -28,8 +28,7 @@ from urllib.parse import quote
 from fastapi import Request
 from starlette.responses import Response
 
-from kbsearch.api.auth import known_sources
-from kbsearch.api.deps import ready_state
+from kbsearch.deps import context, known_sources
 from kbsearch.errors import UnauthenticatedError
 from kbsearch.services.access import Caller
 from kbsearch.services.auth import Authenticator, refuse_url_token
@@ -114,7 +113,7 @@ def current_path(request: Request) -> str:
 
 async def console_caller(request: Request) -> Caller:
     """The reader behind this browser: the session cookie's token, checked like a bearer token."""
-    ready_state(request)  # 503 while starting, before any token is judged
+    context(request)  # 503 while starting, before any token is judged
     refuse_url_token(request.query_params, "sign in through the form")
     session_id = request.cookies.get(cookie_name(request, SESSION_COOKIE))
     token = _sessions(request).token(session_id)

@@ -74,7 +74,7 @@ async def manage_knowledge(
     )
     with tool_errors():
         result = await dotai.manage_knowledge(
-            arguments, search=tools.search, documents=tools.documents, caller=tools.caller, origin="mcp"
+            arguments, search=tools.app.search, documents=tools.app.documents, caller=tools.caller, origin="mcp"
         )
     return CallToolResult(content=[TextContent(type="text", text=_text(result))], structured_content=result.answer())
 
@@ -114,7 +114,7 @@ async def fetch(
     """Read a whole document found by search: its id, title, text, url and metadata."""
     tools = tool_context(ctx)
     with tool_errors():
-        found = await tools.documents.text(id, tools.caller)
+        found = await tools.app.documents.text(id, tools.caller)
     if found is None:
         raise not_found(id)
     record, body = found

@@ -19,20 +19,18 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from kbsearch.api.deps import ready_state
+from kbsearch.context import AppContext
+from kbsearch.deps import context
 from kbsearch.errors import ServiceError
 from kbsearch.services.access import Caller
-from kbsearch.services.ask import AskService
-from kbsearch.services.documents import DocumentService
-from kbsearch.services.search import SearchService
 
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
+    """A tool call's caller, and the app's context whose services it calls."""
+
     caller: Caller
-    search: SearchService
-    documents: DocumentService
-    ask: AskService
+    app: AppContext
 
 
 def caller_of(request: object) -> Caller | None:
@@ -49,8 +47,8 @@ def tool_context(ctx: Context[Any]) -> ToolContext:
     if caller is None or not isinstance(request, Request):  # only /mcp serves these tools, and it always sets one
         raise ToolError("UNAUTHENTICATED: this tool runs only behind the service's /mcp endpoint")
     with tool_errors():
-        state = ready_state(request)  # NOT_READY while the store or embedder is loading
-    return ToolContext(caller=caller, search=state.search, documents=state.documents, ask=state.ask)
+        app = context(request)  # NOT_READY while the store or embedder is loading
+    return ToolContext(caller=caller, app=app)
 
 
 def not_found(uri: str) -> ToolError:
