@@ -9,8 +9,8 @@ from fastapi import APIRouter
 from fastapi.responses import Response, StreamingResponse
 
 from kbsearch.api.auth import ReaderDep
-from kbsearch.api.errors import error_response
 from kbsearch.deps import AskDep
+from kbsearch.presenters import error_response
 from kbsearch.schemas import AskRequest, AskResponse, ErrorResponse
 from kbsearch.services.ask import AskEvent
 

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query
 
 from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
-from kbsearch.api.views import sync_status_info
 from kbsearch.deps import DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
+from kbsearch.presenters import source_list, sync_status_info
 from kbsearch.schemas import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -20,14 +20,11 @@ from kbsearch.schemas import (
     ErrorResponse,
     PutDocumentRequest,
     PutDocumentResponse,
-    SourceInfo,
     SourceList,
     SourceStatusInfo,
     SyncStatusRequest,
     SyncStatusResponse,
 )
-from kbsearch.services.access import Caller
-from kbsearch.services.documents import DocumentService
 
 ERROR_STATUSES = (401, 403, 409, 413, 422, 429, 503)
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in ERROR_STATUSES}
@@ -158,18 +155,3 @@ async def source_status(sourceIdentifier: SourceIdPath, service: DocumentsDep, c
 async def list_sources(service: DocumentsDep, caller: ReaderDep) -> SourceList:
     """Every source the caller may see, with its document and chunk counts and its last reported sync."""
     return await source_list(service, caller)
-
-
-async def source_list(service: DocumentService, caller: Caller) -> SourceList:
-    """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
-    sources = [
-        SourceInfo(
-            sourceIdentifier=s.source_identifier,
-            documents=s.documents,
-            chunks=s.chunks,
-            lastIngestedAt=s.last_ingested_at,
-            sync=sync_status_info(s.sync) if s.sync else None,
-        )
-        for s in await service.sources(caller)
-    ]
-    return SourceList(sources=sources)

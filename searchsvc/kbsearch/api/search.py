@@ -11,9 +11,10 @@ from kbsearch.api.auth import ReaderDep
 from kbsearch.api.params import SourceIdListQuery, UriPrefixQuery
 from kbsearch.deps import SearchDep
 from kbsearch.errors import InvalidRequestError
-from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse, SearchResult
+from kbsearch.presenters import field_problems, search_response, validation_message
+from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse
 from kbsearch.services.access import Caller
-from kbsearch.services.search import SearchOutcome, SearchService
+from kbsearch.services.search import SearchService
 
 router = APIRouter(
     prefix="/api/v1",
@@ -27,38 +28,6 @@ async def _run(request: SearchRequest, service: SearchService, response: Respons
     # Query embedding and engine time apart, for benchmarks and dashboards.
     response.headers["Server-Timing"] = f"embed;dur={outcome.embed_ms:.2f}, engine;dur={outcome.engine_ms:.2f}"
     return search_response(request, outcome)
-
-
-def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchResponse:
-    """The response body of a search: REST's, and the MCP search tool's structured output."""
-    results = [
-        SearchResult(
-            id=h.id,
-            uri=h.uri,
-            chunkIndex=h.chunk_index,
-            totalChunks=h.total_chunks,
-            content=h.content,
-            score=h.score,
-            relevance=h.relevance or 0.0,
-            title=h.title,
-            headings=h.headings,
-            metadata=h.metadata,
-            sourceIdentifier=h.source_identifier,
-            version=h.version,
-            otherVersions=h.other_versions,
-            moreMatches=h.more_matches,
-            page=h.page,
-            cell=h.cell,
-        )
-        for h in outcome.hits
-    ]
-    return SearchResponse(
-        query=request.query,
-        mode=request.mode,
-        results=results,
-        tookMs=round(outcome.took_ms, 3),
-        nothingRelevant=outcome.nothing_relevant,
-    )
 
 
 @router.post("/search")
@@ -91,9 +60,6 @@ async def search_get(
     try:
         request = SearchRequest(query=q, limit=limit, mode=mode, filter=filter_body, collapse=collapse)
     except ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "query", "message": e["msg"], "type": e["type"]}
-            for e in exc.errors()
-        ]
-        raise InvalidRequestError(f"{errors[0]['field']}: {errors[0]['message']}", details={"errors": errors}) from exc
+        message = validation_message(exc, style="first", default="query")
+        raise InvalidRequestError(message, details={"errors": field_problems(exc, default="query")}) from exc
     return await _run(request, service, response, caller)

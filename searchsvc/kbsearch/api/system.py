@@ -10,8 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kbsearch import __version__
 from kbsearch.api.auth import ReaderDep
-from kbsearch.api.errors import error_response
 from kbsearch.deps import ContextDep, context
+from kbsearch.presenters import error_response
 from kbsearch.services.runtime import in_thread, store_call
 from kbsearch.store.health import DATA_DIR_GONE
 

@@ -15,6 +15,7 @@ from kbsearch.console.pages import MODES, source_names
 from kbsearch.console.session import CSRF_FIELD, check_csrf, console_caller
 from kbsearch.deps import AskDep
 from kbsearch.errors import ServiceError
+from kbsearch.presenters import validation_message
 from kbsearch.schemas import AskCitation, AskRequest
 from kbsearch.services.access import Caller
 
@@ -86,7 +87,7 @@ async def ask_panel(
         body: dict[str, Any] = {"question": question, "filter": search_filter}
         answer = await service.ask(AskRequest.model_validate(body), caller)
     except ValidationError as exc:
-        ask_error = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        ask_error = validation_message(exc, style="bare")
     except ServiceError as exc:
         ask_error = exc.message
     chips = answer_with_chips(answer.answer, answer.citations) if answer is not None else None

@@ -12,6 +12,7 @@ from kbsearch.console.session import console_caller
 from kbsearch.deps import ContextDep, DocumentsDep, InsightsDep, SearchDep, context
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SearchMode
+from kbsearch.presenters import validation_message
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.access import Caller
 
@@ -69,7 +70,7 @@ async def search_page(
             outcome = await search.search(SearchRequest.model_validate(body), caller, origin="ui")
             hits, took_ms, nothing_relevant = outcome.hits, outcome.took_ms, outcome.nothing_relevant
         except ValidationError as exc:
-            error = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            error = validation_message(exc, style="bare")
         except InvalidRequestError as exc:
             error = exc.message
     context = {

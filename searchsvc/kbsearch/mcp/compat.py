@@ -1,7 +1,7 @@
 """Compatibility tools, each off by default: dot-ai's manageKnowledge and OpenAI connectors' search/fetch.
 
 manageKnowledge keeps dot-ai's tool name, argument names and answer shapes, so its users switch by
-changing a URL; it runs the same code as the REST route dot-ai's controller calls (kbsearch.api.dotai).
+changing a URL; it runs the same code as the REST route dot-ai's controller calls (kbsearch.dotai).
 A field an operation does not have is left out, never null. What differs: a search is hybrid
 (dense + BM25), `uriFilter` is a URI prefix (dot-ai matched it exactly, so an exact URI still finds
 its own document), and failures are tool errors (`isError`, `INVALID_ARGUMENT: …`) rather than
@@ -23,8 +23,8 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from kbsearch.api import dotai
-from kbsearch.api.dotai import OPERATIONS, DotAiResult, ManageKnowledgeArguments
+from kbsearch import dotai
+from kbsearch.dotai import OPERATIONS, DotAiResult, ManageKnowledgeArguments
 from kbsearch.mcp.context import not_found, tool_context, tool_errors
 from kbsearch.mcp.tools import run_search
 

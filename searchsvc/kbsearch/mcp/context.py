@@ -22,6 +22,7 @@ from starlette.requests import Request
 from kbsearch.context import AppContext
 from kbsearch.deps import context
 from kbsearch.errors import ServiceError
+from kbsearch.presenters import validation_message
 from kbsearch.services.access import Caller
 
 
@@ -72,13 +73,7 @@ def tool_errors(argument_names: Mapping[str, str] | None = None) -> Iterator[Non
 
 
 def invalid_arguments(exc: ValidationError, argument_names: Mapping[str, str]) -> str:
-    # Never the input itself: it may be a megabyte of document.
-    problems = []
-    for error in exc.errors(include_url=False, include_input=False, include_context=False):
-        field = ".".join(str(part) for part in error["loc"])
-        name = next((argument_names[f] for f in argument_names if field == f or field.startswith(f + ".")), field)
-        problems.append(f"{name}: {error['msg'].removeprefix('Value error, ')}")
-    return "INVALID_ARGUMENT: " + "; ".join(problems)
+    return "INVALID_ARGUMENT: " + validation_message(exc, argument_names, style="all")
 
 
 def tool_result(text: str, structured: BaseModel | None = None) -> CallToolResult:

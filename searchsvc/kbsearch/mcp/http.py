@@ -27,9 +27,9 @@ from starlette.requests import Request
 from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from kbsearch.api.errors import error_response
 from kbsearch.deps import known_sources
 from kbsearch.mcp.server import build_server
+from kbsearch.presenters import error_response
 from kbsearch.services.auth import Authenticator, refuse_url_token
 from kbsearch.settings import Settings
 

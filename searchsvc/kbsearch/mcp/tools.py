@@ -17,8 +17,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from kbsearch.api.documents import source_list
-from kbsearch.api.search import search_response
 from kbsearch.mcp import render
 from kbsearch.mcp.context import ToolContext, not_found, tool_context, tool_errors, tool_result
 from kbsearch.mcp.models import (
@@ -31,6 +29,7 @@ from kbsearch.mcp.models import (
     SourcesOverview,
 )
 from kbsearch.models import MetadataValue, SearchMode
+from kbsearch.presenters import search_response, source_list
 from kbsearch.schemas import (
     MAX_QUESTION_CHARS,
     AskRequest,
