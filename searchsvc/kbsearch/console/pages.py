@@ -1,4 +1,4 @@
-"""The console's read pages: search, sources, documents, one document, insights. Each calls the REST services."""
+"""The console's read pages: search, sources, documents, one document, insights. Each calls the services REST calls."""
 
 from __future__ import annotations
 

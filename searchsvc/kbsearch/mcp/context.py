@@ -1,8 +1,9 @@
-"""What a tool call runs with (the caller and the services), and how its failures reach the agent.
+"""What a tool call runs with (the caller and the app's context), and how its failures reach the agent.
 
-The /mcp endpoint (kbsearch.mcp.http) authenticates the HTTP request with the REST API's
-Authenticator and leaves the Caller in the request's state; the SDK hands that same request to
-every tool through its Context. A failure becomes a tool error (`isError: true`) whose message
+The /mcp endpoint (kbsearch.mcp.http) authenticates the HTTP request with the service's
+Authenticator (kbsearch.services.auth) and leaves the Caller in the request's state; the SDK hands
+that same request to every tool through its Context, and `tool_context` reads the app's context
+from it (kbsearch.deps). A failure becomes a tool error (`isError: true`) whose message
 names the problem: the service's stable code and message, or the argument that was refused.
 """
 

@@ -4,7 +4,7 @@ It is one route at exactly `/mcp`, beside the REST routes, rather than a mounted
 `/mcp` answers `POST /mcp` with a 307 to `/mcp/`, and a catch-all mount at `/` would answer every
 unknown path in the SDK's words instead of the API's JSON errors.
 
-Every request is authenticated first by the REST API's own Authenticator (static tokens, then
+Every request is authenticated first by the Authenticator REST uses too (static tokens, then
 Kubernetes TokenReview in that mode), so MCP has the same identities and scope as REST. A refusal
 is the API's own error answer: 401 with `WWW-Authenticate: Bearer resource_metadata="…"` (the RFC 9728
 document of kbsearch.api.resource_metadata), or 503 `AUTH_UNAVAILABLE` when
