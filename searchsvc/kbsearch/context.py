@@ -2,7 +2,7 @@
 
 `build_context` is the whole start-up (open the store, load the embedder, wire the services);
 `AppContext.aclose` the whole shutdown. The app's lifespan (kbsearch.app) keeps the result as
-`app.state.context`; the faces (REST, MCP, the console) reach it through `context_of`, and the
+`app.state.context`; the faces (REST, MCP, the console) reach it through kbsearch.deps, and the
 services never do: each gets what it needs as arguments.
 """
 

@@ -9,7 +9,8 @@ from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
 from kbsearch.console.session import console_caller
-from kbsearch.deps import ContextDep, DocumentsDep, InsightsDep, SearchDep, context
+from kbsearch.deps import ContextDep, DocumentsDep, InsightsDep, SearchDep
+from kbsearch.deps import context as app_context
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SearchMode
 from kbsearch.presenters import validation_message
@@ -37,7 +38,7 @@ async def source_names(request: Request, caller: Caller) -> list[str]:
 
     Cheaper than DocumentService.sources, whose per-source counts the menus do not show.
     """
-    catalog = context(request).catalog
+    catalog = app_context(request).catalog
     known = await catalog.known()
     allowed = await caller.scope.resolve(catalog)
     return sorted(known if allowed is None else known & set(allowed))
@@ -92,9 +93,9 @@ async def search_page(
 
 
 @router.get("/sources")
-async def sources_page(request: Request, caller: Reader, documents: DocumentsDep, app: ContextDep) -> HTMLResponse:
+async def sources_page(request: Request, caller: Reader, documents: DocumentsDep, ctx: ContextDep) -> HTMLResponse:
     sources = await documents.sources(caller)
-    status = app.rebuild.status()
+    status = ctx.rebuild.status()
     return _render(request, "sources.html", {"sources": sources, "rebuild": status})
 
 
