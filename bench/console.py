@@ -106,7 +106,7 @@ def fill_query_log(app: Any, entries: int) -> float:
     """`entries` log entries over the last 30 days, written straight into the log's store."""
     from kbsearch.models import QueryLogEntry
 
-    store = app.state.query_log.store
+    store = app.state.context.query_log.store
     rng = random.Random(5)
     now = time.time()
     vocabulary = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3))) for _ in range(5000)]

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             stores["qdrant-local"] = lambda: QdrantServerStore(QdrantClient(":memory:"), "bench")
         for name, make in stores.items():
             with run_service(settings, store=make(), embedder=embedder) as svc:
-                load_s = load_store(svc.app.state.store, chunk_set)
+                load_s = load_store(svc.app.state.context.store, chunk_set)
                 with http_client(svc.base_url) as client:
                     status = client.get("/api/v1/status").json()["store"]
                 print(

@@ -113,7 +113,7 @@ async def test_one_source_is_counted_by_its_own_endpoint(api):
 
 async def test_incomplete_documents_are_counted(api):
     await put(api, "a.md", sections(2), sourceIdentifier="s")
-    store = api.app.state.store
+    store = api.app.state.context.store
     original = store.write_document
 
     def fail_commit(record, expected):
@@ -145,7 +145,7 @@ async def test_a_cancelled_write_still_finishes_before_its_locks_are_released(ap
     """A client that disconnects mid-write cancels its task; the store writes must not stop halfway."""
     old, new = sections(300, tag="old"), sections(300, tag="new")
     await put(api, "big.md", old)
-    store = api.app.state.store
+    store = api.app.state.context.store
     original = store.upsert_chunks
     entered, release = threading.Event(), threading.Event()
 

@@ -193,7 +193,7 @@ async def test_writes_beyond_the_queue_bound_get_429_with_retry_after(tmp_path):
 
     async with running_service("edge", tmp_path / "d", embedder=GatedEmbedder(), max_pending_writes=1) as client:
         first = asyncio.create_task(client.put("/api/v1/documents", json={"uri": "a", "content": "one two"}))
-        while client.app.state.documents._pending == 0:  # noqa: ASYNC110 - a counter, not an event
+        while client.app.state.context.documents._pending == 0:  # noqa: ASYNC110 - a counter, not an event
             await asyncio.sleep(0.01)
         refused = await client.put("/api/v1/documents", json={"uri": "b", "content": "three"})
         gate.set()

@@ -72,7 +72,7 @@ async def test_sources_narrow_the_search(tmp_path):
 async def test_every_search_of_an_ask_names_its_origin(tmp_path):
     async with running_service("edge", tmp_path / "data") as client:
         await put_docs(client)
-        search = client.app.state.search
+        search = client.app.state.context.search
         origins: list[str] = []
         real_search = search.search
 

@@ -473,8 +473,8 @@ async def test_mcp_searches_are_logged_with_origin_mcp(tmp_path):
             )
             assert not response.json()["result"]["isError"], response.text
         await client.get("/api/v1/search", params={"q": "helm"})
-        await client.app.state.query_log.flush()
-        entries = sorted(client.app.state.query_log.store.entries(since=0, allowed=None), key=lambda e: e["at"])
+        await client.app.state.context.query_log.flush()
+        entries = sorted(client.app.state.context.query_log.store.entries(since=0, allowed=None), key=lambda e: e["at"])
     assert [(e["origin"], e["query"]) for e in entries] == [
         ("mcp", "rollback helm"),
         ("mcp", "helm"),

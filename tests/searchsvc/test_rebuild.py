@@ -168,7 +168,7 @@ async def test_an_upgrade_from_the_previous_release_serves_searches_throughout_a
         assert done["message"] == "swapped in" and done["check"]["passed"] is True
         assert done["documents"]["done"] == done["documents"]["total"] == len(documents)
 
-        store: VectorStore = client.app.state.store  # type: ignore[attr-defined]
+        store: VectorStore = client.app.state.context.store  # type: ignore[attr-defined]
         assert store.collection_chunker() == new_chunker
         records, _ = store.list_documents(source_identifier=None, uri_prefix=None, limit=100, cursor=None)
         assert {r.uri for r in records} == set(documents)
@@ -284,7 +284,7 @@ async def test_a_worse_rebuild_is_refused_by_the_self_check_until_a_writer_force
             await put(client, uri_of(i), page(i, topic))
         for _ in range(3):  # a frequent query in the log joins the check
             assert await search_uris(client, "scaling on redis streams")
-        await client.app.state.query_log.flush()  # type: ignore[attr-defined]
+        await client.app.state.context.query_log.flush()  # type: ignore[attr-defined]
     async with service_on(store_kind, data_dir, shared, embedder=BrokenEmbedder()) as client:
         refused = await wait_for(client, {"refused", "idle"})
         check = refused["check"]

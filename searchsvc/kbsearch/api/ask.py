@@ -4,25 +4,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response, StreamingResponse
 
-from kbsearch.api.auth import require_read
-from kbsearch.api.deps import ask_service
-from kbsearch.api.errors import error_response
+from kbsearch.api.auth import ReaderDep
+from kbsearch.deps import AskDep
+from kbsearch.presenters import error_response
 from kbsearch.schemas import AskRequest, AskResponse, ErrorResponse
-from kbsearch.services.access import Caller
-from kbsearch.services.ask import AskEvent, AskService
+from kbsearch.services.ask import AskEvent
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["ask"],
     responses={code: {"model": ErrorResponse} for code in (401, 422, 502, 503, 504)},
 )
-Service = Annotated[AskService, Depends(ask_service)]
-Reader = Annotated[Caller, Depends(require_read)]
 
 
 @router.post(
@@ -30,7 +26,7 @@ Reader = Annotated[Caller, Depends(require_read)]
     response_model=AskResponse,
     responses={200: {"content": {"text/event-stream": {}}, "description": "The answer, or its events when streamed."}},
 )
-async def ask(body: AskRequest, service: Service, caller: Reader) -> Response | AskResponse:
+async def ask(body: AskRequest, service: AskDep, caller: ReaderDep) -> Response | AskResponse:
     """Answer a question from the caller's sources, citing only chunks retrieved for it."""
     if not body.stream:
         return await service.ask(body, caller)

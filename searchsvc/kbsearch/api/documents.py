@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from kbsearch.api.auth import require_read, require_write
-from kbsearch.api.deps import documents_service, sync_status_service
+from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
-from kbsearch.api.views import sync_status_info
+from kbsearch.deps import DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
+from kbsearch.presenters import source_list, sync_status_info
 from kbsearch.schemas import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -20,35 +20,27 @@ from kbsearch.schemas import (
     ErrorResponse,
     PutDocumentRequest,
     PutDocumentResponse,
-    SourceInfo,
     SourceList,
     SourceStatusInfo,
     SyncStatusRequest,
     SyncStatusResponse,
 )
-from kbsearch.services.access import Caller
-from kbsearch.services.documents import DocumentService
-from kbsearch.services.syncstatus import SyncStatusService
 
 ERROR_STATUSES = (401, 403, 409, 413, 422, 429, 503)
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in ERROR_STATUSES}
 router = APIRouter(prefix="/api/v1", responses=ERRORS)
-Service = Annotated[DocumentService, Depends(documents_service)]
-SyncStatuses = Annotated[SyncStatusService, Depends(sync_status_service)]
-Reader = Annotated[Caller, Depends(require_read)]
-Writer = Annotated[Caller, Depends(require_write)]
 
 
 @router.put("/documents", tags=["documents"])
-async def put_document(body: PutDocumentRequest, service: Service, caller: Writer) -> PutDocumentResponse:
+async def put_document(body: PutDocumentRequest, service: DocumentsDep, caller: WriterDep) -> PutDocumentResponse:
     """Create or replace one document; identical content and metadata is a no-op."""
     return await service.put(body, caller)
 
 
 @router.delete("/documents", tags=["documents"])
 async def delete_document(
-    service: Service,
-    caller: Writer,
+    service: DocumentsDep,
+    caller: WriterDep,
     uri: UriQuery,
     sourceIdentifier: SourceIdQuery = None,
 ) -> DeleteDocumentResponse:
@@ -62,8 +54,8 @@ async def delete_document(
 
 @router.get("/documents", tags=["documents"])
 async def list_documents(
-    service: Service,
-    caller: Reader,
+    service: DocumentsDep,
+    caller: ReaderDep,
     sourceIdentifier: SourceIdQuery = None,
     uriPrefix: UriPrefixQuery = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -86,8 +78,8 @@ MAX_TEXT_CHARS = 1_000_000
 
 @router.get("/documents/text", tags=["documents"], responses={404: {"model": ErrorResponse}})
 async def document_text(
-    service: Service,
-    caller: Reader,
+    service: DocumentsDep,
+    caller: ReaderDep,
     uri: UriQuery,
     start: Annotated[int, Query(ge=0, description="Character offset to start at.")] = 0,
     maxChars: Annotated[int, Query(ge=1, le=MAX_TEXT_CHARS, description="Characters to return.")] = 100_000,
@@ -118,7 +110,7 @@ async def document_text(
 
 @router.put(f"/sources/{SOURCE_PATH}/status", tags=["sources"])
 async def put_sync_status(
-    sourceIdentifier: SourceIdPath, body: SyncStatusRequest, service: SyncStatuses, caller: Writer
+    sourceIdentifier: SourceIdPath, body: SyncStatusRequest, service: SyncStatusDep, caller: WriterDep
 ) -> SyncStatusResponse:
     """Report the outcome of one sync of a source: commit, phase, counts, failed and skipped files, times.
 
@@ -131,14 +123,16 @@ async def put_sync_status(
 
 
 @router.delete(f"/sources/{SOURCE_PATH}", tags=["sources"])
-async def delete_source(sourceIdentifier: SourceIdPath, service: Service, caller: Writer) -> DeleteSourceResponse:
+async def delete_source(
+    sourceIdentifier: SourceIdPath, service: DocumentsDep, caller: WriterDep
+) -> DeleteSourceResponse:
     """Delete every document of one source, however many chunks it has, and its sync status."""
     documents, chunks = await service.delete_source(sourceIdentifier, caller)
     return DeleteSourceResponse(sourceIdentifier=sourceIdentifier, documentsDeleted=documents, chunksDeleted=chunks)
 
 
 @router.get(f"/sources/{SOURCE_PATH}", tags=["sources"])
-async def source_status(sourceIdentifier: SourceIdPath, service: Service, caller: Reader) -> SourceStatusInfo:
+async def source_status(sourceIdentifier: SourceIdPath, service: DocumentsDep, caller: ReaderDep) -> SourceStatusInfo:
     """One source's document, chunk and incomplete-document counts, with the collection epoch.
 
     Engine counts filtered on the source, never a scan of the collection. A source with no
@@ -158,21 +152,6 @@ async def source_status(sourceIdentifier: SourceIdPath, service: Service, caller
 
 
 @router.get("/sources", tags=["sources"])
-async def list_sources(service: Service, caller: Reader) -> SourceList:
+async def list_sources(service: DocumentsDep, caller: ReaderDep) -> SourceList:
     """Every source the caller may see, with its document and chunk counts and its last reported sync."""
     return await source_list(service, caller)
-
-
-async def source_list(service: DocumentService, caller: Caller) -> SourceList:
-    """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
-    sources = [
-        SourceInfo(
-            sourceIdentifier=s.source_identifier,
-            documents=s.documents,
-            chunks=s.chunks,
-            lastIngestedAt=s.last_ingested_at,
-            sync=sync_status_info(s.sync) if s.sync else None,
-        )
-        for s in await service.sources(caller)
-    ]
-    return SourceList(sources=sources)

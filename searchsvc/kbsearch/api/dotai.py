@@ -14,194 +14,38 @@ Thin faces over DocumentService, SearchService and AskService, with the same tok
 every other route: a read-only token may search and ask, only a writer may ingest or delete. A
 refused token is answered in the API's own error body (the check runs before the route), which
 dot-ai's UI reads the same way (`error.message`). The MCP tool `manageKnowledge`
-(kbsearch.mcp.compat) runs the same `manage_knowledge` below.
+(kbsearch.mcp.compat) runs the same `manage_knowledge` (kbsearch.dotai).
 """
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
-from pydantic.json_schema import SkipJsonSchema
 
-from kbsearch.api.auth import require_read, require_write
-from kbsearch.api.deps import ask_service, documents_service, search_service
+from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath
-from kbsearch.errors import InvalidRequestError, ServiceError
+from kbsearch.deps import AskDep, DocumentsDep, SearchDep
+from kbsearch.dotai import DotAiArgumentError, ManageKnowledgeArguments, manage_knowledge
+from kbsearch.errors import ServiceError
 from kbsearch.logging import request_id
-from kbsearch.models import MetadataValue, SearchOrigin, chunk_point_id
-from kbsearch.schemas import (
-    AskCitation,
-    AskRequest,
-    AskResponse,
-    AskSearchEvent,
-    AskSource,
-    ErrorResponse,
-    PutDocumentRequest,
-    SearchRequest,
-)
+from kbsearch.presenters import validation_message
+from kbsearch.schemas import AskCitation, AskRequest, AskResponse, AskSearchEvent, AskSource, ErrorResponse
 from kbsearch.services.access import Caller
 from kbsearch.services.ask import AskService
 from kbsearch.services.documents import DocumentService
-from kbsearch.services.search import SearchService
-
-__all__ = ["OPERATIONS", "DotAiArgumentError", "DotAiChunk", "DotAiResult", "manage_knowledge", "router"]
 
 API_VERSION = "v1"
-OPERATIONS = ("ingest", "search", "deleteByUri")
-DEFAULT_LIMIT = 10
 TOOL = "manageKnowledge"
-
-
-class DotAiArgumentError(InvalidRequestError):
-    """An argument dot-ai's manageKnowledge refuses (400, `INVALID_ARGUMENT: …` in the MCP tool)."""
-
-    status_code = 400
-    code = "INVALID_ARGUMENT"
-
-
-class _Output(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class DotAiChunk(_Output):
-    id: str
-    content: str
-    score: float
-    matchType: Literal["hybrid", "semantic", "keyword"]
-    uri: str
-    metadata: dict[str, MetadataValue]
-    chunkIndex: int
-    totalChunks: int
-
-
-class DotAiResult(_Output):
-    """dot-ai's manageKnowledge answers, one model for its three operations.
-
-    A field an operation does not have is left out of the answer (dump with exclude_none), as
-    dot-ai leaves it out: a strict client's schema allows it absent, never null.
-    """
-
-    success: Literal[True] = True
-    operation: Literal["ingest", "search", "deleteByUri"]
-    message: str
-    uri: str | SkipJsonSchema[None] = None
-    chunksCreated: int | SkipJsonSchema[None] = None
-    chunkIds: list[str] | SkipJsonSchema[None] = None
-    chunks: list[DotAiChunk] | SkipJsonSchema[None] = None
-    totalMatches: int | SkipJsonSchema[None] = None
-    query: str | SkipJsonSchema[None] = None
-    chunksDeleted: int | SkipJsonSchema[None] = None
-
-    def answer(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
-
-
-class ManageKnowledgeArguments(BaseModel):
-    """The tool's arguments; dot-ai ignores fields it does not know, and so does this."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    operation: StrictStr
-    content: StrictStr | None = None
-    uri: StrictStr | None = None
-    metadata: dict[str, MetadataValue] | None = None
-    query: StrictStr | None = None
-    limit: StrictInt | None = None
-    uriFilter: StrictStr | None = None
-    interaction_id: StrictStr | None = None
-
-
-def _required(value: str | None, name: str, operation: str) -> str:
-    if not value:
-        raise DotAiArgumentError(f"{name} is required for the {operation} operation")
-    return value
-
-
-def _problems(exc: ValidationError, names: dict[str, str]) -> str:
-    # Never the input itself: it may be a megabyte of document.
-    problems = []
-    for error in exc.errors(include_url=False, include_input=False, include_context=False):
-        field = ".".join(str(part) for part in error["loc"])
-        name = next((names[f] for f in names if field == f or field.startswith(f + ".")), field)
-        problems.append(f"{name}: {error['msg'].removeprefix('Value error, ')}")
-    return "; ".join(problems)
-
-
-async def manage_knowledge(
-    arguments: ManageKnowledgeArguments,
-    *,
-    search: SearchService,
-    documents: DocumentService,
-    caller: Caller,
-    origin: SearchOrigin,
-) -> DotAiResult:
-    """One manageKnowledge call; a refused argument raises DotAiArgumentError, a service failure its error."""
-    operation = arguments.operation
-    if operation == "search":
-        text = _required(arguments.query, "query", operation)
-        try:
-            request = SearchRequest(
-                query=text,
-                limit=DEFAULT_LIMIT if arguments.limit is None else arguments.limit,
-                filter={"uriPrefix": arguments.uriFilter},
-            )
-        except ValidationError as exc:
-            raise DotAiArgumentError(_problems(exc, {"filter.uriPrefix": "uriFilter"})) from None
-        outcome = await search.search(request, caller, origin=origin)
-        chunks = [
-            DotAiChunk(
-                id=h.id,
-                content=h.content,
-                score=h.score,
-                matchType="hybrid",
-                uri=h.uri,
-                metadata=h.metadata,
-                chunkIndex=h.chunk_index,
-                totalChunks=h.total_chunks,
-            )
-            for h in outcome.hits
-        ]
-        message = f"Found {len(chunks)} matching chunks" if chunks else "No matching documents found"
-        return DotAiResult(operation="search", message=message, chunks=chunks, totalMatches=len(chunks), query=text)
-    if operation not in OPERATIONS:
-        raise DotAiArgumentError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
-    target = _required(arguments.uri, "uri", operation)
-    if operation == "ingest":
-        content = _required(arguments.content, "content", operation)
-        try:
-            put_request = PutDocumentRequest(uri=target, content=content, metadata=arguments.metadata or {})
-        except ValidationError as exc:
-            raise DotAiArgumentError(_problems(exc, {})) from None
-        put = await documents.put(put_request, caller)
-        return DotAiResult(
-            operation="ingest",
-            message=f"Document {put.status}: {put.chunks} chunks",
-            uri=target,
-            chunksCreated=put.chunks,
-            chunkIds=[chunk_point_id(target, i) for i in range(put.chunks)],
-        )
-    deleted = await documents.delete(target, None, caller)
-    message = f"Deleted {deleted} chunks for URI" if deleted else "No chunks found for URI (or not visible to you)"
-    return DotAiResult(operation="deleteByUri", message=message, uri=target, chunksDeleted=deleted)
-
-
-# --- the REST faces -----------------------------------------------------------------------------
-
 router = APIRouter(
     prefix="/api/v1",
     tags=["dot-ai"],
     responses={code: {"model": ErrorResponse} for code in (400, 401, 403, 413, 422, 503)},
 )
-Reader = Annotated[Caller, Depends(require_read)]
-Writer = Annotated[Caller, Depends(require_write)]
-Documents = Annotated[DocumentService, Depends(documents_service)]
-Searches = Annotated[SearchService, Depends(search_service)]
-Asks = Annotated[AskService, Depends(ask_service)]
 
 
 def _meta() -> dict[str, Any]:
@@ -224,7 +68,7 @@ def _failure(exc: ServiceError) -> JSONResponse:
 
 @router.post(f"/tools/{TOOL}")
 async def manage_knowledge_tool(
-    body: Annotated[dict[str, Any], Body()], searches: Searches, documents: Documents, caller: Reader
+    body: Annotated[dict[str, Any], Body()], searches: SearchDep, documents: DocumentsDep, caller: ReaderDep
 ) -> JSONResponse:
     """dot-ai's tool endpoint for manageKnowledge: `{"operation": "ingest"|"search"|"deleteByUri", ...}`.
 
@@ -235,7 +79,7 @@ async def manage_knowledge_tool(
         try:
             arguments = ManageKnowledgeArguments.model_validate(body)
         except ValidationError as exc:
-            raise DotAiArgumentError(_problems(exc, {})) from None
+            raise DotAiArgumentError(validation_message(exc, style="all")) from None
         result = await manage_knowledge(arguments, search=searches, documents=documents, caller=caller, origin="api")
     except ServiceError as exc:
         return _failure(exc)
@@ -244,7 +88,9 @@ async def manage_knowledge_tool(
 
 
 @router.delete(f"/knowledge/source/{SOURCE_PATH}")
-async def delete_knowledge_source(sourceIdentifier: SourceIdPath, documents: Documents, caller: Writer) -> JSONResponse:
+async def delete_knowledge_source(
+    sourceIdentifier: SourceIdPath, documents: DocumentsDep, caller: WriterDep
+) -> JSONResponse:
     """Delete every document of one source (dot-ai-controller's clean-up of a deleted GitKnowledgeSource)."""
     try:
         _, chunks = await documents.delete_source(sourceIdentifier, caller)
@@ -263,7 +109,7 @@ class KnowledgeAskBody(BaseModel):
 
 @router.post("/knowledge/ask")
 async def knowledge_ask(
-    body: Annotated[dict[str, Any], Body()], asks: Asks, documents: Documents, caller: Reader
+    body: Annotated[dict[str, Any], Body()], asks: AskDep, documents: DocumentsDep, caller: ReaderDep
 ) -> JSONResponse:
     """dot-ai UI's question box: `{"query", "limit"?, "uriFilter"?}` answered as `{answer, sources, chunks}`.
 
@@ -276,7 +122,8 @@ async def knowledge_ask(
             request = AskRequest(question=ask_body.query, filter={"uriPrefix": ask_body.uriFilter or None})
         except ValidationError as exc:
             raise DotAiArgumentError(
-                _problems(exc, {"question": "query", "filter.uriPrefix": "uriFilter"}), code="INVALID_REQUEST"
+                validation_message(exc, {"question": "query", "filter.uriPrefix": "uriFilter"}, style="all"),
+                code="INVALID_REQUEST",
             ) from None
         answer, retrieved = await _ask(asks, request, caller)
         chunks = await _chunks(documents, caller, retrieved[: ask_body.limit] if ask_body.limit else retrieved)

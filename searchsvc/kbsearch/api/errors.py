@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kbsearch.api.resource_metadata import challenge
 from kbsearch.errors import ServiceError, UnauthenticatedError
+from kbsearch.presenters import error_response, field_problems, validation_message
 
 log = logging.getLogger(__name__)
 
@@ -23,21 +24,6 @@ _HTTP_CODES = {
     413: "REQUEST_TOO_LARGE",
     415: "UNSUPPORTED_MEDIA_TYPE",
 }
-
-
-def error_response(
-    status: int,
-    code: str,
-    message: str,
-    details: dict[str, Any] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> JSONResponse:
-    body = {"error": {"code": code, "message": message, "details": details or {}}}
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-def _location(loc: tuple[object, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "body"
 
 
 async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
@@ -53,20 +39,13 @@ async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    # Never echo the offending input back: it may be a megabyte of document.
-    errors = [
-        {"field": _location(err.get("loc", ())), "message": err.get("msg", ""), "type": err.get("type", "")}
-        for err in exc.errors()
-    ]
+    errors = field_problems(exc)  # never the offending input: it may be a megabyte of document
     first = errors[0] if errors else {"field": "body", "message": "invalid request", "type": ""}
     if first["type"] in ("json_invalid", "json_type") or first["type"].startswith("json"):
         return error_response(
             422, "INVALID_JSON", f"request body is not valid JSON: {first['message']}", {"errors": errors}
         )
-    message = f"{first['field']}: {first['message']}"
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more problem(s))"
-    return error_response(422, "VALIDATION_ERROR", message, {"errors": errors})
+    return error_response(422, "VALIDATION_ERROR", validation_message(exc), {"errors": errors})
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kbsearch.api.errors import error_response
+from kbsearch.presenters import error_response
 
 ANY_HOST = "*"
 UNCHECKED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from kbsearch.api.auth import require_read
-from kbsearch.api.deps import insights_service
+from kbsearch.api.auth import ReaderDep
+from kbsearch.deps import InsightsDep
 from kbsearch.schemas import ErrorResponse, InsightsResponse, QueryCountInfo, QueryScoreInfo
-from kbsearch.services.access import Caller
-from kbsearch.services.insights import InsightsService
 
 router = APIRouter(
     prefix="/api/v1", tags=["insights"], responses={code: {"model": ErrorResponse} for code in (401, 422, 503)}
@@ -19,8 +17,8 @@ router = APIRouter(
 
 @router.get("/insights")
 async def insights(
-    service: Annotated[InsightsService, Depends(insights_service)],
-    caller: Annotated[Caller, Depends(require_read)],
+    service: InsightsDep,
+    caller: ReaderDep,
     window: Annotated[Literal["24h", "7d", "30d"], Query()] = "24h",
 ) -> InsightsResponse:
     """Top, zero-result and low-score queries, searches by origin and latency p50/p95 over the window.

@@ -10,10 +10,10 @@ import uuid
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kbsearch.api.errors import error_response
 from kbsearch.errors import RequestTimeoutError, RequestTooLargeError
 from kbsearch.logging import request_id
 from kbsearch.metrics import Metrics
+from kbsearch.presenters import error_response
 
 log = logging.getLogger("kbsearch.access")
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from kbsearch.api.auth import require_write
-from kbsearch.api.deps import rebuild_service
+from kbsearch.api.auth import WriterDep
+from kbsearch.deps import RebuildDep
 from kbsearch.errors import ForbiddenError
 from kbsearch.schemas import ErrorResponse, ReindexRequest
-from kbsearch.services.access import Caller
-from kbsearch.services.rebuild import RebuildService
 
 router = APIRouter(prefix="/api/v1", tags=["system"])
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (401, 403, 409, 503)}
@@ -20,8 +18,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for co
 
 @router.post("/reindex", status_code=202, responses=ERRORS)
 async def reindex(
-    service: Annotated[RebuildService, Depends(rebuild_service)],
-    caller: Annotated[Caller, Depends(require_write)],
+    service: RebuildDep,
+    caller: WriterDep,
     body: ReindexRequest | None = None,
 ) -> JSONResponse:
     """Rebuild the whole collection in the background with the configured embedder, keyword encoder and

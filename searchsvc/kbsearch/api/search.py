@@ -4,24 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Query, Response
 from pydantic import ValidationError
 
-from kbsearch.api.auth import require_read
-from kbsearch.api.deps import search_service
+from kbsearch.api.auth import ReaderDep
 from kbsearch.api.params import SourceIdListQuery, UriPrefixQuery
+from kbsearch.deps import SearchDep
 from kbsearch.errors import InvalidRequestError
-from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse, SearchResult
+from kbsearch.presenters import field_problems, search_response, validation_message
+from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse
 from kbsearch.services.access import Caller
-from kbsearch.services.search import SearchOutcome, SearchService
+from kbsearch.services.search import SearchService
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["search"],
     responses={code: {"model": ErrorResponse} for code in (401, 422, 503)},
 )
-Service = Annotated[SearchService, Depends(search_service)]
-Reader = Annotated[Caller, Depends(require_read)]
 
 
 async def _run(request: SearchRequest, service: SearchService, response: Response, caller: Caller) -> SearchResponse:
@@ -31,49 +30,17 @@ async def _run(request: SearchRequest, service: SearchService, response: Respons
     return search_response(request, outcome)
 
 
-def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchResponse:
-    """The response body of a search: REST's, and the MCP search tool's structured output."""
-    results = [
-        SearchResult(
-            id=h.id,
-            uri=h.uri,
-            chunkIndex=h.chunk_index,
-            totalChunks=h.total_chunks,
-            content=h.content,
-            score=h.score,
-            relevance=h.relevance or 0.0,
-            title=h.title,
-            headings=h.headings,
-            metadata=h.metadata,
-            sourceIdentifier=h.source_identifier,
-            version=h.version,
-            otherVersions=h.other_versions,
-            moreMatches=h.more_matches,
-            page=h.page,
-            cell=h.cell,
-        )
-        for h in outcome.hits
-    ]
-    return SearchResponse(
-        query=request.query,
-        mode=request.mode,
-        results=results,
-        tookMs=round(outcome.took_ms, 3),
-        nothingRelevant=outcome.nothing_relevant,
-    )
-
-
 @router.post("/search")
-async def search(body: SearchRequest, service: Service, response: Response, caller: Reader) -> SearchResponse:
+async def search(body: SearchRequest, service: SearchDep, response: Response, caller: ReaderDep) -> SearchResponse:
     """Hybrid (default), dense or keyword search with optional filters, within the caller's sources."""
     return await _run(body, service, response, caller)
 
 
 @router.get("/search")
 async def search_get(
-    service: Service,
+    service: SearchDep,
     response: Response,
-    caller: Reader,
+    caller: ReaderDep,
     q: Annotated[str, Query(min_length=1, max_length=1000)],
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid",
@@ -93,9 +60,6 @@ async def search_get(
     try:
         request = SearchRequest(query=q, limit=limit, mode=mode, filter=filter_body, collapse=collapse)
     except ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "query", "message": e["msg"], "type": e["type"]}
-            for e in exc.errors()
-        ]
-        raise InvalidRequestError(f"{errors[0]['field']}: {errors[0]['message']}", details={"errors": errors}) from exc
+        message = validation_message(exc, style="first", default="query")
+        raise InvalidRequestError(message, details={"errors": field_problems(exc, default="query")}) from exc
     return await _run(request, service, response, caller)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kbsearch import __version__
-from kbsearch.api.auth import require_read
-from kbsearch.api.deps import ready_state
-from kbsearch.api.errors import error_response
-from kbsearch.services.access import Caller
+from kbsearch.api.auth import ReaderDep
+from kbsearch.deps import ContextDep, context
+from kbsearch.presenters import error_response
 from kbsearch.services.runtime import in_thread, store_call
 from kbsearch.store.health import DATA_DIR_GONE
 
@@ -36,7 +35,7 @@ async def readyz(request: Request) -> JSONResponse:
     """
     if not getattr(request.app.state, "ready", False):
         return error_response(503, "NOT_READY", "store or embedder not loaded yet")
-    problem = await in_thread(request.app.state.store.write_problem)
+    problem = await in_thread(context(request).store.write_problem)
     if problem is None:
         return JSONResponse({"status": "ready"})
     if problem.details.get("cause") == DATA_DIR_GONE:
@@ -51,9 +50,8 @@ async def metrics(request: Request) -> Response:
 
 
 @router.get("/api/v1/status")
-async def status(request: Request, caller: Annotated[Caller, Depends(require_read)]) -> dict[str, Any]:
+async def status(caller: ReaderDep, state: ContextDep) -> dict[str, Any]:
     """Version, store, embedder and chunker settings, with live counts of what the caller may see."""
-    state = ready_state(request)
     settings = state.settings
     documents, chunks = await state.documents.count(caller)
     epoch = await store_call(state.store.collection_epoch)
@@ -90,7 +88,7 @@ async def status(request: Request, caller: Annotated[Caller, Depends(require_rea
         },
         "rebuild": state.rebuild.status(),
         "auth": {
-            "writeTokenRequired": request.app.state.authenticator.writes_need_token,
+            "writeTokenRequired": state.authenticator.writes_need_token,
             "readTokenRequired": settings.read_token is not None or settings.authenticates,
             "mode": settings.auth_mode,
             "caller": caller.name,

@@ -13,7 +13,9 @@ from starlette.responses import HTMLResponse
 
 from kbsearch.console.pages import MODES, source_names
 from kbsearch.console.session import CSRF_FIELD, check_csrf, console_caller
+from kbsearch.deps import AskDep
 from kbsearch.errors import ServiceError
+from kbsearch.presenters import validation_message
 from kbsearch.schemas import AskCitation, AskRequest
 from kbsearch.services.access import Caller
 
@@ -67,30 +69,27 @@ def _prose_with_chips(answer: str, citations: list[AskCitation]) -> Markup:
 async def ask_panel(
     request: Request,
     caller: Reader,
+    service: AskDep,
     question: Annotated[str, Form(max_length=4000)],
     csrf_token: Annotated[str, Form(alias=CSRF_FIELD, max_length=128)] = "",
     source: Annotated[str, Form(max_length=512)] = "",
     uri_prefix: Annotated[str, Form(max_length=2000)] = "",
 ) -> HTMLResponse:
     check_csrf(request, csrf_token)
-    service = getattr(request.app.state, "ask", None)
     answer, ask_error = None, None
-    if service is None:
-        ask_error = "Ask is not available on this service."
-    else:
-        try:
-            # The same filter as the search form's, passed as REST's ask passes it.
-            search_filter: dict[str, Any] = {}
-            if source:
-                search_filter["sourceIdentifier"] = source
-            if uri_prefix:
-                search_filter["uriPrefix"] = uri_prefix
-            body: dict[str, Any] = {"question": question, "filter": search_filter}
-            answer = await service.ask(AskRequest.model_validate(body), caller)
-        except ValidationError as exc:
-            ask_error = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        except ServiceError as exc:
-            ask_error = exc.message
+    try:
+        # The same filter as the search form's, passed as REST's ask passes it.
+        search_filter: dict[str, Any] = {}
+        if source:
+            search_filter["sourceIdentifier"] = source
+        if uri_prefix:
+            search_filter["uriPrefix"] = uri_prefix
+        body: dict[str, Any] = {"question": question, "filter": search_filter}
+        answer = await service.ask(AskRequest.model_validate(body), caller)
+    except ValidationError as exc:
+        ask_error = validation_message(exc, style="bare")
+    except ServiceError as exc:
+        ask_error = exc.message
     chips = answer_with_chips(answer.answer, answer.citations) if answer is not None else None
     context = {
         "question": question,

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from kbsearch.api.auth import MAX_TOKEN_CHARS, Authenticator
 from kbsearch.console.session import CSRF_FIELD, check_csrf, end_session, safe_next, start_session
+from kbsearch.deps import known_sources
 from kbsearch.errors import UnauthenticatedError
+from kbsearch.services.auth import MAX_TOKEN_CHARS, Authenticator
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -37,7 +38,7 @@ async def login(
     token = token.strip()
     authenticator: Authenticator = request.app.state.authenticator
     try:
-        caller = await authenticator.caller_of(f"Bearer {token}", request, write=False)
+        caller = await authenticator.caller_of(f"Bearer {token}", known_sources(request), write=False)
     except UnauthenticatedError:
         return _form(request, next_path=next, error="That token was not accepted.", status_code=401)
     if not authenticator.reads_need_token and authenticator.tokens.table().lookup(token) is None:

@@ -1,26 +1,24 @@
-"""The console's read pages: search, sources, documents, one document, insights. Each calls the REST services."""
+"""The console's read pages: search, sources, documents, one document, insights. Each calls the services REST calls."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, cast, get_args
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
-from kbsearch.api.deps import documents_service, search_service
 from kbsearch.console.session import console_caller
+from kbsearch.deps import ContextDep, DocumentsDep, InsightsDep, SearchDep
+from kbsearch.deps import context as app_context
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SearchMode
+from kbsearch.presenters import validation_message
 from kbsearch.schemas import SearchRequest
-from kbsearch.services.access import Caller, SourceCatalog
-from kbsearch.services.documents import DocumentService
-from kbsearch.services.search import SearchService
+from kbsearch.services.access import Caller
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 Reader = Annotated[Caller, Depends(console_caller)]
-Documents = Annotated[DocumentService, Depends(documents_service)]
-Search = Annotated[SearchService, Depends(search_service)]
 Text = Annotated[str, Query(max_length=2000)]
 
 MODES: tuple[str, ...] = get_args(SearchMode)
@@ -40,7 +38,7 @@ async def source_names(request: Request, caller: Caller) -> list[str]:
 
     Cheaper than DocumentService.sources, whose per-source counts the menus do not show.
     """
-    catalog: SourceCatalog = request.app.state.catalog
+    catalog = app_context(request).catalog
     known = await catalog.known()
     allowed = await caller.scope.resolve(catalog)
     return sorted(known if allowed is None else known & set(allowed))
@@ -55,7 +53,7 @@ def _render(request: Request, name: str, context: dict[str, Any], status_code: i
 async def search_page(
     request: Request,
     caller: Reader,
-    search: Search,
+    search: SearchDep,
     q: Text = "",
     mode: str = "hybrid",
     source: Text = "",
@@ -73,7 +71,7 @@ async def search_page(
             outcome = await search.search(SearchRequest.model_validate(body), caller, origin="ui")
             hits, took_ms, nothing_relevant = outcome.hits, outcome.took_ms, outcome.nothing_relevant
         except ValidationError as exc:
-            error = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            error = validation_message(exc, style="bare")
         except InvalidRequestError as exc:
             error = exc.message
     context = {
@@ -89,16 +87,15 @@ async def search_page(
     if _partial(request, "results"):
         return _render(request, "_results.html", context)
     sources = await source_names(request, caller)
-    ask = {"ask": getattr(request.app.state, "ask", None) is not None, "question": q, "answer": None, "ask_error": None}
+    ask = {"ask": True, "question": q, "answer": None, "ask_error": None}  # every ready service answers questions
     status = 422 if error else 200
     return _render(request, "search.html", context | ask | {"sources": sources, "modes": MODES}, status)
 
 
 @router.get("/sources")
-async def sources_page(request: Request, caller: Reader, documents: Documents) -> HTMLResponse:
+async def sources_page(request: Request, caller: Reader, documents: DocumentsDep, ctx: ContextDep) -> HTMLResponse:
     sources = await documents.sources(caller)
-    rebuild = getattr(request.app.state, "rebuild", None)
-    status = rebuild.status() if rebuild is not None else None
+    status = ctx.rebuild.status()
     return _render(request, "sources.html", {"sources": sources, "rebuild": status})
 
 
@@ -106,7 +103,7 @@ async def sources_page(request: Request, caller: Reader, documents: Documents) -
 async def documents_page(
     request: Request,
     caller: Reader,
-    documents: Documents,
+    documents: DocumentsDep,
     source: Text = "",
     prefix: Text = "",
     cursor: Annotated[str, Query(max_length=64)] = "",
@@ -138,7 +135,7 @@ async def documents_page(
 
 
 @router.get("/document")
-async def document_page(request: Request, caller: Reader, documents: Documents, uri: Text) -> HTMLResponse:
+async def document_page(request: Request, caller: Reader, documents: DocumentsDep, uri: Text) -> HTMLResponse:
     record = await documents.document(uri, caller)
     if record is None:  # absent and out of scope look the same
         return _render(request, "missing.html", {"uri": uri}, 404)
@@ -149,8 +146,7 @@ async def document_page(request: Request, caller: Reader, documents: Documents, 
 
 
 @router.get("/insights")
-async def insights_page(request: Request, caller: Reader, window: str = "24h") -> HTMLResponse:
+async def insights_page(request: Request, caller: Reader, service: InsightsDep, window: str = "24h") -> HTMLResponse:
     window = window if window in WINDOWS else "24h"
-    service = getattr(request.app.state, "insights", None)
-    insights = await service.insights(caller, window) if service is not None else None
+    insights = await service.insights(caller, cast(Window, window))  # one of WINDOWS now
     return _render(request, "insights.html", {"insights": insights, "window": window, "windows": WINDOWS})

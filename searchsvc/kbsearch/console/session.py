@@ -28,10 +28,10 @@ from urllib.parse import quote
 from fastapi import Request
 from starlette.responses import Response
 
-from kbsearch.api.auth import QUERY_TOKEN_PARAMETER, Authenticator
-from kbsearch.api.deps import ready_state
+from kbsearch.deps import context, known_sources
 from kbsearch.errors import UnauthenticatedError
 from kbsearch.services.access import Caller
+from kbsearch.services.auth import Authenticator, refuse_url_token
 
 SESSION_COOKIE = "kb_console_session"
 CSRF_COOKIE = "kb_console_csrf"
@@ -113,14 +113,14 @@ def current_path(request: Request) -> str:
 
 async def console_caller(request: Request) -> Caller:
     """The reader behind this browser: the session cookie's token, checked like a bearer token."""
-    ready_state(request)  # 503 while starting, before any token is judged
-    if QUERY_TOKEN_PARAMETER in request.query_params:
-        raise UnauthenticatedError("a token in the URL is refused; sign in through the form")
+    context(request)  # 503 while starting, before any token is judged
+    refuse_url_token(request.query_params, "sign in through the form")
     session_id = request.cookies.get(cookie_name(request, SESSION_COOKIE))
     token = _sessions(request).token(session_id)
     authenticator: Authenticator = request.app.state.authenticator
     try:
-        caller = await authenticator.caller_of(f"Bearer {token}" if token else None, request, write=False)
+        header = f"Bearer {token}" if token else None
+        caller = await authenticator.caller_of(header, known_sources(request), write=False)
     except UnauthenticatedError:
         _sessions(request).end(session_id)  # a revoked token's session is over
         raise LoginRequired(current_path(request), expired=session_id is not None) from None

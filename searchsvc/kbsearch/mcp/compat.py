@@ -1,7 +1,7 @@
 """Compatibility tools, each off by default: dot-ai's manageKnowledge and OpenAI connectors' search/fetch.
 
 manageKnowledge keeps dot-ai's tool name, argument names and answer shapes, so its users switch by
-changing a URL; it runs the same code as the REST route dot-ai's controller calls (kbsearch.api.dotai).
+changing a URL; it runs the same code as the REST route dot-ai's controller calls (kbsearch.dotai).
 A field an operation does not have is left out, never null. What differs: a search is hybrid
 (dense + BM25), `uriFilter` is a URI prefix (dot-ai matched it exactly, so an exact URI still finds
 its own document), and failures are tool errors (`isError`, `INVALID_ARGUMENT: …`) rather than
@@ -23,8 +23,8 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from kbsearch.api import dotai
-from kbsearch.api.dotai import OPERATIONS, DotAiResult, ManageKnowledgeArguments
+from kbsearch import dotai
+from kbsearch.dotai import OPERATIONS, DotAiResult, ManageKnowledgeArguments
 from kbsearch.mcp.context import not_found, tool_context, tool_errors
 from kbsearch.mcp.tools import run_search
 
@@ -74,7 +74,7 @@ async def manage_knowledge(
     )
     with tool_errors():
         result = await dotai.manage_knowledge(
-            arguments, search=tools.search, documents=tools.documents, caller=tools.caller, origin="mcp"
+            arguments, search=tools.app.search, documents=tools.app.documents, caller=tools.caller, origin="mcp"
         )
     return CallToolResult(content=[TextContent(type="text", text=_text(result))], structured_content=result.answer())
 
@@ -114,7 +114,7 @@ async def fetch(
     """Read a whole document found by search: its id, title, text, url and metadata."""
     tools = tool_context(ctx)
     with tool_errors():
-        found = await tools.documents.text(id, tools.caller)
+        found = await tools.app.documents.text(id, tools.caller)
     if found is None:
         raise not_found(id)
     record, body = found

@@ -1,8 +1,9 @@
-"""What a tool call runs with (the caller and the services), and how its failures reach the agent.
+"""What a tool call runs with (the caller and the app's context), and how its failures reach the agent.
 
-The /mcp endpoint (kbsearch.mcp.http) authenticates the HTTP request with the REST API's
-Authenticator and leaves the Caller in the request's state; the SDK hands that same request to
-every tool through its Context. A failure becomes a tool error (`isError: true`) whose message
+The /mcp endpoint (kbsearch.mcp.http) authenticates the HTTP request with the service's
+Authenticator (kbsearch.services.auth) and leaves the Caller in the request's state; the SDK hands
+that same request to every tool through its Context, and `tool_context` reads the app's context
+from it (kbsearch.deps). A failure becomes a tool error (`isError: true`) whose message
 names the problem: the service's stable code and message, or the argument that was refused.
 """
 
@@ -19,20 +20,19 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from kbsearch.api.deps import ready_state
+from kbsearch.context import AppContext
+from kbsearch.deps import context
 from kbsearch.errors import ServiceError
+from kbsearch.presenters import validation_message
 from kbsearch.services.access import Caller
-from kbsearch.services.ask import AskService
-from kbsearch.services.documents import DocumentService
-from kbsearch.services.search import SearchService
 
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
+    """A tool call's caller, and the app's context whose services it calls."""
+
     caller: Caller
-    search: SearchService
-    documents: DocumentService
-    ask: AskService
+    app: AppContext
 
 
 def caller_of(request: object) -> Caller | None:
@@ -49,8 +49,8 @@ def tool_context(ctx: Context[Any]) -> ToolContext:
     if caller is None or not isinstance(request, Request):  # only /mcp serves these tools, and it always sets one
         raise ToolError("UNAUTHENTICATED: this tool runs only behind the service's /mcp endpoint")
     with tool_errors():
-        state = ready_state(request)  # NOT_READY while the store or embedder is loading
-    return ToolContext(caller=caller, search=state.search, documents=state.documents, ask=state.ask)
+        app = context(request)  # NOT_READY while the store or embedder is loading
+    return ToolContext(caller=caller, app=app)
 
 
 def not_found(uri: str) -> ToolError:
@@ -74,13 +74,7 @@ def tool_errors(argument_names: Mapping[str, str] | None = None) -> Iterator[Non
 
 
 def invalid_arguments(exc: ValidationError, argument_names: Mapping[str, str]) -> str:
-    # Never the input itself: it may be a megabyte of document.
-    problems = []
-    for error in exc.errors(include_url=False, include_input=False, include_context=False):
-        field = ".".join(str(part) for part in error["loc"])
-        name = next((argument_names[f] for f in argument_names if field == f or field.startswith(f + ".")), field)
-        problems.append(f"{name}: {error['msg'].removeprefix('Value error, ')}")
-    return "INVALID_ARGUMENT: " + "; ".join(problems)
+    return "INVALID_ARGUMENT: " + validation_message(exc, argument_names, style="all")
 
 
 def tool_result(text: str, structured: BaseModel | None = None) -> CallToolResult:

@@ -4,7 +4,7 @@ It is one route at exactly `/mcp`, beside the REST routes, rather than a mounted
 `/mcp` answers `POST /mcp` with a 307 to `/mcp/`, and a catch-all mount at `/` would answer every
 unknown path in the SDK's words instead of the API's JSON errors.
 
-Every request is authenticated first by the REST API's own Authenticator (static tokens, then
+Every request is authenticated first by the Authenticator REST uses too (static tokens, then
 Kubernetes TokenReview in that mode), so MCP has the same identities and scope as REST. A refusal
 is the API's own error answer: 401 with `WWW-Authenticate: Bearer resource_metadata="…"` (the RFC 9728
 document of kbsearch.api.resource_metadata), or 503 `AUTH_UNAVAILABLE` when
@@ -27,9 +27,10 @@ from starlette.requests import Request
 from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from kbsearch.api.auth import Authenticator
-from kbsearch.api.errors import error_response
+from kbsearch.deps import known_sources
 from kbsearch.mcp.server import build_server
+from kbsearch.presenters import error_response
+from kbsearch.services.auth import Authenticator, refuse_url_token
 from kbsearch.settings import Settings
 
 PATH = "/mcp"
@@ -75,7 +76,9 @@ class McpEndpoint:
             return
         request = Request(scope, receive)
         # A ServiceError raised here reaches the app's error handlers like a route's would.
-        request.state.caller = await self.authenticator.caller(request, write=False)
+        refuse_url_token(request.query_params)
+        header = request.headers.get("authorization")
+        request.state.caller = await self.authenticator.caller_of(header, known_sources(request), write=False)
         manager = self.server.session_manager
         if scope["method"] == "POST" and "text/event-stream" in request.headers.get("accept", ""):
             body = await request.body()  # at most SEARCHSVC_MAX_BODY_BYTES: the request middleware holds to that

@@ -3,7 +3,7 @@
 Adding a tool is one ToolSpec in TOOLS: an async function whose docstring describes it, whose
 return annotation `Annotated[CallToolResult, Model]` gives its outputSchema, and which returns
 `tool_result(text, model)` (kbsearch.mcp.context). It reaches the caller and the services the
-lifespan built through `tool_context(ctx)` (`.caller`, `.search`, `.documents`, `.ask`).
+lifespan built through `tool_context(ctx)` (`.caller`, and `.app`, the AppContext).
 A spec with `writes=True` is listed only to callers that may write; its service refuses the
 others anyway.
 """

@@ -17,8 +17,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from kbsearch.api.documents import source_list
-from kbsearch.api.search import search_response
 from kbsearch.mcp import render
 from kbsearch.mcp.context import ToolContext, not_found, tool_context, tool_errors, tool_result
 from kbsearch.mcp.models import (
@@ -31,6 +29,7 @@ from kbsearch.mcp.models import (
     SourcesOverview,
 )
 from kbsearch.models import MetadataValue, SearchMode
+from kbsearch.presenters import search_response, source_list
 from kbsearch.schemas import (
     MAX_QUESTION_CHARS,
     AskRequest,
@@ -106,7 +105,7 @@ async def run_search(
             mode=mode,
             filter={"sourceIdentifier": sources, "uriPrefix": uri_prefix, "version": version},
         )
-        outcome = await tools.search.search(request, tools.caller, origin="mcp")
+        outcome = await tools.app.search.search(request, tools.caller, origin="mcp")
     return search_response(request, outcome)
 
 
@@ -142,7 +141,7 @@ async def ask_knowledge(
     with tool_errors(ASK_ARGUMENTS):
         request = AskRequest(question=question, sources=sources, filter={"uriPrefix": uri_prefix, "version": version})
     progress = AskProgress(ctx)
-    async with progress.heartbeat(), aclosing(tools.ask.stream(request, tools.caller)) as events:
+    async with progress.heartbeat(), aclosing(tools.app.ask.stream(request, tools.caller)) as events:
         async for event in events:
             if isinstance(event.data, ErrorResponse):
                 raise ToolError(f"{event.data.error.code}: {event.data.error.message}")
@@ -211,7 +210,7 @@ async def fetch_document(
         raise ToolError(f"INVALID_ARGUMENT: max_chars must be 1 to {MAX_FETCH_CHARS}, not {max_chars}")
     tools = tool_context(ctx)
     with tool_errors():
-        found = await tools.documents.text(uri, tools.caller)
+        found = await tools.app.documents.text(uri, tools.caller)
     if found is None:
         raise not_found(uri)
     record, body = found
@@ -251,11 +250,11 @@ async def get_chunk_context(
         raise ToolError(f"INVALID_ARGUMENT: window must be 0 to {MAX_CONTEXT_WINDOW}, not {window}")
     tools = tool_context(ctx)
     with tool_errors():
-        chunks = await tools.documents.chunks(
+        chunks = await tools.app.documents.chunks(
             uri, tools.caller, first=max(0, chunk_index - window), last=chunk_index + window + 1
         )
         if not any(chunk.chunk_index == chunk_index for chunk in chunks):
-            record = await tools.documents.document(uri, tools.caller)
+            record = await tools.app.documents.document(uri, tools.caller)
             if record is None:
                 raise not_found(uri)
             raise ToolError(
@@ -280,7 +279,7 @@ async def list_sources(ctx: Context) -> Annotated[CallToolResult, SourcesOvervie
     """The sources you may read, with their document and chunk counts and last ingest: what there is to search."""
     tools = tool_context(ctx)
     with tool_errors():
-        listing = await source_list(tools.documents, tools.caller)
+        listing = await source_list(tools.app.documents, tools.caller)
     overview = SourcesOverview(
         documents=sum(s.documents for s in listing.sources),
         chunks=sum(s.chunks for s in listing.sources),
@@ -337,7 +336,7 @@ async def ingest_document(
             contentType=content_type,
             contentEncoding=content_encoding,
         )
-        response = await tools.documents.put(request, tools.caller)
+        response = await tools.app.documents.put(request, tools.caller)
     return tool_result(render.put_text(response), response)
 
 
@@ -345,7 +344,9 @@ async def delete_document(ctx: Context, uri: DocumentUri) -> Annotated[CallToolR
     """Delete a document and all its chunks."""
     tools = tool_context(ctx)
     with tool_errors():
-        if await tools.documents.document(uri, tools.caller) is None:
+        if await tools.app.documents.document(uri, tools.caller) is None:
             raise not_found(uri)
-        response = DeleteDocumentResponse(uri=uri, chunksDeleted=await tools.documents.delete(uri, None, tools.caller))
+        response = DeleteDocumentResponse(
+            uri=uri, chunksDeleted=await tools.app.documents.delete(uri, None, tools.caller)
+        )
     return tool_result(render.delete_text(response), response)

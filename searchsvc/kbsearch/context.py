@@ -1,0 +1,259 @@
+"""The application context: every service the faces call, built once at start-up and closed at shutdown.
+
+`build_context` is the whole start-up (open the store, load the embedder, wire the services);
+`AppContext.aclose` the whole shutdown. The app's lifespan (kbsearch.app) keeps the result as
+`app.state.context`; the faces (REST, MCP, the console) reach it through kbsearch.deps, and the
+services never do: each gets what it needs as arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kbsearch.chunker import MarkdownChunker
+from kbsearch.convert import ConversionLimits, ConversionWorker
+from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.errors import ConfigurationError, NotReadyError
+from kbsearch.llm.chat import ChatClient
+from kbsearch.metrics import Metrics
+from kbsearch.models import CollectionSignature
+from kbsearch.services.access import SourceCatalog
+from kbsearch.services.ask import AskService
+from kbsearch.services.auth import Authenticator
+from kbsearch.services.documents import DocumentService
+from kbsearch.services.fairness import FairTurns
+from kbsearch.services.insights import InsightsService
+from kbsearch.services.querylog import QueryLog
+from kbsearch.services.ranking import Relevance
+from kbsearch.services.rebuild import RebuildService, rebuild_reason
+from kbsearch.services.repair import repair
+from kbsearch.services.runtime import in_thread
+from kbsearch.services.search import SearchService, configured_fusion
+from kbsearch.services.syncstatus import SyncStatusService
+from kbsearch.settings import Settings
+from kbsearch.store.base import VectorStore
+from kbsearch.store.bm25 import Bm25Encoder
+from kbsearch.store.payloads import compatible
+from kbsearch.store.querylog import QueryLogStore
+
+if TYPE_CHECKING:
+    from starlette.datastructures import State
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, eq=False)
+class AppContext:
+    """What the faces call. Not frozen: after a rebuild's swap `embedder` follows the services' embedder."""
+
+    settings: Settings
+    metrics: Metrics
+    authenticator: Authenticator
+    store: VectorStore
+    embedder: EmbeddingProvider  # the one serving queries: the collection's until a rebuild swaps
+    sparse: Bm25Encoder
+    chunker: MarkdownChunker
+    catalog: SourceCatalog
+    documents: DocumentService
+    sync_status: SyncStatusService
+    query_log: QueryLog
+    insights: InsightsService
+    search: SearchService
+    ask: AskService
+    rebuild: RebuildService
+    pending_rebuild: str | None  # why the collection needs rebuilding, if it does
+    # Closed at shutdown: the configured embedder, the ones that served before a swap, the chat client.
+    configured_embedder: EmbeddingProvider
+    chat: ChatClient | None
+    retired: list[EmbeddingProvider] = field(default_factory=list)
+
+    async def aclose(self) -> None:
+        try:
+            await self.rebuild.stop()  # its shadow stays, for the next start to resume
+            await self.query_log.stop()  # before the store: on a Qdrant server the log shares its client
+            await in_thread(self.store.close)
+        finally:
+            self.configured_embedder.close()
+            for old in self.retired:
+                if old is not self.configured_embedder:
+                    old.close()
+            if self.chat is not None:
+                await self.chat.close()
+
+
+def context_of(state: State) -> AppContext:
+    """The app's context (`request.app.state`), or NOT_READY (503) while it starts or stops."""
+    context: AppContext | None = getattr(state, "context", None)
+    if context is None or not getattr(state, "ready", False):
+        raise NotReadyError("the service is still starting: store or embedder not loaded yet")
+    return context
+
+
+async def build_context(
+    settings: Settings,
+    metrics: Metrics,
+    authenticator: Authenticator,
+    *,
+    store: VectorStore | None = None,
+    embedder: EmbeddingProvider | None = None,
+    chat: Callable[[Metrics], ChatClient] | None = None,
+    query_log_store: QueryLogStore | None = None,
+    embedder_for: Callable[[CollectionSignature], EmbeddingProvider] | None = None,
+) -> AppContext:
+    """Open the store, load the embedders and wire the services; the arguments override what the settings build."""
+    from kbsearch.embedders.factory import build_embedder, build_embedder_for
+    from kbsearch.llm.factory import build_chat
+    from kbsearch.store.factory import build_store, query_log_beside
+
+    active_embedder = embedder if embedder is not None else build_embedder(settings)
+    # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
+    active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
+    active_store = store if store is not None else build_store(settings)
+    await in_thread(active_embedder.load)
+    sparse = Bm25Encoder()
+    signature = CollectionSignature(
+        embedder_provider=active_embedder.provider,
+        embedder_model=active_embedder.model,
+        dimensions=active_embedder.dimensions,
+        sparse_encoder=sparse.name,
+        embedder_backend=active_embedder.backend,
+    )
+    min_chars, max_chars = settings.chunk_range
+    chunker = MarkdownChunker(min_chars, max_chars, settings.chunk_overlap_chars)
+    try:
+        # With rebuilds on, a collection built otherwise opens as it is and is rebuilt in the background.
+        await in_thread(lambda: active_store.open(signature, check=settings.rebuild == "off"))
+    except ConfigurationError as exc:
+        log.error("cannot open the collection", extra={"reason": str(exc)})
+        raise
+    stored = await in_thread(active_store.stored_signature)
+    rebuild_why = rebuild_reason(
+        stored, signature, await in_thread(active_store.collection_chunker), chunker.fingerprint
+    )
+    serving_embedder = active_embedder
+    retired: list[EmbeddingProvider] = []  # closed at shutdown: a request may still hold one
+    if stored is not None and not compatible(stored, signature):
+        # Searches need query vectors from the model that made the collection until the swap.
+        try:
+            serving_embedder = (embedder_for or (lambda s: build_embedder_for(settings, s)))(stored)
+            await in_thread(serving_embedder.load)
+        except BaseException:
+            await in_thread(active_store.close)  # opened as it is; nothing was served from it
+            raise
+        retired.append(serving_embedder)
+        if stored.sparse_encoder != sparse.name:
+            log.warning(
+                "the collection's keyword vectors come from another encoder: keyword results are degraded "
+                "until the rebuild is swapped in",
+                extra={"stored": stored.sparse_encoder, "configured": sparse.name},
+            )
+    # Before the first request: what a killed process left half-written is emptied now.
+    await in_thread(repair, active_store)
+    catalog = SourceCatalog(active_store)
+    documents = DocumentService(
+        store=active_store,
+        embedder=serving_embedder,
+        sparse=sparse,
+        chunker=chunker,
+        metrics=metrics,
+        max_document_bytes=settings.max_document_bytes,
+        max_pending_writes=settings.max_pending_writes,
+        catalog=catalog,
+        converter=ConversionWorker(
+            ConversionLimits(
+                memory_bytes=settings.convert_memory_mb * 1_048_576,
+                cpu_seconds=settings.convert_cpu_seconds,
+                wall_seconds=settings.convert_wall_seconds,
+            ),
+            settings.convert_concurrency,
+        ),
+        max_source_bytes=settings.max_source_bytes,
+    )
+    sync_status = SyncStatusService(
+        store=active_store, catalog=catalog, max_clock_skew_s=settings.sync_status_max_clock_skew_s
+    )
+    query_log = QueryLog(
+        (query_log_store or query_log_beside(active_store)) if settings.query_log == "on" else None,
+        metrics=metrics,
+        guard=active_store,
+        queue_size=settings.query_log_queue_size,
+        retention_days=settings.query_log_retention_days,
+        max_entries=settings.query_log_max_entries,
+        prune_interval_s=settings.query_log_prune_interval_s,
+    )
+    await query_log.start()
+    insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights_low_score)
+    search = SearchService(
+        store=active_store,
+        embedder=serving_embedder,
+        sparse=sparse,
+        metrics=metrics,
+        fusion=configured_fusion(settings),
+        candidates=settings.search_candidates,
+        catalog=catalog,
+        query_log=query_log,
+        relevance=Relevance(settings.relevance_midpoint, settings.relevance_steepness),
+        relevant_at=settings.relevance_threshold,
+        turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
+    )
+    ask = AskService(
+        search=search,
+        embedder=serving_embedder,
+        chat=active_chat,
+        metrics=metrics,
+        results_per_search=settings.ask_results_per_search,
+        min_similarity=settings.ask_min_similarity,
+        answer_sentences=settings.ask_answer_sentences,
+        timeout_s=settings.ask_timeout_s,
+    )
+
+    def switch_embedder(embedder: EmbeddingProvider) -> None:
+        """After a swap: every service embeds with the configured embedder (the search gate is held)."""
+        documents.use_embedder(embedder)
+        search.use_embedder(embedder)
+        ask.embedder = embedder
+        context.embedder = embedder
+
+    rebuild = RebuildService(
+        live=active_store,
+        documents=documents,
+        search=search,
+        insights=insights,
+        metrics=metrics,
+        target_embedder=active_embedder,
+        target_signature=signature,
+        sparse=sparse,
+        chunker=chunker,
+        on_swap=switch_embedder,
+        pause_s=settings.rebuild_pause_ms / 1000,
+        margin=settings.rebuild_check_margin,
+        check_documents=settings.rebuild_check_documents,
+        check_queries=settings.rebuild_check_queries,
+    )
+    if rebuild_why is None and await in_thread(active_store.shadow_exists):
+        rebuild_why = "resuming an unfinished rebuild"
+    context = AppContext(
+        settings=settings,
+        metrics=metrics,
+        authenticator=authenticator,
+        store=active_store,
+        embedder=serving_embedder,
+        sparse=sparse,
+        chunker=chunker,
+        catalog=catalog,
+        documents=documents,
+        sync_status=sync_status,
+        query_log=query_log,
+        insights=insights,
+        search=search,
+        ask=ask,
+        rebuild=rebuild,
+        pending_rebuild=rebuild_why,
+        configured_embedder=active_embedder,
+        chat=active_chat,
+        retired=retired,
+    )
+    return context

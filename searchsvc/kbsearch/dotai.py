@@ -1,0 +1,147 @@
+"""dot-ai's manageKnowledge: its arguments, its answers, and the one implementation behind both its faces.
+
+REST serves it to dot-ai's controller (kbsearch.api.dotai, with dot-ai's envelopes) and MCP as the
+`manageKnowledge` tool (kbsearch.mcp.compat); both run `manage_knowledge` below with the caller's
+own scope, so the two answer alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+from pydantic.json_schema import SkipJsonSchema
+
+from kbsearch.errors import InvalidRequestError
+from kbsearch.models import MetadataValue, SearchOrigin, chunk_point_id
+from kbsearch.presenters import validation_message
+from kbsearch.schemas import PutDocumentRequest, SearchRequest
+from kbsearch.services.access import Caller
+from kbsearch.services.documents import DocumentService
+from kbsearch.services.search import SearchService
+
+OPERATIONS = ("ingest", "search", "deleteByUri")
+DEFAULT_LIMIT = 10
+
+
+class DotAiArgumentError(InvalidRequestError):
+    """An argument dot-ai's manageKnowledge refuses (400, `INVALID_ARGUMENT: …` in the MCP tool)."""
+
+    status_code = 400
+    code = "INVALID_ARGUMENT"
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DotAiChunk(_Output):
+    id: str
+    content: str
+    score: float
+    matchType: Literal["hybrid", "semantic", "keyword"]
+    uri: str
+    metadata: dict[str, MetadataValue]
+    chunkIndex: int
+    totalChunks: int
+
+
+class DotAiResult(_Output):
+    """dot-ai's manageKnowledge answers, one model for its three operations.
+
+    A field an operation does not have is left out of the answer (dump with exclude_none), as
+    dot-ai leaves it out: a strict client's schema allows it absent, never null.
+    """
+
+    success: Literal[True] = True
+    operation: Literal["ingest", "search", "deleteByUri"]
+    message: str
+    uri: str | SkipJsonSchema[None] = None
+    chunksCreated: int | SkipJsonSchema[None] = None
+    chunkIds: list[str] | SkipJsonSchema[None] = None
+    chunks: list[DotAiChunk] | SkipJsonSchema[None] = None
+    totalMatches: int | SkipJsonSchema[None] = None
+    query: str | SkipJsonSchema[None] = None
+    chunksDeleted: int | SkipJsonSchema[None] = None
+
+    def answer(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class ManageKnowledgeArguments(BaseModel):
+    """The tool's arguments; dot-ai ignores fields it does not know, and so does this."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    operation: StrictStr
+    content: StrictStr | None = None
+    uri: StrictStr | None = None
+    metadata: dict[str, MetadataValue] | None = None
+    query: StrictStr | None = None
+    limit: StrictInt | None = None
+    uriFilter: StrictStr | None = None
+    interaction_id: StrictStr | None = None
+
+
+def _required(value: str | None, name: str, operation: str) -> str:
+    if not value:
+        raise DotAiArgumentError(f"{name} is required for the {operation} operation")
+    return value
+
+
+async def manage_knowledge(
+    arguments: ManageKnowledgeArguments,
+    *,
+    search: SearchService,
+    documents: DocumentService,
+    caller: Caller,
+    origin: SearchOrigin,
+) -> DotAiResult:
+    """One manageKnowledge call; a refused argument raises DotAiArgumentError, a service failure its error."""
+    operation = arguments.operation
+    if operation == "search":
+        text = _required(arguments.query, "query", operation)
+        try:
+            request = SearchRequest(
+                query=text,
+                limit=DEFAULT_LIMIT if arguments.limit is None else arguments.limit,
+                filter={"uriPrefix": arguments.uriFilter},
+            )
+        except ValidationError as exc:
+            raise DotAiArgumentError(validation_message(exc, {"filter.uriPrefix": "uriFilter"}, style="all")) from None
+        outcome = await search.search(request, caller, origin=origin)
+        chunks = [
+            DotAiChunk(
+                id=h.id,
+                content=h.content,
+                score=h.score,
+                matchType="hybrid",
+                uri=h.uri,
+                metadata=h.metadata,
+                chunkIndex=h.chunk_index,
+                totalChunks=h.total_chunks,
+            )
+            for h in outcome.hits
+        ]
+        message = f"Found {len(chunks)} matching chunks" if chunks else "No matching documents found"
+        return DotAiResult(operation="search", message=message, chunks=chunks, totalMatches=len(chunks), query=text)
+    if operation not in OPERATIONS:
+        raise DotAiArgumentError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
+    target = _required(arguments.uri, "uri", operation)
+    if operation == "ingest":
+        content = _required(arguments.content, "content", operation)
+        try:
+            put_request = PutDocumentRequest(uri=target, content=content, metadata=arguments.metadata or {})
+        except ValidationError as exc:
+            raise DotAiArgumentError(validation_message(exc, style="all")) from None
+        put = await documents.put(put_request, caller)
+        return DotAiResult(
+            operation="ingest",
+            message=f"Document {put.status}: {put.chunks} chunks",
+            uri=target,
+            chunksCreated=put.chunks,
+            chunkIds=[chunk_point_id(target, i) for i in range(put.chunks)],
+        )
+    deleted = await documents.delete(target, None, caller)
+    message = f"Deleted {deleted} chunks for URI" if deleted else "No chunks found for URI (or not visible to you)"
+    return DotAiResult(operation="deleteByUri", message=message, uri=target, chunksDeleted=deleted)

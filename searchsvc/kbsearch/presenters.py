@@ -1,0 +1,172 @@
+"""What the faces show alike: the API's bodies built from domain values, error bodies, refused-input messages.
+
+REST returns these bodies, MCP's tools return them as structured output, and the console shows
+their messages, so a search, a source list or a refused field reads the same through every face.
+Nothing here reaches the app's context: each function is given what it shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from kbsearch.models import FileIssue, Freshness, SyncStatus
+from kbsearch.schemas import (
+    FileIssueInfo,
+    FreshnessInfo,
+    SearchRequest,
+    SearchResponse,
+    SearchResult,
+    SourceInfo,
+    SourceList,
+    SyncStatusInfo,
+)
+from kbsearch.services.access import Caller
+from kbsearch.services.documents import DocumentService
+from kbsearch.services.search import SearchOutcome
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """The API's error body, `{"error": {"code", "message", "details"}}`, with its status."""
+    body = {"error": {"code": code, "message": message, "details": details or {}}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def field_problems(
+    exc: ValidationError | RequestValidationError, names: Mapping[str, str] | None = None, *, default: str = "body"
+) -> list[dict[str, str]]:
+    """Each refused field as `{"field", "message", "type"}`: pydantic's message, never the input (it may be a
+    megabyte of document). `names` maps a schema field (say `filter.uriPrefix`) to the name the caller
+    used (`uri_prefix`); a field at the top of the body is `default`."""
+    names = names or {}
+    problems = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error.get("loc", ())) or default
+        name = next((names[f] for f in names if field == f or field.startswith(f + ".")), field)
+        problems.append({"field": name, "message": error.get("msg", ""), "type": error.get("type", "")})
+    return problems
+
+
+MessageStyle = Literal["counted", "first", "all", "bare"]
+
+
+def validation_message(
+    exc: ValidationError | RequestValidationError,
+    names: Mapping[str, str] | None = None,
+    *,
+    style: MessageStyle = "counted",
+    default: str = "body",
+) -> str:
+    """One message for a refused input, in a face's own style:
+
+    - `counted` (REST bodies): the first problem, `field: message`, and how many more there are;
+    - `first` (REST's GET search): the first problem alone;
+    - `all` (MCP tools, dot-ai): every problem, `field: message` joined by `; `, without pydantic's
+      `Value error, ` prefix;
+    - `bare` (console forms, which show it beside the field): the first message alone, without that prefix.
+    """
+    problems = field_problems(exc, names, default=default)
+    if style == "all":
+        return "; ".join(f"{p['field']}: {_plain(p['message'])}" for p in problems)
+    first = problems[0] if problems else {"field": default, "message": "invalid request", "type": ""}
+    if style == "bare":
+        return _plain(first["message"])
+    message = f"{first['field']}: {first['message']}"
+    if style == "counted" and len(problems) > 1:
+        message += f" (and {len(problems) - 1} more problem(s))"
+    return message
+
+
+def _plain(message: str) -> str:
+    return message.removeprefix("Value error, ")
+
+
+def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchResponse:
+    """The response body of a search: REST's, and the MCP search tool's structured output."""
+    results = [
+        SearchResult(
+            id=h.id,
+            uri=h.uri,
+            chunkIndex=h.chunk_index,
+            totalChunks=h.total_chunks,
+            content=h.content,
+            score=h.score,
+            relevance=h.relevance or 0.0,
+            title=h.title,
+            headings=h.headings,
+            metadata=h.metadata,
+            sourceIdentifier=h.source_identifier,
+            version=h.version,
+            otherVersions=h.other_versions,
+            moreMatches=h.more_matches,
+            page=h.page,
+            cell=h.cell,
+        )
+        for h in outcome.hits
+    ]
+    return SearchResponse(
+        query=request.query,
+        mode=request.mode,
+        results=results,
+        tookMs=round(outcome.took_ms, 3),
+        nothingRelevant=outcome.nothing_relevant,
+    )
+
+
+async def source_list(service: DocumentService, caller: Caller) -> SourceList:
+    """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
+    sources = [
+        SourceInfo(
+            sourceIdentifier=s.source_identifier,
+            documents=s.documents,
+            chunks=s.chunks,
+            lastIngestedAt=s.last_ingested_at,
+            sync=sync_status_info(s.sync) if s.sync else None,
+        )
+        for s in await service.sources(caller)
+    ]
+    return SourceList(sources=sources)
+
+
+def sync_status_info(status: SyncStatus) -> SyncStatusInfo:
+    return SyncStatusInfo(
+        commit=status.commit,
+        phase=status.phase,
+        documents=status.documents,
+        failed=status.failed,
+        skipped=status.skipped,
+        added=status.added,
+        modified=status.modified,
+        deleted=status.deleted,
+        unchanged=status.unchanged,
+        failedFiles=[_issue(i) for i in status.failed_files],
+        skippedFiles=[_issue(i) for i in status.skipped_files],
+        syncedAt=status.synced_at,
+        nextSyncAt=status.next_sync_at,
+        message=status.message,
+        lastSuccessAt=status.last_success_at,
+        freshness=_freshness(status.freshness) if status.freshness else None,
+    )
+
+
+def _freshness(fresh: Freshness) -> FreshnessInfo:
+    return FreshnessInfo(
+        remoteCommit=fresh.remote_commit,
+        seenAt=fresh.seen_at,
+        searchableAt=fresh.searchable_at,
+        lagSeconds=fresh.lag_seconds,
+    )
+
+
+def _issue(issue: FileIssue) -> FileIssueInfo:
+    return FileIssueInfo(path=issue.path, reason=issue.reason, code=issue.code)
