@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.kube.cluster import AUDIENCE, Operator, Release, SearchService, install, operators
-from tests.support.controlplane import ControlPlane, control_plane  # noqa: F401  # fixture
+from tests.support.controlplane import ControlPlane
 
 #: Cluster-wide install (a ClusterRole), with the search service in Kubernetes auth mode.
 CLUSTERWIDE = Release("kb", "kb-system", ())
@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def releases(control_plane: ControlPlane) -> dict[str, Release]:  # noqa: F811
+def releases(control_plane: ControlPlane) -> dict[str, Release]:
     """Both of the chart's install modes, installed once per session as a user would."""
     return {
         "clusterwide": install(
@@ -56,7 +56,7 @@ def operator_root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def run_operator(
-    control_plane: ControlPlane,  # noqa: F811
+    control_plane: ControlPlane,
     search: SearchService,
     operator_root: Path,
 ) -> Iterator[Callable[..., Operator]]:

@@ -12,7 +12,6 @@ from kbsearch.models import CollectionSignature
 from kbsearch.store.base import VectorStore
 from kbsearch.store.edge import EdgeStore
 from kbsearch.store.qdrant_server import QdrantServerStore
-from tests.searchsvc.api_fixtures import api  # noqa: F401  # a fixture: the service over each store kind
 
 # What the test vectors are made with: tests/support/hashing.py and qdrant_edge.Bm25.
 TEST_SIGNATURE = CollectionSignature(

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from kbsearch.services.kubeauth import TtlCache
-from tests.support.kube import KubeEmulator, kube, kubeconfig  # noqa: F401  # fixtures
+from tests.support.kube import KubeEmulator
 from tests.support.service import CHALLENGE, running_service
 
 WRITER, WRITER_NAME = "operator-token-1", "system:serviceaccount:kb-system:kb-operator"
@@ -53,7 +53,7 @@ def content(source: str, uri: str) -> str:
 
 
 @pytest.fixture
-def reviews(kube: KubeEmulator):  # noqa: F811
+def reviews(kube: KubeEmulator):
     script = kube.reviews
     script.user(WRITER, WRITER_NAME)
     script.user(AGENT_A, AGENT_A_NAME, ["system:serviceaccounts"])
@@ -83,12 +83,12 @@ async def kubernetes_service(data: Path, cache_seconds: float = 1) -> AsyncItera
 
 
 @pytest.fixture
-async def service(reviews, kubeconfig, tmp_path):  # noqa: F811
+async def service(reviews, kubeconfig, tmp_path):
     async with kubernetes_service(tmp_path / "data") as client:
         yield client
 
 
-async def test_reviews_are_cached_by_token_and_by_identity_and_namespace(reviews, kubeconfig, tmp_path):  # noqa: F811
+async def test_reviews_are_cached_by_token_and_by_identity_and_namespace(reviews, kubeconfig, tmp_path):
     async with kubernetes_service(tmp_path / "data", cache_seconds=600) as client:
         assert await visible_sources(client, AGENT_A) == ["team-a/docs", "team-a/runbooks"]
         tokens, decisions = len(reviews.token_reviews), len(reviews.access_reviews)
@@ -244,7 +244,7 @@ def test_kubernetes_mode_without_any_api_configuration_refuses_to_start(tmp_path
         create_app(Settings(data_dir=tmp_path, auth_mode="kubernetes"))
 
 
-async def test_a_review_that_does_not_confirm_the_audience_is_refused(reviews, kubeconfig, tmp_path):  # noqa: F811
+async def test_a_review_that_does_not_confirm_the_audience_is_refused(reviews, kubeconfig, tmp_path):
     # An authenticator that ignores the asked audiences (a webhook, an old API server) must not pass
     # a token minted for another service: the answer's status.audiences has to name ours.
     reviews.user("other-service-token", "system:serviceaccount:team-a:agent", audiences=["vault"])
@@ -260,7 +260,7 @@ async def test_a_review_that_does_not_confirm_the_audience_is_refused(reviews, k
 
 async def test_made_up_tokens_are_reviewed_a_few_at_a_time_and_a_refusal_is_remembered(
     reviews,
-    kubeconfig,  # noqa: F811
+    kubeconfig,
     tmp_path,
 ):
     async with kubernetes_service(tmp_path / "data", cache_seconds=60) as client:

@@ -21,7 +21,6 @@ from tests.searchsvc.test_kubernetes_access import (
     kubernetes_service,
     reviews,  # noqa: F401  # a fixture
 )
-from tests.support.kube import kube, kubeconfig  # noqa: F401  # fixtures
 from tests.support.mcpclient import ACCEPT, rpc
 
 HEADERS = {"accept": ACCEPT, "host": "127.0.0.1:8000"}

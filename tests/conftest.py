@@ -1,0 +1,13 @@
+"""Fixtures every test folder may use, registered once as plugins.
+
+Registering them here (rather than re-importing them into each conftest) also lets pytest rewrite
+the assertions inside these helper modules, so a failing check in a helper shows its values.
+"""
+
+pytest_plugins = [
+    "tests.support.kube",  # kube, kubeconfig: the emulated API server (kmock), for fast unit tests
+    "tests.support.controlplane",  # control_plane: the real etcd + kube-apiserver (tests/kube)
+    "tests.operator.search_service",  # service, search_client: the real service app, in-process
+    "tests.operator.world",  # world: the operator's end-to-end world
+    "tests.searchsvc.api_fixtures",  # api: the service over each store kind
+]
