@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StrictInt, ValidationError
 from pydantic.alias_generators import to_camel
-from pydantic_core import ErrorDetails
 
 from kboperator.errors import InvalidSpecError
 from kboperator.models import DEFAULT_MAX_FILE_SIZE, DEFAULT_PATHS, DEFAULT_REF
@@ -192,7 +191,7 @@ def _present(node: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def _refusal(error: ErrorDetails) -> str:
+def _refusal(error: Mapping[str, Any]) -> str:
     # Never the input of a URL field: it may hold a credential.
     where, value = tuple(error["loc"]), error.get("input")
     if where[:1] == ("repository",) and where[1:2] in ((), ("url",)):
