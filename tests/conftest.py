@@ -7,6 +7,7 @@ the assertions inside these helper modules, so a failing check in a helper shows
 pytest_plugins = [
     "tests.support.kube",  # kube, kubeconfig: the emulated API server (kmock), for fast unit tests
     "tests.support.controlplane",  # control_plane: the real etcd + kube-apiserver (tests/kube)
+    "tests.support.githttp",  # served: git's own http-backend over tmp_path/served
     "tests.operator.search_service",  # service, search_client: the real service app, in-process
     "tests.operator.world",  # world: the operator's end-to-end world
     "tests.searchsvc.api_fixtures",  # api: the service over each store kind

@@ -6,7 +6,7 @@ clone holds is read back with `git rev-list --missing=print`, which never fetche
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -22,13 +22,6 @@ from tests.support.githttp import GitHttpServer
 
 SOURCE = "team/monorepo"
 CODE_FILES = 60
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[GitHttpServer]:
-    (tmp_path / "served").mkdir()
-    with GitHttpServer(tmp_path / "served") as server:
-        yield server
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -19,13 +19,6 @@ from tests.support.git import WorkRepo, git
 from tests.support.githttp import GitHttpServer
 
 SOURCE = "team/handbook"
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[GitHttpServer]:
-    (tmp_path / "served").mkdir()
-    with GitHttpServer(tmp_path / "served") as server:
-        yield server
 
 
 @pytest.fixture

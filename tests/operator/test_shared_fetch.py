@@ -26,13 +26,6 @@ TOKEN = "glpat-Shared0nlyWithTheSameSecret"
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[GitHttpServer]:
-    (tmp_path / "served").mkdir()
-    with GitHttpServer(tmp_path / "served") as server:
-        yield server
-
-
-@pytest.fixture
 def work(tmp_path: Path, served: GitHttpServer) -> WorkRepo:
     """A monorepo with one folder per team, published to the served bare repository."""
     repo = WorkRepo(tmp_path / "work")

@@ -12,11 +12,13 @@ import os
 import socketserver
 import subprocess
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import pytest
 
 __all__ = ["GitHttpServer", "Request"]
 
@@ -111,3 +113,11 @@ class GitHttpServer:
                 headers.append((name, value.strip()))
         start_response(status, headers)
         return [payload]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[GitHttpServer]:
+    """A GitHttpServer over `tmp_path/served`, where tests publish their bare repositories."""
+    (tmp_path / "served").mkdir()
+    with GitHttpServer(tmp_path / "served") as server:
+        yield server
