@@ -39,7 +39,7 @@ LOCK_TMP    := $(VENV)/torch-constraint.txt
 
 # The first target is the default: `make` alone lists the others. Each target's `## ` comment is its line.
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 install: $(STAMP) ## Create .venv and install the pinned dependencies
 
