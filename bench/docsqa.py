@@ -39,6 +39,7 @@ import numpy as np
 
 from bench.common import CACHE_DIR, http_client, load_text, print_table, run_service, verdict, write_result
 from bench.common import parser as common_parser
+from tests.support.git import git
 
 DEFAULT_EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "argocd-docs"
 VERSIONS = ("2.9", "2.10", "2.12")  # 2.12 is the newest: ordered as versions, not as strings
@@ -117,10 +118,6 @@ class DiskVectorCache:
         tmp = self.path.with_suffix(".tmp.npz")
         np.savez(tmp, keys=np.array(keys), vectors=np.stack([self.vectors[k] for k in keys]))
         tmp.replace(self.path)
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
 
 
 def clone_corpus(eval_dir: Path, into: Path) -> Path:

@@ -24,7 +24,6 @@ import hmac
 import json
 import os
 import random
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -42,25 +41,13 @@ from bench.common import (
     summary_ms,
     write_result,
 )
+from tests.support.git import git
 
 NAME = "freshness"
 NAMESPACE = "bench"
 SOURCE = "handbook"
 SECRET = "bench-webhook-secret-0123456789"
 _WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa").split()  # noqa: SIM905 - a sentence reads better than 16 quoted words
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-        "GIT_AUTHOR_NAME": "bench",
-        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-        "GIT_COMMITTER_NAME": "bench",
-        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-    }
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 def make_repo(work: Path, bare: Path, files: int) -> None:

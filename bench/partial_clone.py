@@ -16,27 +16,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.common import load_average, load_text, print_table, run_service, write_result
+from tests.support.git import git
 
 NAME = "partial_clone"
-
-
-def git(repo: Path, *args: str, data: bytes | None = None) -> str:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-        "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-        "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-    }  # fmt: skip
-    done = subprocess.run(["git", "-C", str(repo), *args], input=data, capture_output=True, check=True, env=env)
-    return done.stdout.decode()
 
 
 def commit(mark: int, paths: dict[str, bytes], parent: bool) -> bytes:
@@ -57,14 +45,14 @@ def generate(bare: Path, files: int, docs: int) -> None:
     first = {f"docs/area-{n % 10}/page-{n:04d}.md": f"# Page {n}\n\n{'words ' * 120}\n".encode() for n in range(docs)}
     for n in range(files - docs):
         first[f"src/pkg{n // 1000:03d}/mod{n:06d}.py"] = f"# module {n}\n".encode() + b"value = 1\n" * 100
-    git(bare, "fast-import", "--quiet", data=commit(1, first, False))
+    git(bare, "fast-import", "--quiet", input=commit(1, first, False))
 
 
 def push_change(bare: Path, n: int) -> None:
     """A commit that edits one document and 100 source files."""
     second = {"docs/area-0/page-0000.md": f"# Page 0, edit {n}\n".encode()}
     second |= {f"src/pkg000/mod{k:06d}.py": f"# changed {n} {k}\n".encode() for k in range(100)}
-    git(bare, "fast-import", "--quiet", data=commit(n + 2, second, True))
+    git(bare, "fast-import", "--quiet", input=commit(n + 2, second, True))
 
 
 def disk(path: Path) -> int:

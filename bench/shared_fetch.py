@@ -16,26 +16,15 @@ clone cache's disk use. Then a round with no push (the no-op check).
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.common import load_average, load_text, parser, print_table, run_service, verdict, write_result
+from tests.support.git import git
 
 NAME = "shared_fetch"
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-        "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-        "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-    }  # fmt: skip
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 def make_repo(work: Path, bare: Path, sources: int, files: int) -> None:

@@ -19,9 +19,7 @@ Overhead figures:
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -45,6 +43,7 @@ from bench.common import (
     parser as common_parser,
 )
 from bench.corpus import markdown_documents
+from tests.support.git import git
 
 NAME = "sync"
 # The first sync of the full-size repository (2,000 files, ~10 MB) should take at most 8 minutes.
@@ -53,17 +52,6 @@ SOURCE_ID = "bench/sync"
 
 
 # --- the repository -------------------------------------------------------------------------
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "bench",
-        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-        "GIT_COMMITTER_NAME": "bench",
-        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-    }
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 def make_repo(repo: Path, data, files: int, per_file: int = 3) -> dict[str, Any]:
