@@ -26,7 +26,7 @@ from kbsearch.schemas import (
     SyncStatusInfo,
 )
 from kbsearch.services.access import Caller
-from kbsearch.services.documents import DocumentService
+from kbsearch.services.documents import DocumentPage, DocumentService
 from kbsearch.services.search import SearchOutcome
 
 
@@ -170,3 +170,21 @@ def _freshness(fresh: Freshness) -> FreshnessInfo:
 
 def _issue(issue: FileIssue) -> FileIssueInfo:
     return FileIssueInfo(path=issue.path, reason=issue.reason, code=issue.code)
+
+
+def document_page_fields(page: DocumentPage) -> dict[str, Any]:
+    """A page of a document's text as the fields of REST's and MCP's DocumentText."""
+    record = page.record
+    return {
+        "uri": record.uri,
+        "title": record.title,
+        "sourceIdentifier": record.source_identifier,
+        "checksum": record.checksum,
+        "metadata": record.metadata,
+        "ingestedAt": record.ingested_at,
+        "totalChars": page.total_chars,
+        "start": page.start,
+        "end": page.end,
+        "nextStart": page.next_start,
+        "text": page.text,
+    }

@@ -10,7 +10,7 @@ from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
 from kbsearch.deps import DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
-from kbsearch.presenters import source_list, sync_status_info
+from kbsearch.presenters import document_page_fields, source_list, sync_status_info
 from kbsearch.schemas import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -92,20 +92,7 @@ async def document_text(
     page = await service.page(uri, caller, start, maxChars)
     if page is None:
         raise NotFoundError(f"no document {uri!r}", code="DOCUMENT_NOT_FOUND")
-    record = page.record
-    return DocumentText(
-        uri=record.uri,
-        title=record.title,
-        sourceIdentifier=record.source_identifier,
-        checksum=record.checksum,
-        metadata=record.metadata,
-        ingestedAt=record.ingested_at,
-        totalChars=page.total_chars,
-        start=page.start,
-        end=page.end,
-        nextStart=page.next_start,
-        text=page.text,
-    )
+    return DocumentText(**document_page_fields(page))
 
 
 @router.put(f"/sources/{SOURCE_PATH}/status", tags=["sources"])

@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from kbsearch.errors import InvalidRequestError
 from kbsearch.mcp import render
 from kbsearch.mcp.context import ToolContext, not_found, tool_context, tool_errors, tool_result
 from kbsearch.mcp.models import (
@@ -29,7 +30,7 @@ from kbsearch.mcp.models import (
     SourcesOverview,
 )
 from kbsearch.models import MetadataValue, SearchMode
-from kbsearch.presenters import search_response, source_list
+from kbsearch.presenters import document_page_fields, search_response, source_list
 from kbsearch.schemas import (
     MAX_QUESTION_CHARS,
     AskRequest,
@@ -210,26 +211,13 @@ async def fetch_document(
         raise ToolError(f"INVALID_ARGUMENT: max_chars must be 1 to {MAX_FETCH_CHARS}, not {max_chars}")
     tools = tool_context(ctx)
     with tool_errors():
-        found = await tools.app.documents.text(uri, tools.caller)
+        try:
+            found = await tools.app.documents.page(uri, tools.caller, start, max_chars)
+        except InvalidRequestError as exc:  # a start past the end: the tool's own argument, named as such
+            raise ToolError(f"INVALID_ARGUMENT: {exc.message}") from None
     if found is None:
         raise not_found(uri)
-    record, body = found
-    if start > len(body):
-        raise ToolError(f"INVALID_ARGUMENT: start {start} is past the end of {uri!r} ({len(body)} characters)")
-    end = min(start + max_chars, len(body))
-    page = DocumentText(
-        uri=record.uri,
-        title=record.title,
-        sourceIdentifier=record.source_identifier,
-        checksum=record.checksum,
-        metadata=record.metadata,
-        ingestedAt=record.ingested_at,
-        totalChars=len(body),
-        start=start,
-        end=end,
-        nextStart=end if end < len(body) else None,
-        text=body[start:end],
-    )
+    page = DocumentText(**document_page_fields(found))
     return tool_result(render.document_text(page), page)
 
 
