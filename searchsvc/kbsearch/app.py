@@ -23,11 +23,11 @@ from kbsearch.llm.chat import ChatClient
 from kbsearch.mcp.http import McpFace
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
-from kbsearch.services.auth import Authenticator
-from kbsearch.services.tokens import StaticTokens, legacy_entries
+from kbsearch.services.access.auth import Authenticator
+from kbsearch.services.access.tokens import StaticTokens, legacy_entries
 
 if TYPE_CHECKING:
-    from kbsearch.services.kubeauth import KubernetesAuth
+    from kbsearch.services.access.kubernetes import KubernetesAuth
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.querylog import QueryLogStore
@@ -131,7 +131,7 @@ def build_authenticator(settings: Settings) -> Authenticator:
 
 
 def _kubernetes_auth(settings: Settings) -> KubernetesAuth:
-    from kbsearch.services.kubeauth import KubernetesAuth  # the client is slow to import; tokens mode skips it
+    from kbsearch.services.access.kubernetes import KubernetesAuth  # the client is slow to import; tokens mode skips it
 
     try:
         return KubernetesAuth.from_environment(

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kbsearch.aio.fairness import FairTurns
+from kbsearch.aio.runtime import in_thread
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.convert import ConversionLimits, ConversionWorker
 from kbsearch.embedders.base import EmbeddingProvider
@@ -20,17 +22,15 @@ from kbsearch.errors import ConfigurationError, NotReadyError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
-from kbsearch.services.access import SourceCatalog
-from kbsearch.services.ask import AskService
-from kbsearch.services.auth import Authenticator
+from kbsearch.services.access.auth import Authenticator
+from kbsearch.services.access.scope import SourceCatalog
+from kbsearch.services.answers.ask import AskService
 from kbsearch.services.documents import DocumentService
-from kbsearch.services.fairness import FairTurns
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.querylog import QueryLog
 from kbsearch.services.ranking import Relevance
-from kbsearch.services.rebuild import RebuildService, rebuild_reason
+from kbsearch.services.rebuild.rebuild import RebuildService, rebuild_reason
 from kbsearch.services.repair import repair
-from kbsearch.services.runtime import in_thread
 from kbsearch.services.search import SearchService, configured_fusion
 from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.settings import Settings

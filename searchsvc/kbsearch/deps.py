@@ -15,11 +15,11 @@ from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from kbsearch.context import AppContext, context_of
-from kbsearch.services.ask import AskService
-from kbsearch.services.auth import KnownSources
+from kbsearch.services.access.auth import KnownSources
+from kbsearch.services.answers.ask import AskService
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.insights import InsightsService
-from kbsearch.services.rebuild import RebuildService
+from kbsearch.services.rebuild.rebuild import RebuildService
 from kbsearch.services.search import SearchService
 from kbsearch.services.syncstatus import SyncStatusService
 

@@ -16,7 +16,7 @@ from kbsearch.errors import InvalidRequestError
 from kbsearch.models import MetadataValue, SearchOrigin, chunk_point_id
 from kbsearch.presenters import validation_message
 from kbsearch.schemas import PutDocumentRequest, SearchRequest
-from kbsearch.services.access import Caller
+from kbsearch.services.access.scope import Caller
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.search import SearchService
 

@@ -25,7 +25,7 @@ from kbsearch.schemas import (
     SourceList,
     SyncStatusInfo,
 )
-from kbsearch.services.access import Caller
+from kbsearch.services.access.scope import Caller
 from kbsearch.services.documents import DocumentPage, DocumentService
 from kbsearch.services.search import SearchOutcome
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbsearch.services.ask import NOTHING_FOUND
+from kbsearch.services.answers.ask import NOTHING_FOUND
 from tests.searchsvc.ask_support import DOCS, put_docs, server_sent_events
 from tests.support.service import running_service
 

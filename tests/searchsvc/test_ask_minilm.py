@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kbsearch.embedders.local import LocalEmbedder
-from kbsearch.services.ask import NOTHING_FOUND
+from kbsearch.services.answers.ask import NOTHING_FOUND
 from tests.support.service import running_service
 
 DOCS = {

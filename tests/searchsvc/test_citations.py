@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kbsearch.chunker.sentences import sentences
 from kbsearch.models import SearchHit
-from kbsearch.services.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
-from kbsearch.services.sentences import sentences
+from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
 
 VALID = {1, 2, 3}
 TEXT = "Pods restart [1]. Nodes drain [2, 9]. Made up [9]. Years like [2023] stay; so do [a] and [ and x[]. End [3]"

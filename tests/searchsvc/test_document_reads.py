@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kbsearch.models import DocumentChunk
-from kbsearch.services.access import Caller, SourceScope
+from kbsearch.services.access.scope import Caller, SourceScope
 from kbsearch.services.documents import DocumentService, join_chunks
 from tests.support.service import STORE_KINDS, running_service
 

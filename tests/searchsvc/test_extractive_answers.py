@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
+from kbsearch.chunker.mdblocks import markdown_blocks
 from kbsearch.models import SearchHit
-from kbsearch.services.citations import CitationFilter, RetrievalLedger
-from kbsearch.services.extractive import MAX_CANDIDATES, Extract, answer_pieces, extract
-from kbsearch.services.mdblocks import markdown_blocks
+from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger
+from kbsearch.services.answers.extractive import MAX_CANDIDATES, Extract, answer_pieces, extract
 from tests.support.hashing import HashingEmbedder
 
 SYNC_OPTIONS = """## Create Namespace

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from kbsearch.aio.fairness import FairTurns
 from kbsearch.errors import OverloadedError
-from kbsearch.services.fairness import FairTurns
 
 
 async def settle() -> None:

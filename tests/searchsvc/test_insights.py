@@ -9,7 +9,7 @@ import pytest
 
 from kbsearch.metrics import Metrics
 from kbsearch.models import Insights, QueryCount, QueryLogEntry, QueryScore
-from kbsearch.services.access import Caller, SourceScope
+from kbsearch.services.access.scope import Caller, SourceScope
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.querylog import QueryLog
 from kbsearch.store.base import VectorStore

@@ -1,6 +1,6 @@
 """Kubernetes mode: TokenReview and SubjectAccessReview over real HTTP to the kmock API server.
 
-The service's own client code (kbsearch.services.kubeauth) talks to the emulator through a
+The service's own client code (kbsearch.services.access.kubernetes) talks to the emulator through a
 kubeconfig, as it would to an API server; the emulator answers the reviews from a script.
 """
 
@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from kbsearch.services.kubeauth import TtlCache
+from kbsearch.services.access.kubernetes import TtlCache
 from tests.support.kube import KubeEmulator
 from tests.support.service import CHALLENGE, running_service
 

@@ -11,7 +11,7 @@ import pytest
 import kbsearch
 from kbsearch.errors import LLMUnavailableError
 from kbsearch.llm.chat import ChatClient, ChatMessage, TextPiece, ToolCall, TurnEnd
-from kbsearch.services.ask import SEARCH_TOOL
+from kbsearch.services.answers.ask import SEARCH_TOOL
 from tests.support.chatstub import Answer, CallTools, Fail, chat_stub
 
 KEY = "sk-never-log-me"

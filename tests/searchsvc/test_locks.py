@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kbsearch.services.locks import KeyedLocks, SharedExclusiveLocks
+from kbsearch.aio.locks import KeyedLocks, SharedExclusiveLocks
 
 
 async def settle() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbsearch.services.ask import NOTHING_FOUND
+from kbsearch.services.answers.ask import NOTHING_FOUND
 from tests.searchsvc.ask_support import DOCS
 from tests.searchsvc.test_scoped_access import ADMIN, B_WORD, TEAM_A, TOKENS, assert_no_b, bearer
 from tests.support.chatstub import Answer, CallTools, Fail, chat_stub

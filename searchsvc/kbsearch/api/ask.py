@@ -12,7 +12,7 @@ from kbsearch.api.auth import ReaderDep
 from kbsearch.deps import AskDep
 from kbsearch.presenters import error_response
 from kbsearch.schemas import AskRequest, AskResponse, ErrorResponse
-from kbsearch.services.ask import AskEvent
+from kbsearch.services.answers.ask import AskEvent
 
 router = APIRouter(
     prefix="/api/v1",

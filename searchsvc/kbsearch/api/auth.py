@@ -1,6 +1,6 @@
 """REST's authentication: `require_read` / `require_write`, and the gate that runs them before a body is read.
 
-The Authenticator itself (kbsearch.services.auth) is the faces' one judge of a token; this module
+The Authenticator itself (kbsearch.services.access.auth) is the faces' one judge of a token; this module
 asks it for the request's Caller once and caches it on `request.state`.
 """
 
@@ -15,8 +15,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsearch.deps import known_sources
 from kbsearch.errors import ForbiddenError
-from kbsearch.services.access import Caller
-from kbsearch.services.auth import Authenticator, refuse_url_token
+from kbsearch.services.access.auth import Authenticator, refuse_url_token
+from kbsearch.services.access.scope import Caller
 
 
 async def authenticate(request: Request, *, write: bool) -> Caller:

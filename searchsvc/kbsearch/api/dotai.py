@@ -35,8 +35,8 @@ from kbsearch.errors import ServiceError
 from kbsearch.logging import request_id
 from kbsearch.presenters import validation_message
 from kbsearch.schemas import AskCitation, AskRequest, AskResponse, AskSearchEvent, AskSource, ErrorResponse
-from kbsearch.services.access import Caller
-from kbsearch.services.ask import AskService
+from kbsearch.services.access.scope import Caller
+from kbsearch.services.answers.ask import AskService
 from kbsearch.services.documents import DocumentService
 
 API_VERSION = "v1"

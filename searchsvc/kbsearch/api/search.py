@@ -13,7 +13,7 @@ from kbsearch.deps import SearchDep
 from kbsearch.errors import InvalidRequestError
 from kbsearch.presenters import field_problems, search_response, validation_message
 from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse
-from kbsearch.services.access import Caller
+from kbsearch.services.access.scope import Caller
 from kbsearch.services.search import SearchService
 
 router = APIRouter(

@@ -9,10 +9,10 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kbsearch import __version__
+from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.api.auth import ReaderDep
 from kbsearch.deps import ContextDep, context
 from kbsearch.presenters import error_response
-from kbsearch.services.runtime import in_thread, store_call
 from kbsearch.store.health import DATA_DIR_GONE
 
 router = APIRouter(tags=["system"])

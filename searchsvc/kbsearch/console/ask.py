@@ -17,7 +17,7 @@ from kbsearch.deps import AskDep
 from kbsearch.errors import ServiceError
 from kbsearch.presenters import validation_message
 from kbsearch.schemas import AskCitation, AskRequest
-from kbsearch.services.access import Caller
+from kbsearch.services.access.scope import Caller
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 Reader = Annotated[Caller, Depends(console_caller)]

@@ -10,7 +10,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from kbsearch.console.session import CSRF_FIELD, check_csrf, end_session, safe_next, start_session
 from kbsearch.deps import known_sources
 from kbsearch.errors import UnauthenticatedError
-from kbsearch.services.auth import MAX_TOKEN_CHARS, Authenticator
+from kbsearch.services.access.auth import MAX_TOKEN_CHARS, Authenticator
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 

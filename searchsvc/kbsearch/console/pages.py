@@ -15,7 +15,7 @@ from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SearchMode
 from kbsearch.presenters import validation_message
 from kbsearch.schemas import SearchRequest
-from kbsearch.services.access import Caller
+from kbsearch.services.access.scope import Caller
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 Reader = Annotated[Caller, Depends(console_caller)]

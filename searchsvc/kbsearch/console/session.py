@@ -30,8 +30,8 @@ from starlette.responses import Response
 
 from kbsearch.deps import context, known_sources
 from kbsearch.errors import UnauthenticatedError
-from kbsearch.services.access import Caller
-from kbsearch.services.auth import Authenticator, refuse_url_token
+from kbsearch.services.access.auth import Authenticator, refuse_url_token
+from kbsearch.services.access.scope import Caller
 
 SESSION_COOKIE = "kb_console_session"
 CSRF_COOKIE = "kb_console_csrf"

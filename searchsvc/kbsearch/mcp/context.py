@@ -1,7 +1,7 @@
 """What a tool call runs with (the caller and the app's context), and how its failures reach the agent.
 
 The /mcp endpoint (kbsearch.mcp.http) authenticates the HTTP request with the service's
-Authenticator (kbsearch.services.auth) and leaves the Caller in the request's state; the SDK hands
+Authenticator (kbsearch.services.access.auth) and leaves the Caller in the request's state; the SDK hands
 that same request to every tool through its Context, and `tool_context` reads the app's context
 from it (kbsearch.deps). A failure becomes a tool error (`isError: true`) whose message
 names the problem: the service's stable code and message, or the argument that was refused.
@@ -24,7 +24,7 @@ from kbsearch.context import AppContext
 from kbsearch.deps import context
 from kbsearch.errors import ServiceError
 from kbsearch.presenters import validation_message
-from kbsearch.services.access import Caller
+from kbsearch.services.access.scope import Caller
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from starlette.types import Message, Receive, Scope, Send
 from kbsearch.deps import known_sources
 from kbsearch.mcp.server import build_server
 from kbsearch.presenters import error_response
-from kbsearch.services.auth import Authenticator, refuse_url_token
+from kbsearch.services.access.auth import Authenticator, refuse_url_token
 from kbsearch.settings import Settings
 
 PATH = "/mcp"

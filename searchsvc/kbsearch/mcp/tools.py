@@ -43,7 +43,7 @@ from kbsearch.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from kbsearch.services.ask import AskEvent
+from kbsearch.services.answers.ask import AskEvent
 
 MAX_URI_CHARS = 2048  # kbsearch.schemas.Uri
 # Seconds without any progress after which a long ask sends one anyway.

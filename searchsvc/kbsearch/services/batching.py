@@ -6,8 +6,8 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass
 
+from kbsearch.aio.runtime import embed_call
 from kbsearch.embedders.base import EmbeddingProvider
-from kbsearch.services.runtime import embed_call
 
 
 @dataclass(slots=True)

@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kbsearch.aio.locks import KeyedLocks, SharedExclusiveLocks
+from kbsearch.aio.runtime import in_thread, run_to_completion, store_call
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.convert import Anchor, ConversionError, ConversionWorker, Converted, Format, check_bytes, resolve_format
 from kbsearch.convert.base import decode_utf8
@@ -24,7 +26,6 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import (
     ConflictError,
     DocumentTooLargeError,
-    ForbiddenError,
     InvalidRequestError,
     OverloadedError,
     WriteConflictError,
@@ -41,10 +42,8 @@ from kbsearch.models import (
     StoredBody,
 )
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
-from kbsearch.services.access import Caller, SourceCatalog, narrow, source_partition
+from kbsearch.services.access.scope import Caller, SourceCatalog, narrow, require_writer, source_partition
 from kbsearch.services.batching import EmbeddingBatcher
-from kbsearch.services.locks import KeyedLocks, SharedExclusiveLocks
-from kbsearch.services.runtime import in_thread, run_to_completion, store_call
 from kbsearch.services.versions import detect_version
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -85,7 +84,7 @@ def now() -> str:
 
 
 class WriteMirror(Protocol):
-    """Where a rebuild's shadow collection follows every write the live one takes (services/rebuild.py).
+    """Where a rebuild's shadow collection follows every write the live one takes (services/rebuild/rebuild.py).
 
     Called with the document's lock still held, after the live write, so a write and the rebuild's
     copy of the same document never cross. The mirror copies what the live collection now holds
@@ -651,16 +650,6 @@ def join_chunks(chunks: Iterable[DocumentChunk]) -> str:
             parts.extend(("\n\n", chunk.content) if parts else (chunk.content,))
         covered = max(covered or 0, chunk.end) if chunk.end is not None else None
     return "".join(parts)
-
-
-def require_writer(caller: Caller, source_identifier: str | None, *, check_source: bool = True) -> None:
-    """403 unless the caller may write, and may write this source (its patterns match it)."""
-    if not caller.may_write:
-        raise ForbiddenError(f"{caller.name!r} may read but not write")
-    if check_source and not caller.scope.allows(source_identifier):
-        raise ForbiddenError(
-            f"{caller.name!r} may not write this source", code="SOURCE_FORBIDDEN", details={"caller": caller.name}
-        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from typing import get_args
 
+from kbsearch.aio.runtime import store_call
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import Insights, InsightsWindow, QueryCount, QueryScore
-from kbsearch.services.access import Caller, SourceCatalog
+from kbsearch.services.access.scope import Caller, SourceCatalog
 from kbsearch.services.querylog import QueryLog
-from kbsearch.services.runtime import store_call
 
 __all__ = ["Insights", "InsightsService", "QueryCount", "QueryScore"]
 

@@ -18,9 +18,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from kbsearch.aio.runtime import in_thread
 from kbsearch.metrics import Metrics
 from kbsearch.models import QueryLogEntry
-from kbsearch.services.runtime import in_thread
 from kbsearch.store.base import VectorStore
 from kbsearch.store.querylog import QueryLogStore
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from kbsearch.aio.fairness import FairTurns
+from kbsearch.aio.locks import SharedExclusiveLocks
+from kbsearch.aio.runtime import embed_call, store_call
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
 from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
 from kbsearch.schemas import SearchRequest
-from kbsearch.services.access import Caller, SourceCatalog, narrow
-from kbsearch.services.fairness import FairTurns
-from kbsearch.services.locks import SharedExclusiveLocks
+from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
 from kbsearch.services.querylog import QueryLog
 from kbsearch.services.ranking import Relevance, collapse_pages, with_relevance
-from kbsearch.services.runtime import embed_call, store_call
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder

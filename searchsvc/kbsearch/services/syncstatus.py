@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import time
 
+from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import FileIssue, Freshness, SyncStatus
 from kbsearch.schemas import FileIssueBody, FreshnessBody, SyncStatusRequest
-from kbsearch.services.access import Caller, SourceCatalog
-from kbsearch.services.documents import require_writer
-from kbsearch.services.runtime import in_thread, store_call
+from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.store.base import VectorStore
 
 DEFAULT_SKEW_S = 300.0

@@ -102,7 +102,7 @@ class VectorStore(ABC):
         Raises ConfigurationError when an existing collection was built with a different
         signature (embedder, model, dimensions or sparse encoder), unless `check` is False: then
         it opens as it is, to be served with the embedder that built it while a rebuild runs
-        (services/rebuild.py); stored_signature() says what that was.
+        (services/rebuild/rebuild.py); stored_signature() says what that was.
         """
 
     @abstractmethod
@@ -121,7 +121,7 @@ class VectorStore(ABC):
     def mark_chunker(self, fingerprint: str) -> None:
         """Record the chunker fingerprint the whole collection was built with (a rebuild's last step)."""
 
-    # --- the background rebuild's shadow collection (services/rebuild.py) ----------------------
+    # --- the background rebuild's shadow collection (services/rebuild/rebuild.py) ----------------------
     # The store owns where the shadow lives and how it is swapped in: on Edge a directory beside
     # the shard that becomes its next generation (the pointer file names it); on a Qdrant server a
     # collection the configured name becomes an alias of.

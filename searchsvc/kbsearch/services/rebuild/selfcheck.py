@@ -16,11 +16,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from kbsearch.aio.runtime import store_call
 from kbsearch.models import DocumentRecord
 from kbsearch.schemas import SearchRequest
-from kbsearch.services.access import Caller
+from kbsearch.services.access.scope import Caller
 from kbsearch.services.insights import InsightsService
-from kbsearch.services.runtime import store_call
 from kbsearch.services.search import SearchService
 from kbsearch.store.base import VectorStore
 

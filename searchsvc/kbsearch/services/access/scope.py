@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from kbsearch.services.runtime import store_call
+from kbsearch.aio.runtime import store_call
+from kbsearch.errors import ForbiddenError
 from kbsearch.store.base import VectorStore
 
 EVERYTHING = "*"
@@ -116,3 +117,13 @@ def narrow(requested: list[str] | None, allowed: list[str] | None) -> list[str] 
         return allowed
     permitted = set(allowed)
     return [s for s in requested if s in permitted]
+
+
+def require_writer(caller: Caller, source_identifier: str | None, *, check_source: bool = True) -> None:
+    """403 unless the caller may write, and may write this source (its patterns match it)."""
+    if not caller.may_write:
+        raise ForbiddenError(f"{caller.name!r} may read but not write")
+    if check_source and not caller.scope.allows(source_identifier):
+        raise ForbiddenError(
+            f"{caller.name!r} may not write this source", code="SOURCE_FORBIDDEN", details={"caller": caller.name}
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from kbsearch.services.mdblocks import markdown_blocks, plain
+from kbsearch.chunker.mdblocks import markdown_blocks, plain
 
 __all__ = ["MIN_WORDS", "closest_sentence", "content_words", "sentences", "split_sentences", "terms", "word_count"]
 

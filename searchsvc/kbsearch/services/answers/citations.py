@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from kbsearch.chunker.sentences import closest_sentence, sentences
 from kbsearch.models import SearchHit
-from kbsearch.services.sentences import closest_sentence, sentences
 
 # A marker: one to three digits, or several separated by commas ([1], [2, 3]). Longer numbers are
 # years and the like, not citations.

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from kbsearch.errors import ConfigurationError
-from kbsearch.services.access import Caller, SourceScope
+from kbsearch.services.access.scope import Caller, SourceScope
 
 log = logging.getLogger(__name__)
 

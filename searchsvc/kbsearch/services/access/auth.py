@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable, Container
 from typing import TYPE_CHECKING
 
 from kbsearch.errors import UnauthenticatedError
-from kbsearch.services.access import Caller, SourceScope
-from kbsearch.services.tokens import StaticTokens, usable_token
+from kbsearch.services.access.scope import Caller, SourceScope
+from kbsearch.services.access.tokens import StaticTokens, usable_token
 
 if TYPE_CHECKING:  # imported only in Kubernetes mode: the client is slow to import
-    from kbsearch.services.kubeauth import KubernetesAuth
+    from kbsearch.services.access.kubernetes import KubernetesAuth
 
 # Far above any real token (a ServiceAccount JWT is ~1-2 KB); longer ones are refused unread.
 MAX_TOKEN_CHARS = 8192

@@ -1,6 +1,6 @@
 """Extractive answers: the passages of the retrieved chunks that answer the question, with no language model.
 
-Each retrieved chunk is read as markdown blocks (kbsearch.services.mdblocks) and cut into
+Each retrieved chunk is read as markdown blocks (kbsearch.chunker.mdblocks) and cut into
 passages: prose sentences, list items, and code blocks and tables on their own. A sentence that
 introduces what follows it (it ends with ":", or says "the following", "below", "for example") and
 is followed by a code block, list or table carries that block with it; one ending with ":" whose
@@ -32,12 +32,12 @@ from typing import Literal
 
 import numpy as np
 
+from kbsearch.aio.runtime import embed_call
+from kbsearch.chunker.mdblocks import Block, ListItem, markdown_blocks, plain
+from kbsearch.chunker.sentences import MIN_WORDS, split_sentences, terms, word_count
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.models import SearchHit
-from kbsearch.services.citations import RetrievalLedger
-from kbsearch.services.mdblocks import Block, ListItem, markdown_blocks, plain
-from kbsearch.services.runtime import embed_call
-from kbsearch.services.sentences import MIN_WORDS, split_sentences, terms, word_count
+from kbsearch.services.answers.citations import RetrievalLedger
 
 __all__ = ["Extract", "Piece", "answer_pieces", "extract", "passages"]
 

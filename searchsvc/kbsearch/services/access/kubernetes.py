@@ -30,7 +30,7 @@ import kubernetes.client
 import kubernetes.config
 
 from kbsearch.errors import AuthUnavailableError
-from kbsearch.services.access import Caller, SourceScope
+from kbsearch.services.access.scope import Caller, SourceScope
 
 log = logging.getLogger(__name__)
 

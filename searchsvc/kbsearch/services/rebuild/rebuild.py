@@ -11,7 +11,7 @@ where: store/base.py) from each document's stored text:
 2. writes that arrive meanwhile are mirrored (services/documents.py WriteMirror): after each live
    write the shadow copies what the live collection now holds; a failed copy is retried before the
    swap;
-3. check: services/selfcheck.py; a shadow worse beyond the margin is kept (and kept in step) but
+3. check: services/rebuild/selfcheck.py; a shadow worse beyond the margin is kept (and kept in step) but
    not swapped in, unless a writer forces it;
 4. swap: with writes and searches held back for the moment, the last retries, the sync statuses,
    then the store's atomic swap (pointer file on Edge, alias on a Qdrant server), and the services
@@ -33,19 +33,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConflictError
 from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, CollectionSignature, DocumentChunk, DocumentRecord
 from kbsearch.schemas import PutDocumentRequest
-from kbsearch.services.access import Caller, SourceCatalog, SourceScope
+from kbsearch.services.access.scope import Caller, SourceCatalog, SourceScope
 from kbsearch.services.documents import DocumentService, join_chunks, now
 from kbsearch.services.insights import InsightsService
+from kbsearch.services.rebuild.selfcheck import CheckResult, build_check_set, self_check
 from kbsearch.services.repair import repair
-from kbsearch.services.runtime import in_thread, store_call
 from kbsearch.services.search import SERVING, SearchService
-from kbsearch.services.selfcheck import CheckResult, build_check_set, self_check
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder

@@ -3,7 +3,7 @@
 With a chat model (llm mode) the model runs a tool loop: it may call `search` up to
 `maxSearches` times, every call the same scoped search as the REST API (origin "ask"), and then
 answers with [n] markers. Without one (extractive mode) one search with the question feeds an
-extractive answer (kbsearch.services.extractive). Both modes produce the same events in the same
+extractive answer (kbsearch.services.answers.extractive). Both modes produce the same events in the same
 order — `search`*, `delta`*, `citation`*, then `done` — and `ask` is `stream` read to its end, so
 the JSON answer and the streamed one never differ.
 
@@ -45,9 +45,9 @@ from kbsearch.schemas import (
     ErrorResponse,
     SearchRequest,
 )
-from kbsearch.services.access import Caller
-from kbsearch.services.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
-from kbsearch.services.extractive import answer_pieces, extract
+from kbsearch.services.access.scope import Caller
+from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
+from kbsearch.services.answers.extractive import answer_pieces, extract
 from kbsearch.services.search import SearchService
 
 log = logging.getLogger(__name__)
