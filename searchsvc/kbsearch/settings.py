@@ -95,6 +95,23 @@ class Settings(BaseSettings):
         60.0, gt=0, description="Seconds one conversion may take in all before its child process is killed."
     )
     convert_concurrency: int = Field(2, ge=1, description="Conversions running at once; more wait their turn.")
+    chunk_concurrency: int = Field(2, ge=1, description="Documents chunked at once; more wait their turn.")
+    writer_share: int = Field(
+        0,
+        ge=0,
+        description="Conversions, and chunkings, one writer runs at once; 0: half of each's concurrency, at least 1.",
+    )
+    max_document_chunks: int = Field(
+        5000, ge=1, description="Chunks one document may make; past it 422 DOCUMENT_TOO_COMPLEX, nothing stored."
+    )
+    max_document_chunk_chars: int = Field(
+        4 * 1_048_576,
+        ge=1,
+        description="Characters of chunk text one document may make in all; past it 422 DOCUMENT_TOO_COMPLEX.",
+    )
+    chunk_seconds: float = Field(
+        20.0, gt=0, description="Seconds chunking one document may take; past it 422 DOCUMENT_TOO_COMPLEX."
+    )
     max_body_bytes: int = Field(
         8 * 1_048_576, ge=1024, description="Largest request body; JSON escaping can inflate content."
     )
@@ -106,6 +123,12 @@ class Settings(BaseSettings):
     )
     max_pending_writes: int = Field(
         64, ge=1, description="Writes queued beyond this are refused with 429 and Retry-After."
+    )
+    max_pending_writes_per_writer: int = Field(
+        32,
+        ge=1,
+        description="One writer's writes queued at once (a scoped token, or one team's sources); past it 429 "
+        "TOO_MANY_WRITES.",
     )
     sync_status_max_clock_skew_s: float = Field(
         300.0, ge=0, description="A sync status dated further ahead of this service's clock is refused (422)."
