@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     auth_max_reviews_in_flight: int = Field(
         16, ge=1, description="Kubernetes mode: TokenReviews and SubjectAccessReviews sent at once; the rest wait."
     )
+    auth_max_reviews_per_client: int = Field(
+        4, ge=1, description="Kubernetes mode: TokenReviews sent at once for one client address; the rest wait."
+    )
     auth_cache_size: int = Field(10_000, ge=1, description="Entries each authentication cache holds at most.")
     auth_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of one TokenReview or SubjectAccessReview.")
     allow_unauthenticated_writes: bool = Field(
