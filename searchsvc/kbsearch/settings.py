@@ -254,6 +254,12 @@ class Settings(BaseSettings):
         le=10,
         description="Extractive ask: passages (sentences, with the code or list they introduce) at most.",
     )
+    public_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$",
+        description="The URL clients reach this service at (https://kb.example.com); named in the OAuth resource "
+        "metadata and 401 challenges instead of the request's Host. Unset: the Host, never cached.",
+    )
     allowed_hosts: str | None = Field(
         None,
         description="Comma-separated Host values every route answers while reads or writes need no token "
@@ -323,6 +329,11 @@ class Settings(BaseSettings):
     rebuild_check_queries: int = Field(
         20, ge=0, description="Most frequent queries of the last 7 days the self-check also asks (from the query log)."
     )
+
+    @field_validator("public_url")
+    @classmethod
+    def _no_trailing_slash(cls, url: str | None) -> str | None:
+        return url.rstrip("/") if url is not None else None
 
     @field_validator("api_token", "read_token")
     @classmethod
