@@ -287,7 +287,7 @@ async def test_made_up_tokens_are_reviewed_a_few_at_a_time_and_a_refusal_is_reme
         assert {a.status_code for a in answers} <= {401, 503}
         assert reviews.most_in_flight <= 16  # SEARCHSVC_AUTH_MAX_REVIEWS_IN_FLIGHT's default
         reviews.delay_s = 0
-        while reviews.in_flight:  # a review abandoned at its timeout may still be answered
+        while reviews.in_flight:  # noqa: ASYNC110 - a review abandoned at its timeout may still be answered
             await asyncio.sleep(0.05)
         reviewed = len(reviews.token_reviews)
         assert reviewed - before <= 40
@@ -324,7 +324,7 @@ async def test_one_address_flooding_made_up_tokens_leaves_reviews_for_everyone_e
                 asyncio.create_task(flooder.get("/api/v1/sources", headers=bearer(jwt_token(f"junk-{i}"))))
                 for i in range(100)
             ]
-            while reviews.in_flight < 4:  # the flood has taken its share of the review slots
+            while reviews.in_flight < 4:  # noqa: ASYNC110 - the flood has taken its share of the review slots
                 await asyncio.sleep(0.01)
             # Before the per-address bound, 16 junk reviews at a time made this wait past its timeout.
             response = await client.get("/api/v1/sources", headers=bearer(AGENT_A))
