@@ -128,7 +128,10 @@ def test_one_teams_slow_conversions_never_stall_another_team_or_the_probes(tmp_p
 
         slowest = {kind: max(waits) for kind, waits in b_waits.items() if waits}
         assert slowest["search"] < PROMPT_S and slowest["readyz"] < PROMPT_S and slowest["write"] < PROMPT_S, slowest
-        assert b_pdf and b_pdf[0].status_code == 200 and slowest["pdf"] < B_PDF_S, (slowest, b_pdf)
+        # B's PDF is answered by its own conversion, not after A's queue (on a loaded machine even
+        # one page may pass the lowered limit: then it too is refused, promptly and with its code).
+        assert b_pdf and slowest["pdf"] < B_PDF_S, slowest
+        assert b_pdf[0].status_code == 200 or b_pdf[0].json()["error"]["code"] in REFUSED_CODES, b_pdf[0].text
         # A's documents took their turns one after another: its queue lasted far longer than any B wait.
         assert a_elapsed > 3 * max(slowest["search"], slowest["readyz"], slowest["write"]), (a_elapsed, slowest)
         refused = []
