@@ -16,6 +16,7 @@ from kbsearch.errors import OverloadedError
 from kbsearch.services.access.scope import Caller, SourceScope
 from kbsearch.services.budget import writer_of
 from tests.searchsvc.api_fixtures import counts, put, sections
+from tests.support.hashing import HashingEmbedder
 from tests.support.service import running_service
 
 
@@ -118,3 +119,29 @@ def test_the_writer_is_the_scoped_token_or_the_sources_team():
     scoped = Caller("team-a", True, SourceScope(("team-a*",)))
     # A glob scope cannot buy more shares by writing under many source names.
     assert writer_of(scoped, "team-a1/x") == writer_of(scoped, "team-a2/x")
+
+
+async def test_one_teams_queued_writes_past_its_bound_get_429_and_another_teams_write_goes_through(tmp_path):
+    gate = threading.Event()
+
+    class GatedEmbedder(HashingEmbedder):
+        def embed_documents(self, texts):
+            gate.wait(timeout=300)
+            return super().embed_documents(texts)
+
+    def body(uri: str, source: str) -> dict:
+        return {"uri": uri, "content": f"words of {uri}", "metadata": {"sourceIdentifier": source}}
+
+    settings = {"max_pending_writes": 10, "max_pending_writes_per_writer": 2}
+    async with running_service("edge", tmp_path / "d", embedder=GatedEmbedder(), **settings) as client:
+        held = [asyncio.create_task(client.put("/api/v1/documents", json=body(f"a{n}", "team-a/docs"))) for n in (0, 1)]
+        while client.app.state.context.documents._pending < 2:  # noqa: ASYNC110 - a counter, not an event
+            await asyncio.sleep(0.01)
+        refused = await client.put("/api/v1/documents", json=body("a2", "team-a/handbook"))  # the same team
+        other = asyncio.create_task(client.put("/api/v1/documents", json=body("b0", "team-b/docs")))
+        while client.app.state.context.documents._pending < 3:  # noqa: ASYNC110 - team b's write was taken
+            await asyncio.sleep(0.01)
+        gate.set()
+        assert [r.status_code for r in await asyncio.gather(*held, other)] == [200, 200, 200]
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+    assert refused.json()["error"]["code"] == "TOO_MANY_WRITES" and refused.json()["error"]["details"]["limit"] == 2
