@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import base64
 import io
+import subprocess
 import tempfile
 import threading
 import time
@@ -133,7 +134,11 @@ def main() -> None:
             stop.set()
             sampler.stop.set()
             child.terminate()
-            child.wait(timeout=120)
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a graceful stop waits for a's queued writes: minutes
+                child.kill()
+                child.wait()
     rows = [
         [arm, results[key]["search"]["p50"], results[key]["search"]["p95"], results[key]["readyz"]["p95"]]
         for arm, key in (("baseline", "baseline"), (f"{args.slow} slow conversions", "slowArm"))
