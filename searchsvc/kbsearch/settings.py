@@ -113,7 +113,7 @@ class Settings(BaseSettings):
         description="Characters of chunk text one document may make in all; past it 422 DOCUMENT_TOO_COMPLEX.",
     )
     chunk_seconds: float = Field(
-        20.0, gt=0, description="Seconds chunking one document may take; past it 422 DOCUMENT_TOO_COMPLEX."
+        30.0, gt=0, description="CPU seconds chunking one document may use; past it 422 DOCUMENT_TOO_COMPLEX."
     )
     max_body_bytes: int = Field(
         8 * 1_048_576, ge=1024, description="Largest request body; JSON escaping can inflate content."

@@ -54,7 +54,7 @@ async def test_a_refused_replacement_leaves_the_stored_version_whole(tmp_path):
 
 
 async def test_chunking_past_its_deadline_is_refused_and_the_service_goes_on(tmp_path):
-    # 1 MiB of markdown takes far more than a millisecond to chunk on any machine.
+    # 1 MiB of markdown takes far more than a millisecond of CPU to chunk on any machine.
     big = sections(1500)
     async with running_service("edge", tmp_path / "data", chunk_seconds=0.001) as client:
         error = await refused(client, "a/big.md", big)
@@ -63,7 +63,7 @@ async def test_chunking_past_its_deadline_is_refused_and_the_service_goes_on(tmp
         assert (await client.get("/readyz")).status_code == 200
 
 
-def test_the_deadline_interrupts_a_pure_python_loop_and_leaves_the_thread_usable():
+def test_the_cpu_budget_interrupts_a_pure_python_loop_and_leaves_the_thread_usable():
     def spin() -> None:
         while True:
             pass
@@ -72,7 +72,8 @@ def test_the_deadline_interrupts_a_pure_python_loop_and_leaves_the_thread_usable
     with pytest.raises(DeadlineExceeded):
         call_with_deadline(0.2, spin)
     assert time.monotonic() - started < 20  # it ends; the loop alone never would
-    # Quick calls with deadlines that pass as they return: no exception lands after the call.
+    assert call_with_deadline(0.05, time.sleep, 0.5) is None  # waiting costs no CPU time: not interrupted
+    # Quick calls whose budget runs out as they return: no exception lands after the call.
     for _ in range(500):
         with contextlib.suppress(DeadlineExceeded):
             call_with_deadline(0.0001, sum, range(1000))

@@ -6,9 +6,10 @@ the sourceIdentifier before its first `/` (the operator's ids are `namespace/nam
 slow documents wait behind each other while another team's writes, reads and the probes go on.
 
 The budget bounds what one document may cost: `max_chunks` chunks, `max_chunk_chars` characters
-of chunk text in all, and `chunk_seconds` of chunking (a deadline that interrupts the chunker, see
-aio/deadline.py). Past any of them the write is refused with 422 DOCUMENT_TOO_COMPLEX naming the
-limit, before anything is stored. A conversion is bounded by its child process's limits
+of chunk text in all, and `chunk_seconds` of the chunker's CPU time (it is interrupted when they
+are spent, see aio/deadline.py; CPU time, so a loaded machine does not turn a document away).
+Past any of them the write is refused with 422 DOCUMENT_TOO_COMPLEX naming the limit, before
+anything is stored. A conversion is bounded by its child process's limits
 (convert/worker.py: CONVERSION_LIMIT_EXCEEDED).
 """
 
@@ -39,7 +40,7 @@ def writer_of(caller: Caller, source_identifier: str | None) -> str:
 class DocumentBudget:
     max_chunks: int = 5000
     max_chunk_chars: int = 4 * 1_048_576
-    chunk_seconds: float = 20.0
+    chunk_seconds: float = 30.0
 
 
 def _too_complex(message: str, limit: str, maximum: float, **found: Any) -> DocumentTooComplexError:
@@ -89,7 +90,7 @@ class DocumentWork:
             parsed = call_with_deadline(budget.chunk_seconds, lambda: self.chunker.chunk(text, name=name))
         except DeadlineExceeded:
             raise _too_complex(
-                f"chunking took longer than {budget.chunk_seconds:g} s", "chunkSeconds", budget.chunk_seconds
+                f"chunking used more than {budget.chunk_seconds:g} s of CPU time", "chunkSeconds", budget.chunk_seconds
             ) from None
         if len(parsed.chunks) > budget.max_chunks:
             raise _too_complex(
