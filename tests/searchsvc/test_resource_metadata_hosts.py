@@ -20,6 +20,7 @@ async def test_a_configured_public_url_is_named_whatever_the_host_and_may_be_cac
         assert refused.status_code == 401
         challenge = refused.headers["www-authenticate"]
         assert challenge == f'Bearer resource_metadata="https://kb.example.com{METADATA}"'
+        assert refused.headers["cache-control"] == "no-store"  # a 401 is never cached
         assert "evil" not in str(refused.headers)
 
 

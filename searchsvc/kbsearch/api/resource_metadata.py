@@ -63,7 +63,7 @@ def challenge_headers(request: Request, *, invalid: bool) -> dict[str, str]:
     value = f'Bearer resource_metadata="{base}{METADATA_PATH}"' if base is not None else "Bearer"
     if invalid:
         value += ', error="invalid_token"' if base is not None else ' error="invalid_token"'
-    return {"WWW-Authenticate": value, **(_CACHED if settings.public_url is not None else _UNCACHED)}
+    return {"WWW-Authenticate": value, **_UNCACHED}  # a refusal is never kept, whatever names the URL
 
 
 def metadata(request: Request, settings: Settings, base: str | None = None) -> dict[str, Any]:
