@@ -93,7 +93,7 @@ def data_dir():
 def load_store(chunk_set, backend: str | None = None):
     """A fresh Edge collection holding every chunk and document record (through the store interface)."""
     from bench.vectors import signature
-    from kbsearch.store.edge import EdgeStore
+    from kbsearch.store.edge.store import EdgeStore
 
     shutil.rmtree(data_dir() / COLLECTION, ignore_errors=True)
     store = EdgeStore(data_dir(), COLLECTION)

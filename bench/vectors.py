@@ -195,7 +195,7 @@ def _from_retrieval_store(ids: list[str], backend: str | None) -> tuple[np.ndarr
 
 
 def _read_store(path: Path, collection: str, ids: list[str], backend: str | None) -> tuple[np.ndarray | None, str]:
-    from kbsearch.store.edge import EdgeStore
+    from kbsearch.store.edge.store import EdgeStore
 
     store = EdgeStore(path, collection)
     try:

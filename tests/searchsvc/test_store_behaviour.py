@@ -39,7 +39,7 @@ from kbsearch.models import (
 from kbsearch.settings import Settings
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import VectorStore
-from kbsearch.store.edge import EdgeStore
+from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.factory import build_store, query_log_beside
 from kbsearch.store.qdrant_server import QdrantServerStore
 from kbsearch.store.querylog import QueryLogStore, entry_from_payload
@@ -217,7 +217,7 @@ def test_edge_writes_survive_a_killed_process(tmp_path: Path):
     script = textwrap.dedent(
         f"""
         import os, signal
-        from kbsearch.store.edge import EdgeStore
+        from kbsearch.store.edge.store import EdgeStore
         from tests.searchsvc.test_store_behaviour import ingest
         from tests.searchsvc.conftest import TEST_SIGNATURE
         store = EdgeStore({str(tmp_path)!r}, "test")
@@ -281,7 +281,7 @@ def test_edge_refuses_a_second_open_of_the_same_directory(tmp_path: Path):
 
 HOLD_THEN_WRITE = """
 import sys
-from kbsearch.store.edge import EdgeStore
+from kbsearch.store.edge.store import EdgeStore
 from tests.searchsvc.test_store_behaviour import ingest
 from tests.searchsvc.conftest import TEST_SIGNATURE
 store = EdgeStore(sys.argv[1], "test")

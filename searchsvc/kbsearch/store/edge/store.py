@@ -49,10 +49,10 @@ from kbsearch.store.base import (
     VectorStore,
 )
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
-from kbsearch.store.edge_filters import bare_point, to_filter, where
-from kbsearch.store.edge_indexer import BackgroundIndexer
-from kbsearch.store.edge_layout import ShardLayout, read_into_page_cache, remove
-from kbsearch.store.edge_optimize import IndexOptions, edge_config
+from kbsearch.store.edge.filters import bare_point, to_filter, where
+from kbsearch.store.edge.indexer import BackgroundIndexer
+from kbsearch.store.edge.layout import ShardLayout, read_into_page_cache, remove
+from kbsearch.store.edge.optimize import IndexOptions, edge_config
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.points import PointStore
 
@@ -86,10 +86,10 @@ _REPLAY_UNDER_LOCK = 64
 
 class EdgeStore(PointStore):
     """A collection stored at `data_dir/collection` (or a later generation of it, see
-    store/edge_layout.py); only one process may open it at a time.
+    store/edge/layout.py); only one process may open it at a time.
 
     `data_dir/.collection.lock` is held (flock) while the store is open. With `index`, a
-    background thread builds the HNSW index in a child process (store/edge_indexer.py).
+    background thread builds the HNSW index in a child process (store/edge/indexer.py).
     """
 
     backend = "edge"
@@ -477,7 +477,7 @@ class EdgeStore(PointStore):
         finally:
             self.indexer.start()
 
-    # --- the background index build (store/edge_indexer.py) ----------------------------------
+    # --- the background index build (store/edge/indexer.py) ----------------------------------
 
     def unindexed_vectors(self) -> int:
         """About how many dense vectors no HNSW index covers yet.

@@ -10,7 +10,7 @@ from uuid import UUID
 import qdrant_edge as qe
 
 from kbsearch.store import payloads as pl
-from kbsearch.store.edge_filters import bare_point, to_filter, where
+from kbsearch.store.edge.filters import bare_point, to_filter, where
 from kbsearch.store.querylog import (
     BOOL_INDEXES,
     FLOAT_INDEXES,
