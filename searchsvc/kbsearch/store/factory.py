@@ -46,7 +46,8 @@ def query_log_beside(store: VectorStore) -> QueryLogStore:
         assert isinstance(store, EdgeStore)
         return EdgeQueryLog(store.path.parent, collection)
     if store.backend == "qdrant":
-        from kbsearch.store.qdrant_server import QdrantQueryLog, QdrantServerStore
+        from kbsearch.store.qdrant_querylog import QdrantQueryLog
+        from kbsearch.store.qdrant_server import QdrantServerStore
 
         assert isinstance(store, QdrantServerStore)
         return QdrantQueryLog(store.client, collection)
