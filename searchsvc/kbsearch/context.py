@@ -22,6 +22,7 @@ from kbsearch.errors import ConfigurationError, NotReadyError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
+from kbsearch.rerank.base import Reranker
 from kbsearch.services.access.auth import Authenticator
 from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.answers.ask import AskService
@@ -31,6 +32,7 @@ from kbsearch.services.querylog import QueryLog
 from kbsearch.services.ranking import Relevance
 from kbsearch.services.rebuild.rebuild import RebuildService, rebuild_reason
 from kbsearch.services.repair import repair
+from kbsearch.services.rerank import ListwiseChat, RerankStage
 from kbsearch.services.search import SearchService, configured_fusion
 from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.settings import Settings
@@ -80,6 +82,8 @@ class AppContext:
             for old in self.retired:
                 if old is not self.configured_embedder:
                     old.close()
+            if self.search.rerank is not None:
+                await self.search.rerank.close()
             if self.chat is not None:
                 await self.chat.close()
 
@@ -111,6 +115,7 @@ async def build_context(
     active_embedder = embedder if embedder is not None else build_embedder(settings)
     # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
     active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
+    rerank = _rerank_stage(settings, metrics, active_chat)
     active_store = store if store is not None else build_store(settings)
     await in_thread(active_embedder.load)
     sparse = Bm25Encoder()
@@ -198,6 +203,7 @@ async def build_context(
         relevance=Relevance(settings.relevance_midpoint, settings.relevance_steepness),
         relevant_at=settings.relevance_threshold,
         turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
+        rerank=rerank,
     )
     ask = AskService(
         search=search,
@@ -257,3 +263,20 @@ async def build_context(
         retired=retired,
     )
     return context
+
+
+def _rerank_stage(settings: Settings, metrics: Metrics, chat: ChatClient | None) -> RerankStage | None:
+    """The second stage SEARCHSVC_RERANK names, or None (off)."""
+    from kbsearch.rerank.factory import build_reranker
+
+    reranker: Reranker | None
+    if settings.rerank == "llm":
+        assert chat is not None  # the settings' validator: rerank=llm needs SEARCHSVC_LLM_MODEL
+        reranker = ListwiseChat(chat, timeout_s=settings.rerank_timeout_ms / 1000)
+    else:
+        reranker = build_reranker(settings)
+    if reranker is None:
+        return None
+    return RerankStage(
+        reranker, metrics=metrics, candidates=settings.rerank_candidates, budget_s=settings.rerank_timeout_ms / 1000
+    )
