@@ -38,8 +38,8 @@ from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
-from kbsearch.store.payloads import compatible
 from kbsearch.store.querylog import QueryLogStore
+from kbsearch.store.signature import compatible
 
 if TYPE_CHECKING:
     from starlette.datastructures import State

@@ -10,7 +10,7 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from kbsearch.errors import StoreUnavailableError
-from kbsearch.store import payloads as pl
+from kbsearch.store import conditions as cd
 
 __all__ = ["UPSERT_BATCH", "bare_point", "to_condition", "to_filter", "unavailable_on_failure"]
 
@@ -36,28 +36,28 @@ def bare_point(point_id: str, payload: dict[str, Any]) -> qm.PointStruct:
     return qm.PointStruct(id=point_id, vector={}, payload=payload)
 
 
-def to_filter(conditions: list[pl.Condition]) -> qm.Filter | None:
+def to_filter(conditions: list[cd.Condition]) -> qm.Filter | None:
     return qm.Filter(must=[to_condition(c) for c in conditions]) if conditions else None
 
 
-def to_condition(condition: pl.Condition) -> Any:
+def to_condition(condition: cd.Condition) -> Any:
     match condition:
-        case pl.Missing(key):
+        case cd.Missing(key):
             return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
-        case pl.AnyOf(conditions):
+        case cd.AnyOf(conditions):
             return qm.Filter(should=[to_condition(c) for c in conditions])
-        case pl.OnlyAmong(key, values):
+        case cd.OnlyAmong(key, values):
             # must_not "a value outside `values`", and must_not "empty": every value is among them.
             outside = qm.FieldCondition(key=key, match=qm.MatchExcept(**{"except": values}))
             return qm.Filter(must_not=[outside, qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))])
-        case pl.HasId(point_id):
+        case cd.HasId(point_id):
             return qm.HasIdCondition(has_id=[point_id])
-        case pl.Match(key, value):
+        case cd.Match(key, value):
             return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
-        case pl.MatchAny(key, values):
+        case cd.MatchAny(key, values):
             return qm.FieldCondition(key=key, match=qm.MatchAny(any=values))
-        case pl.Prefix(key, prefix):
+        case cd.Prefix(key, prefix):
             return qm.FieldCondition(key=key, match=qm.MatchPrefix(prefix=prefix))
-        case pl.Range(key, gte, lte, lt):
+        case cd.Range(key, gte, lte, lt):
             return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lte=lte, lt=lt))
     raise TypeError(f"unknown condition {condition!r}")

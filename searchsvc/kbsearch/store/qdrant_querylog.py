@@ -9,7 +9,7 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from kbsearch.store import payloads as pl
+from kbsearch.store import conditions as cd
 from kbsearch.store.qdrant_common import UPSERT_BATCH, bare_point, to_filter, unavailable_on_failure
 from kbsearch.store.querylog import (
     BOOL_INDEXES,
@@ -61,7 +61,7 @@ class QdrantQueryLog(QueryLogStore):
                 self.client.upsert(self.collection, batch, wait=True)
 
     def _scroll_page(
-        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool
+        self, conditions: list[cd.Condition], *, offset: Any, limit: int, payload: list[str] | bool
     ) -> tuple[list[Any], Any]:
         with unavailable_on_failure("read the query log"):
             return self.client.scroll(
@@ -78,11 +78,11 @@ class QdrantQueryLog(QueryLogStore):
             )
         return [str(p.id) for p in page]
 
-    def _count(self, conditions: list[pl.Condition]) -> int:
+    def _count(self, conditions: list[cd.Condition]) -> int:
         with unavailable_on_failure("count the query log"):
             return self.client.count(self.collection, count_filter=to_filter(conditions), exact=True).count
 
-    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
+    def _facet(self, key: str, conditions: list[cd.Condition], limit: int) -> dict[Any, int]:
         with unavailable_on_failure("count the query log"):
             facet = self.client.facet(
                 self.collection, key=key, facet_filter=to_filter(conditions), limit=limit, exact=True
@@ -90,7 +90,7 @@ class QdrantQueryLog(QueryLogStore):
         return {hit.value: hit.count for hit in facet.hits}
 
     def _first_by(
-        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+        self, conditions: list[cd.Condition], field: str, *, descending: bool = True
     ) -> dict[str, Any] | None:
         with unavailable_on_failure("read the query log"):
             page, _ = self.client.scroll(
@@ -102,7 +102,7 @@ class QdrantQueryLog(QueryLogStore):
             )
         return (page[0].payload or {}) if page else None
 
-    def _delete_where(self, conditions: list[pl.Condition]) -> None:
+    def _delete_where(self, conditions: list[cd.Condition]) -> None:
         if not conditions:
             raise ValueError("a delete by filter needs at least one condition")
         with unavailable_on_failure("prune the query log"):

@@ -29,7 +29,9 @@ from kbsearch.models import (
     document_point_id,
     sync_status_point_id,
 )
+from kbsearch.store import conditions as cd
 from kbsearch.store import payloads as pl
+from kbsearch.store import signature as sg
 from kbsearch.store.base import (
     CHECKSUM,
     CHUNK_INDEX,
@@ -96,23 +98,23 @@ class QdrantServerStore(PointStore):
         with self._lock, unavailable_on_failure(f"open collection '{self.collection}'"):
             if not self._exists(self.collection) and not self._finish_first_swap():
                 self._create(signature)
-            found = self.client.retrieve(self.collection, [pl.SIGNATURE_POINT_ID], with_payload=True)
-            stored = pl.signature_from_payload(found[0].payload or {}) if found else None
+            found = self.client.retrieve(self.collection, [sg.SIGNATURE_POINT_ID], with_payload=True)
+            stored = sg.signature_from_payload(found[0].payload or {}) if found else None
             has_points = self.client.count(self.collection, exact=True).count > 0
             if check or stored is None:
-                pl.check_signature(f"'{self.collection}' on Qdrant", stored, has_points, signature)
-            if pl.epoch_from_payload(found[0].payload if found else None) is None:
+                sg.check_signature(f"'{self.collection}' on Qdrant", stored, has_points, signature)
+            if sg.epoch_from_payload(found[0].payload if found else None) is None:
                 # A new collection, or one from before epochs existed. Conditional, so replicas
                 # starting together agree on the first epoch written.
-                point = bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature, pl.new_epoch()))
-                self.client.upsert(self.collection, [point], wait=True, update_filter=to_filter([pl.Missing(EPOCH)]))
+                point = bare_point(sg.SIGNATURE_POINT_ID, sg.signature_payload(signature, sg.new_epoch()))
+                self.client.upsert(self.collection, [point], wait=True, update_filter=to_filter([cd.Missing(EPOCH)]))
             self._ensure_indexes()
             self._check_conditional_writes()
 
     def _finish_first_swap(self) -> bool:
         """Alias the configured name to a rebuilt collection whose first swap was interrupted."""
         for name in reversed(self._generations()):
-            found = self.client.retrieve(name, [pl.SIGNATURE_POINT_ID], with_payload=True)
+            found = self.client.retrieve(name, [sg.SIGNATURE_POINT_ID], with_payload=True)
             if found and (found[0].payload or {}).get(_SWAP_READY):
                 create = qm.CreateAlias(collection_name=name, alias_name=self.collection)
                 self.client.update_collection_aliases(
@@ -154,7 +156,7 @@ class QdrantServerStore(PointStore):
                 shadow = QdrantServerStore(self.client, name)
                 shadow.open(signature, check=False)
                 stored = shadow.stored_signature()
-                if stored is None or pl.compatible(stored, signature):
+                if stored is None or sg.compatible(stored, signature):
                     return shadow
                 log.info("dropping a rebuild's shadow made for other settings", extra={"collection": name})
                 self.client.delete_collection(name)
@@ -196,7 +198,7 @@ class QdrantServerStore(PointStore):
                 # Marked first: a process killed between the delete and the alias finishes the swap
                 # at its next open (_finish_first_swap) instead of creating an empty collection.
                 shadow.client.set_payload(
-                    shadow.collection, {_SWAP_READY: True}, points=[pl.SIGNATURE_POINT_ID], wait=True
+                    shadow.collection, {_SWAP_READY: True}, points=[sg.SIGNATURE_POINT_ID], wait=True
                 )
                 self.client.delete_collection(self.collection)
                 self.client.update_collection_aliases(change_aliases_operations=[create])
@@ -204,11 +206,11 @@ class QdrantServerStore(PointStore):
 
     def mark_chunker(self, fingerprint: str) -> None:
         with self._lock, unavailable_on_failure("record the collection's chunker"):
-            found = self.client.retrieve(self.collection, [pl.SIGNATURE_POINT_ID], with_payload=True)
+            found = self.client.retrieve(self.collection, [sg.SIGNATURE_POINT_ID], with_payload=True)
             if not found:
                 raise StoreUnavailableError(f"collection '{self.collection}' has no signature point")
-            payload = pl.with_chunker(found[0].payload or {}, fingerprint)
-            self.client.upsert(self.collection, [bare_point(pl.SIGNATURE_POINT_ID, payload)], wait=True)
+            payload = sg.with_chunker(found[0].payload or {}, fingerprint)
+            self.client.upsert(self.collection, [bare_point(sg.SIGNATURE_POINT_ID, payload)], wait=True)
 
     def _check_conditional_writes(self) -> None:
         """Refuse a server that ignores conditional writes: replicas would lose updates on it.
@@ -223,7 +225,7 @@ class QdrantServerStore(PointStore):
                 self.collection,
                 [bare_point(probe, {VERSION: 3})],
                 wait=True,
-                update_filter=to_filter([pl.Match(VERSION, 2)]),
+                update_filter=to_filter([cd.Match(VERSION, 2)]),
             )
             found = self.client.retrieve(self.collection, [probe], with_payload=True)
         finally:
@@ -275,7 +277,7 @@ class QdrantServerStore(PointStore):
             )
             for p in points
         ]
-        fence = to_filter([pl.version_at_most(points[0].version)])
+        fence = to_filter([cd.version_at_most(points[0].version)])
         with self._lock, unavailable_on_failure("write chunks"):
             for start in range(0, len(structs), UPSERT_BATCH):
                 self.client.upsert(
@@ -286,23 +288,23 @@ class QdrantServerStore(PointStore):
         point = bare_point(record.id, pl.document_payload(record))
         with self._lock, unavailable_on_failure("write a document record"):
             self.client.upsert(
-                self.collection, [point], wait=True, update_filter=to_filter(pl.record_version_is(expected_version))
+                self.collection, [point], wait=True, update_filter=to_filter(cd.record_version_is(expected_version))
             )
         return pl.same_write(self.get_document(record.uri), record)
 
     def put_body(self, body: StoredBody) -> None:
         point = bare_point(body_point_id(body.uri), pl.body_payload(body))
-        fence = to_filter([pl.version_at_most(body.version)])
+        fence = to_filter([cd.version_at_most(body.version)])
         with self._lock, unavailable_on_failure("write a document body"):
             self.client.upsert(self.collection, [point], wait=True, update_filter=fence)
 
     def delete_body(self, uri: str, highest: int) -> None:
-        doomed = [pl.HasId(body_point_id(uri)), pl.version_at_most(highest)]
+        doomed = [cd.HasId(body_point_id(uri)), cd.version_at_most(highest)]
         with self._lock, unavailable_on_failure("delete a document body"):
             self._delete(doomed)
 
     def delete_record(self, uri: str, version: int) -> None:
-        doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
+        doomed = [cd.HasId(document_point_id(uri)), *cd.record_version_is(version)]
         with self._lock, unavailable_on_failure("delete a document record"):
             self._delete(doomed)
 
@@ -318,7 +320,7 @@ class QdrantServerStore(PointStore):
         return self.get_sync_status(status.source_identifier) == status
 
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
-        doomed = pl.chunk_conditions(uri, lowest, highest)
+        doomed = cd.chunk_conditions(uri, lowest, highest)
         with self._lock, unavailable_on_failure("delete chunks"):
             deleted = self._count(doomed)
             if deleted:
@@ -327,35 +329,35 @@ class QdrantServerStore(PointStore):
 
     def count_chunks(self, uri: str, version: int | None = None) -> int:
         with unavailable_on_failure("count chunks"):
-            return self._count(pl.chunk_conditions(uri, version, version))
+            return self._count(cd.chunk_conditions(uri, version, version))
 
     def delete_document(self, uri: str) -> int:
         with self._lock, unavailable_on_failure("delete a document"):
-            deleted = self._count([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri)])
-            self._delete([pl.Match(URI, uri)])
+            deleted = self._count([cd.Match(KIND, KIND_CHUNK), cd.Match(URI, uri)])
+            self._delete([cd.Match(URI, uri)])
             return deleted
 
     def delete_source(self, source_identifier: str) -> tuple[int, int]:
-        source = pl.Match(SOURCE, source_identifier)
+        source = cd.Match(SOURCE, source_identifier)
         with self._lock, unavailable_on_failure("delete a source"):
-            documents = self._count([pl.Match(KIND, KIND_DOCUMENT), source])
-            chunks = self._count([pl.Match(KIND, KIND_CHUNK), source])
+            documents = self._count([cd.Match(KIND, KIND_DOCUMENT), source])
+            chunks = self._count([cd.Match(KIND, KIND_CHUNK), source])
             # One delete by filter: no page cap, however large the source.
             self._delete([source])
             return documents, chunks
 
-    def _count(self, conditions: list[pl.Condition]) -> int:
+    def _count(self, conditions: list[cd.Condition]) -> int:
         return self.client.count(self.collection, count_filter=to_filter(conditions), exact=True).count
 
-    def _delete(self, conditions: list[pl.Condition]) -> None:
+    def _delete(self, conditions: list[cd.Condition]) -> None:
         self.client.delete(self.collection, points_selector=qm.FilterSelector(filter=to_filter(conditions)), wait=True)
 
     # --- reads --------------------------------------------------------------------------
 
     def collection_epoch(self) -> str:
         with unavailable_on_failure("read the collection epoch"):
-            found = self.client.retrieve(self.collection, [pl.SIGNATURE_POINT_ID], with_payload=True)
-        epoch = pl.epoch_from_payload(found[0].payload if found else None)
+            found = self.client.retrieve(self.collection, [sg.SIGNATURE_POINT_ID], with_payload=True)
+        epoch = sg.epoch_from_payload(found[0].payload if found else None)
         if epoch is None:
             raise StoreUnavailableError(
                 f"collection '{self.collection}' has no signature point: it was emptied or re-created "
@@ -370,7 +372,7 @@ class QdrantServerStore(PointStore):
 
     def _scroll_page(
         self,
-        conditions: list[pl.Condition],
+        conditions: list[cd.Condition],
         *,
         offset: Any,
         limit: int,
@@ -389,11 +391,11 @@ class QdrantServerStore(PointStore):
     def _retrieve(self, ids: list[str], payload: list[str] | bool) -> list[Any]:
         return self.client.retrieve(self.collection, ids, with_payload=payload)
 
-    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[str, int]:
+    def _facet(self, key: str, conditions: list[cd.Condition], limit: int) -> dict[str, int]:
         facet = self.client.facet(self.collection, key=key, facet_filter=to_filter(conditions), limit=limit, exact=True)
         return {str(hit.value): hit.count for hit in facet.hits}
 
-    def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
+    def _newest_payload(self, conditions: list[cd.Condition], field: str) -> dict[str, Any] | None:
         latest, _ = self.client.scroll(
             self.collection,
             scroll_filter=to_filter(conditions),
@@ -410,7 +412,7 @@ class QdrantServerStore(PointStore):
         mode: SearchMode,
         dense: list[float] | None,
         sparse: SparseVector | None,
-        conditions: list[pl.Condition],
+        conditions: list[cd.Condition],
         limit: int,
         candidates: int,
         fusion: Fusion,
