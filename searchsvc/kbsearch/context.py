@@ -26,6 +26,7 @@ from kbsearch.rerank.base import Reranker
 from kbsearch.services.access.auth import Authenticator
 from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.answers.ask import AskService
+from kbsearch.services.document_reads import DocumentReads
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.querylog import QueryLog
@@ -60,6 +61,7 @@ class AppContext:
     chunker: MarkdownChunker
     catalog: SourceCatalog
     documents: DocumentService
+    document_reads: DocumentReads
     sync_status: SyncStatusService
     query_log: QueryLog
     insights: InsightsService
@@ -251,6 +253,7 @@ async def build_context(
         chunker=chunker,
         catalog=catalog,
         documents=documents,
+        document_reads=DocumentReads(store=active_store, catalog=catalog),
         sync_status=sync_status,
         query_log=query_log,
         insights=insights,

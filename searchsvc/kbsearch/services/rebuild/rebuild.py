@@ -41,7 +41,8 @@ from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, CollectionSignature, DocumentChunk, DocumentRecord
 from kbsearch.schemas import PutDocumentRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, SourceScope
-from kbsearch.services.documents import DocumentService, join_chunks, now
+from kbsearch.services.document_reads import join_chunks
+from kbsearch.services.documents import DocumentService, now
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.rebuild.selfcheck import CheckResult, build_check_set, self_check
 from kbsearch.services.repair import repair
