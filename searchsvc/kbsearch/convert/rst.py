@@ -55,6 +55,14 @@ _DROPPED_DIRECTIVES = (
     "autoattribute", "autosummary", "index", "highlight", "currentmodule", "module", "program",
     "sectionauthor", "codeauthor", "tabularcolumns", "graphviz", "plantuml", "mermaid",
 )  # fmt: skip
+class _BodyWriter(Writer):  # type: ignore[misc]
+    """docutils' HTML5 writer without the page template: only `parts["body"]` is used, and the
+    template is a file the conversion sandbox does not let the writer open."""
+
+    def apply_template(self) -> str:
+        return ""
+
+
 _TARGET = re.compile(r"^(.*?)\s*<[^<>]+>$", re.DOTALL)
 _registered = threading.Lock()
 _done = False
@@ -212,7 +220,7 @@ class RstConverter:
         source = decode_utf8(data, "the reStructuredText file")
         _register()
         settings = {**_SETTINGS, "warning_stream": io.StringIO()}
-        writer = Writer()
+        writer = _BodyWriter()
         try:
             doctree = publish_doctree(source, settings_overrides=settings)
             _alt_text_only(doctree)
