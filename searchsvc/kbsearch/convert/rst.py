@@ -55,6 +55,8 @@ _DROPPED_DIRECTIVES = (
     "autoattribute", "autosummary", "index", "highlight", "currentmodule", "module", "program",
     "sectionauthor", "codeauthor", "tabularcolumns", "graphviz", "plantuml", "mermaid",
 )  # fmt: skip
+
+
 class _BodyWriter(Writer):  # type: ignore[misc]
     """docutils' HTML5 writer without the page template: only `parts["body"]` is used, and the
     template is a file the conversion sandbox does not let the writer open."""

@@ -64,14 +64,15 @@ class SandboxSupport:
     seccomp: bool
     missing: tuple[str, ...]  # what the startup warning names
 
-    @property
-    def layers(self) -> tuple[str, ...]:
-        found = ["empty-workdir", "empty-environment", "no-new-privs"]
-        if self.landlock_abi:
-            found.append(f"landlock-v{self.landlock_abi}")
-        if self.seccomp:
-            found.append("seccomp")
-        return tuple(found)
+    def in_force(self) -> dict[str, bool]:
+        """Each layer and whether a child enters it here (the first three always do)."""
+        return {
+            "empty-workdir": True,
+            "empty-environment": True,
+            "no-new-privs": True,
+            "landlock": self.landlock_abi > 0,
+            "seccomp": self.seccomp,
+        }
 
 
 def _arch() -> str:

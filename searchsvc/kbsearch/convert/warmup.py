@@ -165,7 +165,7 @@ def _import_tree(package: str) -> None:
         try:
             importlib.import_module(info.name)
         # An optional extra not installed, or a codec of another platform: not needed by any child.
-        except Exception:  # noqa: BLE001, S112
+        except Exception:  # noqa: BLE001
             continue
 
 

@@ -132,8 +132,10 @@ class ConversionWorker:
         if self.sandbox.missing:
             log.warning(
                 "the conversion sandbox lacks layers this kernel does not give; the others still apply",
-                extra={"missing": list(self.sandbox.missing), "layers": list(self.sandbox.layers)},
+                extra={"missing": list(self.sandbox.missing), "landlockAbi": self.sandbox.landlock_abi},
             )
+        else:
+            log.info("the conversion sandbox has every layer", extra={"landlockAbi": self.sandbox.landlock_abi})
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(_PRELOAD)
         self._slots = threading.BoundedSemaphore(concurrency)
