@@ -379,3 +379,12 @@ def test_the_real_worker_converts_the_attack_under_the_sandbox(secret: Path) -> 
             continue
         data = document if isinstance(document, bytes) else document.encode()
         assert not leaked(worker.convert(fmt, data).text), name
+
+
+def test_each_converter_on_its_own_reads_no_file(secret: Path) -> None:
+    """The first layer, without any sandbox: the converters themselves never open what a document names."""
+    for name, (extension, document) in attacks(secret).items():
+        if extension == "md":  # markdown is not converted: its text is stored as written
+            continue
+        data = document if isinstance(document, bytes) else document.encode()
+        assert not leaked(CONVERTERS[extension].convert(data).text), name

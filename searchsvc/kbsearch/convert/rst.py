@@ -158,10 +158,15 @@ class _CsvTable(CSVTable):  # type: ignore[misc]
         return list(super().run())
 
 
-def _dropped_role(
-    name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: Any = None, content: Any = None
-) -> tuple[Sequence[nodes.Node], list[nodes.system_message]]:
-    return [], []
+class _DroppedRole:
+    """The `raw` role, and `.. role:: x(raw)` made from it: its text is left out (and never passed through)."""
+
+    options: ClassVar[dict[str, Any]] = {"format": directives.unchanged, "encoding": directives.unchanged}
+
+    def __call__(
+        self, name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: Any = None, content: Any = None
+    ) -> tuple[Sequence[nodes.Node], list[nodes.system_message]]:
+        return [], []
 
 
 # Directives that would read a file, a URL or pass markup through; `literalinclude` is above.
@@ -193,7 +198,7 @@ def _register() -> None:
         directives.register_directive("image", _Image)
         directives.register_directive("figure", _Figure)
         directives.register_directive("csv-table", _CsvTable)
-        roles.register_local_role("raw", _dropped_role)  # also the base of `.. role:: x(raw)`
+        roles.register_local_role("raw", _DroppedRole())  # also the base of `.. role:: x(raw)`
         _done = True
 
 
