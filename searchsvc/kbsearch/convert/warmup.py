@@ -14,6 +14,8 @@ import importlib
 import json
 import pkgutil
 import warnings
+from collections.abc import Callable
+from functools import partial
 
 from kbsearch.convert.formats import CONVERTERS
 
@@ -157,27 +159,31 @@ _NOTEBOOKS = (
 )
 
 
+def _attempt(action: Callable[[], object]) -> None:
+    # An optional extra not installed, a codec of another platform, a sample a parser version
+    # reads otherwise: the child would fail on that feature alone, and the forkserver must start.
+    try:
+        action()
+    except Exception:  # noqa: BLE001
+        return
+
+
 def _import_tree(package: str) -> None:
     module = importlib.import_module(package)
     for info in pkgutil.walk_packages(getattr(module, "__path__", []), package + ".", onerror=lambda name: None):
-        if any(part in info.name for part in _SKIPPED):
-            continue
-        try:
-            importlib.import_module(info.name)
-        # An optional extra not installed, or a codec of another platform: not needed by any child.
-        except Exception:  # noqa: BLE001
-            continue
+        if not any(part in info.name for part in _SKIPPED):
+            _attempt(partial(importlib.import_module, info.name))
 
 
 def warm() -> None:
     for package in _PACKAGES:
-        _import_tree(package)
+        _attempt(partial(_import_tree, package))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for fmt, text in _TEXTS.items():
-            CONVERTERS[fmt].convert(text.encode())
+            _attempt(partial(CONVERTERS[fmt].convert, text.encode()))
         for notebook in _NOTEBOOKS:
-            CONVERTERS["ipynb"].convert(json.dumps(notebook).encode())
+            _attempt(partial(CONVERTERS["ipynb"].convert, json.dumps(notebook).encode()))
 
 
 warm()
