@@ -37,25 +37,11 @@ __all__ = ["ConversionLimits", "ConversionWorker"]
 
 log = logging.getLogger(__name__)
 
-# Loaded once by the forkserver, so no child pays for them: the converters, and what docutils and
-# pypdf import lazily on their first document. The child may open no file (Landlock): everything a
-# parser reads from disk on its first use (modules, nbformat's schemas) is read here, by `warmup`.
-_PRELOAD = [
-    "kbsearch.convert.formats",
-    "kbsearch.convert.sandbox",
-    "kbsearch.convert.warmup",
-    "docutils.languages.en",
-    "docutils.parsers.rst.directives.images",
-    "docutils.readers.standalone",
-    "docutils.transforms.frontmatter",
-    "docutils.transforms.misc",
-    "docutils.transforms.references",
-    "docutils.transforms.writer_aux",
-    "docutils.utils.math.math2html",
-    "docutils.utils.math.latex2mathml",
-    "docutils.writers.html5_polyglot",
-    "pypdf.filters",
-]
+# Loaded once by the forkserver, so no child pays for them: the converters and every module of
+# their parsers (docutils and pypdf import many lazily on a first document). The child may open no
+# file (Landlock), so all a parser reads from disk on first use (modules, nbformat's schemas) is
+# read there, by `warmup`.
+_PRELOAD = ["kbsearch.convert.formats", "kbsearch.convert.sandbox", "kbsearch.convert.warmup"]
 
 
 @dataclass(frozen=True, slots=True)
