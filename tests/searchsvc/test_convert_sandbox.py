@@ -28,6 +28,7 @@ import pytest
 
 import kbsearch.convert.warmup  # noqa: F401  # the forked children below need no file, as the forkserver's
 from kbsearch.convert import ConversionLimits, ConversionWorker, Converted
+from kbsearch.errors import ServiceError
 from kbsearch.convert.formats import CONVERTERS
 from kbsearch.convert.rst import RstConverter
 from kbsearch.convert.sandbox import SandboxSupport, probe
@@ -388,3 +389,12 @@ def test_each_converter_on_its_own_reads_no_file(secret: Path) -> None:
             continue
         data = document if isinstance(document, bytes) else document.encode()
         assert not leaked(CONVERTERS[extension].convert(data).text), name
+
+
+def test_a_child_that_cannot_enter_its_sandbox_converts_nothing_and_says_so(tmp_path: Path) -> None:
+    worker = ConversionWorker(ConversionLimits(memory_bytes=1024 * 1_048_576, cpu_seconds=60, wall_seconds=60))
+    with pytest.raises(ServiceError) as caught:
+        worker._convert_in("rst", b"Title\n=====\n\nText.\n", str(tmp_path / "removed"))
+    assert caught.value.status_code == 500 and caught.value.code == "CONVERSION_SANDBOX_FAILED"
+    assert "working directory" in caught.value.message
+    assert worker.convert("rst", b"Title\n=====\n\nText.\n").text == "# Title\n\nText.\n"

@@ -155,7 +155,10 @@ def _seccomp() -> None:
 
 def enter(workdir: str, support: SandboxSupport) -> None:
     """Make this process (a single-threaded conversion child) a sandbox; raise SandboxError if a probed layer fails."""
-    os.chdir(workdir)
+    try:
+        os.chdir(workdir)
+    except OSError as exc:
+        raise SandboxError(f"cannot enter the working directory: {exc.strerror}") from None
     os.environ.clear()
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise SandboxError(f"PR_SET_NO_NEW_PRIVS failed: {os.strerror(ctypes.get_errno())}")
