@@ -28,11 +28,11 @@ import pytest
 
 import kbsearch.convert.warmup  # noqa: F401  # the forked children below need no file, as the forkserver's
 from kbsearch.convert import ConversionLimits, ConversionWorker, Converted
-from kbsearch.errors import ServiceError
 from kbsearch.convert.formats import CONVERTERS
 from kbsearch.convert.rst import RstConverter
 from kbsearch.convert.sandbox import SandboxSupport, probe
 from kbsearch.convert.worker import _child
+from kbsearch.errors import ServiceError
 from tests.support.formatfiles import code_cell, docx_file, markdown_cell, notebook, stream_output
 from tests.support.git import WorkRepo
 from tests.support.mcpclient import mcp_client, text_of
