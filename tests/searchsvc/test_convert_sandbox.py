@@ -197,6 +197,10 @@ def stored_text(service: ServiceProcess, uri: str) -> str:
     return str(response.json()["text"])
 
 
+def _slug(name: str) -> str:
+    return name.replace(" ", "-").replace("/", "-")
+
+
 def _content(document: str | bytes) -> dict[str, str]:
     if isinstance(document, bytes):
         return {"content": base64.b64encode(document).decode(), "contentEncoding": "base64"}
@@ -220,7 +224,7 @@ def test_rest_put_by_extension_and_by_content_type_stores_no_file_or_environment
     service: ServiceProcess, secret: Path
 ) -> None:
     for name, (extension, document) in attacks(secret).items():
-        slug = name.replace(" ", "-").replace("/", "-")
+        slug = _slug(name)
         for uri, extra in (
             (f"rest/{slug}.{extension}", {}),
             (f"rest-typed/{slug}", {"contentType": "markdown" if extension == "md" else extension}),
@@ -237,7 +241,7 @@ def test_rest_put_by_extension_and_by_content_type_stores_no_file_or_environment
 async def test_mcp_ingest_document_stores_no_file_or_environment(service: ServiceProcess, secret: Path) -> None:
     async with mcp_client(service.url, TOKEN) as client:
         for name, (extension, document) in attacks(secret).items():
-            uri = "mcp/" + name.replace(" ", "-").replace("/", "-")
+            uri = "mcp/" + _slug(name)
             arguments: dict[str, Any] = {"uri": uri, "content_type": "markdown" if extension == "md" else extension}
             if isinstance(document, bytes):
                 arguments |= {"content": base64.b64encode(document).decode(), "content_encoding": "base64"}
@@ -251,7 +255,7 @@ async def test_mcp_ingest_document_stores_no_file_or_environment(service: Servic
 async def test_dotai_ingest_routes_store_no_file_or_environment(service: ServiceProcess, secret: Path) -> None:
     text_attacks = {n: a for n, a in attacks(secret).items() if isinstance(a[1], str)}
     for name, (extension, document) in text_attacks.items():
-        uri = f"https://git.example/dotai-rest/{name.replace(' ', '-').replace('/', '-')}.{extension}"
+        uri = f"https://git.example/dotai-rest/{_slug(name)}.{extension}"
         body = {"operation": "ingest", "uri": uri, "content": document}
         response = service.client.post("/api/v1/tools/manageKnowledge", json=body, headers=AUTH)
         assert response.status_code == 200 and response.json()["success"], (name, response.text)
@@ -260,7 +264,7 @@ async def test_dotai_ingest_routes_store_no_file_or_environment(service: Service
         for name, (extension, document) in text_attacks.items():
             if extension == "ipynb":  # the MCP SDK parses a JSON string given for `str | None` into an object
                 continue
-            uri = f"https://git.example/dotai-mcp/{name.replace(' ', '-').replace('/', '-')}.{extension}"
+            uri = f"https://git.example/dotai-mcp/{_slug(name)}.{extension}"
             result = await client.call_tool("manageKnowledge", {"operation": "ingest", "uri": uri, "content": document})
             assert not result.is_error, (name, text_of(result))
             _expect_stored_without_canary(service, uri, text_of(result))
