@@ -160,6 +160,16 @@ async def build_context(
     # Before the first request: what a killed process left half-written is emptied now.
     await in_thread(repair, active_store)
     catalog = SourceCatalog(active_store)
+    converter = ConversionWorker(
+        ConversionLimits(
+            memory_bytes=settings.convert_memory_mb * 1_048_576,
+            cpu_seconds=settings.convert_cpu_seconds,
+            wall_seconds=settings.convert_wall_seconds,
+        ),
+        settings.convert_concurrency,
+    )
+    for layer, active in converter.sandbox.in_force().items():
+        metrics.conversion_sandbox.labels(layer).set(int(active))
     documents = DocumentService(
         store=active_store,
         embedder=serving_embedder,
@@ -169,14 +179,7 @@ async def build_context(
         max_document_bytes=settings.max_document_bytes,
         max_pending_writes=settings.max_pending_writes,
         catalog=catalog,
-        converter=ConversionWorker(
-            ConversionLimits(
-                memory_bytes=settings.convert_memory_mb * 1_048_576,
-                cpu_seconds=settings.convert_cpu_seconds,
-                wall_seconds=settings.convert_wall_seconds,
-            ),
-            settings.convert_concurrency,
-        ),
+        converter=converter,
         max_source_bytes=settings.max_source_bytes,
     )
     sync_status = SyncStatusService(

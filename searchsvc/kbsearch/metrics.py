@@ -103,6 +103,13 @@ class Metrics:
             "Query log entries deleted by retention (age or count).",
             registry=self.registry,
         )
+        self.conversion_sandbox = Gauge(
+            "searchsvc_conversion_sandbox_layer",
+            "Layers of the conversion child's sandbox: 1 in force, 0 not given by this kernel "
+            "(empty-workdir, empty-environment, no-new-privs, landlock, seccomp).",
+            ["layer"],
+            registry=self.registry,
+        )
         self.rebuild_documents = Gauge(
             "searchsvc_rebuild_documents",
             "Documents of the background rebuild under way: done and total.",
