@@ -252,12 +252,20 @@ def _convert(lines: list[str], doc: _Document, depth: int) -> list[str]:
             out.extend(_close_block("listing", body, pending_attrs, doc, depth))
             pending_attrs = ""
             continue
-        indent = "  " if attached or (in_item and line[:1] in (" ", "\t")) else ""
-        if indent:  # an item's indented definition or attached paragraph
-            out.append(indent + doc.inline(stripped))
+        indented = line[:1] in (" ", "\t")
+        if attached or (in_item and indented):  # an item's definition, attached paragraph or nested term
+            out.append("  " + (_labeled(stripped, doc) or doc.inline(stripped)))
             block_start = False
             continue
         in_item = False
+        if indented and block_start:  # a literal paragraph, up to the next blank line
+            body = [line]
+            while i < len(lines) and lines[i].strip():
+                body.append(lines[i])
+                i += 1
+            margin = min(len(b) - len(b.lstrip()) for b in body)
+            out.extend(_close_block("literal", [b[margin:].rstrip() for b in body], "", doc, depth))
+            continue
         heading = _HEADING.fullmatch(line)
         if heading:
             marks = heading.group(1)
@@ -286,25 +294,30 @@ def _convert(lines: list[str], doc: _Document, depth: int) -> list[str]:
             out.append("   " * (len(item.group(1)) - 1) + "1. " + doc.inline(item.group(2)))
             in_item = True
             continue
-        term = _LABEL_MARK.search(stripped)
-        label = stripped[: term.start()] if term else ""
-        if term and label.strip(" :;") and not label.startswith(("http", "link:")) and "://" not in label:
-            definition = stripped[term.end() :].strip()
-            label = doc.inline(label.replace("*", "").strip())
-            out.append(f"- **{label}**" + (f": {doc.inline(definition)}" if definition else ""))
+        term = _labeled(stripped, doc)
+        if term:
+            out.append(term)
             in_item = True
             continue
         if style.upper() in _ADMONITIONS:
             out.append(f"**{style.title()}:** {doc.inline(stripped)}")
             pending_attrs = ""
             continue
-        if line.startswith((" ", "\t")):  # a literal paragraph
-            out.extend(["```", stripped, "```"])
-            continue
-        out.append(doc.inline(line.rstrip()))
+        out.append(doc.inline(stripped))
     if block is not None:  # an unclosed block runs to the end, as asciidoctor reads it
         out.extend(_close_block(block[0], block[2], pending_attrs, doc, depth))
     return out
+
+
+def _labeled(stripped: str, doc: _Document) -> str | None:
+    """A labeled list's `term:: definition` line as a markdown item, or None if it is not one."""
+    mark = _LABEL_MARK.search(stripped)
+    label = stripped[: mark.start()] if mark else ""
+    if not mark or not label.strip(" :;") or label.startswith(("http", "link:")) or "://" in label:
+        return None
+    definition = stripped[mark.end() :].strip()
+    label = doc.inline(label.replace("*", "").strip())
+    return f"- **{label}**" + (f": {doc.inline(definition)}" if definition else "")
 
 
 def _markdown_heading(marks: str, text: str, doc: _Document) -> list[str]:

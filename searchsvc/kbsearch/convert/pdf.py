@@ -29,10 +29,11 @@ import logging
 import re
 import unicodedata
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from pdfminer.converter import PDFPageAggregator
-from pdfminer.layout import LAParams, LTTextContainer
+from pdfminer.layout import LAParams, LTContainer, LTFigure, LTTextContainer
 from pdfminer.pdfdocument import PDFDocument, PDFEncryptionError, PDFPasswordIncorrect
 from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
 from pdfminer.pdfpage import PDFPage
@@ -128,16 +129,29 @@ def _title(document: PDFDocument) -> str | None:
     return None
 
 
+def _boxes(container: LTContainer[Any]) -> Iterator[str]:
+    """The text boxes of a page, and of the figures (form XObjects) on it, in reading order."""
+    stack: list[Iterator[Any]] = [iter(container)]
+    while stack:  # a loop, not recursion: figures nest as deep as the file says
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+        elif isinstance(item, LTTextContainer):
+            yield item.get_text()
+        elif isinstance(item, LTFigure):
+            stack.append(iter(item))
+
+
 def _pages(document: PDFDocument) -> list[str]:
     """Each page's text boxes in reading order, a blank line between boxes."""
     manager = PDFResourceManager(caching=True)
-    device = PDFPageAggregator(manager, laparams=LAParams())
+    # all_texts: text inside figures gets the same layout analysis (word spaces from glyph gaps).
+    device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True))
     interpreter = PDFPageInterpreter(manager, device)
     pages = []
     for page in PDFPage.create_pages(document):
         interpreter.process_page(page)
-        boxes = [item.get_text() for item in device.get_result() if isinstance(item, LTTextContainer)]
-        pages.append("\n\n".join(boxes))
+        pages.append("\n\n".join(_boxes(device.get_result())))
     return pages
 
 
