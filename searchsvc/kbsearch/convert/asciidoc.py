@@ -62,12 +62,13 @@ _DELIMITER = re.compile(r"-{4,}|\.{4,}|={4,}|\*{4,}|_{4,}|\+{4,}|/{4,}|--")
 # Two-line titles: the underline characters and their section levels (AsciiDoc.py).
 _UNDERLINE_LEVELS = {"=": 0, "-": 1, "~": 2, "^": 3, "+": 4}
 _UNDERLINE = re.compile(r"(=+|-+|~+|\^+|\++)[ \t]*")
-# Inline macros: each class stops at the next `[`, `<` or `]`, so a scan never passes the next
-# candidate's start and a line is matched in linear time, whatever it repeats (`http:http:...`).
+# Inline macros: a match takes the whole target even without its `[...]` (then it is left as it
+# is), and each class stops at the next `[`, `<` or `]`, so the search resumes past every scanned
+# character and a line is matched in linear time, whatever it repeats (`http:http:...`).
 _URL_MACRO = re.compile(r"\b(?:link:)?((?:https?|ftp|mailto):[^\s\[\]]*+|link:[^\s\[\]]++)(?:\[([^\[\]]*+)\])?")
-_XREF_MACRO = re.compile(r"\bxref:([^\s\[\]]++)\[([^\[\]]*+)\]")
+_XREF_MACRO = re.compile(r"\bxref:([^\s\[\]]++)(?:\[([^\[\]]*+)\])?")
 _XREF = re.compile(r"<<([^,<>]++)(?:,\s*+([^<>]++))?>>")
-_INLINE_MACRO = re.compile(r"\b(?:kbd|btn|menu|footnote|pass|image|icon|anchor):([^\s\[\]]*+)\[([^\[\]]*+)\]")
+_INLINE_MACRO = re.compile(r"\b(?:kbd|btn|menu|footnote|pass|image|icon|anchor):([^\s\[\]]*+)(?:\[([^\[\]]*+)\])?")
 _ATTR_REF = re.compile(r"\{[\w-]++\}")
 _BACKTICKS = re.compile(r"`{3,}")
 
@@ -83,9 +84,9 @@ class _Document:
     def inline(self, text: str) -> str:
         text = _ATTR_REF.sub(self._attribute, text)
         text = _URL_MACRO.sub(_url, text)
-        text = _XREF_MACRO.sub(lambda m: m.group(2) or m.group(1), text)
+        text = _XREF_MACRO.sub(lambda m: m.group(0) if m.group(2) is None else m.group(2) or m.group(1), text)
         text = _XREF.sub(lambda m: (m.group(2) or m.group(1)).strip(), text)
-        return _INLINE_MACRO.sub(lambda m: (m.group(2) or m.group(1)).replace(">", "-"), text)
+        return _INLINE_MACRO.sub(_inline_macro, text)
 
     def _attribute(self, match: re.Match[str]) -> str:
         value = self.attributes.get(match.group(0)[1:-1])
@@ -93,6 +94,12 @@ class _Document:
             return match.group(0)
         self.budget -= max(0, len(value) - len(match.group(0)))
         return value
+
+
+def _inline_macro(match: re.Match[str]) -> str:
+    if match.group(2) is None:
+        return match.group(0)
+    return (match.group(2) or match.group(1)).replace(">", "-")
 
 
 def _url(match: re.Match[str]) -> str:
@@ -131,7 +138,7 @@ def _cols(attrs: str) -> int | None:
     if not match:
         return None
     spec = match.group(1)
-    count = re.fullmatch(r"(\d{1,6})\*.*", spec.strip())
+    count = re.fullmatch(r"(\d{1,9})\*.*", spec.strip())
     return int(count.group(1)) if count else len(spec.split(","))
 
 

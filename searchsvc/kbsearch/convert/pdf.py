@@ -145,8 +145,9 @@ def _boxes(container: LTContainer[Any]) -> Iterator[str]:
 def _pages(document: PDFDocument) -> list[str]:
     """Each page's text boxes in reading order, a blank line between boxes."""
     manager = PDFResourceManager(caching=True)
-    # all_texts: text inside figures gets the same layout analysis (word spaces from glyph gaps).
-    device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True))
+    # all_texts: text inside figures gets the same layout analysis (word spaces from glyph gaps);
+    # detect_vertical: rotated or vertical lines are read as lines, not one box per letter.
+    device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True, detect_vertical=True))
     interpreter = PDFPageInterpreter(manager, device)
     pages = []
     for page in PDFPage.create_pages(document):
