@@ -6,6 +6,7 @@ that are words (no runs glued together), letters rather than ligatures, and no r
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -114,3 +115,30 @@ def test_a_justified_real_latex_pdf_reads_as_separate_words():
     text, _, _ = converted("pdf", "pdflatex-outline.pdf")
     assert "Hello, here is some text without a meaning. This text should show what a" in text
     assert len(_ALPHA.findall(text)) > 1000
+
+
+# --- through the service -------------------------------------------------------------------------
+
+
+async def test_the_issues_reproduction_through_rest_reads_as_sections_and_finds_a_pdf_by_its_title(api):
+    body = {
+        "uri": "https://git.example/r/blob/main/guide.adoc",
+        "contentType": "text/asciidoc",
+        "content": "guide(1)\n========\n\nNAME\n----\nguide - do things\n\nOPTIONS\n-------\n--force::\n"
+        "\tOverwrite the target.\n+\nMore text.\n\ninclude::other.adoc[]\n",
+    }
+    response = await api.put("/api/v1/documents", json=body)
+    assert response.status_code == 200, response.text
+    page = await api.get("/api/v1/documents/text", params={"uri": body["uri"]})
+    assert page.status_code == 200, page.text
+    assert page.json()["title"] == "guide(1)"
+    assert page.json()["text"].startswith("# guide(1)\n\n## NAME\n\nguide - do things\n\n## OPTIONS\n")
+    assert "```" not in page.json()["text"] and "include::" not in page.json()["text"]
+
+    data = (REAL / "pdf" / "crazyones.pdf").read_bytes()
+    pdf = {"uri": "docs/crazy.pdf", "content": base64.b64encode(data).decode(), "contentEncoding": "base64"}
+    assert (await api.put("/api/v1/documents", json=pdf)).status_code == 200
+    # "misﬁts" in the file: the ligature is letters in the index, so the plain word finds it.
+    response = await api.post("/api/v1/search", json={"query": "misfits rebels", "mode": "keyword"})
+    assert response.status_code == 200, response.text
+    assert response.json()["results"][0]["uri"] == "docs/crazy.pdf"
