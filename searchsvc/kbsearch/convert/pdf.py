@@ -44,7 +44,7 @@ from pdfminer.utils import decode_text
 
 from kbsearch.convert.base import Anchor, ConversionError, Converted
 
-__all__ = ["MAX_TITLE_CHARS", "PdfConverter", "escape_markdown_lines", "pdf_title"]
+__all__ = ["MAX_TITLE_CHARS", "PdfConverter"]
 
 # Fewer letters and digits than this across the whole file, with pages, means no usable text layer.
 MIN_TEXT_CHARS = 16
