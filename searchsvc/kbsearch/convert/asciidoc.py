@@ -275,8 +275,10 @@ def _convert(lines: list[str], doc: _Document, depth: int) -> list[str]:
             continue
         heading = _HEADING.fullmatch(line)
         if heading:
-            marks = heading.group(1)
-            text = heading.group(2).rstrip().rstrip("=" if marks[0] == "=" else "#").rstrip() or heading.group(2)
+            marks, text = heading.group(1), heading.group(2).rstrip()
+            closed = text.rstrip(marks[0])  # `== Title ==`, `# Title #`: the closing marks go, `C#` stays
+            if closed[-1:] in (" ", "\t"):
+                text = closed.rstrip()
             out.extend(_heading(len(marks) - 1, text, doc) if marks[0] == "=" else _markdown_heading(marks, text, doc))
             pending_attrs, block_start = "", True
             continue
