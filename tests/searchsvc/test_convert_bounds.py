@@ -23,7 +23,7 @@ from kbsearch.chunker.blocks import parse_blocks
 from kbsearch.convert import ConversionError, ConversionLimits, ConversionWorker
 from kbsearch.convert.asciidoc import OUTPUT_FACTOR, asciidoc_to_markdown
 from kbsearch.convert.formats import CONVERTERS
-from kbsearch.convert.pdf import MAX_TITLE_CHARS
+from kbsearch.convert.pdf import MAX_TITLE_CHARS, escape_markdown_lines
 from tests.support.formatfiles import pdf_pages
 
 # Generous: each case takes milliseconds; the bound proves termination on a busy machine.
@@ -261,3 +261,18 @@ def test_hostile_pdfs_through_the_conversion_worker_convert_or_get_a_stable_code
         except ConversionError as exc:
             outcomes[name] = exc.code
     assert outcomes == {"hashes": "NO_TEXT_LAYER", "long title": "# " + "x" * 18, "control title": BODY[:20]}
+
+
+_MARKUP_LINE = st.lists(
+    st.sampled_from(["#", "##", ">", "-", "*", "+", "1.", "2)", "|", ":--", "---", "===", "```", "~~~", "<div>", "!!!",
+                     "???", "    ", "\t", " ", "x", "note", "|---|", "[a]:", "_", "***", "\\"]),
+    max_size=6,
+).map(" ".join)  # fmt: skip
+
+
+@PROPERTY
+@given(st.lists(_MARKUP_LINE, max_size=30))
+def test_escaped_pdf_text_is_read_by_the_chunker_as_paragraphs_only(lines: list[str]):
+    text = escape_markdown_lines("\n".join(lines))
+    assert {b.kind for b in parse_blocks(text)} <= {"paragraph"}
+    assert len(text) <= 2 * len("\n".join(lines)) + 1

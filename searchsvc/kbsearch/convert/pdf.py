@@ -44,7 +44,7 @@ from pdfminer.utils import decode_text
 
 from kbsearch.convert.base import Anchor, ConversionError, Converted
 
-__all__ = ["MAX_TITLE_CHARS", "PdfConverter"]
+__all__ = ["MAX_TITLE_CHARS", "PdfConverter", "escape_markdown_lines"]
 
 # Fewer letters and digits than this across the whole file, with pages, means no usable text layer.
 MIN_TEXT_CHARS = 16
@@ -54,8 +54,8 @@ _BLANK_RUNS = re.compile(r"\n{3,}")
 _WORDS = re.compile(r"\w")
 _SPACES = re.compile(r"\s+")
 # What makes a line block markdown: ATX headings, quotes, bullets, fences, tables (`|`, `:--`),
-# setext underlines and thematic breaks, HTML blocks; and ordered-list numbers (`1.` / `1)`).
-_LINE_MARKER = re.compile(r"[#>*+\-|`~=_:<]")
+# setext underlines and thematic breaks, HTML blocks, `!!!` admonitions; and ordered-list numbers (`1.`, `1)`).
+_LINE_MARKER = re.compile(r"[#>*+\-|`~=_:<!?]")
 _ORDERED = re.compile(r"\d{1,9}(?=[.)](?:\s|$))")
 # Titles that name a file rather than the document (what a printer driver fills in).
 _FILE_TITLE = re.compile(r"\.(?:docx?|dvi|tex|pdf|indd|pptx?|xlsx?|odt|rtf|txt|md|html?)$", re.IGNORECASE)
