@@ -53,6 +53,7 @@ MAX_TITLE_CHARS = 300
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _WORDS = re.compile(r"\w")
 _SPACES = re.compile(r"\s+")
+_SPACE_RUNS = re.compile(r"[ \t]{2,}")
 # What makes a line block markdown: ATX headings, quotes, bullets, fences, tables (`|`, `:--`),
 # setext underlines and thematic breaks, HTML blocks, `!!!` admonitions; and ordered-list numbers (`1.`, `1)`).
 _LINE_MARKER = re.compile(r"[#>*+\-|`~=_:<!?]")
@@ -79,10 +80,11 @@ def escape_markdown_lines(text: str) -> str:
 
 
 def _clean(text: str) -> str:
-    """NFKC (ligatures to letters), control characters out, blank runs folded."""
+    """NFKC (ligatures to letters), control characters out, space and blank-line runs folded."""
     text = unicodedata.normalize("NFKC", text.replace("\r\n", "\n").replace("\r", "\n"))
     text = "".join(c for c in text if c in "\n\t" or unicodedata.category(c)[0] != "C")
-    lines = [line.rstrip() for line in text.split("\n")]
+    # A justified line has its space glyphs and wider gaps: pdfminer reports both, so runs fold to one.
+    lines = [_SPACE_RUNS.sub(" ", line).rstrip() for line in text.split("\n")]
     return _BLANK_RUNS.sub("\n\n", "\n".join(lines)).strip()
 
 
@@ -137,13 +139,14 @@ def _boxes(container: LTContainer[Any]) -> Iterator[str]:
         if item is None:
             stack.pop()
         elif isinstance(item, LTTextContainer):
-            yield item.get_text()
+            yield item.get_text().rstrip("\n")  # each of its lines ends in "\n", the last one too
         elif isinstance(item, LTFigure):
             stack.append(iter(item))
 
 
 def _pages(document: PDFDocument) -> list[str]:
-    """Each page's text boxes in reading order, a blank line between boxes."""
+    """Each page's text boxes in reading order, one per line: a page reads as one paragraph, as pypdf read it,
+    and the blank line between pages is where the chunker prefers to split (a hit names the right page)."""
     manager = PDFResourceManager(caching=True)
     # all_texts: text inside figures gets the same layout analysis (word spaces from glyph gaps);
     # detect_vertical: rotated or vertical lines are read as lines, not one box per letter.
@@ -152,7 +155,7 @@ def _pages(document: PDFDocument) -> list[str]:
     pages = []
     for page in PDFPage.create_pages(document):
         interpreter.process_page(page)
-        pages.append("\n\n".join(_boxes(device.get_result())))
+        pages.append("\n".join(_boxes(device.get_result())))
     return pages
 
 
