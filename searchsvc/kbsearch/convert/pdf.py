@@ -17,9 +17,10 @@ A scanned PDF without a text layer is refused (NO_TEXT_LAYER) rather than indexe
 encrypted PDF opens only if its user password is empty (owner-only protection, common for "no
 printing" PDFs); otherwise it is refused (ENCRYPTED_DOCUMENT).
 
-Bound: the escaping and clean-up are one pass over the extracted text (output at most 2x it, one
-backslash per line at most); pdfminer itself runs under the conversion worker's memory, CPU and
-wall-clock limits (worker.py).
+Bound: the clean-up and escaping are one pass each over the extracted text; the output is at most
+18 characters per extracted one (NFKC's largest expansion, U+FDFA; a ligature gives 2 or 3) plus
+one backslash per line, and a title of at most MAX_TITLE_CHARS + 4. pdfminer itself runs under the
+conversion worker's memory, CPU and wall-clock limits (worker.py).
 """
 
 from __future__ import annotations
