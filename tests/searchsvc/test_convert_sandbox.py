@@ -29,6 +29,7 @@ import pytest
 import kbsearch.convert.warmup  # noqa: F401  # the forked children below need no file, as the forkserver's
 from kbsearch.convert import ConversionLimits, ConversionWorker, Converted
 from kbsearch.convert.formats import CONVERTERS
+from kbsearch.convert.pdf import data_dirs as parser_data_dirs
 from kbsearch.convert.rst import RstConverter
 from kbsearch.convert.sandbox import SandboxSupport, probe
 from kbsearch.convert.worker import _child
@@ -323,6 +324,8 @@ class _Prober(RstConverter):
             "list-cwd": lambda: ",".join(os.listdir(".")),
             "write-cwd": lambda: str(Path("planted.txt").write_text("x")),
             "udp-socket": lambda: str(__import__("socket").socket(2, 2)),
+            # pdfminer's character maps: the one folder a parser may read (read only, as every write above).
+            "parser-data": lambda: str(len((Path(parser_data_dirs()[0]) / "78-H.json.gz").read_bytes())),
         }
         for key, attempt in attempts.items():
             try:
@@ -340,7 +343,8 @@ def _probe_child(secret: Path, support: SandboxSupport, workdir: Path, monkeypat
     receiver, sender = context.Pipe(duplex=False)
     limits = ConversionLimits(memory_bytes=1024 * 1_048_576, cpu_seconds=60, wall_seconds=60)
     document = b"Probe\n=====\n\nA real page with a *word*.\n"
-    process = context.Process(target=_child, args=("probe", document, limits, support, str(workdir), sender))
+    args = ("probe", document, limits, support, str(workdir), sender, parser_data_dirs())
+    process = context.Process(target=_child, args=args)
     process.start()
     sender.close()
     assert receiver.poll(60)
@@ -360,6 +364,7 @@ def test_a_child_in_the_sandbox_reads_no_file_no_environment_and_opens_no_socket
     for key in ("etc-passwd", "secret", "proc-environ", "parent-environ", "list-root", "list-cwd", "write-cwd"):
         assert report[key] == "denied: PermissionError", (key, report[key])
     assert report["udp-socket"] == "denied: PermissionError"
+    assert report["parser-data"].startswith("allowed: ")
     assert not leaked(json.dumps(report))
     assert list(tmp_path.iterdir()) == []
 

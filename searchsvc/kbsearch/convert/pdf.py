@@ -31,8 +31,10 @@ import re
 import unicodedata
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pdfminer
 from pdfminer.converter import PDFPageAggregator
 from pdfminer.layout import LAParams, LTContainer, LTFigure, LTTextContainer
 from pdfminer.pdfdocument import PDFDocument, PDFEncryptionError, PDFPasswordIncorrect
@@ -45,7 +47,7 @@ from pdfminer.utils import decode_text
 
 from kbsearch.convert.base import Anchor, ConversionError, Converted
 
-__all__ = ["MAX_TITLE_CHARS", "PdfConverter", "escape_markdown_lines"]
+__all__ = ["MAX_TITLE_CHARS", "PdfConverter", "data_dirs", "escape_markdown_lines"]
 
 # Fewer letters and digits than this across the whole file, with pages, means no usable text layer.
 MIN_TEXT_CHARS = 16
@@ -198,3 +200,8 @@ class PdfConverter:
                 details={"pages": len(raw_pages)},
             )
         return Converted(head + body + "\n", tuple(anchors))
+
+
+def data_dirs() -> tuple[str, ...]:
+    """Folders pdfminer reads at conversion time: its character maps, loaded for CID fonts by encoding name."""
+    return (str(Path(pdfminer.__file__).parent / "cmap"),)

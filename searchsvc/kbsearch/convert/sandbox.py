@@ -24,6 +24,7 @@ import errno
 import os
 import platform
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["SandboxError", "SandboxSupport", "enter", "probe"]
@@ -45,6 +46,8 @@ _FS_ABI1 = (1 << 13) - 1  # execute, write, read file; read dir; remove; make ch
 _FS_REFER = 1 << 13  # ABI 2
 _FS_TRUNCATE = 1 << 14  # ABI 3
 _FS_IOCTL_DEV = 1 << 15  # ABI 5
+_FS_READ_FILE, _FS_READ_DIR = 1 << 2, 1 << 3
+_RULE_PATH_BENEATH = 1
 _NET_BIND_CONNECT_TCP = (1 << 0) | (1 << 1)  # ABI 4
 _SCOPE_ABSTRACT_UNIX_SIGNAL = (1 << 0) | (1 << 1)  # ABI 6
 
@@ -103,8 +106,8 @@ def probe() -> SandboxSupport:
     return SandboxSupport(abi, seccomp, tuple(missing))
 
 
-def _landlock(abi: int) -> None:
-    create, _, restrict = _SYSCALLS[_arch()]
+def _landlock(abi: int, readable: Sequence[str]) -> None:
+    create, add_rule, restrict = _SYSCALLS[_arch()]
     fs = _FS_ABI1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
     fs |= _FS_IOCTL_DEV if abi >= 5 else 0
     # struct landlock_ruleset_attr grew a field with ABI 4 (net) and 6 (scoped): send what this ABI reads.
@@ -114,11 +117,31 @@ def _landlock(abi: int) -> None:
     ruleset = _libc.syscall(create, buffer, ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         raise SandboxError(f"landlock_create_ruleset failed: {os.strerror(ctypes.get_errno())}")
-    try:  # no rule added: nothing at all may be opened
+    try:  # nothing may be opened but the files beneath `readable`, read-only
+        for path in readable:
+            _allow_reading(add_rule, ruleset, path)
         if _libc.syscall(restrict, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
             raise SandboxError(f"landlock_restrict_self failed: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(ruleset)
+
+
+def _allow_reading(add_rule: int, ruleset: int, path: str) -> None:
+    """A path-beneath rule: read the files and list the folders under `path`, nothing else."""
+    try:
+        parent = os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
+    except OSError:
+        return  # a parser's data folder that is not installed: nothing to allow
+    try:
+        # struct landlock_path_beneath_attr is packed: __u64 allowed_access, __s32 parent_fd.
+        attr = ctypes.create_string_buffer(struct.pack("=Qi", _FS_READ_FILE | _FS_READ_DIR, parent), 12)
+        if (
+            _libc.syscall(add_rule, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), attr, ctypes.c_uint32(0))
+            < 0
+        ):
+            raise SandboxError(f"landlock_add_rule failed: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(parent)
 
 
 class _SockFilter(ctypes.Structure):
@@ -153,8 +176,11 @@ def _seccomp() -> None:
         raise SandboxError(f"seccomp filter refused: {os.strerror(ctypes.get_errno())}")
 
 
-def enter(workdir: str, support: SandboxSupport) -> None:
-    """Make this process (a single-threaded conversion child) a sandbox; raise SandboxError if a probed layer fails."""
+def enter(workdir: str, support: SandboxSupport, readable: Sequence[str] = ()) -> None:
+    """Make this process (a single-threaded conversion child) a sandbox; raise SandboxError if a probed layer fails.
+
+    `readable`: folders of a parser's own data (pdfminer's character maps) it may read, and only those.
+    """
     try:
         os.chdir(workdir)
     except OSError as exc:
@@ -165,4 +191,4 @@ def enter(workdir: str, support: SandboxSupport) -> None:
     if support.seccomp:
         _seccomp()
     if support.landlock_abi:
-        _landlock(support.landlock_abi)
+        _landlock(support.landlock_abi, readable)

@@ -1,7 +1,7 @@
 """Imported once by the conversion forkserver: everything a parser would read from disk, read now.
 
 A conversion child may open no file (sandbox.py), yet parsers import modules lazily on first use
-(docutils' directives, pypdf's font metrics, a codec named by a file) and nbformat reads a schema
+(docutils' directives, pdfminer's font metrics, a codec named by a file) and nbformat reads a schema
 file. So the forkserver, before it forks any child, imports every module of the parser libraries
 and converts one small document of each text format and notebook version; the children inherit
 all of it. Importing this module does that work: it is in the worker's forkserver preload list and
@@ -31,7 +31,7 @@ _PACKAGES = (
     "docutils.readers",
     "docutils.writers.html5_polyglot",
     "docutils.writers.null",
-    "pypdf",
+    "pdfminer",
     "mammoth",
     "nbformat",
     "bs4",

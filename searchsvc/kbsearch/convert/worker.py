@@ -31,6 +31,7 @@ from typing import Any
 
 from kbsearch.convert import sandbox
 from kbsearch.convert.base import Anchor, ConversionError, Converted
+from kbsearch.convert.pdf import data_dirs as parser_data_dirs
 from kbsearch.errors import ServiceError
 
 __all__ = ["ConversionLimits", "ConversionWorker"]
@@ -38,7 +39,7 @@ __all__ = ["ConversionLimits", "ConversionWorker"]
 log = logging.getLogger(__name__)
 
 # Loaded once by the forkserver, so no child pays for them: the converters and every module of
-# their parsers (docutils and pypdf import many lazily on a first document). The child may open no
+# their parsers (docutils and pdfminer import many lazily on a first document). The child may open no
 # file (Landlock), so all a parser reads from disk on first use (modules, nbformat's schemas) is
 # read there, by `warmup`.
 _PRELOAD = ["kbsearch.convert.formats", "kbsearch.convert.sandbox", "kbsearch.convert.warmup"]
@@ -74,12 +75,13 @@ def _child(
     support: sandbox.SandboxSupport,
     workdir: str,
     conn: Connection,
+    readable: tuple[str, ...] = (),
 ) -> None:
     """The child's whole life: limits and sandbox first, then the conversion, then one message to the parent."""
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
     try:
-        sandbox.enter(workdir, support)
+        sandbox.enter(workdir, support, readable)
     except sandbox.SandboxError as exc:
         conn.send(("sandbox", str(exc)))
         conn.close()
@@ -115,6 +117,7 @@ class ConversionWorker:
     def __init__(self, limits: ConversionLimits, concurrency: int = 2) -> None:
         self.limits = limits
         self.sandbox = sandbox.probe()
+        self.readable = parser_data_dirs()
         if self.sandbox.missing:
             log.warning(
                 "the conversion sandbox lacks layers this kernel does not give; the others still apply",
@@ -139,7 +142,7 @@ class ConversionWorker:
         receiver, sender = self._context.Pipe(duplex=False)
         process = self._context.Process(
             target=_child,
-            args=(fmt, data, self.limits, self.sandbox, workdir, sender),
+            args=(fmt, data, self.limits, self.sandbox, workdir, sender, self.readable),
             name=f"convert-{fmt}",
             daemon=True,
         )

@@ -1,4 +1,4 @@
-"""The knowledge base's MCP tools: thin faces over SearchService, DocumentService and DocumentReads, like the REST routes.
+"""The knowledge base's MCP tools: thin faces over the search, document and document-read services, as REST is.
 
 Each tool's docstring is the description an agent reads. Every call runs with the caller's scope
 (kbsearch.mcp.context), and every search passes origin="mcp" for the query log.
