@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--version-pattern",
         metavar="REGEX",
-        help="for docs kept per version: a regular expression searched in each path whose group named "
+        help="for docs kept per version: a regular expression (RE2 syntax) searched in each path whose group named "
         "'version' becomes the document's version, e.g. 'docs/(?P<version>[^/]+)/' (default: the service "
         "recognises 2.21/, v1.4/ and version-3.1/ folders)",
     )

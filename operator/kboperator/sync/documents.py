@@ -15,6 +15,7 @@ from kboperator.git.objects import TreeEntry
 from kboperator.models import FileIssue, SyncSpec
 from kboperator.repourl import RepoLocation
 from kboperator.sync.docuri import check_web_url, document_uri
+from kboperator.sync.linear import LinearPattern, PatternError
 from kboperator.sync.paths import PathFilter
 
 # Keys the engine sets on every document; a spec may not override them.
@@ -87,16 +88,23 @@ def validate_spec(spec: SyncSpec) -> PathFilter:
     return PathFilter(spec.include, spec.exclude)
 
 
-def version_pattern(pattern: str) -> re.Pattern[str]:
-    """The compiled version pattern; InvalidSpecError when it is not one with a `version` group."""
+def version_pattern(pattern: str) -> LinearPattern:
+    """The compiled version pattern; InvalidSpecError when it is not one with a `version` group.
+
+    Compiled by RE2 (sync.linear), the engine `version_of` runs it with: a pattern RE2 refuses
+    (a backreference, lookaround) is refused here, at spec time, with RE2's reason.
+    """
     if not isinstance(pattern, str) or not pattern or len(pattern) > _MAX_VERSION_PATTERN:
         raise InvalidSpecError(
             f"the version pattern must be a regular expression of 1-{_MAX_VERSION_PATTERN} characters"
         )
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise InvalidSpecError(f"the version pattern {pattern!r} is not a regular expression: {exc}") from None
+        compiled = LinearPattern(pattern)
+    except PatternError as exc:
+        raise InvalidSpecError(
+            f"the version pattern {pattern!r} is not a regular expression RE2 runs "
+            f"(no backreferences or lookaround): {exc}"
+        ) from None
     if "version" not in compiled.groupindex:
         raise InvalidSpecError(
             f"the version pattern {pattern!r} has no group named 'version', as in 'docs/(?P<version>[^/]+)/'"
@@ -104,10 +112,12 @@ def version_pattern(pattern: str) -> re.Pattern[str]:
     return compiled
 
 
-def version_of(pattern: re.Pattern[str], path: str) -> str | None:
-    """The version a path names by the source's pattern; None when the pattern does not match it."""
-    match = pattern.search(path)
-    version = match.group("version") if match else None
+def version_of(pattern: LinearPattern, path: str) -> str | None:
+    """The version a path names by the source's pattern; None when the pattern does not match it.
+
+    Bound: linear in the path's length (RE2 never backtracks; the pattern is at most 512 characters).
+    """
+    version = pattern.search_group(path, "version")
     return version[:_MAX_VERSION] if version else None
 
 
