@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kboperator.errors import InvalidSpecError, ServiceError
+from kboperator.errors import InvalidSpecError, SecretError, SecretNotAllowedError, ServiceError
 from kboperator.kube.context import Services
-from kboperator.kube.secrets import SecretError, SecretNotAllowedError, SecretReader, repository_credentials
+from kboperator.kube.secrets import SecretReader, repository_credentials
 from kboperator.kube.source import ServiceRef, parse_source
 from kboperator.repourl import parse_repo_url
 from kboperator.settings import OperatorSettings

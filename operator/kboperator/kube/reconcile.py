@@ -39,10 +39,10 @@ from typing import Any, NoReturn
 import kopf
 
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
-from kboperator.errors import InvalidSpecError, SyncError
+from kboperator.errors import InvalidSpecError, SecretError, SyncError
 from kboperator.kube.context import Services
 from kboperator.kube.resource import KnowledgeSourceStatus
-from kboperator.kube.secrets import SecretError, repository_credentials, webhook_token
+from kboperator.kube.secrets import repository_credentials, webhook_token
 from kboperator.kube.source import ServiceRef, Source, parse_source, service_ref, source_id
 from kboperator.kube.statemachine import Action, decide, interrupted
 from kboperator.kube.status import StatusWriter, reported_freshness
