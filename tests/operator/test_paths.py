@@ -79,6 +79,13 @@ def test_bad_globs_are_refused(glob: str) -> None:
         PathFilter(["**/*.md"], [glob])
 
 
+def test_a_path_that_is_not_utf8_is_matched_not_a_crash() -> None:
+    """Regression: git paths that are not UTF-8 arrive with surrogates, which RE2 cannot encode."""
+    name = (b"caf\xe9.md").decode("utf-8", "surrogateescape")
+    assert PathFilter(["**/*.md"]).matches(name) and PathFilter(["caf?.md"]).matches(name)
+    assert not PathFilter(["**/*.md"], ["caf*"]).matches(name)
+
+
 def test_an_include_list_is_required() -> None:
     with pytest.raises(InvalidSpecError, match="include"):
         PathFilter([], [])

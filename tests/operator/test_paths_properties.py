@@ -102,7 +102,8 @@ class Glob:
 
 
 globs = st.builds(Glob, st.lists(segments, min_size=1, max_size=5).map(tuple), st.booleans())
-path_segments = st.text(LITERALS + SPECIALS + "c\n", min_size=1, max_size=4)
+# "\udce9": a byte of a path that is not UTF-8, as git's paths arrive (surrogateescape).
+path_segments = st.text(LITERALS + SPECIALS + "c\n\udce9", min_size=1, max_size=4)
 paths = st.lists(path_segments, min_size=1, max_size=6).map("/".join)
 
 

@@ -46,7 +46,7 @@ class LinearPattern:
 
     def search_group(self, text: str, group: str) -> str | None:
         """The named group of the first match anywhere in `text`; None when there is no match."""
-        match = self._compiled.search(text)
+        match = self._compiled.search(_encodable(text))
         if match is None:
             return None
         value = match.group(group)
@@ -54,7 +54,17 @@ class LinearPattern:
 
     def fullmatch(self, text: str) -> bool:
         """Whether the pattern matches the whole of `text`."""
-        return self._compiled.fullmatch(text) is not None
+        return self._compiled.fullmatch(_encodable(text)) is not None
+
+
+def _encodable(text: str) -> str:
+    """`text` as RE2 can take it: a git path that is not UTF-8 holds surrogates (surrogateescape),
+    which RE2 cannot encode; each such byte becomes U+FFFD, one character, as `?` expects."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
 
 
 def escape(char: str) -> str:
