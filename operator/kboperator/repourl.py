@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from kboperator.errors import InvalidSpecError
+from kboperator.models import RepoSpec
 
 # `scheme://...`; git's transport-helper syntax `helper::address` is matched apart.
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -40,6 +41,24 @@ class RepoLocation:
     host: str | None  # lower-cased, without port; None for local
     path: str  # "org/repo" without ".git" for remote ones; the absolute folder for local
     display_url: str  # credential-free, for the `repository` metadata and messages
+
+
+@dataclass(frozen=True)
+class CheckedRepo:
+    """A repository parsed and checked once per sync turn: its spec (URL, ref, credentials), its
+    location and its checked ref. The git layer takes this and parses nothing again."""
+
+    spec: RepoSpec
+    location: RepoLocation
+    ref: str
+
+
+def check_repo(
+    repo: RepoSpec, *, allow_local: bool, local_root: Path | None = None, forbidden: Sequence[Path] = ()
+) -> CheckedRepo:
+    """Parse the URL and check the ref of `repo` (see parse_repo_url); InvalidSpecError says what is wrong."""
+    location = parse_repo_url(repo.url, allow_local=allow_local, local_root=local_root, forbidden=forbidden)
+    return CheckedRepo(repo, location, validate_ref(repo.ref))
 
 
 def parse_repo_url(

@@ -9,6 +9,7 @@ import hmac
 import json
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -193,7 +194,7 @@ async def test_a_body_nested_too_deep_is_a_bad_payload(hooks: Hooks) -> None:
 def test_judge_refuses_a_hundred_thousand_levels_with_a_stable_answer(body: bytes) -> None:
     source = parse_source("team-a", "handbook", SPEC, allow_local=False)
     delivery = Delivery("github", "push", "deep")
-    assert judge(source, PathFilter(["**"]), delivery, body) == (
+    assert judge(source, delivery, body) == (
         400,
         "bad_payload",
         "not a push event: the JSON is nested too deep",
@@ -230,7 +231,8 @@ class HeldFilter(PathFilter):
 
 async def test_healthz_and_another_namespace_answer_while_a_match_runs(hooks: Hooks) -> None:
     held = HeldFilter(SPEC["paths"], SPEC["exclude"])
-    hooks.receiver._targets[PATH_A].filter = held
+    source = parse_source("team-a", "handbook", SPEC, allow_local=False)
+    hooks.receiver.register(replace(source, prepared=replace(source.prepared, filter=held)), "handbook", TOKEN_A)
     slow = asyncio.create_task(hooks.deliver(PATH_A, github_push("docs/setup.md"), delivery="slow"))
     try:
         assert await asyncio.to_thread(held.entered.wait, 60)

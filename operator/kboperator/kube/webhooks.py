@@ -46,7 +46,6 @@ from kboperator.hooks.push import PushError, parse_push, same_ref, same_reposito
 from kboperator.hooks.signatures import Delivery, identify, verify
 from kboperator.kube.metrics import OperatorMetrics
 from kboperator.kube.source import Source
-from kboperator.sync.paths import PathFilter
 
 __all__ = [
     "MAX_MATCHED_PATHS",
@@ -101,7 +100,6 @@ class HookTarget:
     name: str
     source: Source
     secret: bytes
-    filter: PathFilter
     tokens: float = 0.0
     refilled: float = 0.0
     seen: collections.OrderedDict[str, None] = field(default_factory=collections.OrderedDict)
@@ -140,7 +138,7 @@ class HookTarget:
         self.bodies.pop(body_digest, None)
 
 
-def judge(source: Source, path_filter: PathFilter, delivery: Delivery, body: bytes) -> tuple[int, str, str] | None:
+def judge(source: Source, delivery: Delivery, body: bytes) -> tuple[int, str, str] | None:
     """Why a signed delivery requests no sync of `source` (status, result, message); None: it does.
 
     Blocking (the receiver runs it in a thread): linear in the body, MAX_MATCHED_PATHS paths at most.
@@ -162,6 +160,7 @@ def judge(source: Source, path_filter: PathFilter, delivery: Delivery, body: byt
     if not same_ref(push, source.sync.repo.ref):
         return 202, "ignored_ref", f"the push did not move {source.sync.repo.ref!r}"
     paths = push.paths
+    path_filter = source.prepared.filter
     if paths is not None and len(paths) <= MAX_MATCHED_PATHS and not any(path_filter.matches(p) for p in paths):
         return 202, "ignored_paths", "the push touched no path the source's globs select"
     return None
@@ -210,8 +209,7 @@ class WebhookReceiver:
         key = (source.namespace, name)
         old = self._paths.get(key)
         previous = self._targets.pop(old, None) if old else None
-        path_filter = PathFilter(source.sync.include, source.sync.exclude)
-        target = HookTarget(source.namespace, name, source, token.encode(), path_filter)
+        target = HookTarget(source.namespace, name, source, token.encode())
         if previous is not None and old == path:  # the same secret: keep its rate and deliveries
             target.tokens, target.refilled = previous.tokens, previous.refilled
             target.seen, target.bodies = previous.seen, previous.bodies
@@ -273,7 +271,7 @@ class WebhookReceiver:
         if target.handled(delivery_id, body_digest):
             return self._answer(200, "duplicate", "this delivery was already handled")
         loop = asyncio.get_running_loop()
-        refused = await loop.run_in_executor(self._matching, judge, target.source, target.filter, delivery, body)
+        refused = await loop.run_in_executor(self._matching, judge, target.source, delivery, body)
         if refused is not None:
             return self._answer(*refused)
         if target.handled(delivery_id, body_digest):  # the same delivery, accepted while this one was judged
