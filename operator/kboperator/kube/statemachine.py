@@ -155,7 +155,7 @@ def failure_reason(error: Exception) -> Reason:
 def reason_of(status: KnowledgeSourceStatus) -> str | None:
     """The reason of the Synced condition, if any."""
     synced = status.condition(SYNCED)
-    return synced.get("reason") if synced else None
+    return synced.reason if synced else None
 
 
 @dataclass(frozen=True)
