@@ -5,7 +5,8 @@
 - `sync` (timer): the per-source reconcile loop, one turn per call, one call at a time per object;
 - `cleanup` (deletion, behind the finalizer): the deletion policy, retried until it succeeds.
 
-For tests, memo may carry `search_transport`: an httpx transport to the search service.
+memo may carry `settings` (the OperatorSettings __main__ read) and, for tests, `search_transport`: an
+httpx transport to the search service.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ TURN_PAUSE_SECONDS = 0.5
 
 @kopf.on.startup(id="configure")
 async def configure(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
-    config = OperatorSettings()
+    # Read from the environment once per process: by `python -m kboperator` (__main__), or here when
+    # another runner (tests, `kopf run`) started kopf without it.
+    config = memo.get("settings") or OperatorSettings()
+    memo["settings"] = config
     # One replica: standalone, no peering objects needed. More: kopf peering, the highest priority
     # live replica works and the others pause until its record expires (peering_lifetime_seconds).
     settings.peering.standalone = not config.peering_name
