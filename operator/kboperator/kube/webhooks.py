@@ -264,8 +264,8 @@ class WebhookReceiver:
         delivery = identify(headers)
         if delivery is None or not verify(headers, body, target.secret):
             return self._answer(401, "bad_signature", "missing or invalid signature")
-        # The signature is a function of the body and the source's secret: the body's digest names the
-        # delivery whatever its (unsigned) id header says.
+        # The body is what the signature vouches for: its digest names the delivery, whatever the
+        # (unsigned) id header says.
         body_digest = hashlib.sha256(body).hexdigest()
         delivery_id = delivery.delivery_id or body_digest
         if target.handled(delivery_id, body_digest):
