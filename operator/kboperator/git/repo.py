@@ -34,7 +34,7 @@ from kboperator.git.command import CacheRepo, CleanGit, GitFailed
 from kboperator.git.objects import Change, TreeEntry, parse_diff, parse_ls_tree
 from kboperator.git.sharing import CloneNames, Coalescer
 from kboperator.models import RepoSpec
-from kboperator.repourl import CheckedRepo, RepoLocation
+from kboperator.repourl import CheckedRepo, RepoLocation, check_local_folder
 
 log = logging.getLogger(__name__)
 
@@ -169,13 +169,7 @@ class RepoCache:
         other source's clone. `repo.location.path` is already resolved (symlinks, `..`)."""
         location = repo.location
         if location.kind == "local":
-            folder = Path(location.path)
-            if self.local_root is not None and not folder.is_relative_to(self.local_root.resolve()):
-                raise InvalidSpecError(
-                    f"the local repository {repo.spec.url!r} is outside the allowed folder {str(self.local_root)!r}"
-                )
-            if folder.is_relative_to(self.root.resolve()):
-                raise InvalidSpecError(f"the local repository {repo.spec.url!r} is inside the operator's clone cache")
+            check_local_folder(Path(location.path), repo.spec.url, local_root=self.local_root, forbidden=[self.root])
         return location
 
     def forget(self, source_id: str, url: str) -> None:
