@@ -149,7 +149,7 @@ def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> 
     from kbsearch.services.search import configured_fusion
     from kbsearch.settings import Settings
     from kbsearch.store.bm25 import Bm25Encoder
-    from kbsearch.store.edge import EdgeStore
+    from kbsearch.store.edge.store import EdgeStore
 
     settings = Settings()
     fusion = configured_fusion(settings)

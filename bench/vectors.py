@@ -20,6 +20,13 @@ import numpy as np
 
 from bench.common import CACHE_DIR, SciFact, scifact_markdown
 
+# The retrieval benchmark's Edge collection, which the vectors here can be read back from.
+COLLECTION = "scifact"
+
+
+def data_dir() -> Path:
+    return CACHE_DIR / "scifact-retrieval-edge"
+
 
 @dataclass
 class ChunkSet:
@@ -181,7 +188,6 @@ def _dense_vectors(ids: list[str], texts: list[str], key: str, embedder, backend
 def _from_retrieval_store(ids: list[str], backend: str | None) -> tuple[np.ndarray | None, str]:
 
     from bench.common import dir_in_use, exclusive_dir
-    from bench.retrieval import COLLECTION, data_dir
 
     path = Path(data_dir())
     if not (path / COLLECTION).is_dir():
@@ -195,7 +201,7 @@ def _from_retrieval_store(ids: list[str], backend: str | None) -> tuple[np.ndarr
 
 
 def _read_store(path: Path, collection: str, ids: list[str], backend: str | None) -> tuple[np.ndarray | None, str]:
-    from kbsearch.store.edge import EdgeStore
+    from kbsearch.store.edge.store import EdgeStore
 
     store = EdgeStore(path, collection)
     try:

@@ -46,6 +46,7 @@ from kboperator.searchclient import SearchClient
 from kboperator.statefile import read_state, write_state
 from kboperator.sync.docuri import check_web_url
 from kboperator.sync.engine import SyncEngine
+from kboperator.sync.prepared import prepare
 
 log = logging.getLogger("kboperator.cli")
 
@@ -100,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--version-pattern",
         metavar="REGEX",
-        help="for docs kept per version: a regular expression searched in each path whose group named "
+        help="for docs kept per version: a regular expression (RE2 syntax) searched in each path whose group named "
         "'version' becomes the document's version, e.g. 'docs/(?P<version>[^/]+)/' (default: the service "
         "recognises 2.21/, v1.4/ and version-3.1/ folders)",
     )
@@ -152,7 +153,9 @@ async def _run(args: argparse.Namespace) -> int:
             engine = SyncEngine(client, cache)
             started = utcnow()
             try:
-                result = await engine.sync(spec, last_commit, force_full=args.full, baseline=baseline)
+                # Prepared once, here: an invalid spec is reported to the service like any failed sync.
+                prepared = prepare(spec, forbidden=[cache.root])
+                result = await engine.sync(prepared, last_commit, force_full=args.full, baseline=baseline)
             except SyncError as exc:
                 await engine.report(spec.source_id, None, exc, synced_at=format_time(utcnow()))
                 raise

@@ -22,23 +22,26 @@ from kbsearch.errors import ConfigurationError, NotReadyError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
+from kbsearch.rerank.base import Reranker
 from kbsearch.services.access.auth import Authenticator
 from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.answers.ask import AskService
 from kbsearch.services.budget import DocumentBudget, DocumentWork
+from kbsearch.services.document_reads import DocumentReads
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.querylog import QueryLog
 from kbsearch.services.ranking import Relevance
 from kbsearch.services.rebuild.rebuild import RebuildService, rebuild_reason
 from kbsearch.services.repair import repair
+from kbsearch.services.rerank import ListwiseChat, RerankStage
 from kbsearch.services.search import SearchService, configured_fusion
 from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
-from kbsearch.store.payloads import compatible
 from kbsearch.store.querylog import QueryLogStore
+from kbsearch.store.signature import compatible
 
 if TYPE_CHECKING:
     from starlette.datastructures import State
@@ -59,6 +62,7 @@ class AppContext:
     chunker: MarkdownChunker
     catalog: SourceCatalog
     documents: DocumentService
+    document_reads: DocumentReads
     sync_status: SyncStatusService
     query_log: QueryLog
     insights: InsightsService
@@ -81,6 +85,8 @@ class AppContext:
             for old in self.retired:
                 if old is not self.configured_embedder:
                     old.close()
+            if self.search.rerank is not None:
+                await self.search.rerank.close()
             if self.chat is not None:
                 await self.chat.close()
 
@@ -93,16 +99,8 @@ def context_of(state: State) -> AppContext:
     return context
 
 
-def document_work(settings: Settings, chunker: MarkdownChunker) -> DocumentWork:
+def document_work(settings: Settings, chunker: MarkdownChunker, converter: ConversionWorker) -> DocumentWork:
     """Conversions and chunking in their own pools, shared by writer, within the per-document budget."""
-    converter = ConversionWorker(
-        ConversionLimits(
-            memory_bytes=settings.convert_memory_mb * 1_048_576,
-            cpu_seconds=settings.convert_cpu_seconds,
-            wall_seconds=settings.convert_wall_seconds,
-        ),
-        settings.convert_concurrency,
-    )
     return DocumentWork(
         chunker,
         converter,
@@ -137,6 +135,7 @@ async def build_context(
     active_embedder = embedder if embedder is not None else build_embedder(settings)
     # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
     active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
+    rerank = _rerank_stage(settings, metrics, active_chat)
     active_store = store if store is not None else build_store(settings)
     await in_thread(active_embedder.load)
     sparse = Bm25Encoder()
@@ -179,6 +178,16 @@ async def build_context(
     # Before the first request: what a killed process left half-written is emptied now.
     await in_thread(repair, active_store)
     catalog = SourceCatalog(active_store)
+    converter = ConversionWorker(
+        ConversionLimits(
+            memory_bytes=settings.convert_memory_mb * 1_048_576,
+            cpu_seconds=settings.convert_cpu_seconds,
+            wall_seconds=settings.convert_wall_seconds,
+        ),
+        settings.convert_concurrency,
+    )
+    for layer, active in converter.sandbox.in_force().items():
+        metrics.conversion_sandbox.labels(layer).set(int(active))
     documents = DocumentService(
         store=active_store,
         embedder=serving_embedder,
@@ -189,7 +198,7 @@ async def build_context(
         max_pending_writes=settings.max_pending_writes,
         catalog=catalog,
         max_source_bytes=settings.max_source_bytes,
-        work=document_work(settings, chunker),
+        work=document_work(settings, chunker, converter),
         max_pending_writes_per_writer=settings.max_pending_writes_per_writer,
     )
     sync_status = SyncStatusService(
@@ -218,6 +227,7 @@ async def build_context(
         relevance=Relevance(settings.relevance_midpoint, settings.relevance_steepness),
         relevant_at=settings.relevance_threshold,
         turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
+        rerank=rerank,
     )
     ask = AskService(
         search=search,
@@ -265,6 +275,7 @@ async def build_context(
         chunker=chunker,
         catalog=catalog,
         documents=documents,
+        document_reads=DocumentReads(store=active_store, catalog=catalog),
         sync_status=sync_status,
         query_log=query_log,
         insights=insights,
@@ -277,3 +288,20 @@ async def build_context(
         retired=retired,
     )
     return context
+
+
+def _rerank_stage(settings: Settings, metrics: Metrics, chat: ChatClient | None) -> RerankStage | None:
+    """The second stage SEARCHSVC_RERANK names, or None (off)."""
+    from kbsearch.rerank.factory import build_reranker
+
+    reranker: Reranker | None
+    if settings.rerank == "llm":
+        assert chat is not None  # the settings' validator: rerank=llm needs SEARCHSVC_LLM_MODEL
+        reranker = ListwiseChat(chat, timeout_s=settings.rerank_timeout_ms / 1000)
+    else:
+        reranker = build_reranker(settings)
+    if reranker is None:
+        return None
+    return RerankStage(
+        reranker, metrics=metrics, candidates=settings.rerank_candidates, budget_s=settings.rerank_timeout_ms / 1000
+    )

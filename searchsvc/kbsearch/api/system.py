@@ -60,7 +60,7 @@ async def status(caller: ReaderDep, state: ContextDep) -> dict[str, Any]:
     rebuild = state.rebuild.status()
     if not caller.scope.unrestricted:
         rebuild = {"state": rebuild["state"]}
-    documents, chunks = await state.documents.count(caller)
+    documents, chunks = await state.document_reads.count(caller)
     epoch = await store_call(state.store.collection_epoch)
     min_chars, max_chars = settings.chunk_range
     return {

@@ -15,6 +15,7 @@ from kbsearch.schemas import SearchRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
 from kbsearch.services.querylog import QueryLog
 from kbsearch.services.ranking import Relevance, collapse_pages, with_relevance
+from kbsearch.services.rerank import RerankStage
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -43,6 +44,7 @@ class SearchOutcome:
     embed_ms: float  # query embedding (dense and sparse)
     engine_ms: float  # the store's own query time
     relevant_at: float = 0.5  # the relevance threshold: below it a hit is probably not about the query
+    rerank_ms: float = 0.0  # the second stage, when one is configured
 
     @property
     def nothing_relevant(self) -> bool:
@@ -50,7 +52,7 @@ class SearchOutcome:
 
     @property
     def took_ms(self) -> float:
-        return self.embed_ms + self.engine_ms
+        return self.embed_ms + self.engine_ms + self.rerank_ms
 
 
 # The one key of SearchService.gate.
@@ -72,8 +74,10 @@ class SearchService:
         relevance: Relevance = DEFAULT_RELEVANCE,
         relevant_at: float = 0.5,
         turns: FairTurns | None = None,
+        rerank: RerankStage | None = None,
     ) -> None:
         self.turns = turns
+        self.rerank = rerank
         self.store = store
         self.query_log = query_log
         self.catalog = catalog
@@ -167,12 +171,17 @@ class SearchService:
             hits = collapse_pages(hits, request.limit, self.relevance)
         else:
             hits = with_relevance(hits, self.relevance)
+        ranked = time.perf_counter()
+        # The one second stage of every face: it reorders, the relevance stays calibrated.
+        if self.rerank is not None:
+            hits = await self.rerank.rerank(request.query, hits)
         finished = time.perf_counter()
         outcome = SearchOutcome(
             hits=hits,
             embed_ms=(embedded - started) * 1000,
-            engine_ms=(finished - embedded) * 1000,
+            engine_ms=(ranked - embedded) * 1000,
             relevant_at=self.relevant_at,
+            rerank_ms=(finished - ranked) * 1000,
         )
         self.metrics.search_seconds.labels(request.mode, "embed").observe(outcome.embed_ms / 1000)
         self.metrics.search_seconds.labels(request.mode, "engine").observe(outcome.engine_ms / 1000)
