@@ -600,3 +600,45 @@ def test_bad_input_chunks_without_fragments_in_bounded_time(name):
     assert report["chunks"] > 0 and report["empty"] == 0
     assert report["max_len"] <= 800
     assert report["min_len"] >= 100
+
+
+def _wide_table(width: int) -> str:
+    """A table whose header row is padded to its widest cell, as markdown formatters do (issue 27)."""
+    cell = (width - 4) // 3 - 2
+    header = "| " + " | ".join(name.ljust(cell) for name in ("Name", "Type", "Description")) + " |"
+    separator = "| " + " | ".join("-" * cell for _ in range(3)) + " |"
+    rows = "\n".join(f"| option{i} | string | what option{i} sets |" for i in range(40))
+    return f"# Options\n\nThe options:\n\n{header}\n{separator}\n{rows}\n"
+
+
+def run_wide_table(width: str) -> dict:
+    content = _wide_table(int(width))
+    doc = MarkdownChunker(500, 800).chunk(content)
+    check_offsets(doc)
+    text = "\n".join(c.text for c in doc.chunks)
+    return {
+        "header_width": len(content.split("\n")[4]),
+        "max_len": max(len(c.text) for c in doc.chunks),
+        "total": len(text),
+        "input": len(content),
+        "rows": sum(f"| option{i} |" in text for i in range(40)),
+        "headers": text.count("| Name"),
+    }
+
+
+@pytest.mark.parametrize("width", [900, 5000])
+def test_a_table_whose_header_is_wider_than_a_chunk_is_split_without_repeating_it(width):
+    # It used to loop forever (negative room), each part carrying the whole header, until OOM.
+    report = in_child("run_wide_table", str(width), timeout=120)  # takes milliseconds: a hang detector
+    assert report["header_width"] >= width - 3
+    assert report["max_len"] <= 800
+    assert report["rows"] == 40 and report["headers"] == 1  # every row, the header once
+    assert report["total"] <= 2 * report["input"]
+
+
+def test_a_header_of_half_a_chunk_or_less_is_still_repeated():
+    header = "| " + "x" * 180 + " |\n|" + "-" * 184 + "|"  # 371 characters
+    rows = "\n".join(f"| row {i} value |" for i in range(80))
+    doc = MarkdownChunker(500, 800).chunk(header + "\n" + rows + "\n")
+    check_offsets(doc)
+    assert len(doc.chunks) >= 3 and all(c.text.startswith(header) and len(c.text) <= 800 for c in doc.chunks)

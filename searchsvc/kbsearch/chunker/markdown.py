@@ -26,7 +26,7 @@ from kbsearch.models import Chunk, ParsedDocument
 __all__ = ["ALGORITHM_VERSION", "FLOOR_CHARS", "MarkdownChunker"]
 
 # Bump when anything below changes chunk boundaries, heading paths or embed_text.
-ALGORITHM_VERSION = 2
+ALGORITHM_VERSION = 3  # 3: a frame wider than half a chunk is not repeated
 # No chunk is shorter unless its whole section is (a lone "```yaml" or "> **Notice:**" says nothing).
 FLOOR_CHARS = 150
 # A paragraph this short before a code block, list or table is its lead-in even without a colon.
@@ -294,7 +294,11 @@ class MarkdownChunker:
         closer_start = body.rfind("\n", main.start, main.end) + 1
         if not body[closer_start : main.end].strip().startswith(main.fence[:1] * 3):
             closer_start = main.end + 1  # unterminated: the fence runs to the end, no closer line
-        room = self.max_chars - len(opener) - len(main.fence) - 2
+        frame = len(opener) + len(main.fence) + 2
+        if not self._repeats(frame):
+            yield from self._unframed_parts(body, unit, head)
+            return
+        room = self.max_chars - frame
         lines = _lines(body, opener_end + 1, closer_start - 1)
         for n, (start, end) in enumerate(_pack_spans(lines, room - len(head), room)):
             text = f"{head if n == 0 else ''}{opener}\n{body[start:end]}\n{main.fence}"
@@ -304,12 +308,39 @@ class MarkdownChunker:
     def _table_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
         main = unit.main
         header = body[main.start : main.parts[1]].rstrip("\n")
+        if not self._repeats(len(header) + 1):
+            yield from self._unframed_parts(body, unit, head)
+            return
         room = self.max_chars - len(header) - 1
         rows = [(s, e) for s, e in _lines(body, main.parts[1], main.end) if e > s]
         for n, (start, end) in enumerate(_pack_spans(rows, room - len(head), room)):
             text = f"{head if n == 0 else ''}{header}\n{body[start:end]}"
             yield _Piece(unit.start if n == 0 and head else start, end, text, unit.headings, unit.section,
                          context=unit.lead_in if n else "", plain=False)  # fmt: skip
+
+    def _repeats(self, frame: int) -> bool:
+        """Whether each part of a split block repeats its frame (a fence's lines, a table's header).
+
+        Only a frame of at most half a chunk is repeated: every part then holds at least a quarter
+        chunk of the block's own text (_pack_spans balances parts to at least half the room), so
+        the repeated text stays within a constant multiple of the input.
+        """
+        return frame <= self.max_chars // 2
+
+    def _unframed_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
+        """A block whose frame does not fit twice in a chunk: its lines, frame included, cut like any
+        others and never repeated (a table header padded wider than a chunk, a fence with a huge info)."""
+        main = unit.main
+        lines = _lines(body, main.start, main.end)
+        for n, (start, end) in enumerate(_pack_spans(lines, self.max_chars - len(head), self.max_chars)):
+            lead = head if n == 0 else ""
+            while start < end and body[start].isspace():
+                start += 1
+            end = _rstrip_end(body, start, end)
+            if start == end:
+                continue
+            yield _Piece(unit.start if lead else start, end, lead + body[start:end], unit.headings, unit.section,
+                         context=unit.lead_in if n else "", plain=not lead)  # fmt: skip
 
     def _list_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
         """Items grouped up to max_chars; an item larger than that is split as prose."""
@@ -404,13 +435,14 @@ def _pack_spans(spans: list[tuple[int, int]], first_room: int, room: int) -> Ite
     """Consecutive line spans grouped into parts of at most `room` characters (the first `first_room`).
 
     Parts are balanced (a block of 1.1 rooms becomes two halves, not a full part and a scrap), and
-    a line longer than the room is cut.
+    a line longer than the room is cut. Both rooms count as at least 1, so every step advances.
     """
     if not spans:
         return
+    room = max(1, room)
     total = spans[-1][1] - spans[0][0]
-    parts = -(-total // max(1, room))
-    target = min(room, total // parts + total // (8 * parts) + 1)
+    parts = -(-total // room)
+    target = max(1, min(room, total // max(1, parts) + total // (8 * max(1, parts)) + 1))
     limit = max(1, min(first_room, target))
     group: tuple[int, int] | None = None
     for start, end in spans:
@@ -420,6 +452,7 @@ def _pack_spans(spans: list[tuple[int, int]], first_room: int, room: int) -> Ite
         if group is not None:
             yield group
             limit = target
+        # Variant: end - start, which falls by limit >= 1 on every turn.
         while end - start > limit:
             yield start, start + limit
             start, limit = start + limit, target
