@@ -7,6 +7,18 @@ larger than that is split at its own boundaries (code at lines, each part re-ope
 tables at rows, each part repeating the header; lists at items), and a part that is not the first
 carries the lead-in sentence and heading path in its embedded text. No chunk is shorter than
 `floor_chars` unless its whole section is: a fragment joins its neighbour.
+
+Bounds on untrusted input (issue 27), for a body of n characters and a chunker of max_chars M:
+- Work is O(n) for a given M: markdown-it parses blocks in one pass with nesting capped at
+  blocks.MAX_NESTING; front matter is at most 64 KiB and its YAML is measured before it is built;
+  the prose splitter, superlinear on a long run of text, sees windows of PROSE_WINDOW_CHUNKS * M
+  characters; a fragment merge resumes where it left off; every loop's variant is stated. Measured
+  (bench/hostile.py): about 1-2 s per MiB of prose, up to 20 s per MiB of tiny blocks (rows,
+  headings, fences) on a loaded 2-core machine, growing 4x for 4x the input.
+- Output: no chunk text is longer than M. All chunk text together is at most OUTPUT_FACTOR * n + M
+  characters: a frame (a table header, a fence's lines) is repeated only when it takes at most
+  half a chunk, so each part holds at least a quarter chunk of its own; overlap adds less than
+  `min_chars` per chunk. embed_text adds at most a 370-character context to a chunk's words.
 """
 
 from __future__ import annotations
@@ -31,6 +43,12 @@ ALGORITHM_VERSION = 3  # 3: a frame wider than half a chunk is not repeated
 FLOOR_CHARS = 150
 # A paragraph this short before a code block, list or table is its lead-in even without a colon.
 LEAD_IN_CHARS = 240
+
+# The bound on all chunk text over the body (see the module's docstring; tests/searchsvc/test_chunker_properties.py).
+OUTPUT_FACTOR = 3
+# The prose splitter's cost grows with the square of a run of text without structure (one 1 MB
+# line: 15 s); it is fed windows of this many chunks, so its work is linear in the body.
+PROSE_WINDOW_CHUNKS = 8
 
 _SENTENCE_START = re.compile(r"(?<=[.!?:])\s+(?=\S)")
 
@@ -76,6 +94,7 @@ class MarkdownChunker:
         self.overlap = overlap
         self.floor_chars = min(FLOOR_CHARS, min_chars)
         self._prose = TextSplitter((min_chars, max_chars), overlap=overlap, trim=True)
+        self.window = max(PROSE_WINDOW_CHUNKS * max_chars, 4096)
         # The parser's and splitter's versions are included: an upgrade may move boundaries, and
         # re-chunking is cheap because unchanged chunk texts keep their vectors.
         self.fingerprint = (
@@ -123,6 +142,11 @@ class MarkdownChunker:
         previous: Block | None = None
         for block in blocks:
             if block.kind == "heading":
+                if pending and block.level <= pending[-1].level and block.end - pending[0].start > self.max_chars:
+                    # Empty sections running longer than a chunk stand alone: the run would keep
+                    # only its last heading's words (the others are not in its path).
+                    units.append(self._headings_unit(pending, section, stack))
+                    pending = []
                 while stack and stack[-1][0] >= block.level:
                     stack.pop()
                 stack.append((block.level, clip_heading(block.text)))
@@ -161,10 +185,15 @@ class MarkdownChunker:
             units.append(unit)
             previous = block
         if pending:  # headings with nothing after them still say what the document will hold
-            tail = pending[-1]
-            units.append(_Unit(pending[0].start, tail.end, tail, section=section, opens_section=True,
-                               level=pending[0].level, heading_starts=tuple(b.start for b in pending)))  # fmt: skip
+            units.append(self._headings_unit(pending, section, []))
         return units
+
+    @staticmethod
+    def _headings_unit(pending: list[Block], section: int, stack: list[tuple[int, str]]) -> _Unit:
+        tail = pending[-1]
+        return _Unit(pending[0].start, tail.end, tail, headings=tuple(text for _, text in stack if text),
+                     section=section, opens_section=True, level=pending[0].level,
+                     heading_starts=tuple(b.start for b in pending))  # fmt: skip
 
     # --- packing -----------------------------------------------------------------------------
 
@@ -272,7 +301,8 @@ class MarkdownChunker:
             room = self.max_chars - (main.start - start)
             if room < max(self.floor_chars, self.max_chars // 2):
                 break
-            first = next(iter(TextSplitter(room, trim=True).chunk_indices(body[main.start : unit.end])), None)
+            window = body[main.start : min(unit.end, main.start + self.window)]
+            first = next(iter(TextSplitter(room, trim=True).chunk_indices(window)), None)
             if first is None:
                 break
             end = main.start + first[0] + len(first[1].rstrip())
@@ -373,7 +403,7 @@ class MarkdownChunker:
                          context="" if first else unit.lead_in)  # fmt: skip
 
     def _prose_pieces(self, body: str, start: int, end: int, unit: _Unit) -> Iterator[_Piece]:
-        for offset, piece in self._prose.chunk_indices(body[start:end]):
+        for offset, piece in _windowed(self._prose, body[start:end], self.window):
             stripped = piece.strip()
             if stripped:
                 at = start + offset + (len(piece) - len(piece.lstrip()))
@@ -382,22 +412,23 @@ class MarkdownChunker:
     # --- fragments ---------------------------------------------------------------------------
 
     def _merge_fragments(self, body: str, pieces: list[_Piece]) -> list[_Piece]:
-        """A piece under the floor joins a neighbour of its section when the two fit in one chunk."""
-        merged = True
-        while merged:
-            merged = False
-            for i, piece in enumerate(pieces):
-                if piece.end - piece.start >= self.floor_chars or not piece.plain:
+        """A piece under the floor joins a neighbour of its section when the two fit in one chunk.
+
+        After a merge only the piece before the merged one has a new neighbour, so the scan resumes
+        there instead of at the start (which made many fragments quadratic).
+        """
+        i = 0
+        while i < len(pieces):
+            piece = pieces[i]
+            if piece.end - piece.start < self.floor_chars and piece.plain:
+                j = next((j for j in (i - 1, i + 1) if 0 <= j < len(pieces) and self._joinable(pieces[j], piece)), None)
+                if j is not None:
+                    a, b = sorted((pieces[j], piece), key=lambda p: p.start)
+                    pieces[min(i, j)] = _Piece(a.start, b.end, body[a.start : b.end], a.headings, a.section)
+                    del pieces[max(i, j)]
+                    i = max(0, min(i, j) - 1)
                     continue
-                for j in (i - 1, i + 1):
-                    if 0 <= j < len(pieces) and self._joinable(pieces[j], piece):
-                        a, b = sorted((pieces[j], piece), key=lambda p: p.start)
-                        pieces[min(i, j)] = _Piece(a.start, b.end, body[a.start : b.end], a.headings, a.section)
-                        del pieces[max(i, j)]
-                        merged = True
-                        break
-                if merged:
-                    break
+            i += 1
         return pieces
 
     def _joinable(self, neighbour: _Piece, piece: _Piece) -> bool:
@@ -459,6 +490,23 @@ def _pack_spans(spans: list[tuple[int, int]], first_room: int, room: int) -> Ite
         group = (start, end)
     if group is not None:
         yield group
+
+
+def _windowed(splitter: TextSplitter, text: str, window: int) -> Iterator[tuple[int, str]]:
+    """`splitter.chunk_indices(text)`, computed `window` characters at a time.
+
+    The last piece a window gives may be cut short by the window's end, so the next window starts
+    where that piece started. Variant: the next window starts after this one (the piece it starts
+    at is not the window's first), so `len(text) - start` falls on every turn.
+    """
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + window)
+        found = list(splitter.chunk_indices(text[start:end]))
+        carry = end < len(text) and len(found) >= 2 and found[-1][0] > 0
+        for offset, piece in found[:-1] if carry else found:
+            yield start + offset, piece
+        start = start + found[-1][0] if carry else end
 
 
 def _rstrip_end(body: str, start: int, end: int) -> int:
