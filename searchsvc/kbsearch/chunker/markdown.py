@@ -33,6 +33,7 @@ from semantic_text_splitter import TextSplitter
 from kbsearch.chunker.blocks import Block, parse_blocks
 from kbsearch.chunker.embedtext import MAX_HEADING_CHARS, clip_heading, embed_text, readable_name
 from kbsearch.chunker.frontmatter import front_matter_tags, front_matter_title, split_front_matter
+from kbsearch.chunker.sentences import split_sentences
 from kbsearch.models import Chunk, ParsedDocument
 
 __all__ = ["ALGORITHM_VERSION", "FLOOR_CHARS", "MarkdownChunker"]
@@ -49,8 +50,6 @@ OUTPUT_FACTOR = 3
 # The prose splitter's cost grows with the square of a run of text without structure (one 1 MB
 # line: 15 s); it is fed windows of this many chunks, so its work is linear in the body.
 PROSE_WINDOW_CHUNKS = 8
-
-_SENTENCE_START = re.compile(r"(?<=[.!?:])\s+(?=\S)")
 
 
 @dataclass(slots=True)
@@ -446,7 +445,7 @@ def _introduces(paragraph: str) -> bool:
 
 def _last_sentence(paragraph: str) -> str:
     text = " ".join(paragraph.split())
-    parts = _SENTENCE_START.split(text.rstrip(":").rstrip())
+    parts = split_sentences(text.rstrip(":").rstrip())
     sentence = parts[-1] if parts else text
     return sentence[:LEAD_IN_CHARS]
 
