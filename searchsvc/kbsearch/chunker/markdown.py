@@ -47,6 +47,7 @@ LEAD_IN_CHARS = 240
 
 # The bound on all chunk text over the body (see the module's docstring; tests/searchsvc/test_chunker_properties.py).
 OUTPUT_FACTOR = 3
+_WORDS = re.compile(r"\w+")
 # The prose splitter's cost grows with the square of a run of text without structure (one 1 MB
 # line: 15 s); it is fed windows of this many chunks, so its work is linear in the body.
 PROSE_WINDOW_CHUNKS = 8
@@ -141,7 +142,7 @@ class MarkdownChunker:
         previous: Block | None = None
         for block in blocks:
             if block.kind == "heading":
-                if pending and block.level <= pending[-1].level and block.end - pending[0].start > self.max_chars:
+                if pending and block.end - pending[0].start > self.max_chars:
                     # Empty sections running longer than a chunk stand alone: the run would keep
                     # only its last heading's words (the others are not in its path).
                     units.append(self._headings_unit(pending, section, stack))
@@ -261,20 +262,25 @@ class MarkdownChunker:
                 yield from self._lead(body, unit)
             yield _Piece(start, main.end, body[start : main.end], unit.headings, unit.section, context=unit.lead_in)
             return
+        by_parts = (main.kind == "code" and bool(main.fence) and "\n" in body[main.start : main.end]) or (
+            main.kind in ("table", "list") and len(main.parts) >= 2
+        )
         if unit.start < main.start:
             # A block that must be split takes what precedes it (the section's heading, a lead-in)
             # into its first part when there is room; otherwise the lead goes first on its own.
             lead_text = body[unit.start : main.start].rstrip()
-            splits_by_parts = main.kind in ("code", "table", "list")
+            # Only a block cut at its own boundaries takes the lead into its first part; one split
+            # as prose (a one-item list, an indented code block) would drop it.
+            splits_by_parts = by_parts
             if splits_by_parts and len(lead_text) + 2 + self._first_part_room(body, main) <= self.max_chars:
                 head = lead_text + "\n\n"
             elif splits_by_parts or unit.lead_end >= 0:
                 yield from self._lead(body, unit)
-        if main.kind == "code" and main.fence and "\n" in body[main.start : main.end]:
+        if by_parts and main.kind == "code":
             yield from self._code_parts(body, unit, head)
-        elif main.kind == "table" and len(main.parts) >= 2:
+        elif by_parts and main.kind == "table":
             yield from self._table_parts(body, unit, head)
-        elif main.kind == "list" and len(main.parts) >= 2:
+        elif by_parts:
             yield from self._list_parts(body, unit, head)
         else:
             yield from self._prose_with_heading(body, unit)
@@ -283,8 +289,12 @@ class MarkdownChunker:
         """What precedes a unit's main block, alone: a lead-in paragraph as prose; headings only when
         their text is longer than the heading path keeps (otherwise the path says it all)."""
         end = unit.lead_end if unit.lead_end >= 0 else min(unit.end, unit.main.start)
-        if unit.lead_end >= 0 or len(body[unit.start : end].strip()) > len(unit.heading_starts) * (
-            MAX_HEADING_CHARS + 8
+        # Headings the path does not name (siblings of the section's own) are words a chunk must keep.
+        path = set(_WORDS.findall(" ".join(unit.headings)))
+        if (
+            unit.lead_end >= 0
+            or any(word not in path for word in _WORDS.findall(body[unit.start : end]))
+            or len(body[unit.start : end].strip()) > len(unit.heading_starts) * (MAX_HEADING_CHARS + 8)
         ):
             yield from self._prose_pieces(body, unit.start, end, unit)
 
@@ -305,6 +315,10 @@ class MarkdownChunker:
             if first is None:
                 break
             end = main.start + first[0] + len(first[1].rstrip())
+            if end - start > self.max_chars:  # the splitter trimmed leading space the room did not count
+                yield from self._prose_pieces(body, start, main.start, unit)  # the heading alone
+                yield from self._prose_pieces(body, main.start, unit.end, unit)
+                return
             yield _Piece(start, end, body[start:end], unit.headings, unit.section)
             yield from self._prose_pieces(body, end, unit.end, unit)
             return
@@ -329,7 +343,7 @@ class MarkdownChunker:
             return
         room = self.max_chars - frame
         lines = _lines(body, opener_end + 1, closer_start - 1)
-        for n, (start, end) in enumerate(_pack_spans(lines, room - len(head), room)):
+        for n, (start, end) in enumerate(_pack_spans(body, lines, room - len(head), room)):
             text = f"{head if n == 0 else ''}{opener}\n{body[start:end]}\n{main.fence}"
             yield _Piece(unit.start if n == 0 and head else start, end, text, unit.headings, unit.section,
                          context=unit.lead_in if n else "", plain=False)  # fmt: skip
@@ -342,7 +356,7 @@ class MarkdownChunker:
             return
         room = self.max_chars - len(header) - 1
         rows = [(s, e) for s, e in _lines(body, main.parts[1], main.end) if e > s]
-        for n, (start, end) in enumerate(_pack_spans(rows, room - len(head), room)):
+        for n, (start, end) in enumerate(_pack_spans(body, rows, room - len(head), room)):
             text = f"{head if n == 0 else ''}{header}\n{body[start:end]}"
             yield _Piece(unit.start if n == 0 and head else start, end, text, unit.headings, unit.section,
                          context=unit.lead_in if n else "", plain=False)  # fmt: skip
@@ -361,7 +375,7 @@ class MarkdownChunker:
         others and never repeated (a table header padded wider than a chunk, a fence with a huge info)."""
         main = unit.main
         lines = _lines(body, main.start, main.end)
-        for n, (start, end) in enumerate(_pack_spans(lines, self.max_chars - len(head), self.max_chars)):
+        for n, (start, end) in enumerate(_pack_spans(body, lines, self.max_chars - len(head), self.max_chars)):
             lead = head if n == 0 else ""
             while start < end and body[start].isspace():
                 start += 1
@@ -461,11 +475,12 @@ def _lines(body: str, start: int, end: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _pack_spans(spans: list[tuple[int, int]], first_room: int, room: int) -> Iterator[tuple[int, int]]:
-    """Consecutive line spans grouped into parts of at most `room` characters (the first `first_room`).
+def _pack_spans(body: str, spans: list[tuple[int, int]], first_room: int, room: int) -> Iterator[tuple[int, int]]:
+    """Consecutive line spans of `body` grouped into parts of at most `room` characters (the first `first_room`).
 
     Parts are balanced (a block of 1.1 rooms becomes two halves, not a full part and a scrap), and
-    a line longer than the room is cut. Both rooms count as at least 1, so every step advances.
+    a line longer than the room is cut, at a space in the part's second half when there is one so
+    that no word is cut. Both rooms count as at least 1, so every step advances.
     """
     if not spans:
         return
@@ -482,10 +497,12 @@ def _pack_spans(spans: list[tuple[int, int]], first_room: int, room: int) -> Ite
         if group is not None:
             yield group
             limit = target
-        # Variant: end - start, which falls by limit >= 1 on every turn.
+        # Variant: end - start, which falls by at least 1 on every turn (start < cut <= start + limit).
         while end - start > limit:
-            yield start, start + limit
-            start, limit = start + limit, target
+            space = body.rfind(" ", start + limit // 2 + 1, start + limit + 1)
+            cut = space if space > start else start + limit
+            yield start, cut
+            start, limit = cut, target
         group = (start, end)
     if group is not None:
         yield group
