@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.chunker.markdown import OUTPUT_FACTOR
+from kbsearch.models import ParsedDocument
 from tests.support.properties import properties, within
 
 # Seconds a chunking may take: a hang detector (a generated document takes milliseconds).
@@ -123,17 +124,18 @@ def chunk_settings(draw: st.DrawFn) -> tuple[int, int, int]:
     return low, high, draw(st.integers(0, low - 1))
 
 
-def chunked(text: str, sizes: tuple[int, int, int]):
+def chunked(text: str, sizes: tuple[int, int, int]) -> ParsedDocument:
     budget = HANG_BASE_S + HANG_PER_MIB_S * len(text) / (1 << 20)
     return within(budget, lambda: MarkdownChunker(*sizes).chunk(text))
 
 
 def check_invariants(text: str, markers: list[str], sizes: tuple[int, int, int]) -> None:
     doc = chunked(text, sizes)
-    _, high, _ = sizes
+    _, high, overlap = sizes
     produced = [c.text for c in doc.chunks]
     assert all(len(t) <= high for t in produced), max(len(t) for t in produced)
-    assert sum(map(len, produced)) <= OUTPUT_FACTOR * len(doc.body) + high
+    # Each chunk repeats at most `overlap` characters of the one before it.
+    assert sum(map(len, produced)) <= OUTPUT_FACTOR * len(doc.body) + high + overlap * len(produced)
     # Every word of the body comes back in some chunk: in its text, or in its heading path (a heading
     # the path names is not repeated as text). Front matter is not body: its words may not.
     found = set()
@@ -173,6 +175,8 @@ def check_invariants(text: str, markers: list[str], sizes: tuple[int, int, int])
 )  # fmt: skip
 # The lead-in of a one-item list too large for a chunk was dropped (the list is split as prose).
 @example(("w0\n\n- " + " ".join(f"w{i}" for i in range(1, 41)) + "\n", [f"w{i}" for i in range(41)]), (50, 100, 0))
+# Overlap on a run without spaces: each chunk repeats up to `overlap` characters (part of the bound).
+@example(("# w0\n\n" + "z" * 1000 + "\n\n# w1\n", ["w0", "w1"]), (50, 100, 37))
 def test_generated_markdown_chunks_within_bounds(document: tuple[str, list[str]], sizes: tuple[int, int, int]) -> None:
     text, markers = document
     check_invariants(text, markers, sizes)

@@ -15,10 +15,11 @@ Bounds on untrusted input (issue 27), for a body of n characters and a chunker o
   characters; a fragment merge resumes where it left off; every loop's variant is stated. Measured
   (bench/hostile.py): about 1-2 s per MiB of prose, up to 20 s per MiB of tiny blocks (rows,
   headings, fences) on a loaded 2-core machine, growing 4x for 4x the input.
-- Output: no chunk text is longer than M. All chunk text together is at most OUTPUT_FACTOR * n + M
-  characters: a frame (a table header, a fence's lines) is repeated only when it takes at most
-  half a chunk, so each part holds at least a quarter chunk of its own; overlap adds less than
-  `min_chars` per chunk. embed_text adds at most a 370-character context to a chunk's words.
+- Output: no chunk text is longer than M. All chunk text together is at most
+  OUTPUT_FACTOR * n + M + overlap * chunks characters: a frame (a table header, a fence's lines)
+  is repeated only when it takes at most half a chunk, so each part holds at least a quarter
+  chunk of its own; each chunk repeats at most `overlap` characters of the one before it.
+  embed_text adds at most a 370-character context to a chunk's words.
 """
 
 from __future__ import annotations
