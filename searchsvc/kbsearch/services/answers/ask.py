@@ -309,7 +309,7 @@ class AskService:
 
 
 def _source(n: int, hit: SearchHit) -> AskSource:
-    return AskSource(**_chunk_ref(n, hit), score=hit.score)
+    return AskSource(**_chunk_ref(n, hit), score=hit.score, relevance=hit.relevance or 0.0)
 
 
 def _citation(n: int, hit: SearchHit, citing: str) -> AskCitation:
