@@ -94,6 +94,7 @@ def parse_source(
         metadata=typed.metadata,
         allow_local=allow_local,
         version_pattern=typed.version_pattern,
+        path_weights=typed.path_weights,
     )
     validate_spec(sync)
     search = typed.search_service

@@ -15,7 +15,7 @@ from kboperator.git.objects import TreeEntry
 from kboperator.models import FileIssue, SyncSpec
 from kboperator.repourl import RepoLocation
 from kboperator.sync.docuri import check_web_url, document_uri
-from kboperator.sync.paths import PathFilter
+from kboperator.sync.paths import PathFilter, compile_glob
 
 # Keys the engine sets on every document; a spec may not override them.
 RESERVED_KEYS = ("sourceIdentifier", "repository", "ref", "commit", "path")
@@ -25,6 +25,8 @@ _MAX_URI = 2048  # the v1 contract's limit
 _METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 _MAX_VERSION_PATTERN = 512
 _MAX_VERSION = 64  # the service keeps no more of a version
+_MAX_PATH_WEIGHTS = 32
+MAX_PATH_WEIGHT = 4.0  # the service ignores a larger rankWeight
 # Files the search service converts from their bytes: sent base64-encoded, never decoded as text here.
 BINARY_EXTENSIONS = frozenset({".pdf", ".docx"})
 
@@ -84,7 +86,28 @@ def validate_spec(spec: SyncSpec) -> PathFilter:
             raise InvalidSpecError(f"metadata value of {key!r} must be a string")
     if spec.version_pattern is not None:
         version_pattern(spec.version_pattern)
+    PathWeights(spec.path_weights)
     return PathFilter(spec.include, spec.exclude)
+
+
+class PathWeights:
+    """A source's `pathWeights`: the `rankWeight` metadata of the documents each glob matches.
+
+    The longest matching glob wins (the most specific; a mapping's order does not survive the API
+    server). InvalidSpecError for a bad glob or a weight outside (0, MAX_PATH_WEIGHT].
+    """
+
+    def __init__(self, weights: Mapping[str, float]) -> None:
+        if len(weights) > _MAX_PATH_WEIGHTS:
+            raise InvalidSpecError(f"at most {_MAX_PATH_WEIGHTS} path weights")
+        for pattern, weight in weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= MAX_PATH_WEIGHT:
+                raise InvalidSpecError(f"the weight of {pattern!r} must be a number in (0, {MAX_PATH_WEIGHT:g}]")
+        ordered = sorted(weights.items(), key=lambda item: -len(item[0]))
+        self._globs = [(compile_glob(pattern), float(weight)) for pattern, weight in ordered]
+
+    def of(self, path: str) -> float | None:
+        return next((weight for glob, weight in self._globs if glob.match(path)), None)
 
 
 def version_pattern(pattern: str) -> re.Pattern[str]:
@@ -127,6 +150,7 @@ class DocumentReader:
             "commit": checkout.head,
         }
         self._version = version_pattern(spec.version_pattern) if spec.version_pattern is not None else None
+        self._weights = PathWeights(spec.path_weights)
 
     def matches(self, entry: TreeEntry) -> bool:
         return self.filter.matches(entry.path)
@@ -142,7 +166,12 @@ class DocumentReader:
 
     def metadata(self, path: str) -> dict[str, Any]:
         version = version_of(self._version, path) if self._version is not None else None
-        return {**self._base, "path": path} | ({"version": version} if version else {})
+        weight = self._weights.of(path)
+        return (
+            {**self._base, "path": path}
+            | ({"version": version} if version else {})
+            | ({"rankWeight": weight} if weight is not None else {})
+        )
 
     def read(self, entry: TreeEntry, *, keep_content: bool = True) -> Document | FileIssue:
         """The document for a matching entry, or why it is skipped. Symlinks are never followed."""
