@@ -193,8 +193,9 @@ class Settings(BaseSettings):
     )
     default_path_weights: bool = Field(
         True,
-        description="Rank blog and news posts, proposals and design documents, changelogs and generated CLI "
-        "reference below the pages they repeat (unless the question names them); a document's rankWeight wins.",
+        description="Rank blog and news posts, proposals and design documents, changelogs, generated CLI "
+        "reference and contributor guides below other pages (unless the question names them); a document's "
+        "rankWeight wins.",
     )
 
     # Rerank: a second stage that reorders the first pages of every search (off by default).

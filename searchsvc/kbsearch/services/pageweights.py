@@ -10,10 +10,11 @@ A page's score is multiplied by its weight (services/ranking.py). The weight is,
    in other words or with less context, and so often rank above the page a user wants;
 3. else 1.
 
-A weight below 1 is lifted back to 1 when the question names what the page is: every word (two or more) of
-its file name ("argocd app sync" for `argocd_app_sync.md`), a word of a folder below the top one
-("what did the blog say about…" for `content/blog/…`), or a word its role answers to ("blog",
-"changelog", "flag", a version number for release notes).
+A weight below 1 is lifted back to 1 when the question names what the page is: a word its role
+answers to ("blog", "announcement", "proposal", "changelog", "release"; a version number for
+release notes; "cli", "command", "flag", or every word of the file's name, for CLI reference:
+"argocd app sync" for `argocd_app_sync.md`). Only the role's words count: a topic word shared by
+a proposal's file name and the question ("sync timeout") would lift every design document.
 """
 
 from __future__ import annotations
@@ -41,14 +42,13 @@ class PathRole:
     files: frozenset[str] = frozenset()
     asks: frozenset[str] = frozenset()  # words of a question that asks for this role
     versions: bool = False  # a version number in the question asks for it too
+    file_names: bool = False  # a question holding every word of the file's name asks for it too
 
     def holds(self, folders: list[str], file: str) -> bool:
         return bool(self.folders.intersection(folders)) or file in self.files
 
 
-# The defaults for common documentation layouts, as globs: `**/blog/**`, `**/news/**`,
-# `**/proposals/**`, `**/design/**`, `**/enhancements/**`, `**/CHANGELOG*`, `**/release-notes/**`,
-# `**/commands/**`, `**/cli/**` (see docs/user/search-ranking.md).
+# The defaults for common documentation layouts (listed in docs/user/api.md#search-results).
 DEFAULT_ROLES = (
     PathRole(
         "blog",
@@ -84,7 +84,21 @@ DEFAULT_ROLES = (
         asks=frozenset({"changelog", "releas"}),
         versions=True,
     ),
-    PathRole("cli-reference", 0.8, frozenset({"commands", "cli"}), asks=frozenset({"cli", "command", "flag"})),
+    PathRole(
+        "cli-reference",
+        0.8,
+        frozenset({"commands", "cli"}),
+        asks=frozenset({"cli", "command", "flag"}),
+        file_names=True,
+    ),
+    # Docs for the project's own contributors (building, releasing, submitting a change), not its users.
+    PathRole(
+        "contributing",
+        0.8,
+        frozenset({"developer-guide", "developer-docs", "contributing", "contributors", "contribute", "hacking"}),
+        files=frozenset({"contributing", "hacking"}),
+        asks=frozenset({"contribut", "develop", "maintain"}),
+    ),
 )
 
 
@@ -117,11 +131,10 @@ class PathWeights:
                 return 1.0
             if chosen >= 1.0:
                 return chosen
-            file_words = set(self._words(file))
-            if (
-                (len(file_words) >= 2 and file_words <= asked)
-                or asked.intersection(self._words(" ".join(folders[1:])))
-                or (role is not None and (asked & role.asks or (role.versions and names_version)))
+            if role is not None and (
+                asked & role.asks
+                or (role.versions and names_version)
+                or (role.file_names and set(self._words(file)) <= asked)
             ):
                 return 1.0  # the question names what the page is
             return chosen
