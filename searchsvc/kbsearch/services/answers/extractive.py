@@ -54,7 +54,7 @@ MAX_SENTENCE_CHARS = 600
 LEXICAL_WEIGHT = 0.35
 BLOCK_LEXICAL_SHARE = 0.6  # of a block standing alone under its heading (a list, code, a table)
 INTENT_BONUS = 0.08
-RANK_PENALTY = 0.01  # per place a chunk's page stands below the first page in the search
+RANK_PENALTY = 0.05  # per place a chunk's page stands below the first page in the search
 
 PassageKind = Literal["sentence", "item", "steps", "code", "table"]
 Piece = tuple[str, bool]  # (text, verbatim): verbatim text is code, never read for citation markers
@@ -405,6 +405,7 @@ def _imperative(sentence: str) -> bool:
 
 
 def _short(sentence: str) -> str:
+    sentence = sentence.replace("\u00a0", " ")  # "24\u00a0hours" reads, and is searched for, as "24 hours"
     if len(sentence) <= MAX_SENTENCE_CHARS:
         return sentence
     return sentence[: MAX_SENTENCE_CHARS - 1].rsplit(" ", 1)[0] + "…"
