@@ -6,8 +6,9 @@ A page's score is multiplied by its weight (services/ranking.py). The weight is,
    (or `knowledge-sync --path-weight`) sets it by path, as docs search services rank by start URL;
 2. else, with SEARCHSVC_DEFAULT_PATH_WEIGHTS on (the default), the weight of the role its path
    says it has: an announcement blog or news post, a proposal or design document, a changelog or
-   release notes, a generated CLI reference page. These repeat what the reference pages document,
-   in other words or with less context, and so often rank above the page a user wants;
+   release notes, a generated CLI reference page, a guide for the project's own contributors. These
+   repeat what the reference pages document, in other words or with less context (or answer
+   another reader), and so often rank above the page a user wants;
 3. else 1.
 
 A weight below 1 is lifted back to 1 when the question names what the page is: a word its role
@@ -134,7 +135,7 @@ class PathWeights:
             if role is not None and (
                 asked & role.asks
                 or (role.versions and names_version)
-                or (role.file_names and set(self._words(file)) <= asked)
+                or (role.file_names and asked.issuperset(self._words(file) or [""]))
             ):
                 return 1.0  # the question names what the page is
             return chosen
