@@ -4,8 +4,9 @@ With a chat model (llm mode) the model runs a tool loop: it may call `search` up
 `maxSearches` times, every call the same scoped search as the REST API (origin "ask"), and then
 answers with [n] markers. Without one (extractive mode) one search with the question, and one
 within its first page when more of that page's chunks matched, feed an extractive answer
-(kbsearch.services.answers.extractive). Both modes produce the same events in the same order — `search`*, `delta`*, `citation`*, then `done` — and `ask` is `stream` read to its end, so
-the JSON answer and the streamed one never differ.
+(kbsearch.services.answers.extractive). Both modes produce the same events in the same order —
+`search`*, `delta`*, `citation`*, then `done` — and `ask` is `stream` read to its end, so the JSON
+answer and the streamed one never differ.
 
 Grounded means the answer cites at least one retrieved chunk that is relevant by the calibrated
 relevance (SEARCHSVC_RELEVANCE_THRESHOLD). When retrieval found nothing (llm: the searches
