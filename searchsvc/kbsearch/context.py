@@ -209,6 +209,7 @@ async def build_context(
         relevant_at=settings.relevance_threshold,
         turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
         rerank=rerank,
+        default_path_weights=settings.default_path_weights,
     )
     ask = AskService(
         search=search,

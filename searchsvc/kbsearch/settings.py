@@ -191,6 +191,12 @@ class Settings(BaseSettings):
     search_candidates: int = Field(
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
     )
+    default_path_weights: bool = Field(
+        True,
+        description="Rank blog and news posts, proposals and design documents, changelogs, generated CLI "
+        "reference and contributor guides below other pages (unless the question names them); a document's "
+        "rankWeight wins.",
+    )
 
     # Rerank: a second stage that reorders the first pages of every search (off by default).
     rerank: Literal["off", "local", "remote", "llm"] = Field(
