@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import unicodedata
 from dataclasses import dataclass
 
 from kbsearch.aio.fairness import FairTurns
@@ -148,7 +149,8 @@ class SearchService:
         # The caller's own cache partition: a hit on another caller's query would show in the timing.
         # Keyword mode embeds the query too: not to rank, but for every hit's relevance.
         embedder = self.embedder.partition(caller.partition)
-        dense = await embed_call(embedder.embed_query, request.query)
+        # NFKC as the keyword lane and the PDF text have it: "ﬂow" asks for "flow".
+        dense = await embed_call(embedder.embed_query, unicodedata.normalize("NFKC", request.query))
         sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
 
