@@ -3,8 +3,8 @@
 The graph is what the torch exporter traced before (kbsearch.embedders.onnx_export), operator for
 operator as transformers' eager BertModel runs them: token, position and segment embeddings with a
 LayerNorm; per layer self-attention with an additive mask, a residual LayerNorm, a GELU (erf)
-feed-forward and a second residual LayerNorm; then the model's pooling (mean over the attention
-mask, or the [CLS] token) and L2 normalisation, as its modules.json chains them. Every dense layer
+feed-forward and a second residual LayerNorm; then mean pooling over the attention mask and L2
+normalisation, as its modules.json chains them (a model pooled otherwise is refused). Every dense layer
 is a MatMul by a constant plus an Add, which is what onnxruntime's dynamic int8 quantiser rewrites.
 
 Inputs `input_ids`, `attention_mask`, `token_type_ids` (int64, batch x tokens); output
@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from kbsearch.errors import ConfigurationError
+
 OUTPUT = "sentence_embedding"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # Opset 17 is understood by every onnxruntime since 1.14 and by the int8 quantizer, and has LayerNormalization.
@@ -28,20 +30,16 @@ OPSET = 17
 MASKED = float(np.finfo(np.float32).min)
 
 
-class UnsupportedModel(ValueError):
+class UnsupportedModel(ConfigurationError):
     """The model folder is not a BERT encoder this builder knows how to write."""
 
 
-def read_pooling(model_dir: Path) -> str:
-    """'mean' or 'cls', from the sentence-transformers Pooling module's config (mean when absent)."""
+def check_pooling(model_dir: Path) -> None:
+    """Refuse a model whose sentence-transformers Pooling module is not mean pooling (what this graph does)."""
     for config in sorted(model_dir.glob("*_Pooling/config.json")):
         settings = json.loads(config.read_text())
-        if settings.get("pooling_mode_cls_token"):
-            return "cls"
-        if settings.get("pooling_mode_mean_tokens"):
-            return "mean"
-        raise UnsupportedModel(f"{config}: only mean or CLS pooling is supported")
-    return "mean"
+        if not settings.get("pooling_mode_mean_tokens") or settings.get("pooling_mode_cls_token"):
+            raise UnsupportedModel(f"{config}: only mean pooling is supported")
 
 
 def build_sentence_graph(model_dir: Path, target: Path) -> None:
@@ -58,7 +56,7 @@ def build_sentence_graph(model_dir: Path, target: Path) -> None:
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     head_size, eps = hidden // heads, float(config.get("layer_norm_eps", 1e-12))
     weights = _strip_prefix(load_file(str(model_dir / "model.safetensors")))
-    pooling = read_pooling(model_dir)
+    check_pooling(model_dir)
 
     nodes: list[Any] = []
     initializers: list[Any] = []
@@ -138,15 +136,12 @@ def build_sentence_graph(model_dir: Path, target: Path) -> None:
         output = node("Add", [dense(gelu, f"{p}.output.dense"), x], f"{p}/output/residual")
         x = layer_norm(output, f"{p}.output.LayerNorm")
 
-    # Pooling as sentence_transformers.models.Pooling does it, then Normalize (x / max(|x|, 1e-12)).
-    if pooling == "cls":
-        pooled = node("Gather", [x, const("const.first", np.array(0, dtype=np.int64))], "pool/cls", axis=1)
-    else:
-        mask3 = node("Unsqueeze", [mask_f, two_i], "pool/mask")
-        total = node("ReduceSum", [node("Mul", [x, mask3], "pool/masked"), axis1], "pool/sum", keepdims=0)
-        count = node("ReduceSum", [mask3, axis1], "pool/count", keepdims=0)
-        count = node("Max", [count, const("const.min_count", np.array(1e-9, dtype=np.float32))], "pool/count/clamped")
-        pooled = node("Div", [total, count], "pool/mean")
+    # Mean pooling as sentence_transformers.models.Pooling does it, then Normalize (x / max(|x|, 1e-12)).
+    mask3 = node("Unsqueeze", [mask_f, two_i], "pool/mask")
+    total = node("ReduceSum", [node("Mul", [x, mask3], "pool/masked"), axis1], "pool/sum", keepdims=0)
+    count = node("ReduceSum", [mask3, axis1], "pool/count", keepdims=0)
+    count = node("Max", [count, const("const.min_count", np.array(1e-9, dtype=np.float32))], "pool/count/clamped")
+    pooled = node("Div", [total, count], "pool/mean")
     norm = node("ReduceL2", [pooled], "norm/l2", axes=[1], keepdims=1)  # axes: an attribute until opset 18
     norm = node("Max", [norm, const("const.min_norm", np.array(1e-12, dtype=np.float32))], "norm/clamped")
     nodes.append(helper.make_node("Div", [pooled, norm], [OUTPUT], name=OUTPUT))
