@@ -13,6 +13,10 @@
 
     python -m bench.embedders --scifact ../shared/eval/scifact-train [--throughput-chunks 256]
         [--rounds 2] [--backends torch,onnx,onnx-int8] [--docs N] [--no-quality]
+
+An entry `MODEL@BACKEND` runs another local model (SEARCHSVC_LOCAL_MODEL), e.g.
+`--backends onnx-int8,bge-small-en-v1.5@onnx-int8`; it is compared on speed and quality, never
+with torch's vectors nor in the backend rule (which is about MiniLM's backends).
 """
 
 from __future__ import annotations
@@ -35,12 +39,27 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 SLICE = 1024  # texts embedded between two saves of the resumable cache
 
 
-def make_embedder(backend: str, threads: int = 0):
-    """A loaded embedder of `backend`, as the service's factory builds it (no cache in front)."""
+def split_label(label: str) -> tuple[str, str]:
+    """(model, backend) of a --backends entry: `onnx-int8` is the bundled MiniLM's, `MODEL@BACKEND` another's."""
+    from kbsearch.embedders.catalog import BUNDLED_MODEL
+
+    model, _, backend = label.rpartition("@")
+    return model or BUNDLED_MODEL, backend
+
+
+def make_embedder(label: str, threads: int = 0):
+    """A loaded embedder of `label` (see split_label), as the service's factory builds it (no cache in front)."""
     from kbsearch.embedders.factory import build_embedder
     from kbsearch.settings import Settings
 
-    settings = Settings(local_backend=backend, embed_cache_size=0, onnx_dir=CACHE_DIR / "onnx", local_threads=threads)
+    model, backend = split_label(label)
+    settings = Settings(
+        local_model=model,
+        local_backend=backend,
+        embed_cache_size=0,
+        onnx_dir=CACHE_DIR / "onnx",
+        local_threads=threads,
+    )
     embedder = build_embedder(settings)
     embedder.load()
     return embedder
@@ -163,7 +182,8 @@ def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> 
             sparse[row] = vector
     with tempfile.TemporaryDirectory(prefix="bench-embedders-") as tmp:
         store = EdgeStore(Path(tmp), "scifact")
-        store.open(CollectionSignature("local", "all-MiniLM-L6-v2", 384, bm25.name, backend))
+        model, backend_name = split_label(backend)
+        store.open(CollectionSignature("local", model, 384, bm25.name, backend_name))
         try:
             for doc, rows in by_doc.items():
                 uri = f"scifact:{doc}"
@@ -286,7 +306,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 flush=True,
             )
         if "torch" in vectors:
-            for backend in backends:
+            for backend in [b for b in backends if "@" not in b]:  # another model's vectors are not torch's
                 quality[backend]["cosineToTorch"] = agreement(vectors[backend], vectors["torch"])
         result["quality"] = quality
         result["queries"] = len(query_ids)
@@ -322,7 +342,7 @@ def choose_default(speed: dict[str, Any], quality: dict[str, Any]) -> str | None
     if "torch" not in quality:
         return None
     floor = quality["torch"]["hybrid"]["ndcg@10"] - 0.005
-    fit = [b for b in quality if quality[b]["hybrid"]["ndcg@10"] >= floor]
+    fit = [b for b in quality if "@" not in b and quality[b]["hybrid"]["ndcg@10"] >= floor]
     return max(fit, key=lambda b: speed[b]["medianChunksPerCpuSecond"])
 
 
