@@ -91,7 +91,8 @@ def test_the_vector_is_the_normalised_cls_token_of_the_graphs_output(bge):
 
 
 def test_settings_choose_bge_with_its_folder_and_only_on_int8(tmp_path):
-    chosen = build_embedder(Settings(local_model=BGE_SMALL, data_dir=tmp_path, embed_cache_size=0))
+    # models_dir=None: the default under the data directory, whatever SEARCHSVC_MODELS_DIR `make test` sets.
+    chosen = build_embedder(Settings(local_model=BGE_SMALL, data_dir=tmp_path, models_dir=None, embed_cache_size=0))
     assert isinstance(chosen, OnnxEmbedder)
     assert (chosen.models_dir, chosen.query_prefix, chosen.backend) == (tmp_path / ".models", PREFIX, "onnx-int8")
     elsewhere = build_embedder(Settings(local_model=BGE_SMALL, models_dir=tmp_path / "m"))
