@@ -11,7 +11,7 @@ import pytest
 
 from kbsearch.embedders.cache import CachedEmbedder
 from kbsearch.embedders.catalog import BGE_SMALL, spec_for
-from kbsearch.embedders.factory import build_embedder
+from kbsearch.embedders.factory import build_embedder, relevance_calibration
 from kbsearch.embedders.onnx import OnnxEmbedder
 from kbsearch.errors import ConfigurationError
 from kbsearch.settings import Settings
@@ -110,3 +110,11 @@ def test_without_the_fetched_files_loading_says_how_to_get_them(tmp_path):
     with pytest.raises(ConfigurationError, match="make bge-model") as refused:
         missing.load()
     assert str(tmp_path / "models" / BGE_SMALL) in str(refused.value)
+
+
+def test_each_model_gets_its_own_relevance_curve_unless_one_is_set():
+    minilm, bge = relevance_calibration(Settings()), relevance_calibration(Settings(local_model=BGE_SMALL))
+    assert minilm == (0.35, 12.0)
+    assert bge == spec_for(BGE_SMALL).relevance and bge[0] > minilm[0]  # bge's cosines sit higher
+    assert relevance_calibration(Settings(local_model=BGE_SMALL, relevance_midpoint=0.5)) == (0.5, bge[1])
+    assert relevance_calibration(Settings(embedder="openai", local_model=BGE_SMALL)) == minilm

@@ -53,6 +53,15 @@ def build_embedder(settings: Settings) -> EmbeddingProvider:
     return inner
 
 
+def relevance_calibration(settings: Settings) -> tuple[float, float]:
+    """(midpoint, steepness) of the relevance curve: each as set, else the local model's own."""
+    own = spec_for(settings.local_model).relevance if settings.embedder == "local" else None
+    chosen = settings.model_fields_set
+    midpoint = settings.relevance_midpoint if own is None or "relevance_midpoint" in chosen else own[0]
+    steepness = settings.relevance_steepness if own is None or "relevance_steepness" in chosen else own[1]
+    return midpoint, steepness
+
+
 def build_embedder_for(settings: Settings, signature: CollectionSignature) -> EmbeddingProvider:
     """The provider that made a collection's vectors, to serve it while it is rebuilt for `settings`.
 
