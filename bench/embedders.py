@@ -12,7 +12,7 @@
    bench/results/cache/embedders/ (resumable: saved every slice), so a re-run only evaluates.
 
     python -m bench.embedders --scifact ../shared/eval/scifact-train [--throughput-chunks 256]
-        [--rounds 2] [--backends torch,onnx,onnx-int8] [--docs N] [--no-quality]
+        [--rounds 2] [--backends torch,onnx,onnx-int8] [--docs N] [--no-quality] [--queries N]
 
 An entry `MODEL@BACKEND` runs another local model (SEARCHSVC_LOCAL_MODEL), e.g.
 `--backends onnx-int8,bge-small-en-v1.5@onnx-int8`; it is compared on speed and quality, never
@@ -152,6 +152,30 @@ def throughput(texts: list[str], backends: list[str], rounds: int) -> dict[str, 
     }
 
 
+def query_latency(queries: list[str], backends: list[str]) -> dict[str, Any]:
+    """Each query embedded alone by each backend in turn (interleaved query by query, so the machine's
+    load falls on all alike), as the service embeds a search query: p50/p95 wall and CPU ms."""
+    embedders = {b: make_embedder(b) for b in backends}
+    for embedder in embedders.values():
+        embedder.embed_query(queries[0])  # warm-up
+    wall: dict[str, list[float]] = {b: [] for b in backends}
+    cpu: dict[str, list[float]] = {b: [] for b in backends}
+    for n, query in enumerate(queries):
+        for backend in backends if n % 2 == 0 else backends[::-1]:
+            started, cpu_started = time.perf_counter(), time.process_time()
+            embedders[backend].embed_query(query)
+            wall[backend].append((time.perf_counter() - started) * 1000)
+            cpu[backend].append((time.process_time() - cpu_started) * 1000)
+
+    def pct(values: list[float], q: float) -> float:
+        return round(float(np.percentile(values, q)), 1)
+
+    return {
+        b: {"queries": len(queries), "p50ms": pct(wall[b], 50), "p95ms": pct(wall[b], 95), "cpuP50ms": pct(cpu[b], 50)}
+        for b in backends
+    }
+
+
 def agreement(vectors: np.ndarray, reference: np.ndarray) -> dict[str, float]:
     cos = (vectors * reference).sum(axis=1) / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(reference, axis=1))
     return {
@@ -268,6 +292,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=2, help="interleaved throughput rounds")
     parser.add_argument("--docs", type=int, default=0, help="quality on the first N abstracts only (0: all 5,183)")
     parser.add_argument("--no-quality", action="store_true", help="throughput only")
+    parser.add_argument("--queries", type=int, default=0, help="query-embedding latency over the first N queries")
     args = parser.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
     data = load_scifact(args.scifact)
@@ -278,6 +303,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"  raw throughput on the same {len(sample)} chunk texts, {args.rounds} interleaved rounds:", flush=True)
     speed = throughput(sample, backends, args.rounds)
     result: dict[str, Any] = {"chunks": len(texts), "throughput": speed}
+    if args.queries:
+        result["queryLatency"] = query_latency(list(data.queries.values())[: args.queries], backends)
+        for b, figures in result["queryLatency"].items():
+            print(f"  query embedding {b}: {figures} ({load_text()})", flush=True)
 
     if not args.no_quality:
         judged = set(data.qrels)

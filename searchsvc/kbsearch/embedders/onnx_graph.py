@@ -108,7 +108,7 @@ def build_sentence_graph(model_dir: Path, target: Path) -> None:
     split_heads = const("const.split_heads", np.array([0, 0, heads, head_size], dtype=np.int64))
     merge_heads = const("const.merge_heads", np.array([0, 0, hidden], dtype=np.int64))
     scale = const("const.scale", np.array(1.0 / math.sqrt(head_size), dtype=np.float32))
-    sqrt_half = const("const.sqrt_half", np.array(1.0 / math.sqrt(2.0), dtype=np.float32))
+    sqrt2 = const("const.sqrt2", np.array(math.sqrt(2.0), dtype=np.float32))
     half = const("const.half", np.array(0.5, dtype=np.float32))
 
     def heads_of(x: str, prefix: str, perm: list[int]) -> str:
@@ -128,11 +128,12 @@ def build_sentence_graph(model_dir: Path, target: Path) -> None:
         attended = node("Add", [dense(context, f"{p}.attention.output.dense"), x], f"{p}/attention/residual")
         x = layer_norm(attended, f"{p}.attention.output.LayerNorm")
 
-        # GELU as BERT's (erf): 0.5 * h * (1 + erf(h / sqrt 2)).
+        # GELU as BERT's (erf), in torch's own order, x * (1 + erf(x / sqrt 2)) * 0.5, which
+        # onnxruntime fuses into one Gelu (with the bias before it: BiasGelu).
         inner = dense(x, f"{p}.intermediate.dense")
-        erf = node("Erf", [node("Mul", [inner, sqrt_half], f"{p}/gelu/scaled")], f"{p}/gelu/erf")
-        halved = node("Mul", [inner, half], f"{p}/gelu/half")
-        gelu = node("Mul", [halved, node("Add", [erf, one_f], f"{p}/gelu/1+erf")], f"{p}/gelu")
+        erf = node("Erf", [node("Div", [inner, sqrt2], f"{p}/gelu/scaled")], f"{p}/gelu/erf")
+        gelu = node("Mul", [inner, node("Add", [erf, one_f], f"{p}/gelu/1+erf")], f"{p}/gelu/times")
+        gelu = node("Mul", [gelu, half], f"{p}/gelu")
         output = node("Add", [dense(gelu, f"{p}.output.dense"), x], f"{p}/output/residual")
         x = layer_norm(output, f"{p}.output.LayerNorm")
 
