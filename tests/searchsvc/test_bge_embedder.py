@@ -11,9 +11,10 @@ import pytest
 
 from kbsearch.embedders.cache import CachedEmbedder
 from kbsearch.embedders.catalog import BGE_SMALL, spec_for
-from kbsearch.embedders.factory import build_embedder, relevance_calibration
+from kbsearch.embedders.factory import build_embedder, build_embedder_for, relevance_calibration
 from kbsearch.embedders.onnx import OnnxEmbedder
 from kbsearch.errors import ConfigurationError
+from kbsearch.models import CollectionSignature
 from kbsearch.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,3 +119,16 @@ def test_each_model_gets_its_own_relevance_curve_unless_one_is_set():
     assert bge == spec_for(BGE_SMALL).relevance and bge[0] > minilm[0]  # bge's cosines sit higher
     assert relevance_calibration(Settings(local_model=BGE_SMALL, relevance_midpoint=0.5)) == (0.5, bge[1])
     assert relevance_calibration(Settings(embedder="openai", local_model=BGE_SMALL)) == minilm
+
+
+def test_a_collection_of_the_other_model_is_served_by_it_while_it_is_rebuilt(tmp_path):
+    """A model change is an embedder-signature change: the old collection is served by its own model
+    (queries with its own instruction) until the background rebuild swaps in the new one."""
+    settings = Settings(data_dir=tmp_path, models_dir=tmp_path / "m", embed_cache_size=0)
+    bge_collection = CollectionSignature("local", BGE_SMALL, 384, "qdrant-edge-bm25", "onnx-int8")
+    serving = build_embedder_for(settings, bge_collection)
+    assert isinstance(serving, OnnxEmbedder)
+    assert (serving.model, serving.query_prefix, serving.models_dir) == (BGE_SMALL, PREFIX, tmp_path / "m")
+    minilm_collection = CollectionSignature("local", "all-MiniLM-L6-v2", 384, "qdrant-edge-bm25", "onnx-int8")
+    back = build_embedder_for(settings.model_copy(update={"local_model": BGE_SMALL}), minilm_collection)
+    assert (back.model, back.query_prefix) == ("all-MiniLM-L6-v2", "")
