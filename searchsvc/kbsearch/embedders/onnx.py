@@ -120,7 +120,9 @@ class OnnxEmbedder(EmbeddingProvider):
         if self.spec.fetched_backend is None:
             folder = ensure_exports(self.model, self.export_dir, self.variant)
             return folder / f"{self.variant}.onnx", folder / TOKENIZER
-        folder = (self.models_dir or self.export_dir) / self.model
+        if self.models_dir is None:
+            raise ConfigurationError(f"the local model {self.model} is fetched: give its folder (SEARCHSVC_MODELS_DIR)")
+        folder = self.models_dir / self.model
         graph, tokenizer = folder / FETCHED_GRAPH, folder / TOKENIZER
         if not (graph.is_file() and tokenizer.is_file()):
             raise ConfigurationError(
