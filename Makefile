@@ -31,7 +31,7 @@ BGE_TOKENIZER_SHA256 := d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a
 MODELS      := $(TOOLS)/models
 BGE_DIR     := $(MODELS)/bge-small-en-v1.5
 # Where the service looks for fetched models (`make run`, the tests); an explicit setting wins.
-export SEARCHSVC_MODELS_DIR ?= $(CURDIR)/$(MODELS)
+export SEARCHSVC_MODELS_DIR ?= $(abspath $(MODELS))
 # The end-to-end tests' Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
 # kubectl), built from source with Go at the versions pinned in hack/kube-tools/*/go.mod.
 KUBE_TOOLS  := $(TOOLS)/kube
@@ -110,7 +110,7 @@ bge-model: $(BGE_DIR)/model.onnx ## Fetch bge-small-en-v1.5 (int8 ONNX, Maven Ce
 $(BGE_DIR)/model.onnx:
 	rm -rf $(MODELS)/.bge && mkdir -p $(MODELS)/.bge $(BGE_DIR)
 	mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy -Dartifact=$(BGE_ARTIFACT) \
-	  -DoutputDirectory=$(CURDIR)/$(MODELS)/.bge
+	  -DoutputDirectory=$(abspath $(MODELS))/.bge
 	cd $(MODELS)/.bge && $(PYTHON) -m zipfile -e *.jar unpacked
 	$(PYTHON) -c 'import hashlib, sys; args = sys.argv[1:]; \
 	  bad = [f"{p} has sha256 {g}, the Makefile pins {w}" for p, w in zip(args[::2], args[1::2]) \
