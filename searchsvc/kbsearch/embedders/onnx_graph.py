@@ -55,8 +55,8 @@ def build_sentence_graph(model_dir: Path, target: Path) -> None:
         raise UnsupportedModel(f"{model_dir}: only absolute position embeddings are supported")
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     head_size, eps = hidden // heads, float(config.get("layer_norm_eps", 1e-12))
-    weights = _strip_prefix(load_file(str(model_dir / "model.safetensors")))
     check_pooling(model_dir)
+    weights = _strip_prefix(load_file(str(model_dir / "model.safetensors")))
 
     nodes: list[Any] = []
     initializers: list[Any] = []
@@ -77,6 +77,8 @@ def build_sentence_graph(model_dir: Path, target: Path) -> None:
 
     def dense(x: str, prefix: str) -> str:
         # torch's Linear computes x @ W.T + b: the transposed weight is the MatMul's constant operand.
+        if f"{prefix}.weight" not in weights:
+            raise UnsupportedModel(f"{model_dir}: the weights have no tensor {prefix}.weight")
         kernel = const(f"{prefix}.weight_t", weights[f"{prefix}.weight"].astype(np.float32).T)
         return node("Add", [node("MatMul", [x, kernel], f"{prefix}/matmul"), weight(f"{prefix}.bias")], f"{prefix}/out")
 
