@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import CACHE_DIR, http_client, load_text, print_table, run_service, verdict, write_result
+from bench.common import CACHE_DIR, http_client, load_text, model_tag, print_table, run_service, verdict, write_result
 from bench.common import parser as common_parser
 from tests.support.git import git
 
@@ -91,6 +91,7 @@ class DiskVectorCache:
             model = inner.model
             dimensions = inner.dimensions
             backend = inner.backend
+            query_prefix = inner.query_prefix
 
             def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
                 return outer.embed(texts)
@@ -245,7 +246,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             include = "content/docs/**/*.md"
         inner = local_embedder(args.backend)
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        cache = DiskVectorCache(inner, CACHE_DIR / f"docsqa-vectors-{inner.backend}.npz")
+        cache = DiskVectorCache(inner, CACHE_DIR / f"docsqa-vectors-{model_tag(inner.model)}{inner.backend}.npz")
         data_dir = args.keep or work / "data"
         settings = Settings(data_dir=data_dir, onnx_dir=CACHE_DIR / "onnx", query_log="off")
         with run_service(settings, embedder=cache.provider) as svc:
