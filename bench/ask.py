@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from bench.vectors import scifact_chunks
     from kbsearch.settings import Settings
-    from kbsearch.store.edge import EdgeStore
+    from kbsearch.store.edge.store import EdgeStore
 
     for noisy in ("httpx", "kbsearch", "mcp"):  # one line per request would bury the figures
         logging.getLogger(noisy).setLevel(logging.WARNING)

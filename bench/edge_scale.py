@@ -305,8 +305,8 @@ def timed(phases: dict[str, list[float]], name: str, func):
 
 def run_size(chunks: int, synthetic: Synthetic, queries: list[str], indexing_threshold_kb: int | None) -> dict:
     from kbsearch.settings import Settings
-    from kbsearch.store.edge import EdgeStore
-    from kbsearch.store.edge_optimize import IndexOptions
+    from kbsearch.store.edge.optimize import IndexOptions
+    from kbsearch.store.edge.store import EdgeStore
 
     embedder = make_embedder(synthetic)
     with tempfile.TemporaryDirectory(prefix="bench-edge-scale-") as tmp:

@@ -13,6 +13,13 @@ page under the default limits), so the figure is the converter's and not the emb
 
     python -m bench.formats_corpus --corpus /tmp/argocd-docs --out /tmp/kb-formats
     python -m bench.formats --pages /tmp/kb-formats --questions ../shared/eval/argocd-docs/questions.jsonl
+
+With --real, one row per format over real files nobody here wrote (tests/fixtures/realworld, see
+its README), each converted by the ConversionWorker: conversion success, the share of alphabetic
+tokens over 20 letters (words glued together), headings recovered of those the author wrote,
+titles right, ligatures left. No service, no model:
+
+    python -m bench.formats --real tests/fixtures/realworld
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -114,13 +122,103 @@ def score(client: Any, fmt: str, questions: list[dict[str, Any]]) -> dict[str, f
     return {"hit@5": round(hits / len(questions), 4), "mrr@10": round(reciprocal / len(questions), 4)}
 
 
+# The real files' titles (None: the file names none, so the URI's name is the title) and the
+# section headings their authors wrote (a PDF's text layer has none: its title is its one heading).
+REAL_FILES: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
+    "asciidoc/asciidoc.1.txt": ("adoc", "ASCIIDOC(1)", ("ASCIIDOC(1)", "NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS",
+                                "EXIT STATUS", "BUGS", "AUTHOR", "RESOURCES", "SEE ALSO", "COPYING")),
+    "asciidoc/a2x.1.txt": ("adoc", "A2X(1)", ("A2X(1)", "NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS",
+                           "OUTPUT FILES", "RESOURCES", "EXAMPLES", "REQUISITES", "CONF FILES", "BUGS", "AUTHOR",
+                           "SEE ALSO", "COPYING")),
+    "asciidoc/code-filter-readme.txt": ("adoc", "AsciiDoc Code Filter",
+                                        ("AsciiDoc Code Filter", "Files", "Installation", "Help")),
+    "asciidoc/asciidoc-graphviz-sample.txt": ("adoc", "Graphviz filter for AsciiDoc", (
+        "Graphviz filter for AsciiDoc", "Introduction", "Examples", "Simple", "Using options", "Using Layout",
+        "Layout")),
+    "pdf/example.pdf": ("pdf", "PDF Example Document", ("PDF Example Document",)),
+    "pdf/imagemagick-images.pdf": ("pdf", "imagemagick-images", ("imagemagick-images",)),
+    "pdf/bytes.pdf": ("pdf", None, ()),
+    "pdf/Seige_of_Vicksburg_Sample_OCR.pdf": ("pdf", None, ()),
+    "pdf/crazyones.pdf": ("pdf", None, ()),
+    "pdf/pdflatex-outline.pdf": ("pdf", None, ()),
+}  # fmt: skip
+_ALPHA = re.compile(r"[^\W\d_]+")
+_LIGATURES = re.compile("[\ufb00-\ufb06]")
+
+
+def real_world(folder: Path) -> dict[str, dict[str, Any]]:
+    """Per format: files, converted, glued-token share, headings recovered, titles right, ligatures."""
+    from kbsearch.chunker import MarkdownChunker
+    from kbsearch.chunker.blocks import parse_blocks
+    from kbsearch.convert import ConversionError, ConversionLimits, ConversionWorker
+    from kbsearch.settings import Settings
+
+    settings = Settings()
+    limits = ConversionLimits(settings.convert_memory_mb * 1_048_576, settings.convert_cpu_seconds,
+                              settings.convert_wall_seconds)  # fmt: skip
+    worker = ConversionWorker(limits, concurrency=1)
+    chunker = MarkdownChunker()  # the default chunk sizes: only the title is read from it
+    rows: dict[str, dict[str, Any]] = {}
+    for path, (fmt, title, headings) in REAL_FILES.items():
+        row = rows.setdefault(fmt, {"files": 0, "converted": 0, "tokens": 0, "tokensOver20": 0, "headings": 0,
+                                    "headingsFound": 0, "titlesRight": 0, "ligatures": 0, "seconds": 0.0,
+                                    "wrong": []})  # fmt: skip
+        row["files"] += 1
+        row["headings"] += len(headings)
+        start = time.monotonic()
+        try:
+            text = worker.convert(fmt, (folder / path).read_bytes()).text
+        except ConversionError as exc:
+            row["wrong"].append(f"{path}: {exc.code}")
+            continue
+        finally:
+            row["seconds"] += time.monotonic() - start
+        row["converted"] += 1
+        tokens = _ALPHA.findall(text)
+        row["tokens"] += len(tokens)
+        row["tokensOver20"] += sum(len(t) > 20 for t in tokens)
+        row["ligatures"] += len(_LIGATURES.findall(text))
+        found = {b.text for b in parse_blocks(text) if b.kind == "heading"}
+        row["headingsFound"] += len(set(headings) & found)
+        got = chunker.chunk(text, name="https://bench.local/file.bin").title
+        if got == (title or "File"):
+            row["titlesRight"] += 1
+        else:
+            row["wrong"].append(f"{path}: title {got!r}")
+    for row in rows.values():
+        row["shareOver20"] = round(row["tokensOver20"] / max(row["tokens"], 1), 5)
+        row["seconds"] = round(row["seconds"], 2)
+    return rows
+
+
+def report_real_world(folder: Path) -> None:
+    load_before = load_average()
+    rows = real_world(folder)
+    headers = ["format", "files", "converted", "tokens > 20 letters", "headings recovered", "titles right",
+               "ligatures", "seconds"]  # fmt: skip
+    print_table(headers, [[fmt, r["files"], r["converted"], f"{100 * r['shareOver20']:.2f}%",
+                           f"{r['headingsFound']}/{r['headings']}", f"{r['titlesRight']}/{r['files']}",
+                           r["ligatures"], r["seconds"]] for fmt, r in rows.items()])  # fmt: skip
+    for fmt, r in rows.items():
+        for wrong in r["wrong"]:
+            print(f"{fmt}: {wrong}")
+    print(load_text())
+    write_result(NAME + "-real", {"loadAtStart": load_before, "results": rows})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pages", type=Path, required=True, help="bench/formats_corpus.py's output")
-    parser.add_argument("--questions", type=Path, required=True)
+    parser.add_argument("--real", type=Path, help="real files (tests/fixtures/realworld): the per-format quality rows")
+    parser.add_argument("--pages", type=Path, help="bench/formats_corpus.py's output")
+    parser.add_argument("--questions", type=Path)
     parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--tag", default="", help="suffix of the result file, for runs over part of the formats")
     args = parser.parse_args()
+    if args.real:
+        report_real_world(args.real)
+        return
+    if not args.pages or not args.questions:
+        parser.error("--pages and --questions are required (or --real)")
     from kbsearch.settings import Settings
 
     formats = [f for f in args.formats.split(",") if f]

@@ -45,7 +45,7 @@ def tokens_file(folder: Path) -> Path:
 def fill_log(data_dir: Path, collection: str, entries: int, seed: int = 11) -> float:
     """Write `entries` log entries directly through the query-log store; returns the seconds it took."""
     from kbsearch.models import QueryLogEntry
-    from kbsearch.store.edge_querylog import EdgeQueryLog
+    from kbsearch.store.edge.querylog import EdgeQueryLog
     from kbsearch.store.querylog import querylog_collection
 
     rng = random.Random(seed)

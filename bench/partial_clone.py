@@ -64,17 +64,18 @@ async def run_mode(url: str, service_url: str, cache: Path, partial: bool, bare:
     from kboperator.models import RepoSpec, SyncSpec
     from kboperator.searchclient import SearchClient
     from kboperator.sync.engine import SyncEngine
+    from kboperator.sync.prepared import prepare
 
     source = f"bench/{'partial' if partial else 'full'}"
     async with SearchClient(service_url) as client:
         engine = SyncEngine(client, RepoCache(cache, partial=partial))
         spec = SyncSpec(source_id=source, repo=RepoSpec(url, ref="main"), include=("docs/**/*.md",))
         t0 = time.perf_counter()
-        one = await engine.sync(spec, None)
+        one = await engine.sync(prepare(spec), None)
         clone_s, clone_disk = time.perf_counter() - t0, disk(cache)
         push_change(bare, 1 if partial else 0)
         t0 = time.perf_counter()
-        two = await engine.sync(spec, one.commit, baseline=one.baseline)
+        two = await engine.sync(prepare(spec), one.commit, baseline=one.baseline)
         fetch_s = time.perf_counter() - t0
     return {
         "firstSyncSeconds": round(clone_s, 2), "diskAfterFirstSync": clone_disk, "documents": one.documents,

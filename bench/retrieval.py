@@ -45,9 +45,9 @@ from bench.common import (
 from bench.common import (
     parser as common_parser,
 )
+from bench.vectors import COLLECTION, data_dir, scifact_chunks, signature
 
 NAME = "retrieval"
-COLLECTION = "scifact"
 MODES = ("dense", "keyword")
 LIMIT = 100  # chunks per query: enough documents for Recall@100 after merging chunks
 # The published figures on SciFact (test split) to beat: bm25s, and Qdrant's MiniLM + BM25 hybrids.
@@ -86,14 +86,9 @@ def docs_from_hits(hits: list[Any]) -> list[str]:
 # --- the collection -----------------------------------------------------------------------
 
 
-def data_dir():
-    return CACHE_DIR / "scifact-retrieval-edge"
-
-
 def load_store(chunk_set, backend: str | None = None):
     """A fresh Edge collection holding every chunk and document record (through the store interface)."""
-    from bench.vectors import signature
-    from kbsearch.store.edge import EdgeStore
+    from kbsearch.store.edge.store import EdgeStore
 
     shutil.rmtree(data_dir() / COLLECTION, ignore_errors=True)
     store = EdgeStore(data_dir(), COLLECTION)
@@ -109,7 +104,9 @@ def load_store(chunk_set, backend: str | None = None):
 
 def query_vectors(data: SciFact, query_ids: list[str], backend: str | None) -> tuple[np.ndarray, str]:
     texts = [data.queries[q] for q in query_ids]
-    key = hashlib.sha256(("\n".join(texts) + f"\n{backend or ''}").encode()).hexdigest()[:16]
+    from bench.common import model_tag
+
+    key = hashlib.sha256(("\n".join(texts) + f"\n{backend or ''}" + model_tag()).encode()).hexdigest()[:16]
     cache = CACHE_DIR / f"scifact-query-vectors-{key}.npy"
     if cache.is_file():
         return np.load(cache), "cached"
@@ -219,7 +216,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def _main(args, data: SciFact) -> dict[str, Any]:
-    from bench.vectors import scifact_chunks
     from kbsearch.models import Fusion
     from kbsearch.store.bm25 import Bm25Encoder
 

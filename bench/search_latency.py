@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from bench.vectors import scifact_chunks
     from kbsearch.settings import Settings
-    from kbsearch.store.edge import EdgeStore
+    from kbsearch.store.edge.store import EdgeStore
     from kbsearch.store.qdrant_server import QdrantServerStore
 
     data = load_scifact(args.scifact)

@@ -61,6 +61,7 @@ async def run_mode(
     from kboperator.models import RepoSpec, SyncResult, SyncSpec
     from kboperator.searchclient import SearchClient
     from kboperator.sync.engine import SyncEngine
+    from kboperator.sync.prepared import prepare
 
     specs = [
         SyncSpec(source_id=f"team{t:02d}/docs", repo=RepoSpec(url), include=(f"team{t:02d}/**/*.md",))
@@ -75,8 +76,8 @@ async def run_mode(
             async def one(t: int) -> SyncResult:
                 async with slots:
                     if last is None:
-                        return await engines[t].sync(specs[t], None)
-                    return await engines[t].sync(specs[t], last[t].commit, baseline=last[t].baseline)
+                        return await engines[t].sync(prepare(specs[t]), None)
+                    return await engines[t].sync(prepare(specs[t]), last[t].commit, baseline=last[t].baseline)
 
             served.clear()
             t0 = time.perf_counter()

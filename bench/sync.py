@@ -141,10 +141,12 @@ class TimingTransport(httpx.AsyncBaseTransport):
 
 
 async def run_sync(engine, spec, last_commit, svc, transport, label: str) -> dict[str, Any]:
+    from kboperator.sync.prepared import prepare
+
     svc.times.take("PUT /api/v1/documents")
     transport.take()
     t0 = time.perf_counter()
-    result = await engine.sync(spec, last_commit)
+    result = await engine.sync(prepare(spec), last_commit)
     t1 = time.perf_counter()
     wall = t1 - t0
     busy = svc.times.busy_seconds(t0, t1)
@@ -183,14 +185,16 @@ async def run_sync(engine, spec, last_commit, svc, transport, label: str) -> dic
 def git_alone(repo: Path, spec_factory, cache_root: Path) -> dict[str, Any]:
     """The engine's git work without the service: fetch into an empty cache, list, read every matching blob."""
     from kboperator.git.repo import RepoCache
-    from kboperator.sync.documents import DocumentReader, validate_spec
+    from kboperator.sync.documents import DocumentReader
+    from kboperator.sync.prepared import prepare
 
-    spec = spec_factory()
+    prepared = prepare(spec_factory())
+    spec = prepared.spec
     t0 = time.perf_counter()
-    checkout = RepoCache(cache_root).open(spec.source_id, spec.repo, allow_local=True)
+    checkout = RepoCache(cache_root).open(spec.source_id, prepared.repo)
     t1 = time.perf_counter()
     try:
-        reader = DocumentReader(spec, checkout, validate_spec(spec))
+        reader = DocumentReader(spec, checkout, prepared.filter, prepared.version)
         entries = [e for e in checkout.list_files() if reader.matches(e)]
         t2 = time.perf_counter()
         docs = [reader.read(e) for e in entries]

@@ -20,6 +20,15 @@ import numpy as np
 
 from bench.common import CACHE_DIR, SciFact, scifact_markdown
 
+# The retrieval benchmark's Edge collection, which the vectors here can be read back from.
+COLLECTION = "scifact"
+
+
+def data_dir() -> Path:
+    from bench.common import model_tag
+
+    return CACHE_DIR / f"{model_tag()}scifact-retrieval-edge"
+
 
 @dataclass
 class ChunkSet:
@@ -38,8 +47,8 @@ def signature(backend: str | None = None):
     from kbsearch.settings import Settings
     from kbsearch.store.bm25 import Bm25Encoder
 
-    resolved = backend or Settings().local_backend
-    return CollectionSignature("local", "all-MiniLM-L6-v2", 384, Bm25Encoder.name, resolved)
+    settings = Settings()
+    return CollectionSignature("local", settings.local_model, 384, Bm25Encoder.name, backend or settings.local_backend)
 
 
 def scifact_chunks(
@@ -60,7 +69,9 @@ def scifact_chunks(
     parsed = [(doc, chunker.chunk(scifact_markdown(doc))) for doc in data.corpus]
     embed_texts = [c.embed_text for _, p in parsed for c in p.chunks]
     ids = [chunk_point_id(f"scifact:{doc['_id']}", c.index) for doc, p in parsed for c in p.chunks]
-    salt = chunker.fingerprint + (f"\nbackend={backend}" if backend else "")
+    from bench.common import model_tag
+
+    salt = chunker.fingerprint + (f"\nbackend={backend}" if backend else "") + model_tag()
     # int8 vectors depend a little on their run-mates, so the runs' limits are part of the key.
     salt += f"\nbatch={settings.local_batch_size},{settings.local_batch_tokens}"
     key = hashlib.sha256((salt + "\n" + "\n".join(embed_texts)).encode()).hexdigest()[:16]
@@ -181,7 +192,6 @@ def _dense_vectors(ids: list[str], texts: list[str], key: str, embedder, backend
 def _from_retrieval_store(ids: list[str], backend: str | None) -> tuple[np.ndarray | None, str]:
 
     from bench.common import dir_in_use, exclusive_dir
-    from bench.retrieval import COLLECTION, data_dir
 
     path = Path(data_dir())
     if not (path / COLLECTION).is_dir():
@@ -195,7 +205,7 @@ def _from_retrieval_store(ids: list[str], backend: str | None) -> tuple[np.ndarr
 
 
 def _read_store(path: Path, collection: str, ids: list[str], backend: str | None) -> tuple[np.ndarray | None, str]:
-    from kbsearch.store.edge import EdgeStore
+    from kbsearch.store.edge.store import EdgeStore
 
     store = EdgeStore(path, collection)
     try:

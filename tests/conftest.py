@@ -4,6 +4,11 @@ Registering them here (rather than re-importing them into each conftest) also le
 the assertions inside these helper modules, so a failing check in a helper shows its values.
 """
 
+# Imported (so assertion-rewritten) at start-up, not by Hypothesis's plugin in the terminal summary
+# of a run that collected no property test: that late rewrite met CPython 3.11.7's "AST constructor
+# recursion depth mismatch" SystemError after the service tests' teardown, failing a green run.
+import hypothesis  # noqa: F401
+
 pytest_plugins = [
     "tests.support.kube",  # kube, kubeconfig: the emulated API server (kmock), for fast unit tests
     "tests.support.controlplane",  # control_plane: the real etcd + kube-apiserver (tests/kube)

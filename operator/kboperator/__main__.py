@@ -23,6 +23,7 @@ def main() -> None:
     kopf.run(
         clusterwide=settings.clusterwide,
         namespaces=settings.namespaces,
+        memo=kopf.Memo(settings=settings),  # read once, here: the `configure` handler takes it from memo
         # Peering (several replicas, one working) is configured in the `configure` startup handler.
         standalone=not settings.peering_name,
         liveness_endpoint=liveness_endpoint(settings.health_port),

@@ -46,6 +46,7 @@ from kboperator.searchclient import SearchClient
 from kboperator.statefile import read_state, write_state
 from kboperator.sync.docuri import check_web_url
 from kboperator.sync.engine import SyncEngine
+from kboperator.sync.prepared import prepare
 
 log = logging.getLogger("kboperator.cli")
 
@@ -100,9 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--version-pattern",
         metavar="REGEX",
-        help="for docs kept per version: a regular expression searched in each path whose group named "
+        help="for docs kept per version: a regular expression (RE2 syntax) searched in each path whose group named "
         "'version' becomes the document's version, e.g. 'docs/(?P<version>[^/]+)/' (default: the service "
         "recognises 2.21/, v1.4/ and version-3.1/ folders)",
+    )
+    add(
+        "--path-weight",
+        action="append",
+        default=[],
+        metavar="GLOB=WEIGHT",
+        help="rank the documents a glob matches by this weight, e.g. 'content/blog/**=0.7' (repeatable; the "
+        "longest matching glob wins; default: the service's own weights for blogs, proposals, changelogs...)",
     )
     add("--state", type=Path, metavar="FILE", help="keeps the last synced commit; without it, a full reconcile")
     add("--json", action="store_true", help="print one JSON object with the result")
@@ -152,7 +161,9 @@ async def _run(args: argparse.Namespace) -> int:
             engine = SyncEngine(client, cache)
             started = utcnow()
             try:
-                result = await engine.sync(spec, last_commit, force_full=args.full, baseline=baseline)
+                # Prepared once, here: an invalid spec is reported to the service like any failed sync.
+                prepared = prepare(spec, forbidden=[cache.root])
+                result = await engine.sync(prepared, last_commit, force_full=args.full, baseline=baseline)
             except SyncError as exc:
                 await engine.report(spec.source_id, None, exc, synced_at=format_time(utcnow()))
                 raise
@@ -189,6 +200,15 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
         if not sep or not key:
             raise _ConfigError(f"--metadata {item!r} must look like KEY=VALUE")
         metadata[key] = value
+    path_weights = {}
+    for item in args.path_weight:
+        glob, sep, weight = item.rpartition("=")
+        try:
+            path_weights[glob] = float(weight)
+        except ValueError:
+            sep = ""
+        if not sep or not glob:
+            raise _ConfigError(f"--path-weight {item!r} must look like GLOB=WEIGHT, e.g. 'content/blog/**=0.7'")
     credentials = None
     if args.git_token_env or args.ssh_key_file:
         try:
@@ -212,6 +232,7 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
         metadata=metadata,
         allow_local=True,  # the CLI runs as its user, on that user's files
         version_pattern=args.version_pattern,
+        path_weights=path_weights,
     )
 
 

@@ -6,7 +6,14 @@
     │                                exist or names no commit; a local repository when local
     │                                ones are not allowed (or outside their root); an unknown
     │                                URL scheme; a search service off the allow-list; a Secret
-    │                                that did not opt in for its use (kube.secrets). Fix the spec.
+    │                                that did not opt in for its use. Fix the spec.
+    │   └── SecretNotAllowedError    the Secret did not opt in for this use (its secret-type
+    │                                label) or is bound (key `url`) to another URL.
+    ├── SecretError                  a Secret or one of its keys is missing or unreadable (404,
+    │                                403): retried with backoff, fixed by changing the Secret.
+    ├── KubernetesUnavailableError   transient: the Kubernetes API answered 429/5xx or not at all.
+    ├── KubernetesAccessError        the operator's own API access is broken (TLS, configuration,
+    │                                its credentials): fixed by the operator's installer.
     ├── RepositoryAuthError          permanent until the credentials (the Secret) change.
     ├── RepositoryUnavailableError   transient: host unreachable, fetch failed.
     ├── RepositoryReadError          transient: git could not read the cached clone.
@@ -52,6 +59,22 @@ class RepositoryReadError(SyncError):
 
 class MassDeletionRefusedError(SyncError):
     """A sync would have deleted every document of a source for a suspicious reason."""
+
+
+class SecretNotAllowedError(InvalidSpecError):
+    """The Secret did not opt in for this use, or is bound to another URL (kube.secrets)."""
+
+
+class SecretError(SyncError):
+    """A Secret or one of its keys is missing or unreadable: fixed by changing the Secret."""
+
+
+class KubernetesUnavailableError(SyncError):
+    """The Kubernetes API did not answer; trying again later can help."""
+
+
+class KubernetesAccessError(SyncError):
+    """The operator's own access to the Kubernetes API is broken (TLS, configuration, credentials)."""
 
 
 class ServiceError(SyncError):

@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from kboperator.errors import InvalidSpecError
+from kboperator.models import RepoSpec
 
 # `scheme://...`; git's transport-helper syntax `helper::address` is matched apart.
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -40,6 +41,24 @@ class RepoLocation:
     host: str | None  # lower-cased, without port; None for local
     path: str  # "org/repo" without ".git" for remote ones; the absolute folder for local
     display_url: str  # credential-free, for the `repository` metadata and messages
+
+
+@dataclass(frozen=True)
+class CheckedRepo:
+    """A repository parsed and checked once per sync turn: its spec (URL, ref, credentials), its
+    location and its checked ref. The git layer takes this and parses nothing again."""
+
+    spec: RepoSpec
+    location: RepoLocation
+    ref: str
+
+
+def check_repo(
+    repo: RepoSpec, *, allow_local: bool, local_root: Path | None = None, forbidden: Sequence[Path] = ()
+) -> CheckedRepo:
+    """Parse the URL and check the ref of `repo` (see parse_repo_url); InvalidSpecError says what is wrong."""
+    location = parse_repo_url(repo.url, allow_local=allow_local, local_root=local_root, forbidden=forbidden)
+    return CheckedRepo(repo, location, validate_ref(repo.ref))
 
 
 def parse_repo_url(
@@ -131,13 +150,19 @@ def _local(raw: str, allow_local: bool, local_root: Path | None, forbidden: Sequ
     # resolve() follows every symlink and removes `..`: the checks below see the real folder,
     # and git gets that real folder, not the path as written.
     folder = Path(os.path.expanduser(raw)).resolve()
-    if local_root is not None and not folder.is_relative_to(local_root.resolve()):
-        raise InvalidSpecError(f"the local repository {raw!r} is outside the allowed folder {str(local_root)!r}")
-    if any(folder.is_relative_to(place.resolve()) for place in forbidden):
-        raise InvalidSpecError(f"the local repository {raw!r} is inside the operator's clone cache")
+    check_local_folder(folder, raw, local_root=local_root, forbidden=forbidden)
     if not folder.is_dir():
         raise InvalidSpecError(f"the local repository {str(folder)!r} is not a folder")
     return RepoLocation("local", str(folder), None, str(folder), folder.as_uri())
+
+
+def check_local_folder(folder: Path, url: str, *, local_root: Path | None, forbidden: Sequence[Path]) -> None:
+    """A resolved local repository folder must be inside `local_root` (when given) and outside
+    every folder in `forbidden` (the clone cache); `url` is the address as written, for the message."""
+    if local_root is not None and not folder.is_relative_to(local_root.resolve()):
+        raise InvalidSpecError(f"the local repository {url!r} is outside the allowed folder {str(local_root)!r}")
+    if any(folder.is_relative_to(place.resolve()) for place in forbidden):
+        raise InvalidSpecError(f"the local repository {url!r} is inside the operator's clone cache")
 
 
 def validate_ref(ref: str) -> str:

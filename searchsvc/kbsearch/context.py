@@ -22,22 +22,25 @@ from kbsearch.errors import ConfigurationError, NotReadyError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
+from kbsearch.rerank.base import Reranker
 from kbsearch.services.access.auth import Authenticator
 from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.answers.ask import AskService
+from kbsearch.services.document_reads import DocumentReads
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.querylog import QueryLog
 from kbsearch.services.ranking import Relevance
 from kbsearch.services.rebuild.rebuild import RebuildService, rebuild_reason
 from kbsearch.services.repair import repair
+from kbsearch.services.rerank import ListwiseChat, RerankStage
 from kbsearch.services.search import SearchService, configured_fusion
 from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
-from kbsearch.store.payloads import compatible
 from kbsearch.store.querylog import QueryLogStore
+from kbsearch.store.signature import compatible
 
 if TYPE_CHECKING:
     from starlette.datastructures import State
@@ -58,6 +61,7 @@ class AppContext:
     chunker: MarkdownChunker
     catalog: SourceCatalog
     documents: DocumentService
+    document_reads: DocumentReads
     sync_status: SyncStatusService
     query_log: QueryLog
     insights: InsightsService
@@ -80,6 +84,8 @@ class AppContext:
             for old in self.retired:
                 if old is not self.configured_embedder:
                     old.close()
+            if self.search.rerank is not None:
+                await self.search.rerank.close()
             if self.chat is not None:
                 await self.chat.close()
 
@@ -104,13 +110,14 @@ async def build_context(
     embedder_for: Callable[[CollectionSignature], EmbeddingProvider] | None = None,
 ) -> AppContext:
     """Open the store, load the embedders and wire the services; the arguments override what the settings build."""
-    from kbsearch.embedders.factory import build_embedder, build_embedder_for
+    from kbsearch.embedders.factory import build_embedder, build_embedder_for, relevance_calibration
     from kbsearch.llm.factory import build_chat
     from kbsearch.store.factory import build_store, query_log_beside
 
     active_embedder = embedder if embedder is not None else build_embedder(settings)
     # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
     active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
+    rerank = _rerank_stage(settings, metrics, active_chat)
     active_store = store if store is not None else build_store(settings)
     await in_thread(active_embedder.load)
     sparse = Bm25Encoder()
@@ -153,6 +160,16 @@ async def build_context(
     # Before the first request: what a killed process left half-written is emptied now.
     await in_thread(repair, active_store)
     catalog = SourceCatalog(active_store)
+    converter = ConversionWorker(
+        ConversionLimits(
+            memory_bytes=settings.convert_memory_mb * 1_048_576,
+            cpu_seconds=settings.convert_cpu_seconds,
+            wall_seconds=settings.convert_wall_seconds,
+        ),
+        settings.convert_concurrency,
+    )
+    for layer, active in converter.sandbox.in_force().items():
+        metrics.conversion_sandbox.labels(layer).set(int(active))
     documents = DocumentService(
         store=active_store,
         embedder=serving_embedder,
@@ -162,14 +179,7 @@ async def build_context(
         max_document_bytes=settings.max_document_bytes,
         max_pending_writes=settings.max_pending_writes,
         catalog=catalog,
-        converter=ConversionWorker(
-            ConversionLimits(
-                memory_bytes=settings.convert_memory_mb * 1_048_576,
-                cpu_seconds=settings.convert_cpu_seconds,
-                wall_seconds=settings.convert_wall_seconds,
-            ),
-            settings.convert_concurrency,
-        ),
+        converter=converter,
         max_source_bytes=settings.max_source_bytes,
     )
     sync_status = SyncStatusService(
@@ -195,9 +205,11 @@ async def build_context(
         candidates=settings.search_candidates,
         catalog=catalog,
         query_log=query_log,
-        relevance=Relevance(settings.relevance_midpoint, settings.relevance_steepness),
+        relevance=Relevance(*relevance_calibration(settings)),
         relevant_at=settings.relevance_threshold,
         turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
+        rerank=rerank,
+        default_path_weights=settings.default_path_weights,
     )
     ask = AskService(
         search=search,
@@ -245,6 +257,7 @@ async def build_context(
         chunker=chunker,
         catalog=catalog,
         documents=documents,
+        document_reads=DocumentReads(store=active_store, catalog=catalog),
         sync_status=sync_status,
         query_log=query_log,
         insights=insights,
@@ -257,3 +270,20 @@ async def build_context(
         retired=retired,
     )
     return context
+
+
+def _rerank_stage(settings: Settings, metrics: Metrics, chat: ChatClient | None) -> RerankStage | None:
+    """The second stage SEARCHSVC_RERANK names, or None (off)."""
+    from kbsearch.rerank.factory import build_reranker
+
+    reranker: Reranker | None
+    if settings.rerank == "llm":
+        assert chat is not None  # the settings' validator: rerank=llm needs SEARCHSVC_LLM_MODEL
+        reranker = ListwiseChat(chat, timeout_s=settings.rerank_timeout_ms / 1000)
+    else:
+        reranker = build_reranker(settings)
+    if reranker is None:
+        return None
+    return RerankStage(
+        reranker, metrics=metrics, candidates=settings.rerank_candidates, budget_s=settings.rerank_timeout_ms / 1000
+    )

@@ -17,6 +17,7 @@ from starlette.requests import HTTPConnection
 from kbsearch.context import AppContext, context_of
 from kbsearch.services.access.auth import KnownSources
 from kbsearch.services.answers.ask import AskService
+from kbsearch.services.document_reads import DocumentReads
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.rebuild.rebuild import RebuildService
@@ -45,6 +46,10 @@ def _documents(ctx: ContextDep) -> DocumentService:
     return ctx.documents
 
 
+def _document_reads(ctx: ContextDep) -> DocumentReads:
+    return ctx.document_reads
+
+
 def _search(ctx: ContextDep) -> SearchService:
     return ctx.search
 
@@ -66,6 +71,7 @@ def _rebuild(ctx: ContextDep) -> RebuildService:
 
 
 DocumentsDep = Annotated[DocumentService, Depends(_documents)]
+DocumentReadsDep = Annotated[DocumentReads, Depends(_document_reads)]
 SearchDep = Annotated[SearchService, Depends(_search)]
 AskDep = Annotated[AskService, Depends(_ask)]
 SyncStatusDep = Annotated[SyncStatusService, Depends(_sync_status)]

@@ -49,6 +49,19 @@ class Metrics:
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )
+        self.reranks = Counter(
+            "searchsvc_reranks_total",
+            "Reranks by backend and outcome (ok; timeout or error: the first-stage order was served).",
+            ["backend", "outcome"],
+            registry=self.registry,
+        )
+        self.rerank_seconds = Histogram(
+            "searchsvc_rerank_duration_seconds",
+            "Rerank time by backend.",
+            ["backend"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
         self.ask_seconds = Histogram(
             "searchsvc_ask_duration_seconds",
             "Ask time, from the request to the final answer, by mode (llm, extractive).",
@@ -88,6 +101,13 @@ class Metrics:
         self.query_log_pruned = Counter(
             "searchsvc_query_log_pruned_total",
             "Query log entries deleted by retention (age or count).",
+            registry=self.registry,
+        )
+        self.conversion_sandbox = Gauge(
+            "searchsvc_conversion_sandbox_layer",
+            "Layers of the conversion child's sandbox: 1 in force, 0 not given by this kernel "
+            "(empty-workdir, empty-environment, no-new-privs, landlock, seccomp).",
+            ["layer"],
             registry=self.registry,
         )
         self.rebuild_documents = Gauge(

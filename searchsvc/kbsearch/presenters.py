@@ -26,7 +26,7 @@ from kbsearch.schemas import (
     SyncStatusInfo,
 )
 from kbsearch.services.access.scope import Caller
-from kbsearch.services.documents import DocumentPage, DocumentService
+from kbsearch.services.document_reads import DocumentPage, DocumentReads
 from kbsearch.services.search import SearchOutcome
 
 
@@ -123,7 +123,7 @@ def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchRes
     )
 
 
-async def source_list(service: DocumentService, caller: Caller) -> SourceList:
+async def source_list(service: DocumentReads, caller: Caller) -> SourceList:
     """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
     sources = [
         SourceInfo(

@@ -135,7 +135,8 @@ class Settings(BaseSettings):
     # Embeddings
     embedder: Literal["local", "openai"] = Field("local", description="local: bundled MiniLM; openai: an API.")
     local_model: str = Field(
-        "all-MiniLM-L6-v2", description="Model name or path for the local embedder (bundled by default)."
+        "all-MiniLM-L6-v2",
+        description="Local model: all-MiniLM-L6-v2 (bundled), bge-small-en-v1.5 (fetched), or a model folder's path.",
     )
     local_batch_size: int = Field(32, ge=1, description="Batch size for the local model.")
     local_batch_tokens: int = Field(
@@ -150,6 +151,10 @@ class Settings(BaseSettings):
     )
     onnx_dir: Path | None = Field(
         None, description="Folder of the ONNX exports, made at first start if missing; default: DATA_DIR/.onnx."
+    )
+    models_dir: Path | None = Field(
+        None,
+        description="Folder of fetched local models (`make bge-model`), one folder each; default: DATA_DIR/.models.",
     )
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default is OpenAI.")
     openai_api_key: SecretStr | None = Field(None, description="API key for the OpenAI-compatible endpoint.")
@@ -190,6 +195,35 @@ class Settings(BaseSettings):
     )
     search_candidates: int = Field(
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
+    )
+    default_path_weights: bool = Field(
+        True,
+        description="Rank blog and news posts, proposals and design documents, changelogs, generated CLI "
+        "reference and contributor guides below other pages (unless the question names them); a document's "
+        "rankWeight wins.",
+    )
+
+    # Rerank: a second stage that reorders the first pages of every search (off by default).
+    rerank: Literal["off", "local", "remote", "llm"] = Field(
+        "off",
+        description="Second-stage reranker: local (an ONNX cross-encoder in SEARCHSVC_RERANK_MODEL_DIR), "
+        "remote (a /rerank endpoint at SEARCHSVC_RERANK_URL) or llm (listwise, by SEARCHSVC_LLM_MODEL).",
+    )
+    rerank_model_dir: Path | None = Field(
+        None, description="rerank=local: a directory holding one .onnx cross-encoder and its tokenizer.json."
+    )
+    rerank_url: str | None = Field(None, description="rerank=remote: the full URL of the /rerank endpoint.")
+    rerank_api_key: SecretStr | None = Field(None, description="rerank=remote: the endpoint's API key, if any.")
+    rerank_model: str | None = Field(None, description="rerank=remote: the model name sent (cohere protocol).")
+    rerank_protocol: Literal["cohere", "tei"] = Field(
+        "cohere", description="rerank=remote: cohere (Cohere, Jina, vLLM, Infinity) or tei (Text Embeddings Inference)."
+    )
+    rerank_candidates: int = Field(20, ge=2, le=100, description="First-stage pages the reranker reorders.")
+    rerank_timeout_ms: float = Field(
+        1000, gt=0, description="The reranker's time budget per search; past it the first-stage order is served."
+    )
+    rerank_max_tokens: int = Field(
+        512, ge=16, le=8192, description="rerank=local: longest query+passage pair, in tokens."
     )
 
     # Ask: an OpenAI-compatible chat model answers with citations; without one, extractive answers.
@@ -336,6 +370,14 @@ class Settings(BaseSettings):
                 "SEARCHSVC_LLM_BASE_URL or SEARCHSVC_LLM_API_KEY is set but SEARCHSVC_LLM_MODEL is not; "
                 "set the chat model too (or unset both for extractive answers)"
             )
+        if self.rerank == "local" and self.rerank_model_dir is None:
+            raise ValueError(
+                "SEARCHSVC_RERANK=local needs SEARCHSVC_RERANK_MODEL_DIR (a cross-encoder's .onnx and tokenizer.json)"
+            )
+        if self.rerank == "remote" and not self.rerank_url:
+            raise ValueError("SEARCHSVC_RERANK=remote needs SEARCHSVC_RERANK_URL (the /rerank endpoint)")
+        if self.rerank == "llm" and self.llm_model is None:
+            raise ValueError("SEARCHSVC_RERANK=llm needs SEARCHSVC_LLM_MODEL (the chat model that ranks)")
         if self.store == "qdrant" and not self.qdrant_url:
             raise ValueError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
         if self.fusion_dense_weight == 0 and self.fusion_keyword_weight == 0:
@@ -391,6 +433,11 @@ class Settings(BaseSettings):
     def onnx_export_dir(self) -> Path:
         """Where the ONNX exports live; `.onnx` cannot be a collection name, so it never meets one."""
         return self.onnx_dir if self.onnx_dir is not None else self.data_dir / ".onnx"
+
+    @property
+    def local_models_dir(self) -> Path:
+        """Where fetched local models live, `<dir>/<model name>/`; `.models` is never a collection name."""
+        return self.models_dir if self.models_dir is not None else self.data_dir / ".models"
 
     @property
     def chunk_range(self) -> tuple[int, int]:

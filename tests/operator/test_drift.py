@@ -17,6 +17,7 @@ from kboperator.models import Baseline, RepoSpec, SyncSpec
 from kboperator.searchclient import SearchClient, SourceStats
 from kboperator.sync.drift import drift_reason
 from kboperator.sync.engine import SyncEngine
+from kboperator.sync.prepared import prepare
 from tests.operator.search_service import BASE_URL, asgi, file_uri, listing, no_sleep, sha256
 from tests.support.git import WorkRepo
 from tests.support.service import running_service
@@ -85,12 +86,12 @@ async def mirrors(service: httpx.AsyncClient, repo: WorkRepo) -> bool:
 
 async def test_without_drift_the_next_sync_stays_incremental(repo: WorkRepo, tmp_path: Path) -> None:
     async with engine_on(tmp_path / "data", tmp_path / "cache") as (engine, service):
-        first = await engine.sync(spec_for(repo), None)
+        first = await engine.sync(prepare(spec_for(repo)), None)
         status = (await service.get("/api/v1/status")).json()
         assert first.baseline == Baseline(epoch=status["collectionEpoch"], documents=3)
         repo.write("d.md", "# d\n")
         repo.commit()
-        second = await engine.sync(spec_for(repo), first.commit, baseline=first.baseline)
+        second = await engine.sync(prepare(spec_for(repo)), first.commit, baseline=first.baseline)
         assert second.ok and not second.full and second.drift is None and second.added == 1
         assert second.baseline == Baseline(epoch=first.baseline.epoch, documents=4)
 
@@ -98,11 +99,11 @@ async def test_without_drift_the_next_sync_stays_incremental(repo: WorkRepo, tmp
 async def test_a_reset_collection_is_noticed_and_refilled(repo: WorkRepo, tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with engine_on(data, tmp_path / "cache") as (engine, _service):
-        first = await engine.sync(spec_for(repo), None)
+        first = await engine.sync(prepare(spec_for(repo)), None)
     shutil.rmtree(data)  # the volume was lost: the service starts on an empty collection
     async with engine_on(data, tmp_path / "cache") as (engine, service):
         assert await listing(service, SOURCE) == {}
-        again = await engine.sync(spec_for(repo), first.commit, baseline=first.baseline)  # no new commit
+        again = await engine.sync(prepare(spec_for(repo)), first.commit, baseline=first.baseline)  # no new commit
         assert again.ok and again.full and again.added == 3
         assert again.drift is not None and "collection epoch" in again.drift
         assert again.baseline.epoch != first.baseline.epoch
@@ -112,28 +113,28 @@ async def test_a_reset_collection_is_noticed_and_refilled(repo: WorkRepo, tmp_pa
 async def test_a_restarted_service_is_not_drift(repo: WorkRepo, tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with engine_on(data, tmp_path / "cache") as (engine, _service):
-        first = await engine.sync(spec_for(repo), None)
+        first = await engine.sync(prepare(spec_for(repo)), None)
     async with engine_on(data, tmp_path / "cache") as (engine, _service):  # same volume: same collection
-        again = await engine.sync(spec_for(repo), first.commit, baseline=first.baseline)
+        again = await engine.sync(prepare(spec_for(repo)), first.commit, baseline=first.baseline)
         assert again.ok and not again.full and again.drift is None
 
 
 async def test_a_url_that_reaches_another_service_is_noticed(repo: WorkRepo, tmp_path: Path) -> None:
     async with engine_on(tmp_path / "one", tmp_path / "cache") as (engine, _one):
-        first = await engine.sync(spec_for(repo), None)
+        first = await engine.sync(prepare(spec_for(repo)), None)
     # The same URL now answers from another service (DNS moved, another release): it holds nothing.
     async with engine_on(tmp_path / "two", tmp_path / "cache") as (engine, two):
-        again = await engine.sync(spec_for(repo), first.commit, baseline=first.baseline)
+        again = await engine.sync(prepare(spec_for(repo)), first.commit, baseline=first.baseline)
         assert again.full and again.drift is not None and "collection epoch" in again.drift
         assert await mirrors(two, repo)
 
 
 async def test_documents_deleted_behind_the_operators_back_are_restored(repo: WorkRepo, tmp_path: Path) -> None:
     async with engine_on(tmp_path / "data", tmp_path / "cache") as (engine, service):
-        first = await engine.sync(spec_for(repo), None)
+        first = await engine.sync(prepare(spec_for(repo)), None)
         gone = await service.delete("/api/v1/documents", params={"uri": file_uri(repo.path, "b.md")})
         assert gone.status_code == 200
-        again = await engine.sync(spec_for(repo), first.commit, baseline=first.baseline)
+        again = await engine.sync(prepare(spec_for(repo)), first.commit, baseline=first.baseline)
         assert again.full and again.added == 1 and again.baseline.documents == 3
         assert again.drift is not None and "holds 2 documents" in again.drift
         assert await mirrors(service, repo)
@@ -160,17 +161,17 @@ async def test_an_older_service_is_synced_as_before(
         SearchClient(BASE_URL, transport=older_service(service), sleep=no_sleep) as client,
     ):
         engine = SyncEngine(client, RepoCache(tmp_path / "cache"))
-        first = await engine.sync(spec_for(repo), None)
+        first = await engine.sync(prepare(spec_for(repo)), None)
         assert first.ok and first.documents == 3  # counted from the list of sources instead
         assert first.baseline == Baseline(epoch=None, documents=3)
         repo.write("d.md", "# d\n")
         repo.commit()
-        second = await engine.sync(spec_for(repo), first.commit, baseline=first.baseline)
+        second = await engine.sync(prepare(spec_for(repo)), first.commit, baseline=first.baseline)
         assert second.ok and not second.full and second.drift is None and second.documents == 4
         # One line says why drift goes unnoticed, not one per sync.
         told = [r for r in caplog.records if "GET /api/v1/sources/{id}" in r.getMessage()]
         assert len(told) == 1 and "older version" in told[0].getMessage()
         # A source last synced against a service that knew its epoch: this is another service.
-        third = await engine.sync(spec_for(repo), second.commit, baseline=Baseline("e1", 4))
+        third = await engine.sync(prepare(spec_for(repo)), second.commit, baseline=Baseline("e1", 4))
         assert third.full and third.drift is not None and "no longer reports" in third.drift
         assert await mirrors(service, repo)

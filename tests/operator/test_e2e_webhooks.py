@@ -79,7 +79,7 @@ async def test_a_push_delivery_syncs_the_new_commit_and_reports_freshness(
     assert fresh["remoteCommit"] == second and 0 <= fresh["lagSeconds"] < 600
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["FreshWithinBound"]["status"] == "True"
-    metrics = world.memo["services"].metrics.registry
+    metrics = world.memo["context"].metrics.registry
     assert metrics.get_sample_value("kb_operator_push_to_searchable_seconds_count") == 1
     assert metrics.get_sample_value("kb_operator_webhook_deliveries_total", {"result": "ignored_paths"}) == 1
     assert (

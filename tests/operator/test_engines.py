@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kboperator.git.repo import RepoCache
-from kboperator.kube.context import Services
+from kboperator.kube.context import OperatorContext
 from kboperator.kube.engines import EngineCache
 from kboperator.kube.secrets import SecretReader
 from kboperator.kube.source import ServiceRef
@@ -61,14 +61,14 @@ async def test_the_cache_is_bounded_and_evicts_the_least_recently_used(cache: En
 
 
 @pytest.fixture
-async def services(kube: KubeEmulator, kubeconfig: Path, tmp_path: Path) -> AsyncIterator[Services]:
+async def services(kube: KubeEmulator, kubeconfig: Path, tmp_path: Path) -> AsyncIterator[OperatorContext]:
     settings = OperatorSettings(search_url="http://localhost", cache_dir=tmp_path / "cache", max_search_clients=4)
-    services = Services(settings, secrets=SecretReader.from_environment())
+    services = OperatorContext(settings, secrets=SecretReader.from_environment())
     yield services
     await services.close()
 
 
-async def test_services_close_the_client_of_a_rotated_secret(services: Services, kube: KubeEmulator) -> None:
+async def test_services_close_the_client_of_a_rotated_secret(services: OperatorContext, kube: KubeEmulator) -> None:
     api = KubeApi(kube, "kb")
     await create_secret(api, "token", {"token": "first"}, "search-token")
     async with services.engine("kb", ServiceRef(None, "token")) as before:

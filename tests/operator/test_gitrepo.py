@@ -18,7 +18,7 @@ from kboperator.errors import InvalidSpecError, RepositoryAuthError, RepositoryR
 from kboperator.git.auth import git_call
 from kboperator.git.repo import RepoCache
 from kboperator.models import Credentials, RepoSpec
-from kboperator.repourl import parse_repo_url
+from kboperator.repourl import check_repo, parse_repo_url
 from tests.support.git import WorkRepo, git, serve_git_http, serve_redirect, ssh_config
 
 TOKEN = "ghp_S3cretT0kenValue_do_not_leak"
@@ -39,7 +39,7 @@ def cache(tmp_path: Path) -> RepoCache:
 
 
 def open_local(cache: RepoCache, repo: WorkRepo, ref: str = "main", source: str = "ns/src"):
-    return cache.open(source, RepoSpec(str(repo.path), ref=ref), allow_local=True)
+    return cache.open(source, check_repo(RepoSpec(str(repo.path), ref=ref), allow_local=True))
 
 
 def test_fetch_lists_and_reads_without_checkout(cache: RepoCache, work: WorkRepo) -> None:
@@ -167,7 +167,7 @@ def test_option_injection_is_refused_before_git_runs(
     marker = tmp_path / "pwned"
     spec = RepoSpec(url.format(marker=marker, work=work.path), ref=ref.format(marker=marker))
     with pytest.raises(InvalidSpecError):
-        cache.open("ns/src", spec, allow_local=True)
+        cache.open("ns/src", check_repo(spec, allow_local=True))
     assert not marker.exists()
 
 
@@ -184,7 +184,7 @@ def test_an_ssh_url_whose_user_or_host_is_an_option_is_invalid(cache: RepoCache,
     marker = tmp_path / "pwned"
     spec = RepoSpec(url.format(command=quote(f"touch {marker}", safe="")))
     with pytest.raises(InvalidSpecError):
-        cache.open("ns/src", spec, allow_local=False)
+        cache.open("ns/src", check_repo(spec, allow_local=False))
     assert not marker.exists()
     assert not list(cache.root.glob("*"))  # not even a clone was started
 
@@ -192,23 +192,23 @@ def test_an_ssh_url_whose_user_or_host_is_an_option_is_invalid(cache: RepoCache,
 @pytest.mark.parametrize("url", ["git://example.com/o/r", "ftp://example.com/o/r", "fd::17"])
 def test_unknown_schemes_are_refused(cache: RepoCache, url: str) -> None:
     with pytest.raises(InvalidSpecError):
-        cache.open("ns/src", RepoSpec(url), allow_local=True)
+        cache.open("ns/src", check_repo(RepoSpec(url), allow_local=True))
 
 
 def test_local_repositories_only_when_allowed(cache: RepoCache, work: WorkRepo) -> None:
     for url in (str(work.path), work.path.as_uri()):
         with pytest.raises(InvalidSpecError, match="not allowed"):
-            cache.open("ns/src", RepoSpec(url), allow_local=False)
+            cache.open("ns/src", check_repo(RepoSpec(url), allow_local=False))
     with pytest.raises(InvalidSpecError, match="not a folder"):
-        cache.open("ns/src", RepoSpec(str(work.path / "missing")), allow_local=True)
+        cache.open("ns/src", check_repo(RepoSpec(str(work.path / "missing")), allow_local=True))
     with pytest.raises(InvalidSpecError, match="not a git repository"):
-        cache.open("ns/src", RepoSpec(str(work.path / "docs")), allow_local=True)
+        cache.open("ns/src", check_repo(RepoSpec(str(work.path / "docs")), allow_local=True))
 
 
 def test_unreachable_host_is_transient(cache: RepoCache) -> None:
     # port 9 on loopback: nothing listens, so the connection is refused at once
     with pytest.raises(RepositoryUnavailableError):
-        cache.open("ns/src", RepoSpec("http://127.0.0.1:9/o/r.git"), allow_local=False)
+        cache.open("ns/src", check_repo(RepoSpec("http://127.0.0.1:9/o/r.git"), allow_local=False))
 
 
 def test_inherited_git_environment_is_ignored(
@@ -299,7 +299,7 @@ def test_a_fetch_that_hangs_is_killed_with_its_remote_helper(tmp_path: Path) -> 
 
         def open_it() -> None:
             try:
-                cache.open("ns/src", spec, allow_local=False)
+                cache.open("ns/src", check_repo(spec, allow_local=False))
             except BaseException as exc:  # noqa: BLE001  # handed to the test thread
                 raised.append(exc)
 
@@ -348,7 +348,9 @@ def test_https_token_works_and_is_never_stored_or_logged(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     creds = Credentials(username="robot", token=TOKEN)
-    with closing(cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False)) as checkout:
+    with closing(
+        cache.open("ns/src", check_repo(RepoSpec(http_remote, credentials=creds), allow_local=False))
+    ) as checkout:
         assert checkout.head == work.head()
         config = (checkout.folder / "config").read_text()
         folder = checkout.folder
@@ -358,7 +360,9 @@ def test_https_token_works_and_is_never_stored_or_logged(
     work.write("more.md", "more\n")
     work.commit("more")
     git(http_remote_path(http_remote, work), "fetch", "--quiet", str(work.path), "+main:main")
-    with closing(cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False)) as checkout:
+    with closing(
+        cache.open("ns/src", check_repo(RepoSpec(http_remote, credentials=creds), allow_local=False))
+    ) as checkout:
         assert checkout.head == work.head()  # incremental fetch, same clone
         assert checkout.folder == folder
 
@@ -373,7 +377,7 @@ def test_bad_or_missing_token_is_an_auth_error_without_secrets(
     cache: RepoCache, http_remote: str, creds: Credentials | None
 ) -> None:
     with pytest.raises(RepositoryAuthError) as caught:
-        cache.open("ns/src", RepoSpec(http_remote, credentials=creds), allow_local=False)
+        cache.open("ns/src", check_repo(RepoSpec(http_remote, credentials=creds), allow_local=False))
     assert "wrong-" not in str(caught.value) and TOKEN not in str(caught.value)
     assert "robot" not in str(caught.value)
 
@@ -420,7 +424,7 @@ def test_the_token_is_given_only_to_the_repository_host(cache: RepoCache, work: 
     with serve_git_http(root, "robot", TOKEN, seen=seen) as elsewhere, serve_redirect(elsewhere) as base:
         creds = Credentials(username="robot", token=TOKEN)
         with pytest.raises(RepositoryAuthError):
-            cache.open("ns/src", RepoSpec(f"{base}/org/private.git", credentials=creds), allow_local=False)
+            cache.open("ns/src", check_repo(RepoSpec(f"{base}/org/private.git", credentials=creds), allow_local=False))
     assert seen, "git did not follow the redirect: the test proves nothing"
     assert seen == [""] * len(seen)  # asked, and never answered with any credential
 

@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import kubernetes.client
 import pytest
 
-from kboperator.kube.secrets import KubernetesAccessError, KubernetesUnavailableError, SecretError, SecretReader
+from kboperator.errors import KubernetesAccessError, KubernetesUnavailableError, SecretError
+from kboperator.kube.secrets import SecretReader
 from kboperator.kube.statemachine import failure_reason
 
 

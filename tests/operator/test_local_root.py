@@ -13,6 +13,7 @@ from kboperator.git.repo import RepoCache
 from kboperator.kube.resource import KnowledgeSourceStatus
 from kboperator.kube.statemachine import decide
 from kboperator.models import RepoSpec
+from kboperator.repourl import check_repo
 from kboperator.settings import OperatorSettings
 from tests.support.git import WorkRepo
 
@@ -39,13 +40,13 @@ def cache(root: Path) -> RepoCache:
 
 def refused(cache: RepoCache, url: str, words: str) -> None:
     with pytest.raises(InvalidSpecError, match=words):
-        cache.open("kb/intruder", RepoSpec(url), allow_local=True)
+        cache.open("kb/intruder", check_repo(RepoSpec(url), allow_local=True))
 
 
 def test_a_repository_inside_the_root_is_served(cache: RepoCache, root: Path) -> None:
     inside = repo(root / "team" / "notes")
     for url in (str(inside.path), inside.path.as_uri(), f"{root}/team/../team/notes"):
-        with closing(cache.open("kb/notes", RepoSpec(url), allow_local=True)) as checkout:
+        with closing(cache.open("kb/notes", check_repo(RepoSpec(url), allow_local=True))) as checkout:
             assert checkout.head == inside.head()
 
 
@@ -65,7 +66,7 @@ def test_paths_outside_the_root_are_refused_after_resolving(cache: RepoCache, ro
 
 def test_another_sources_clone_in_the_cache_is_refused(cache: RepoCache, root: Path) -> None:
     private = repo(root / "private")
-    with closing(cache.open("kb/private", RepoSpec(str(private.path)), allow_local=True)) as checkout:
+    with closing(cache.open("kb/private", check_repo(RepoSpec(str(private.path)), allow_local=True))) as checkout:
         clone = checkout.folder  # a bare repository holding that source's documents
     assert clone.parent == cache.root
     (root / "alias").symlink_to(clone)

@@ -12,6 +12,7 @@ from kboperator.git.repo import RepoCache
 from kboperator.models import RepoSpec, SyncSpec
 from kboperator.searchclient import SearchClient
 from kboperator.sync.engine import SyncEngine
+from kboperator.sync.prepared import prepare
 from tests.operator.search_service import BASE_URL, asgi, file_uri, listing, no_sleep, sha256
 from tests.support.git import WorkRepo
 
@@ -32,9 +33,9 @@ async def test_the_first_owner_keeps_its_documents_and_the_second_sees_why(servi
     work.write("other.md", "# Other\n")
     work.commit("first")
 
-    first = await engine.sync(spec(work, "ns1/a", include=("docs/**",)), None)
+    first = await engine.sync(prepare(spec(work, "ns1/a", include=("docs/**",))), None)
     assert first.ok
-    second = await engine.sync(spec(work, "ns2/b"), None)
+    second = await engine.sync(prepare(spec(work, "ns2/b")), None)
     assert second.ok  # a file another source owns is skipped, not retried until it changes
     assert [(issue.path, issue.code) for issue in second.skipped] == [("docs/x.md", "URI_OWNED_BY_OTHER_SOURCE")]
     # The skip reaches b's status and events: it says the URI is taken, never by which source.
@@ -48,14 +49,14 @@ async def test_the_first_owner_keeps_its_documents_and_the_second_sees_why(servi
     work.remove("docs/x.md")
     work.write("docs/y.md", "# Y\n")
     work.commit("move on")
-    await engine.sync(spec(work, "ns2/b"), second.commit)
+    await engine.sync(prepare(spec(work, "ns2/b")), second.commit)
     assert x_uri in await listing(service, "ns1/a")
-    narrowed = await engine.sync(spec(work, "ns2/b", exclude=("docs/**",)), second.commit, force_full=True)
+    narrowed = await engine.sync(prepare(spec(work, "ns2/b", exclude=("docs/**",))), second.commit, force_full=True)
     assert narrowed.ok
     assert x_uri in await listing(service, "ns1/a")
 
     # and a, syncing the deletion, removes its own document
-    caught_up = await engine.sync(spec(work, "ns1/a", include=("docs/**",)), first.commit)
+    caught_up = await engine.sync(prepare(spec(work, "ns1/a", include=("docs/**",))), first.commit)
     assert caught_up.ok
     assert {uri: d["checksum"] for uri, d in (await listing(service, "ns1/a")).items()} == {
         file_uri(work.path, "docs/y.md"): sha256(b"# Y\n")

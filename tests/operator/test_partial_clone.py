@@ -16,6 +16,7 @@ from kboperator.git.repo import RepoCache
 from kboperator.models import RepoSpec, SyncSpec
 from kboperator.searchclient import SearchClient
 from kboperator.sync.engine import SyncEngine
+from kboperator.sync.prepared import prepare
 from tests.operator.search_service import BASE_URL, asgi, listing, no_sleep
 from tests.support.git import WorkRepo, git
 from tests.support.githttp import GitHttpServer
@@ -70,7 +71,7 @@ def held_blobs(cache_root: Path) -> tuple[set[str], int]:
 async def test_only_the_selected_files_blobs_are_fetched(
     engine: SyncEngine, service: httpx.AsyncClient, served: GitHttpServer, work: WorkRepo, tmp_path: Path
 ) -> None:
-    first = await engine.sync(spec(served), None)
+    first = await engine.sync(prepare(spec(served)), None)
     assert first.ok and first.full and (first.added, first.documents) == (2, 2)
     assert [issue.path for issue in first.skipped] == ["docs/guide/big.md"]  # over 1000 bytes: its size is read
     held, missing = held_blobs(tmp_path / "cache")
@@ -83,7 +84,7 @@ async def test_only_the_selected_files_blobs_are_fetched(
     work.write("src/module000.py", "# changed\n")
     work.commit("edit")
     git(work.path, "push", "--quiet", "origin", "main")
-    second = await engine.sync(spec(served), first.commit, baseline=first.baseline)
+    second = await engine.sync(prepare(spec(served)), first.commit, baseline=first.baseline)
     assert second.ok and not second.full
     # Without rename detection (it would read unwanted blobs) a rename is a deletion and an addition.
     assert (second.added, second.modified, second.deleted, second.documents) == (1, 1, 1, 2)
@@ -97,9 +98,9 @@ async def test_only_the_selected_files_blobs_are_fetched(
 async def test_a_spec_that_selects_more_fetches_the_newly_selected_blobs(
     engine: SyncEngine, served: GitHttpServer, work: WorkRepo, tmp_path: Path
 ) -> None:
-    first = await engine.sync(spec(served), None)
+    first = await engine.sync(prepare(spec(served)), None)
     wider = spec(served, include=("docs/**/*.md", "src/module00*.py"), max_file_size=1_000_000)
-    second = await engine.sync(wider, first.commit, force_full=True, baseline=first.baseline)
+    second = await engine.sync(prepare(wider), first.commit, force_full=True, baseline=first.baseline)
     assert second.ok and second.documents == 3 + 10
     held, missing = held_blobs(tmp_path / "cache")
     assert len(held) == 3 + 10 and missing == CODE_FILES - 10
@@ -108,14 +109,14 @@ async def test_a_spec_that_selects_more_fetches_the_newly_selected_blobs(
 async def test_drift_found_before_the_fetch_brings_every_wanted_blob(
     engine: SyncEngine, service: httpx.AsyncClient, served: GitHttpServer, work: WorkRepo, tmp_path: Path
 ) -> None:
-    first = await engine.sync(spec(served), None)
+    first = await engine.sync(prepare(spec(served)), None)
     uri = next(iter(await listing(service, SOURCE)))
     assert (await service.delete("/api/v1/documents", params={"uri": uri})).status_code in (200, 204)
     work.write("docs/new.md", "# New\n")
     work.write("docs/index.md", "# Index, again\n")
     work.commit("more")
     git(work.path, "push", "--quiet", "origin", "main")
-    second = await engine.sync(spec(served), first.commit, baseline=first.baseline)
+    second = await engine.sync(prepare(spec(served)), first.commit, baseline=first.baseline)
     assert second.ok and second.full and second.drift and second.documents == 3
     held, missing = held_blobs(tmp_path / "cache")
     assert held == {"docs/index.md", "docs/guide/setup.md", "docs/guide/big.md", "docs/new.md"}

@@ -42,7 +42,7 @@ from kboperator.sync.paths import PathFilter, compile_glob
     ],
 )
 def test_glob_semantics(glob: str, path: str, expected: bool) -> None:
-    assert bool(compile_glob(glob).match(path)) is expected
+    assert compile_glob(glob).fullmatch(path) is expected
 
 
 def test_exclude_always_wins() -> None:
@@ -70,11 +70,20 @@ def test_exclude_always_wins() -> None:
         "x\\",
         "a\0b",
         "x" * 2000,
+        "x" * 513,  # the CRD's maxLength
+        "[z-a].md",
     ],
 )
 def test_bad_globs_are_refused(glob: str) -> None:
     with pytest.raises(InvalidSpecError, match="invalid glob"):
         PathFilter(["**/*.md"], [glob])
+
+
+def test_a_path_that_is_not_utf8_is_matched_not_a_crash() -> None:
+    """Regression: git paths that are not UTF-8 arrive with surrogates, which RE2 cannot encode."""
+    name = (b"caf\xe9.md").decode("utf-8", "surrogateescape")
+    assert PathFilter(["**/*.md"]).matches(name) and PathFilter(["caf?.md"]).matches(name)
+    assert not PathFilter(["**/*.md"], ["caf*"]).matches(name)
 
 
 def test_an_include_list_is_required() -> None:
@@ -83,7 +92,9 @@ def test_an_include_list_is_required() -> None:
 
 
 def test_classes_never_match_a_slash_and_no_regex_warning() -> None:
-    assert not compile_glob("a[!x]b").match("a/b")
+    assert not compile_glob("a[!x]b").fullmatch("a/b")
+    assert not compile_glob("a[+-0]b").fullmatch("a/b")  # a range across '/' still never matches it
+    assert compile_glob("a[+-0]b").fullmatch("a.b")
     with pytest.raises(InvalidSpecError):
         compile_glob("a[/]b")  # '/' separates segments, so this class is never closed
-    assert compile_glob("[[&~|]").match("&")  # would be a nested set / set operation in `re`
+    assert compile_glob("[[&~|]").fullmatch("&")  # would be a nested set / set operation in `re`

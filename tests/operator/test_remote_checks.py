@@ -14,6 +14,7 @@ from kboperator.kube.metrics import OperatorMetrics
 from kboperator.models import RepoSpec, SyncSpec
 from kboperator.searchclient import SearchClient
 from kboperator.sync.engine import SyncEngine
+from kboperator.sync.prepared import prepare
 from tests.operator.search_service import BASE_URL, asgi, listing, no_sleep
 from tests.support.git import WorkRepo, git
 from tests.support.githttp import GitHttpServer
@@ -51,7 +52,7 @@ def spec(served: GitHttpServer, ref: str = "main") -> SyncSpec:
 async def test_an_unmoved_branch_costs_one_ls_remote_and_no_fetch(
     engine: SyncEngine, served: GitHttpServer, work: WorkRepo, tmp_path: Path
 ) -> None:
-    first = await engine.sync(spec(served), None)
+    first = await engine.sync(prepare(spec(served)), None)
     assert first.full and first.fetched and first.documents == 4
     assert (served.count("ls-refs"), served.count("fetch")) == (1, 1)  # the fetch's own ref listing
     cache = next(p for p in (tmp_path / "cache").iterdir() if (p / "HEAD").is_file())
@@ -60,7 +61,7 @@ async def test_an_unmoved_branch_costs_one_ls_remote_and_no_fetch(
 
     served.clear()
     metrics = OperatorMetrics()
-    again = await engine.sync(spec(served), first.commit, baseline=first.baseline)
+    again = await engine.sync(prepare(spec(served)), first.commit, baseline=first.baseline)
     metrics.record_sync(again)
     assert not again.fetched and again.commit == first.commit and again.documents == 4
     assert (again.added, again.modified, again.deleted) == (0, 0, 0)
@@ -73,7 +74,7 @@ async def test_an_unmoved_branch_costs_one_ls_remote_and_no_fetch(
     work.write("page9.md", "# Page 9\n")
     push_commit = work.commit("edit")
     push(work)
-    moved = await engine.sync(spec(served), first.commit, baseline=first.baseline)
+    moved = await engine.sync(prepare(spec(served)), first.commit, baseline=first.baseline)
     metrics.record_sync(moved)
     assert moved.fetched and not moved.full and moved.commit == push_commit
     assert (moved.added, moved.modified, moved.documents) == (1, 1, 5)
@@ -87,18 +88,18 @@ async def test_drift_or_a_forced_full_reconcile_syncs_without_refetching_what_th
     served: GitHttpServer,
     work: WorkRepo,
 ) -> None:
-    first = await engine.sync(spec(served), None)
+    first = await engine.sync(prepare(spec(served)), None)
     uri = next(iter(await listing(service, SOURCE)))
     deleted = await service.delete("/api/v1/documents", params={"uri": uri})
     assert deleted.status_code in (200, 204), deleted.text
     served.clear()
-    repaired = await engine.sync(spec(served), first.commit, baseline=first.baseline)
+    repaired = await engine.sync(prepare(spec(served)), first.commit, baseline=first.baseline)
     assert repaired.fetched and repaired.full and repaired.drift and repaired.added == 1
     # ls-remote only: the clone already holds the head it saw, so `git fetch` is not run.
     assert (served.count("ls-refs"), served.count("fetch")) == (1, 0)
 
     served.clear()
-    forced = await engine.sync(spec(served), first.commit, force_full=True, baseline=repaired.baseline)
+    forced = await engine.sync(prepare(spec(served)), first.commit, force_full=True, baseline=repaired.baseline)
     assert forced.fetched and forced.full and forced.unchanged == 4
     assert (served.count("ls-refs"), served.count("fetch")) == (1, 0)  # the fetch's listing, no ls-remote
 
@@ -108,10 +109,10 @@ async def test_an_annotated_tag_is_compared_by_the_commit_it_names(
 ) -> None:
     work.tag("v1", annotated=True)
     push(work, "v1")
-    first = await engine.sync(spec(served, "v1"), None)
+    first = await engine.sync(prepare(spec(served, "v1")), None)
     assert first.commit == work.head()
     served.clear()
-    again = await engine.sync(spec(served, "v1"), first.commit, baseline=first.baseline)
+    again = await engine.sync(prepare(spec(served, "v1")), first.commit, baseline=first.baseline)
     assert not again.fetched and served.count("fetch") == 0
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kboperator.errors import InvalidSpecError, ServiceError
-from kboperator.kube.context import Services
-from kboperator.kube.secrets import SecretError, SecretNotAllowedError, SecretReader, repository_credentials
+from kboperator.errors import InvalidSpecError, SecretError, SecretNotAllowedError, ServiceError
+from kboperator.kube.context import OperatorContext
+from kboperator.kube.secrets import SecretReader, repository_credentials
 from kboperator.kube.source import ServiceRef, parse_source
 from kboperator.repourl import parse_repo_url
 from kboperator.settings import OperatorSettings
@@ -49,7 +49,9 @@ async def sent(tmp_path: Path) -> AsyncIterator[Recording]:
 
 
 @pytest.fixture
-async def services(kube: KubeEmulator, kubeconfig: Path, sent: Recording, tmp_path: Path) -> AsyncIterator[Services]:
+async def services(
+    kube: KubeEmulator, kubeconfig: Path, sent: Recording, tmp_path: Path
+) -> AsyncIterator[OperatorContext]:
     settings = OperatorSettings(
         search_url=DEFAULT_URL,
         search_token=OPERATOR_TOKEN,
@@ -57,7 +59,7 @@ async def services(kube: KubeEmulator, kubeconfig: Path, sent: Recording, tmp_pa
         cache_dir=tmp_path / "cache",
         metrics_port=0,
     )
-    services = Services(settings, secrets=SecretReader.from_environment(), transport=sent)
+    services = OperatorContext(settings, secrets=SecretReader.from_environment(), transport=sent)
     yield services
     await services.close()
 
@@ -67,7 +69,7 @@ def api(kube: KubeEmulator) -> KubeApi:
     return KubeApi(kube, NS)
 
 
-async def delete_through(services: Services, service: ServiceRef) -> None:
+async def delete_through(services: OperatorContext, service: ServiceRef) -> None:
     """Send one request through the source's engine. What counts is what was sent, and where:
     the app serves no path prefix and knows only the operator's token, so others may be refused."""
     async with services.engine(NS, service) as engine:
@@ -80,7 +82,7 @@ def authorization(request: httpx.Request) -> str | None:
 
 
 async def test_a_url_off_the_allow_list_is_refused_before_any_secret_is_read(
-    services: Services, sent: Recording
+    services: OperatorContext, sent: Recording
 ) -> None:
     # No Secret "team-token" exists: reading it first would fail with "does not exist" instead.
     for url in (
@@ -96,7 +98,7 @@ async def test_a_url_off_the_allow_list_is_refused_before_any_secret_is_read(
 
 
 async def test_a_secret_without_the_opt_in_label_is_never_used(
-    services: Services, sent: Recording, api: KubeApi
+    services: OperatorContext, sent: Recording, api: KubeApi
 ) -> None:
     # What a legacy service-account token Secret looks like to the operator: a `token` key, no label.
     await create_secret(api, "default-token-x7k2p", {"token": "eyJhbGciOiJSUzI1NiJ9.sa-token"}, None)
@@ -116,7 +118,7 @@ async def test_a_secret_without_the_opt_in_label_is_never_used(
             await repository_credentials(services.secrets, NS, name, location)
 
 
-async def test_only_the_fixed_key_token_is_read(services: Services, sent: Recording, api: KubeApi) -> None:
+async def test_only_the_fixed_key_token_is_read(services: OperatorContext, sent: Recording, api: KubeApi) -> None:
     await create_secret(api, "renamed", {"api-token": TEAM_TOKEN}, "search-token")
     with pytest.raises(SecretError, match="has no 'token' key"):
         await delete_through(services, ServiceRef(None, "renamed"))
@@ -133,7 +135,7 @@ async def test_only_the_fixed_key_token_is_read(services: Services, sent: Record
 
 
 async def test_a_search_token_goes_only_where_it_is_allowed_and_bound(
-    services: Services, sent: Recording, api: KubeApi
+    services: OperatorContext, sent: Recording, api: KubeApi
 ) -> None:
     await create_secret(api, "team-token", {"token": TEAM_TOKEN, "url": OTHER_URL}, "search-token")
     # Bound to OTHER_URL: not sent to the operator's own service, though that one is allowed.
@@ -146,7 +148,7 @@ async def test_a_search_token_goes_only_where_it_is_allowed_and_bound(
     assert authorization(request) == f"Bearer {TEAM_TOKEN}"
 
 
-async def test_the_operators_own_token_goes_only_to_its_own_service(services: Services, sent: Recording) -> None:
+async def test_the_operators_own_token_goes_only_to_its_own_service(services: OperatorContext, sent: Recording) -> None:
     await delete_through(services, ServiceRef(None, None))
     await delete_through(services, ServiceRef(DEFAULT_URL + "/", None))
     await delete_through(services, ServiceRef(OTHER_URL, None))
@@ -157,7 +159,7 @@ async def test_the_operators_own_token_goes_only_to_its_own_service(services: Se
     ]
 
 
-async def test_parse_source_refuses_a_service_off_the_list(services: Services) -> None:
+async def test_parse_source_refuses_a_service_off_the_list(services: OperatorContext) -> None:
     spec = {"repository": {"url": "https://github.com/a/b"}, "searchService": {"url": "http://evil.example:8000"}}
     with pytest.raises(InvalidSpecError, match="not one of the search services"):
         parse_source(NS, "docs", spec, allow_local=False, services=services.policy)
@@ -179,7 +181,7 @@ async def test_parse_source_refuses_a_service_off_the_list(services: Services) -
     ],
 )
 async def test_a_repository_secret_is_used_only_for_its_url(
-    services: Services, api: KubeApi, repository: str, bound: str | None, allowed: bool
+    services: OperatorContext, api: KubeApi, repository: str, bound: str | None, allowed: bool
 ) -> None:
     data = {
         "token": "git-token",

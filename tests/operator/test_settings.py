@@ -69,6 +69,8 @@ def test_main_runs_kopf_with_the_settings(monkeypatch: pytest.MonkeyPatch, names
     assert call["clusterwide"] is clusterwide
     assert call["namespaces"] == ([] if clusterwide else ["docs", "wiki"])
     assert call["liveness_endpoint"] == "http://0.0.0.0:8080/healthz" and call["standalone"] is True
+    # Read once: the `configure` handler takes these settings from memo rather than reading them again.
+    assert call["memo"]["settings"].clusterwide is clusterwide
 
 
 def test_main_serves_liveness_on_the_configured_port(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,8 +15,10 @@ import pytest
 from kboperator.errors import RepositoryAuthError
 from kboperator.git.repo import RepoCache
 from kboperator.models import Credentials, RepoSpec, SyncResult, SyncSpec
+from kboperator.repourl import check_repo
 from kboperator.searchclient import SearchClient
 from kboperator.sync.engine import SyncEngine
+from kboperator.sync.prepared import prepare
 from tests.operator.search_service import BASE_URL, asgi, listing, no_sleep, sha256
 from tests.support.git import WorkRepo, git, serve_git_http
 from tests.support.githttp import GitHttpServer
@@ -57,7 +59,7 @@ async def sync_all(engine: SyncEngine, served: GitHttpServer, last: list[SyncRes
 
     async def one(team: int) -> SyncResult:
         async with slots:
-            return await engine.sync(team_spec(served, team), last[team].commit if last else None,
+            return await engine.sync(prepare(team_spec(served, team)), last[team].commit if last else None,
                                      baseline=last[team].baseline if last else None)  # fmt: skip
 
     return await asyncio.gather(*(one(team) for team in range(TEAMS)))
@@ -117,9 +119,9 @@ def test_sources_with_other_credentials_never_share_a_clone_or_an_answer(
 ) -> None:
     cache = RepoCache(tmp_path / "cache")
     good = RepoSpec(private, credentials=Credentials(username="robot", token=TOKEN))
-    with closing(cache.open("a/docs", good, allow_local=False)) as checkout:
+    with closing(cache.open("a/docs", check_repo(good, allow_local=False))) as checkout:
         assert checkout.head == work.head()
-    assert cache.remote_head("a/docs", good, allow_local=False) == work.head()
+    assert cache.remote_head("a/docs", check_repo(good, allow_local=False)) == work.head()
 
     # The same URL and ref, a wrong token or none: the shared clone, which holds exactly that
     # head, and the answer ls-remote just gave are not theirs to read.
@@ -127,14 +129,14 @@ def test_sources_with_other_credentials_never_share_a_clone_or_an_answer(
         other = RepoSpec(private, credentials=creds)
         assert cache.key(other) != cache.key(good)
         with pytest.raises(RepositoryAuthError):
-            cache.remote_head("b/docs", other, allow_local=False)
+            cache.remote_head("b/docs", check_repo(other, allow_local=False))
         with pytest.raises(RepositoryAuthError):
-            cache.open("b/docs", other, allow_local=False, expected=work.head())
+            cache.open("b/docs", check_repo(other, allow_local=False), expected=work.head())
 
     # Another Secret with the same content is the same access: it shares the clone, without a fetch.
     runs = cache.fetches.runs
     same = RepoSpec(private, credentials=Credentials(username="robot", token=TOKEN))
-    with closing(cache.open("c/docs", same, allow_local=False, expected=work.head())) as checkout:
+    with closing(cache.open("c/docs", check_repo(same, allow_local=False), expected=work.head())) as checkout:
         assert checkout.head == work.head() and checkout.folder.name == cache.key(good)
     assert cache.fetches.runs == runs
 
@@ -143,13 +145,13 @@ def test_a_clone_is_removed_when_its_last_source_lets_go(tmp_path: Path, private
     cache = RepoCache(tmp_path / "cache")
     spec = RepoSpec(private, credentials=Credentials(username="robot", token=TOKEN))
     for source in ("a/docs", "b/docs"):
-        cache.open(source, spec, allow_local=False).close()
+        cache.open(source, check_repo(spec, allow_local=False)).close()
     clone = cache.root / cache.key(spec)
     cache.forget("a/docs", private)
     assert (clone / "HEAD").is_file()  # b still reads it
     # b moves to another ref: it lets go of the old clone, which nobody uses any more.
     moved = RepoSpec(private, ref="refs/heads/main", credentials=spec.credentials)
-    cache.open("b/docs", moved, allow_local=False).close()
+    cache.open("b/docs", check_repo(moved, allow_local=False)).close()
     assert not clone.exists()
     cache.forget("b/docs", private)
     assert not [p for p in cache.root.iterdir() if not p.name.startswith(".")]
@@ -160,6 +162,7 @@ def test_a_clone_of_the_per_source_layout_goes_when_its_source_opens(tmp_path: P
     legacy = cache.root / hashlib.sha256(f"a/docs\0{private}".encode()).hexdigest()[:32]
     git(tmp_path, "init", "--quiet", "--bare", str(legacy))
     cache.open(
-        "a/docs", RepoSpec(private, credentials=Credentials(username="robot", token=TOKEN)), allow_local=False
+        "a/docs",
+        check_repo(RepoSpec(private, credentials=Credentials(username="robot", token=TOKEN)), allow_local=False),
     ).close()
     assert not legacy.exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kboperator.git.auth import HostKeys, git_call
-from kboperator.kube.context import Services
+from kboperator.kube.context import OperatorContext
 from kboperator.models import Credentials
 from kboperator.repourl import parse_repo_url
 from kboperator.settings import OperatorSettings
@@ -74,5 +74,5 @@ def test_trust_on_first_use_pins_only_hosts_the_configuration_does_not_know(tmp_
 def test_the_operator_refuses_unknown_hosts_unless_told_otherwise(tmp_path: Path, configured: Path) -> None:
     assert OperatorSettings().ssh_trust_on_first_use is False
     settings = OperatorSettings(cache_dir=tmp_path / "cache", ssh_known_hosts_file=configured)
-    services = Services(settings, secrets=None)  # type: ignore[arg-type]  # no Secret is read here
+    services = OperatorContext(settings, secrets=None)  # type: ignore[arg-type]  # no Secret is read here
     assert services.repos.host_keys == HostKeys(configured, trust_on_first_use=False)

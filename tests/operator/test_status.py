@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import socket
 import urllib.request
 
@@ -10,23 +11,33 @@ from kboperator.kube.status import MAX_LISTED_FILES, condition, issues, merge_co
 from kboperator.models import FileIssue, SyncResult
 
 
+def day(n: int) -> datetime.datetime:
+    return datetime.datetime(2024, 1, n, tzinfo=datetime.UTC)
+
+
 def test_transition_time_moves_only_when_the_status_changes() -> None:
-    first = condition(None, "Ready", True, "SyncSucceeded", "ok", generation=1, now="2024-01-01T00:00:00Z")
-    same = condition([first], "Ready", True, "SyncSucceeded", "still ok", generation=2, now="2024-01-02T00:00:00Z")
-    flipped = condition([same], "Ready", False, "PartialSync", "1 failed", generation=2, now="2024-01-03T00:00:00Z")
-    unknown = condition([flipped], "Ready", None, "Pending", "queued", generation=2, now="2024-01-04T00:00:00Z")
-    assert first["lastTransitionTime"] == same["lastTransitionTime"] == "2024-01-01T00:00:00Z"
-    assert same["message"] == "still ok" and same["observedGeneration"] == 2
-    assert flipped["lastTransitionTime"] == "2024-01-03T00:00:00Z" and flipped["status"] == "False"
-    assert unknown["status"] == "Unknown" and unknown["lastTransitionTime"] == "2024-01-04T00:00:00Z"
+    first = condition(None, "Ready", True, "SyncSucceeded", "ok", generation=1, now=day(1))
+    same = condition([first], "Ready", True, "SyncSucceeded", "still ok", generation=2, now=day(2))
+    flipped = condition([same], "Ready", False, "PartialSync", "1 failed", generation=2, now=day(3))
+    unknown = condition([flipped], "Ready", None, "Pending", "queued", generation=2, now=day(4))
+    assert first.last_transition_time == same.last_transition_time == day(1)
+    assert same.message == "still ok" and same.observed_generation == 2
+    assert flipped.last_transition_time == day(3) and flipped.status == "False"
+    assert unknown.status == "Unknown" and unknown.last_transition_time == day(4)
+    # As the API gets it: camelCase, RFC 3339 to the second; no observedGeneration when none is known.
+    assert first.patch() == {
+        "type": "Ready", "status": "True", "reason": "SyncSucceeded", "message": "ok",
+        "lastTransitionTime": "2024-01-01T00:00:00Z", "observedGeneration": 1,
+    }  # fmt: skip
+    assert "observedGeneration" not in condition(None, "Ready", True, "R", "", generation=None, now=day(1)).patch()
 
 
 def test_merge_keeps_other_types_and_puts_ready_first() -> None:
-    synced = condition(None, "Synced", True, "SyncSucceeded", "", generation=1, now="t")
-    ready = condition(None, "Ready", False, "Suspended", "", generation=1, now="t")
+    synced = condition(None, "Synced", True, "SyncSucceeded", "", generation=1, now=day(1))
+    ready = condition(None, "Ready", False, "Suspended", "", generation=1, now=day(1))
     merged = merge_conditions([synced], [ready])
-    assert [c["type"] for c in merged] == ["Ready", "Synced"]
-    assert merge_conditions(merged, [dict(ready, reason="Other")])[0]["reason"] == "Other"
+    assert [c.type for c in merged] == ["Ready", "Synced"]
+    assert merge_conditions(merged, [ready.model_copy(update={"reason": "Other"})])[0].reason == "Other"
 
 
 def test_file_lists_are_bounded() -> None:

@@ -14,6 +14,7 @@ from kboperator.git.repo import RepoCache
 from kboperator.models import RepoSpec, SyncResult, SyncSpec
 from kboperator.searchclient import SearchClient
 from kboperator.sync.engine import SyncEngine
+from kboperator.sync.prepared import prepare
 from tests.operator.search_service import (
     BASE_URL,
     asgi,
@@ -69,7 +70,7 @@ async def test_every_change_type_keeps_the_index_exact(engine: SyncEngine, servi
     spec = spec_for(repo)
 
     async def step(last: str | None) -> SyncResult:
-        result = await engine.sync(spec, last)
+        result = await engine.sync(prepare(spec), last)
         await assert_mirrors(service, repo, result)
         return result
 
@@ -129,7 +130,7 @@ async def test_every_change_type_keeps_the_index_exact(engine: SyncEngine, servi
     assert result.documents == 0 and result.deleted == 3
 
     # a full reconcile of a genuinely empty tree agrees
-    result = await engine.sync(spec, None, force_full=True)
+    result = await engine.sync(prepare(spec), None, force_full=True)
     await assert_mirrors(service, repo, result)
 
 
@@ -137,25 +138,25 @@ async def test_force_push_falls_back_to_a_full_reconcile(engine: SyncEngine, ser
     spec = spec_for(repo)
     repo.write("keep.md", "keep\n")
     base = repo.commit("base")
-    first = await engine.sync(spec, None)
+    first = await engine.sync(prepare(spec), None)
     repo.write("doomed.md", "only in the rewritten history\n")
     repo.write("keep.md", "keep, edited\n")
     doomed = repo.commit("doomed")
-    synced = await engine.sync(spec, first.commit)
+    synced = await engine.sync(prepare(spec), first.commit)
     await assert_mirrors(service, repo, synced)
 
     repo.reset_hard(base)  # history rewritten: `doomed` is gone from the branch
     repo.write("fresh.md", "after the force-push\n")
     repo.commit("rewrite")
     repo.gc_prune()
-    result = await engine.sync(spec, doomed)
+    result = await engine.sync(prepare(spec), doomed)
     assert result.full
     await assert_mirrors(service, repo, result)
     assert (result.added, result.modified, result.deleted) == (1, 1, 1)
 
     # the same holds with a fresh cache that never saw the lost commit
     fresh = SyncEngine(engine.client, RepoCache(repo.path.parent / "fresh-cache"))
-    result = await fresh.sync(spec, doomed)
+    result = await fresh.sync(prepare(spec), doomed)
     assert result.full and result.unchanged == 2
     await assert_mirrors(service, repo, result)
 
@@ -167,16 +168,16 @@ async def test_spec_narrowing_removes_orphans_and_metadata_changes_reach_every_d
     repo.write("docs/drafts/b.md", "b\n")
     repo.write("other/c.md", "c\n")
     repo.commit()
-    await engine.sync(spec_for(repo), None)
+    await engine.sync(prepare(spec_for(repo)), None)
 
     narrowed = spec_for(repo, include=("docs/**/*.md",), exclude=("**/drafts/**",), metadata={"team": "platform"})
-    result = await engine.sync(narrowed, None)  # a spec change means a full reconcile
+    result = await engine.sync(prepare(narrowed), None)  # a spec change means a full reconcile
     await assert_mirrors(service, repo, result, keep=lambda p: p == "docs/a.md")
     assert (result.deleted, result.modified) == (2, 1)
     documents = await listing(service, SOURCE)
     assert [doc["metadata"]["team"] for doc in documents.values()] == ["platform"]
 
-    again = await engine.sync(narrowed, None)
+    again = await engine.sync(prepare(narrowed), None)
     assert (again.unchanged, again.modified, again.added, again.deleted) == (1, 0, 0, 0)
 
 
@@ -184,13 +185,13 @@ async def test_mass_deletion_guard(engine: SyncEngine, service, repo: WorkRepo) 
     repo.write("a.md", "a\n")
     repo.write("b.md", "b\n")
     repo.commit()
-    await engine.sync(spec_for(repo), None)
+    await engine.sync(prepare(spec_for(repo)), None)
     # a glob typo: the repository still has files but none would be a document
     with pytest.raises(MassDeletionRefusedError, match="refusing to delete all 2 documents"):
-        await engine.sync(spec_for(repo, include=("**/*.mdx",)), None)
+        await engine.sync(prepare(spec_for(repo, include=("**/*.mdx",))), None)
     # a limit that skips everything looks the same
     with pytest.raises(MassDeletionRefusedError, match="2 skipped"):
-        await engine.sync(spec_for(repo, max_file_size=1), None)
+        await engine.sync(prepare(spec_for(repo, max_file_size=1)), None)
     assert len(await listing(service, SOURCE)) == 2  # nothing was deleted
 
 
@@ -207,7 +208,7 @@ async def test_hostile_content_is_skipped_with_reasons(
     repo.symlink("inside.md", "ok.md")
     (repo.path / os.fsdecode(b"caf\xe9.md")).write_text("a name that is not UTF-8\n")
     repo.commit()
-    result = await engine.sync(spec_for(repo, max_file_size=100), None)
+    result = await engine.sync(prepare(spec_for(repo, max_file_size=100)), None)
     reasons = {issue.path: issue.reason for issue in result.skipped}
     assert reasons["caf\ufffd.md"] == "path is not valid UTF-8"
     assert reasons["binary.md"].startswith("binary")
@@ -224,7 +225,7 @@ async def test_hostile_content_is_skipped_with_reasons(
     repo.write("binary.md", "now it is text\n")
     repo.write("big.md", "small now\n")
     repo.commit()
-    result = await engine.sync(spec_for(repo, max_file_size=100), result.commit)
+    result = await engine.sync(prepare(spec_for(repo, max_file_size=100)), result.commit)
     assert not result.full and result.added == 2
     await assert_mirrors(service, repo, result, keep=lambda p: p in ("ok.md", "binary.md", "big.md"))
 
@@ -247,7 +248,7 @@ async def test_service_failing_for_a_while_then_converging(
         repo.write("a.md", "a\n")
         repo.write("b.md", "b\n")
         repo.commit()
-        synced = (await engine.sync(spec, None)).commit
+        synced = (await engine.sync(prepare(spec), None)).commit
 
         repo.write("a.md", "a, edited\n")
         repo.remove("b.md")
@@ -255,7 +256,7 @@ async def test_service_failing_for_a_while_then_converging(
             repo.write(f"new/{i}.md", f"new {i}\n")
         repo.commit()
         failing["on"] = True
-        partial = await engine.sync(spec, synced)
+        partial = await engine.sync(prepare(spec), synced)
         assert not partial.ok
         assert sorted(issue.path for issue in partial.failed) == sorted(
             ["a.md", "b.md", *(f"new/{i}.md" for i in range(8))]
@@ -266,7 +267,7 @@ async def test_service_failing_for_a_while_then_converging(
         assert failing["writes"] == 2 * 3  # two documents, three attempts each, then the breaker opened
         # the caller keeps `synced`; once the service is back, the same sync converges
         failing["on"] = False
-        result = await engine.sync(spec, synced)
+        result = await engine.sync(prepare(spec), synced)
         await assert_mirrors(service, repo, result)
         assert (result.added, result.modified, result.deleted) == (8, 1, 1)
 
@@ -287,11 +288,11 @@ async def test_files_the_service_refuses_for_good_are_skips_and_the_commit_advan
     repo.write("grows.md", "# Grows\n\nsmall for now\n")
     repo.commit()
     # Another source mirrors the same checkout and claimed shared.md first: its URI is theirs (409).
-    owner = await engine.sync(spec_for(repo, source_id="team/owner", include=("shared.md",)), None)
+    owner = await engine.sync(prepare(spec_for(repo, source_id="team/owner", include=("shared.md",))), None)
     assert owner.ok and owner.documents == 1
     spec = spec_for(repo, max_file_size=4_000_000)  # the spec lets through what the service will refuse
 
-    first = await engine.sync(spec, None)
+    first = await engine.sync(prepare(spec), None)
     assert first.ok and first.failed == []  # a refusal is not a failure: the caller advances its commit
     assert refusals(first) == {"huge.md": "DOCUMENT_TOO_LARGE", "shared.md": "URI_OWNED_BY_OTHER_SOURCE"}
     reasons = {issue.path: issue.reason for issue in first.skipped}
@@ -303,7 +304,7 @@ async def test_files_the_service_refuses_for_good_are_skips_and_the_commit_advan
     repo.write("grows.md", TOO_LARGE)
     repo.write("new.md", "# New\n")
     repo.commit()
-    grown = await engine.sync(spec, first.commit, baseline=first.baseline)
+    grown = await engine.sync(prepare(spec), first.commit, baseline=first.baseline)
     assert grown.ok and not grown.full  # incremental: the files refused before are not sent again
     assert refusals(grown) == {"grows.md": "DOCUMENT_TOO_LARGE"}
     assert (grown.added, grown.deleted) == (1, 1)
@@ -312,18 +313,18 @@ async def test_files_the_service_refuses_for_good_are_skips_and_the_commit_advan
     # An unrelated change: nothing refused before is retried, nothing is listed.
     repo.write("small.md", "small, edited\n")
     repo.commit()
-    quiet = await engine.sync(spec, grown.commit, baseline=grown.baseline)
+    quiet = await engine.sync(prepare(spec), grown.commit, baseline=grown.baseline)
     assert quiet.ok and not quiet.full and quiet.skipped == [] and quiet.modified == 1
 
     # A refused file that changes again is in the next diff, and tried again.
     repo.write("huge.md", "# Huge\n\nnot any more\n")
     repo.commit()
-    shrunk = await engine.sync(spec, quiet.commit, baseline=quiet.baseline)
+    shrunk = await engine.sync(prepare(spec), quiet.commit, baseline=quiet.baseline)
     assert shrunk.ok and not shrunk.full and shrunk.added == 1 and shrunk.skipped == []
     await assert_mirrors(service, repo, shrunk, keep=lambda p: p in ("small.md", "new.md", "huge.md"))
 
     # A full reconcile tries every refused file again.
-    full = await engine.sync(spec, shrunk.commit, force_full=True)
+    full = await engine.sync(prepare(spec), shrunk.commit, force_full=True)
     assert full.ok and refusals(full) == {"grows.md": "DOCUMENT_TOO_LARGE", "shared.md": "URI_OWNED_BY_OTHER_SOURCE"}
     await assert_mirrors(service, repo, full, keep=lambda p: p in ("small.md", "new.md", "huge.md"))
 
@@ -333,9 +334,9 @@ async def test_invalid_documents_are_skipped_and_their_earlier_version_stays(
 ) -> None:
     repo.write("a.md", "# A\n")
     repo.commit()
-    first = await engine.sync(spec_for(repo), None)
+    first = await engine.sync(prepare(spec_for(repo)), None)
     # A metadata value over the service's per-value limit: every PUT is refused with a 422.
-    result = await engine.sync(spec_for(repo, metadata={"note": "n" * 5000}), None)
+    result = await engine.sync(prepare(spec_for(repo, metadata={"note": "n" * 5000})), None)
     assert result.ok and refusals(result) == {"a.md": "VALIDATION_ERROR"}
     assert "an earlier version stays" in result.skipped[0].reason
     # The cause may be the spec rather than the file: what the service held is not thrown away.
@@ -362,5 +363,5 @@ async def test_invalid_specs_fail_before_anything_is_sent(
     repo.write("a.md", "a\n")
     repo.commit()
     with pytest.raises(InvalidSpecError, match=message):
-        await engine.sync(spec_for(repo, **overrides), None)
+        await engine.sync(prepare(spec_for(repo, **overrides)), None)
     assert await listing(service, SOURCE) == {}

@@ -12,6 +12,7 @@ from kboperator.git.repo import RepoCache
 from kboperator.models import RepoSpec, SyncSpec
 from kboperator.searchclient import SearchClient
 from kboperator.sync.engine import SyncEngine
+from kboperator.sync.prepared import prepare
 from tests.operator.search_service import BASE_URL, asgi, file_uri, listing, no_sleep, sha256
 from tests.support.formatfiles import (
     code_cell,
@@ -70,7 +71,7 @@ async def test_a_repository_mixing_formats_is_mirrored_and_bad_files_are_listed_
     repo.commit("mixed formats")
     spec = SyncSpec(source_id=SOURCE, repo=RepoSpec(str(repo.path)), allow_local=True, include=INCLUDE)
 
-    result = await engine.sync(spec, None)
+    result = await engine.sync(prepare(spec), None)
 
     assert result.ok and result.failed == []
     documents = await listing(service, SOURCE)
@@ -95,6 +96,6 @@ async def test_a_repository_mixing_formats_is_mirrored_and_bad_files_are_listed_
     # A changed PDF is re-sent; the unchanged files stay unchanged on the next full reconcile.
     repo.write("manuals/ops.pdf", pdf_pages("Backups run hourly now. " * 30, "Restores need a ticket. " * 30))
     repo.commit("hourly backups")
-    again = await engine.sync(spec, None)
+    again = await engine.sync(prepare(spec), None)
     assert again.modified == 1 and again.unchanged == len(GOOD) - 1
     assert (await top("backups hourly"))["page"] == 1

@@ -3,20 +3,32 @@ Kubernetes API exactly as `kubectl annotate` would."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
+import threading
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
+from kboperator.hooks.signatures import Delivery
 from kboperator.kube.metrics import OperatorMetrics
 from kboperator.kube.secrets import SecretReader
 from kboperator.kube.source import parse_source
-from kboperator.kube.webhooks import SyncRequester, WebhookReceiver, hook_path, push_request_time
+from kboperator.kube.webhooks import (
+    MAX_MATCHED_PATHS,
+    SyncRequester,
+    WebhookReceiver,
+    hook_path,
+    judge,
+    push_request_time,
+)
+from kboperator.sync.paths import PathFilter
 from tests.support.kube import KubeApi, KubeEmulator
 
 PAYLOADS = Path(__file__).parent / "webhook_payloads"
@@ -136,13 +148,13 @@ async def test_pushes_that_do_not_concern_the_source_trigger_nothing(hooks: Hook
 
 
 async def test_each_source_has_its_own_rate_limit(hooks: Hooks) -> None:
-    payload = github_push("docs/setup.md")
-    answers = [await hooks.deliver(PATH_A, payload, delivery=f"burst-{n}") for n in range(4)]
+    payloads = [github_push(f"docs/setup-{n}.md") for n in range(4)]
+    answers = [await hooks.deliver(PATH_A, payload, delivery=f"burst-{n}") for n, payload in enumerate(payloads)]
     assert [a.status_code for a in answers] == [202, 202, 202, 429]  # a burst of 3
     assert int(answers[-1].headers["Retry-After"]) >= 1
     # The refused delivery is not remembered: the host's redelivery is not taken for a duplicate.
-    assert (await hooks.deliver(PATH_A, payload, delivery="burst-3")).status_code == 429
-    other = await hooks.deliver(PATH_B, payload, token=TOKEN_B, delivery="burst-0")
+    assert (await hooks.deliver(PATH_A, payloads[3], delivery="burst-3")).status_code == 429
+    other = await hooks.deliver(PATH_B, payloads[0], token=TOKEN_B, delivery="burst-0")
     assert other.status_code == 202  # team-b's budget is its own
     assert hooks.counted("rate_limited") == 2
 
@@ -153,3 +165,83 @@ async def test_an_oversized_body_is_refused_before_anything_else(hooks: Hooks) -
     answer = await hooks.deliver(PATH_A, payload)
     assert answer.status_code == 413
     assert hooks.requested(hooks.team_a) is None
+
+
+async def test_a_captured_delivery_replayed_under_a_new_id_is_a_duplicate(hooks: Hooks) -> None:
+    """The delivery id is an unsigned header: the signed body itself names the delivery."""
+    payload = github_push("docs/setup.md")
+    first = await hooks.deliver(PATH_A, payload, delivery="original")
+    assert (first.status_code, first.json()["result"]) == (202, "requested")
+    replayed = await hooks.deliver(PATH_A, payload, delivery="forged-new-id")
+    assert (replayed.status_code, replayed.json()["result"]) == (200, "duplicate")
+    assert hooks.requested(hooks.team_a) == first.json()["request"]  # the replay requested nothing
+    # Another push (another body) is judged as usual, and the same body on another source is its own.
+    assert (await hooks.deliver(PATH_A, github_push("docs/other.md"), delivery="next")).json()["result"] == "requested"
+    other = await hooks.deliver(PATH_B, payload, token=TOKEN_B, delivery="original")
+    assert other.json()["result"] == "requested"
+
+
+async def test_a_body_nested_too_deep_is_a_bad_payload(hooks: Hooks) -> None:
+    depth = 30_000  # as deep as the fixture's 64 KiB cap allows; judge() is held to 100,000 below
+    answer = await hooks.deliver(PATH_A, b"[" * depth + b"]" * depth, delivery="deep")
+    assert (answer.status_code, answer.json()["result"]) == (400, "bad_payload")
+    assert "nested too deep" in answer.json()["message"]
+    # Still serving, and a good delivery still requests its sync.
+    assert (await hooks.deliver(PATH_A, github_push("docs/setup.md"), delivery="ok")).status_code == 202
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 100_000 + b"1" + b"}" * 100_000])
+def test_judge_refuses_a_hundred_thousand_levels_with_a_stable_answer(body: bytes) -> None:
+    source = parse_source("team-a", "handbook", SPEC, allow_local=False)
+    delivery = Delivery("github", "push", "deep")
+    assert judge(source, delivery, body) == (
+        400,
+        "bad_payload",
+        "not a push event: the JSON is nested too deep",
+    )
+
+
+async def test_a_push_listing_more_paths_than_are_matched_requests_a_sync(hooks: Hooks) -> None:
+    unselected = [f"src/f{n:04d}.py" for n in range(MAX_MATCHED_PATHS + 1)]
+    body = json.dumps({"ref": "refs/heads/main", "paths": unselected}).encode()
+    answer = await hooks.deliver(PATH_A, body, headers=generic_headers(body, "many"))
+    assert (answer.status_code, answer.json()["result"]) == (202, "requested")  # taken as touching anything
+    few = json.dumps({"ref": "refs/heads/main", "paths": unselected[:MAX_MATCHED_PATHS]}).encode()
+    answer = await hooks.deliver(PATH_A, few, headers=generic_headers(few, "few"))
+    assert (answer.status_code, answer.json()["result"]) == (202, "ignored_paths")
+
+
+def generic_headers(body: bytes, delivery: str, token: str = TOKEN_A) -> dict[str, str]:
+    digest = hmac.new(token.encode(), body, hashlib.sha256).hexdigest()
+    return {"X-KB-Signature-256": f"sha256={digest}", "X-KB-Delivery": delivery, "Content-Type": "application/json"}
+
+
+class HeldFilter(PathFilter):
+    """A source's real filter whose matching waits until the test lets it go: a match that is slow."""
+
+    def __init__(self, include: list[str], exclude: list[str]) -> None:
+        super().__init__(include, exclude)
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def matches(self, path: str) -> bool:
+        self.entered.set()
+        self.release.wait(60)
+        return super().matches(path)
+
+
+async def test_healthz_and_another_namespace_answer_while_a_match_runs(hooks: Hooks) -> None:
+    held = HeldFilter(SPEC["paths"], SPEC["exclude"])
+    source = parse_source("team-a", "handbook", SPEC, allow_local=False)
+    hooks.receiver.register(replace(source, prepared=replace(source.prepared, filter=held)), "handbook", TOKEN_A)
+    slow = asyncio.create_task(hooks.deliver(PATH_A, github_push("docs/setup.md"), delivery="slow"))
+    try:
+        assert await asyncio.to_thread(held.entered.wait, 60)
+        async with httpx.AsyncClient(base_url=hooks.base) as client:
+            assert (await client.get("/healthz")).json() == {"status": "ok"}
+        other = await hooks.deliver(PATH_B, github_push("docs/setup.md"), token=TOKEN_B, delivery="other")
+        assert (other.status_code, other.json()["result"]) == (202, "requested")
+        assert not slow.done()
+    finally:
+        held.release.set()
+    answer = await slow
+    assert (answer.status_code, answer.json()["result"]) == (202, "requested")

@@ -217,7 +217,7 @@ class World:
 
     def syncs(self, result: str) -> float:
         """The operator's kb_operator_syncs_total for one result."""
-        value = self.memo["services"].metrics.registry.get_sample_value("kb_operator_syncs_total", {"result": result})
+        value = self.memo["context"].metrics.registry.get_sample_value("kb_operator_syncs_total", {"result": result})
         return value or 0.0
 
 

@@ -10,7 +10,7 @@ from qdrant_client import QdrantClient
 
 from kbsearch.models import CollectionSignature
 from kbsearch.store.base import VectorStore
-from kbsearch.store.edge import EdgeStore
+from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.qdrant_server import QdrantServerStore
 
 # What the test vectors are made with: tests/support/hashing.py and qdrant_edge.Bm25.

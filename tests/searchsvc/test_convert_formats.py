@@ -137,6 +137,39 @@ def test_rst_becomes_headings_lists_code_tables_with_sphinx_roles_read_as_text()
     assert "root:" not in text and "passwd" not in text  # includes are off: no file of the server is read
 
 
+def test_rst_images_and_figures_are_their_alt_text_caption_and_legend():
+    text = convert(
+        "rst",
+        "Pictures\n========\n\n"
+        ".. image:: /srv/logo.svg\n   :alt: The project logo\n   :loading: embed\n\n"
+        ".. figure:: diagram.png\n   :alt: Architecture diagram\n   :scale: 50\n\n"
+        "   The controller and its caches.\n\n   Arrows are API calls.\n\n"
+        "Press |stop| to halt.\n\n.. |stop| image:: stop.png\n   :alt: the stop button\n\n"
+        ".. image:: unnamed.png\n",
+    ).text
+    assert text == (
+        "# Pictures\n\nThe project logo\n\nArchitecture diagram\n\nThe controller and its caches.\n\n"
+        "Arrows are API calls.\n\nPress the stop button to halt.\n"
+    )
+
+
+def test_rst_directive_options_are_options_not_text():
+    text = convert("rst", ".. tab-item:: Linux\n   :sync: linux\n\n   Install the package.\n").text
+    assert text == "Linux\n\nInstall the package.\n"
+
+
+def test_rst_include_raw_and_file_tables_are_dropped_and_inline_tables_kept():
+    text = convert(
+        "rst",
+        "T\n=\n\n.. include:: /etc/hostname\n\n.. raw:: html\n\n   <b>raw</b>\n\n"
+        ".. csv-table:: From a file\n   :file: /etc/hostname\n\n"
+        ".. csv-table:: Inline\n   :header: a, b\n\n   1, 2\n\n"
+        ".. role:: html(raw)\n   :format: html\n\nSee :html:`<b>bold</b>` here.\n",
+    ).text
+    assert "raw" not in text and "From a file" not in text and "<b>" not in text
+    assert "| a | b |" in text and "| 1 | 2 |" in text
+
+
 ADOC = """= Declarative Setup
 :toc: left
 :product: Argo CD
@@ -223,6 +256,18 @@ def test_html_keeps_the_main_content_not_navigation_scripts_or_images_bytes():
         assert chrome not in text
 
 
+def test_html_embedded_and_linked_resources_leave_no_url_or_fallback_text():
+    text = convert(
+        "html",
+        '<head><link rel="stylesheet" href="/etc/site.css"><meta http-equiv="refresh" content="0;url=file:///x">'
+        '<base href="file:///"></head><body><h1>Page</h1><p>Before <img src="file:///etc/passwd" alt="Logo"></p>'
+        '<iframe src="file:///etc/passwd">frame text</iframe><object data="/etc/passwd">object text</object>'
+        '<embed src="/etc/passwd"><video src="/v.mp4">video text</video><audio src="/a.mp3">audio text</audio>'
+        "<p>After.</p></body>",
+    ).text
+    assert text == "# Page\n\nBefore Logo\n\nAfter.\n"
+
+
 def test_html_code_languages_come_from_pandoc_sphinx_and_highlightjs_classes():
     pandoc = '<div class="sourceCode"><pre class="sourceCode yaml"><code class="sourceCode yaml">a: 1</code></pre>'
     sphinx = '<div class="highlight-python notranslate"><div class="highlight"><pre>x = 1</pre></div></div>'
@@ -263,6 +308,18 @@ def test_notebook_cells_become_markdown_and_fences_with_outputs_truncated_and_an
     assert text[converted.anchors[2].offset :].startswith("## Results")
     assert converted.locate(text.index("Accuracy")).cell == 4
     assert converted.locate(text.index("epoch 1")).cell == 2
+
+
+def test_notebooks_of_older_and_future_format_versions_are_read():
+    future = notebook([markdown_cell("# Future\n\nA notebook from a later nbformat.")]).replace(
+        b'"nbformat_minor": 5', b'"nbformat_minor": 9'
+    )
+    assert convert("ipynb", future).text == "# Future\n\nA notebook from a later nbformat.\n"
+    v3 = (
+        '{"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"metadata": {}, "cells": '
+        '[{"cell_type": "markdown", "metadata": {}, "source": "# Old\\n\\nA version 3 notebook."}]}]}'
+    )
+    assert convert("ipynb", v3).text == "# Old\n\nA version 3 notebook.\n"
 
 
 def test_a_notebook_that_is_not_json_or_not_a_notebook_is_refused_with_a_code():

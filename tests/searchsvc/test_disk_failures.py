@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kbsearch.errors import StoreUnavailableError
-from kbsearch.store.edge import EdgeStore
+from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.health import DATA_DIR_GONE, DISK_FULL, FLUSH_FAILING, StoreWatch
 from tests.searchsvc.conftest import TEST_SIGNATURE
 from tests.support.service_process import ServiceProcess

@@ -21,10 +21,10 @@ import qdrant_edge
 import kbsearch
 from kbsearch.models import Fusion, SearchFilter, SearchHit
 from kbsearch.settings import Settings
-from kbsearch.store.edge import EdgeStore
-from kbsearch.store.edge_indexer import BuildOutcome
-from kbsearch.store.edge_layout import read_into_page_cache
-from kbsearch.store.edge_optimize import IndexOptions
+from kbsearch.store.edge.indexer import BuildOutcome
+from kbsearch.store.edge.layout import read_into_page_cache
+from kbsearch.store.edge.optimize import IndexOptions
+from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.factory import build_store
 from tests.searchsvc.conftest import TEST_SIGNATURE
 from tests.searchsvc.test_store_behaviour import EMBEDDER, ingest, sparse_query

@@ -35,7 +35,7 @@ import kbsearch
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.models import INCOMPLETE, CollectionSignature
 from kbsearch.store.bm25 import Bm25Encoder
-from kbsearch.store.edge import EdgeStore
+from kbsearch.store.edge.store import EdgeStore
 from tests.searchsvc.api_fixtures import sections
 from tests.support.service_process import ServiceProcess
 
@@ -217,7 +217,7 @@ def test_edge_keeps_every_update_after_a_kill_before_any_fsync(tmp_path: Path):
     """update() appends to the WAL; the fsync comes later. A process kill must not lose the append."""
     script = (
         "import os, signal, sys\n"
-        "from kbsearch.store.edge import EdgeStore\n"
+        "from kbsearch.store.edge.store import EdgeStore\n"
         "from tests.searchsvc.test_kill_midwrite import SIGNATURE\n"
         "from tests.searchsvc.test_store_behaviour import ingest\n"
         "store = EdgeStore(sys.argv[1], 'knowledge', flush_interval_s=3600)\n"  # never fsync'ed by us

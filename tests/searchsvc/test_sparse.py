@@ -13,7 +13,7 @@ from kbsearch.errors import ConfigurationError
 from kbsearch.models import CollectionSignature, SparseVector
 from kbsearch.store import bm25
 from kbsearch.store.bm25 import STOPWORDS, Bm25Encoder
-from kbsearch.store.edge import EdgeStore
+from kbsearch.store.edge.store import EdgeStore
 
 
 @pytest.fixture(scope="module")

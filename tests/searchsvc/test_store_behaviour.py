@@ -37,9 +37,10 @@ from kbsearch.models import (
     document_point_id,
 )
 from kbsearch.settings import Settings
-from kbsearch.store import payloads as pl
+from kbsearch.store import conditions as cd
+from kbsearch.store import signature as sg
 from kbsearch.store.base import VectorStore
-from kbsearch.store.edge import EdgeStore
+from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.factory import build_store, query_log_beside
 from kbsearch.store.qdrant_server import QdrantServerStore
 from kbsearch.store.querylog import QueryLogStore, entry_from_payload
@@ -217,7 +218,7 @@ def test_edge_writes_survive_a_killed_process(tmp_path: Path):
     script = textwrap.dedent(
         f"""
         import os, signal
-        from kbsearch.store.edge import EdgeStore
+        from kbsearch.store.edge.store import EdgeStore
         from tests.searchsvc.test_store_behaviour import ingest
         from tests.searchsvc.conftest import TEST_SIGNATURE
         store = EdgeStore({str(tmp_path)!r}, "test")
@@ -281,7 +282,7 @@ def test_edge_refuses_a_second_open_of_the_same_directory(tmp_path: Path):
 
 HOLD_THEN_WRITE = """
 import sys
-from kbsearch.store.edge import EdgeStore
+from kbsearch.store.edge.store import EdgeStore
 from tests.searchsvc.test_store_behaviour import ingest
 from tests.searchsvc.conftest import TEST_SIGNATURE
 store = EdgeStore(sys.argv[1], "test")
@@ -502,7 +503,7 @@ def test_a_collection_from_before_epochs_gets_one_on_open(store_opener: StoreOpe
         "dimensions": TEST_SIGNATURE.dimensions,
         "sparseEncoder": TEST_SIGNATURE.sparse_encoder,
     }
-    raw_upsert(store, pl.SIGNATURE_POINT_ID, signature)  # as written before epochs existed
+    raw_upsert(store, sg.SIGNATURE_POINT_ID, signature)  # as written before epochs existed
     store.close()
     reopened = store_opener.open()
     epoch = reopened.collection_epoch()
@@ -564,7 +565,7 @@ def test_metadata_is_stored_on_the_record_only(store: VectorStore):
 
 
 def test_a_metadata_filter_past_the_cap_is_refused(store: VectorStore, monkeypatch):
-    monkeypatch.setattr(pl, "MAX_METADATA_FILTER_DOCUMENTS", 3)
+    monkeypatch.setattr(cd, "MAX_METADATA_FILTER_DOCUMENTS", 3)
     for i in range(4):
         ingest(store, f"docs/{i}.md", ["chunk text"], source="many" if i else "one", metadata={"team": "x"})
     with pytest.raises(InvalidRequestError) as refused:

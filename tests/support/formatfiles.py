@@ -1,6 +1,6 @@
 """Real files of every format the service converts, made at test time by the libraries that write them.
 
-PDFs by fpdf2 (pages of text, an image-only "scan") and pypdf (encryption), Word files by
+PDFs by fpdf2 (pages of text, an image-only "scan", encryption), Word files by
 python-docx, notebooks by nbformat; the text formats are written out here as their authors would.
 """
 
@@ -10,15 +10,25 @@ import io
 import zipfile
 
 import nbformat
-import pypdf
 from docx import Document
 from fpdf import FPDF
+from fpdf.enums import EncryptionMethod
 from PIL import Image
 
 
-def pdf_pages(*pages: str) -> bytes:
-    """A PDF with one page per string, each with a real text layer."""
+def pdf_pages(
+    *pages: str, title: str | None = None, encryption: tuple[str, str, EncryptionMethod] | None = None
+) -> bytes:
+    """A PDF with one page per string, each with a real text layer; `/Title` and encryption optional.
+
+    `encryption` is (user password, owner password, method).
+    """
     pdf = FPDF()
+    if title is not None:
+        pdf.set_title(title)
+    if encryption is not None:
+        user, owner, method = encryption
+        pdf.set_encryption(owner_password=owner, user_password=user, encryption_method=method)
     pdf.set_font("helvetica", size=11)
     for text in pages:
         pdf.add_page()
@@ -27,21 +37,13 @@ def pdf_pages(*pages: str) -> bytes:
 
 
 def encrypted_pdf(text: str, password: str = "s3cret") -> bytes:
-    """A PDF that opens only with `password` (AES-256, as pypdf writes it)."""
-    writer = pypdf.PdfWriter(clone_from=io.BytesIO(pdf_pages(text)))
-    writer.encrypt(user_password=password, owner_password=password + "-owner", algorithm="AES-256")
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
+    """A PDF that opens only with `password` (AES-256)."""
+    return pdf_pages(text, encryption=(password, password + "-owner", EncryptionMethod.AES_256))
 
 
 def owner_only_pdf(text: str) -> bytes:
     """A PDF encrypted with an empty user password: anyone may read it, as viewers do."""
-    writer = pypdf.PdfWriter(clone_from=io.BytesIO(pdf_pages(text)))
-    writer.encrypt(user_password="", owner_password="owner", algorithm="AES-128")
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
+    return pdf_pages(text, encryption=("", "owner", EncryptionMethod.AES_128))
 
 
 def scanned_pdf(pages: int = 2) -> bytes:

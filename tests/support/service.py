@@ -28,7 +28,7 @@ CHALLENGE = f'Bearer resource_metadata="{BASE_URL}/.well-known/oauth-protected-r
 
 def make_store(kind: str, data_dir: Path, collection: str = "test") -> VectorStore:
     if kind == "edge":
-        from kbsearch.store.edge import EdgeStore
+        from kbsearch.store.edge.store import EdgeStore
 
         return EdgeStore(data_dir, collection)
     if kind == "qdrant-local":

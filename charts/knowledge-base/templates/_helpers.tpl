@@ -165,6 +165,9 @@ Refuse combinations that cannot work, with a message that says what to change.
 {{- if and (not .Values.llm.model) (or .Values.llm.baseUrl .Values.llm.existingSecret) }}
 {{- fail "llm.baseUrl or llm.existingSecret is set but llm.model is not: set the chat model too, or leave all three empty for extractive answers." }}
 {{- end }}
+{{- if and (eq .Values.rerank.backend "llm") (not .Values.llm.model) }}
+{{- fail "rerank.backend=llm ranks with the chat model: set llm.model too (or choose rerank.backend local or remote)." }}
+{{- end }}
 {{- if and (or .Values.search.ingress.enabled .Values.search.httpRoute.enabled) (eq .Values.search.trustedProxies "127.0.0.1") }}
 {{- fail "search.ingress or search.httpRoute is enabled, but search.trustedProxies trusts only 127.0.0.1: set it to the address range of the ingress controller's or gateway's pods (e.g. 10.0.0.0/8), so the service believes their X-Forwarded-Proto and -For (Secure console cookies behind TLS, the client's address in logs)." }}
 {{- end }}

@@ -34,7 +34,7 @@ from kboperator.git.command import CacheRepo, CleanGit, GitFailed
 from kboperator.git.objects import Change, TreeEntry, parse_diff, parse_ls_tree
 from kboperator.git.sharing import CloneNames, Coalescer
 from kboperator.models import RepoSpec
-from kboperator.repourl import RepoLocation, parse_repo_url, validate_ref
+from kboperator.repourl import CheckedRepo, RepoLocation, check_local_folder
 
 log = logging.getLogger(__name__)
 
@@ -94,15 +94,14 @@ class RepoCache:
     def open(
         self,
         source_id: str,
-        repo: RepoSpec,
+        repo: CheckedRepo,
         *,
-        allow_local: bool,
         shallow: bool = False,
         wanted: Callable[[str], bool] | None = None,
         since: str | None = None,
         expected: str | None = None,
     ) -> Checkout:
-        """Validate the spec, fetch the ref and return a Checkout of its head. Blocking.
+        """Fetch the checked repository's ref and return a Checkout of its head. Blocking.
 
         `expected`: the head `remote_head` just saw; a clone already holding it is not fetched.
         `shallow`: a new clone takes the head commit alone (`--depth=1`), for a caller that
@@ -112,9 +111,8 @@ class RepoCache:
         incremental sync diffs from): a monorepo whose documents are a small folder moves only them.
         """
         asked = time.monotonic()
-        location = parse_repo_url(repo.url, allow_local=allow_local, local_root=self.local_root, forbidden=[self.root])
-        ref = validate_ref(repo.ref)
-        key = self.key(repo)
+        location, ref = self._admit(repo), repo.ref
+        key = self.key(repo.spec)
         folder = self.root / key
         with self.fetches.lock(key):
             fresh = not (folder / "HEAD").is_file()
@@ -131,7 +129,8 @@ class RepoCache:
                     except GitFailed as exc:
                         raise RepositoryReadError(f"creating the cached clone failed: {exc.detail}") from None
                 pinned = self.root / f"{key}.known_hosts"
-                with git_call(location, repo.credentials, pinned_known_hosts=pinned, host_keys=self.host_keys) as call:
+                credentials = repo.spec.credentials
+                with git_call(location, credentials, pinned_known_hosts=pinned, host_keys=self.host_keys) as call:
                     head_sha = None if fresh else self._held(clone, key, asked, expected)
                     if head_sha is None:
                         depth = 1 if fresh and shallow else None
@@ -145,10 +144,10 @@ class RepoCache:
                 clone.close()
                 raise
         self._release_others(source_id, keep=key)
-        self._drop_legacy(source_id, repo.url)
+        self._drop_legacy(source_id, repo.spec.url)
         return Checkout(clone, location, ref, head_sha, is_tag=is_tag, partial=self.partial)
 
-    def remote_head(self, source_id: str, repo: RepoSpec, *, allow_local: bool) -> str | None:
+    def remote_head(self, source_id: str, repo: CheckedRepo) -> str | None:
         """The commit `repo.ref` names on the remote, asked with `git ls-remote`: no objects move.
 
         Sources sharing a clone share the question too (see Coalescer). None when the answer does
@@ -156,14 +155,22 @@ class RepoCache:
         wrong. Blocking. Raises like `open` when the remote refuses.
         """
         asked = time.monotonic()
-        location = parse_repo_url(repo.url, allow_local=allow_local, local_root=self.local_root, forbidden=[self.root])
-        ref = validate_ref(repo.ref)
-        key = self.key(repo)
+        location = self._admit(repo)
+        key = self.key(repo.spec)
         with self.remote_checks.lock(key):
             seen = self.remote_checks.recent(key, asked)
             if seen is not None:
                 return seen
-            return self.remote_checks.run(key, lambda: self._ls_remote(key, location, ref, repo))
+            return self.remote_checks.run(key, lambda: self._ls_remote(key, location, repo.ref, repo.spec))
+
+    def _admit(self, repo: CheckedRepo) -> RepoLocation:
+        """The one check at this boundary, of the prepared object (no second parse): a local
+        repository must be inside `local_root` and never inside the cache, which holds every
+        other source's clone. `repo.location.path` is already resolved (symlinks, `..`)."""
+        location = repo.location
+        if location.kind == "local":
+            check_local_folder(Path(location.path), repo.spec.url, local_root=self.local_root, forbidden=[self.root])
+        return location
 
     def forget(self, source_id: str, url: str) -> None:
         """Let go of a source's clones (when the source is deleted); a clone nobody uses is removed."""

@@ -20,8 +20,9 @@ from kboperator.settings import OperatorSettings
 from kboperator.sync.engine import SyncEngine
 
 
-class Services:
-    """Built once at start-up and kept in kopf's memo; every source shares it."""
+class OperatorContext:
+    """The operator's composition root: built once at start-up and kept in kopf's memo; every
+    source shares it (settings, metrics, the Secret reader, clones, engines, slots, webhooks)."""
 
     def __init__(
         self,

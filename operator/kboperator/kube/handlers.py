@@ -1,11 +1,12 @@
 """kopf handlers for KnowledgeSource: each one hands the object to one reconcile function.
 
-- `configure` (startup): kopf settings, and the shared Services in memo;
+- `configure` (startup): kopf settings, and the shared OperatorContext in memo;
 - `wake` (watch events that change the spec or the sync request): wakes the source's timer;
 - `sync` (timer): the per-source reconcile loop, one turn per call, one call at a time per object;
 - `cleanup` (deletion, behind the finalizer): the deletion policy, retried until it succeeds.
 
-For tests, memo may carry `search_transport`: an httpx transport to the search service.
+memo may carry `settings` (the OperatorSettings __main__ read) and, for tests, `search_transport`: an
+httpx transport to the search service.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import kopf
 
 from kboperator.crd import FINALIZER, GROUP, PLURAL, VERSION
 from kboperator.kube import reconcile
-from kboperator.kube.context import Services
+from kboperator.kube.context import OperatorContext
 from kboperator.kube.reconcile import source_state
 from kboperator.kube.secrets import SecretReader
 from kboperator.settings import OperatorSettings
@@ -29,7 +30,10 @@ TURN_PAUSE_SECONDS = 0.5
 
 @kopf.on.startup(id="configure")
 async def configure(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
-    config = OperatorSettings()
+    # Read from the environment once per process: by `python -m kboperator` (__main__), or here when
+    # another runner (tests, `kopf run`) started kopf without it.
+    config = memo.get("settings") or OperatorSettings()
+    memo["settings"] = config
     # One replica: standalone, no peering objects needed. More: kopf peering, the highest priority
     # live replica works and the others pause until its record expires (peering_lifetime_seconds).
     settings.peering.standalone = not config.peering_name
@@ -48,11 +52,11 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Log
     # Namespaces are exact names and the CRD is installed first: no need to watch Namespaces
     # or CRDs, so the operator needs no cluster-scoped permissions in namespaced mode.
     settings.scanning.disabled = True
-    services = Services(config, secrets=SecretReader.from_environment(), transport=memo.get("search_transport"))
-    services.metrics.serve(config.metrics_port)
-    if services.webhooks is not None:
-        await services.webhooks.start(config.webhook_port)
-    memo["services"] = services
+    context = OperatorContext(config, secrets=SecretReader.from_environment(), transport=memo.get("search_transport"))
+    context.metrics.serve(config.metrics_port)
+    if context.webhooks is not None:
+        await context.webhooks.start(config.webhook_port)
+    memo["context"] = context
     logger.info(
         "kb-operator: search service %s (also allowed: %s), %d sync slots, local repositories %s",
         config.search_url,
@@ -64,9 +68,9 @@ async def configure(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Log
 
 @kopf.on.cleanup(id="shutdown")
 async def shutdown(memo: kopf.Memo, **_: Any) -> None:
-    services = memo.get("services")
-    if services is not None:
-        await services.close()
+    context = memo.get("context")
+    if context is not None:
+        await context.close()
 
 
 def _noticeable(body: kopf.Body, memo: kopf.Memo, **_: Any) -> bool:
@@ -84,9 +88,9 @@ async def wake(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 # kopf passes `stopped` to timers too, but its TimerFn protocol does not list it.
 @kopf.timer(GROUP, VERSION, PLURAL, id="sync", interval=TURN_PAUSE_SECONDS)  # type: ignore[arg-type]
 async def source_loop(body: kopf.Body, patch: kopf.Patch, memo: Any, stopped: kopf.DaemonStopped, **_: Any) -> None:
-    await reconcile.run_loop_turn(memo["services"], source_state(memo), body, patch, stopped)
+    await reconcile.run_loop_turn(memo["context"], source_state(memo), body, patch, stopped)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup")
 async def cleanup(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int, **_: Any) -> None:
-    await reconcile.cleanup(memo["services"], source_state(memo), body, patch, retry)
+    await reconcile.cleanup(memo["context"], source_state(memo), body, patch, retry)

@@ -39,10 +39,10 @@ from typing import Any, NoReturn
 import kopf
 
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
-from kboperator.errors import InvalidSpecError, SyncError
-from kboperator.kube.context import Services
+from kboperator.errors import InvalidSpecError, SecretError, SyncError
+from kboperator.kube.context import OperatorContext
 from kboperator.kube.resource import KnowledgeSourceStatus
-from kboperator.kube.secrets import SecretError, repository_credentials, webhook_token
+from kboperator.kube.secrets import repository_credentials, webhook_token
 from kboperator.kube.source import ServiceRef, Source, parse_source, service_ref, source_id
 from kboperator.kube.statemachine import Action, decide, interrupted
 from kboperator.kube.status import StatusWriter, reported_freshness
@@ -99,14 +99,18 @@ def notice(state: SourceState, body: Mapping[str, Any]) -> None:
     state.seen = _triggers(body)
 
 
-def _writer(services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch) -> StatusWriter:
+def _writer(context: OperatorContext, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch) -> StatusWriter:
     if state.status is None:  # first sight in this process: start from the object's own status
         state.status = KnowledgeSourceStatus.model_validate(body.get("status") or {})
-    return StatusWriter(services.metrics, state.status, body, patch)
+    return StatusWriter(context.metrics, state.status, body, patch)
 
 
 async def run_loop_turn(
-    services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch, stopped: kopf.DaemonStopped
+    context: OperatorContext,
+    state: SourceState,
+    body: Mapping[str, Any],
+    patch: kopf.Patch,
+    stopped: kopf.DaemonStopped,
 ) -> None:
     """One turn of the source's loop: decide, then wait, or make one step and return.
 
@@ -116,14 +120,14 @@ async def run_loop_turn(
     `notice`, since a kopf timer's interval is fixed while a source's next time is not.
     """
     restarted = state.status is None
-    writer = _writer(services, state, body, patch)
+    writer = _writer(context, state, body, patch)
     if restarted and writer.status.phase:
-        services.metrics.set_phase(writer.source_id, writer.status.phase)  # after a restart
+        context.metrics.set_phase(writer.source_id, writer.status.phase)  # after a restart
     if interrupted(writer.status, restarted):
         writer.interrupted()
-    await _refresh_webhook(services, state, writer, body)
+    await _refresh_webhook(context, state, writer, body)
     now = utcnow()
-    decision = decide(body, writer.status, services.settings, now, restarted=restarted)
+    decision = decide(body, writer.status, context.settings, now, restarted=restarted)
     if decision.action in (Action.WAIT, Action.RETAIN, Action.DELETE):  # being deleted: wait to be stopped
         await _nap(state, stopped, decision.wait)
     elif decision.action is Action.STAGGER:
@@ -131,13 +135,13 @@ async def run_loop_turn(
     elif decision.action is Action.SYNC:
         if not stopped:
             assert decision.source is not None
-            await _sync(services, state, writer, decision.source, decision.full, stopped)
+            await _sync(context, state, writer, decision.source, decision.full, stopped)
     else:
         writer.apply(decision, now)
 
 
 async def _refresh_webhook(
-    services: Services, state: SourceState, writer: StatusWriter, body: Mapping[str, Any]
+    context: OperatorContext, state: SourceState, writer: StatusWriter, body: Mapping[str, Any]
 ) -> None:
     """Register the source with the webhook receiver (or drop it) when its spec or secret may have changed.
 
@@ -150,7 +154,7 @@ async def _refresh_webhook(
         return
     state.hook = key
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
-    receiver = services.webhooks
+    receiver = context.webhooks
     if receiver is not None and (not secret or meta.get("deletionTimestamp")):
         receiver.unregister(namespace, name)
     if not secret or meta.get("deletionTimestamp"):
@@ -159,7 +163,7 @@ async def _refresh_webhook(
     if receiver is None:
         _hook_problem(state, writer, "spec.webhook is set, but the operator's webhook receiver is off")
         return
-    settings = services.settings
+    settings = context.settings
     try:
         source = parse_source(
             namespace, name, spec,
@@ -167,7 +171,7 @@ async def _refresh_webhook(
             services=settings.service_policy, local_root=settings.local_repositories_root,
             forbidden=[settings.cache_dir],
         )  # fmt: skip
-        token = await webhook_token(services.secrets, namespace, secret)
+        token = await webhook_token(context.secrets, namespace, secret)
     except (SyncError, SecretError) as exc:  # an invalid spec is reported by the sync itself
         receiver.unregister(namespace, name)
         _hook_problem(state, writer, f"webhooks are off for this source: {exc}")
@@ -182,15 +186,15 @@ def _hook_problem(state: SourceState, writer: StatusWriter, problem: str) -> Non
     state.hook_problem = problem
 
 
-def _freshness_bound(services: Services, body: Mapping[str, Any]) -> float:
+def _freshness_bound(context: OperatorContext, body: Mapping[str, Any]) -> float:
     value = (body.get("spec") or {}).get("freshnessBoundSeconds")
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return float(value)
-    return services.settings.freshness_bound_seconds
+    return context.settings.freshness_bound_seconds
 
 
 async def _sync(
-    services: Services,
+    context: OperatorContext,
     state: SourceState,
     writer: StatusWriter,
     source: Source,
@@ -205,12 +209,12 @@ async def _sync(
     baseline = Baseline(epoch=status.collection_epoch, documents=status.expected_document_count)
     result: SyncResult | None = None
     error: Exception | None = None
-    async with state.lock, services.slots:
+    async with state.lock, context.slots:
         if stopped:  # deleted while queued: the cleanup may have run, a sync now would re-add documents
             return
         try:
-            credentials = await _credentials(services, source)
-            async with services.engine(source.namespace, source.service) as engine:
+            credentials = await _credentials(context, source)
+            async with context.engine(source.namespace, source.service) as engine:
                 result = await engine.sync(
                     source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline
                 )
@@ -220,33 +224,33 @@ async def _sync(
             log.exception("source %s: sync failed unexpectedly", source.source_id)
             error = exc
         now = utcnow()
-        retry_at = _retry_at(services.settings, source, writer.failures() + 1, now)
-        bound = _freshness_bound(services, writer.body)
+        retry_at = _retry_at(context.settings, source, writer.failures() + 1, now)
+        bound = _freshness_bound(context, writer.body)
         if result is not None:
-            services.metrics.record_sync(result)
+            context.metrics.record_sync(result)
             writer.synced(source, result, now, retry_at)
             if result.ok:
                 seen_at = min(pushed_at or started_at, started_at)
                 writer.freshness(now=now, bound=bound, commit=result.commit, seen_at=seen_at)
                 if pushed_at is not None:
-                    services.metrics.push_to_searchable.observe(max(0.0, (now - pushed_at).total_seconds()))
+                    context.metrics.push_to_searchable.observe(max(0.0, (now - pushed_at).total_seconds()))
             else:
                 writer.freshness(now=now, bound=bound)
         else:
             assert error is not None
-            services.metrics.record_failure(time.monotonic() - started)
+            context.metrics.record_failure(time.monotonic() - started)
             writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at)
             writer.freshness(now=now, bound=bound)
         state.hook = None  # look at the webhook Secret again on the next turn
         # Under the lock: a cleanup that deletes the source cannot run between the sync and its report.
         await _report(
-            services, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time(),
+            context, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time(),
             status=writer.status,
         )  # fmt: skip
 
 
 async def _report(
-    services: Services,
+    context: OperatorContext,
     source: Source,
     result: SyncResult | None,
     error: Exception | None,
@@ -259,7 +263,7 @@ async def _report(
     a failure is logged and the next sync reports again."""
     last_success = status.last_successful_sync_time
     try:
-        async with services.engine(source.namespace, source.service) as engine:
+        async with context.engine(source.namespace, source.service) as engine:
             await engine.report(
                 source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at,
                 last_success_at=format_time(last_success) if last_success else None,
@@ -269,10 +273,10 @@ async def _report(
         log.info("source %s: the sync's outcome was not reported to the search service: %s", source.source_id, exc)
 
 
-async def _credentials(services: Services, source: Source) -> Credentials | None:
+async def _credentials(context: OperatorContext, source: Source) -> Credentials | None:
     if not source.secret_name:
         return None
-    return await repository_credentials(services.secrets, source.namespace, source.secret_name, source.location)
+    return await repository_credentials(context.secrets, source.namespace, source.secret_name, source.location)
 
 
 def _retry_at(settings: OperatorSettings, source: Source, failures: int, now: datetime.datetime) -> datetime.datetime:
@@ -299,7 +303,7 @@ async def _stopping(stopped: kopf.DaemonStopped) -> None:
 
 
 async def cleanup(
-    services: Services, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch, retry: int
+    context: OperatorContext, state: SourceState, body: Mapping[str, Any], patch: kopf.Patch, retry: int
 ) -> None:
     """Run the deletion policy; a failure raises kopf.TemporaryError, so the finalizer stays.
 
@@ -311,26 +315,26 @@ async def cleanup(
     """
     meta, spec = body.get("metadata") or {}, body.get("spec") or {}
     sid = source_id(meta["namespace"], meta["name"])
-    writer = _writer(services, state, body, patch)
+    writer = _writer(context, state, body, patch)
     # RETAIN or DELETE: a body the cleanup handler sees always carries a deletionTimestamp.
-    decision = decide(body, writer.status, services.settings, utcnow())
+    decision = decide(body, writer.status, context.settings, utcnow())
     async with state.lock:  # a running sync finishes first, so it cannot re-add documents after us
         if decision.action is Action.RETAIN:
             writer.documents_retained()
             result = "success"
         else:
-            result = await _delete_documents(services, writer, body, sid, service_ref(spec), retry)
-    services.metrics.cleanups.labels(result=result).inc()
-    services.metrics.set_phase(sid, None)
-    if services.webhooks is not None:
-        services.webhooks.unregister(meta["namespace"], meta["name"])
+            result = await _delete_documents(context, writer, body, sid, service_ref(spec), retry)
+    context.metrics.cleanups.labels(result=result).inc()
+    context.metrics.set_phase(sid, None)
+    if context.webhooks is not None:
+        context.webhooks.unregister(meta["namespace"], meta["name"])
     url = (spec.get("repository") or {}).get("url")
     if isinstance(url, str):
-        await asyncio.to_thread(services.repos.forget, sid, url)
+        await asyncio.to_thread(context.repos.forget, sid, url)
 
 
 async def _delete_documents(
-    services: Services,
+    context: OperatorContext,
     writer: StatusWriter,
     body: Mapping[str, Any],
     sid: str,
@@ -341,33 +345,33 @@ async def _delete_documents(
     namespace = (body.get("metadata") or {})["namespace"]
     try:
         try:
-            documents, chunks = await _delete_source(services, namespace, service, sid)
+            documents, chunks = await _delete_source(context, namespace, service, sid)
         except (SecretError, InvalidSpecError) as exc:
-            if not (service.secret_name and services.policy.is_default(service.url)):
+            if not (service.secret_name and context.policy.is_default(service.url)):
                 raise
             # The operator's own service: its own token deletes the source's documents just as well.
             log.warning("source %s: cleanup uses the operator's own token (%s)", sid, exc)
-            documents, chunks = await _delete_source(services, namespace, replace(service, secret_name=None), sid)
+            documents, chunks = await _delete_source(context, namespace, replace(service, secret_name=None), sid)
     except (SecretError, InvalidSpecError) as exc:
         attempts = retry + 1
-        if attempts >= services.settings.cleanup_secret_attempts:
+        if attempts >= context.settings.cleanup_secret_attempts:
             writer.documents_left_behind(attempts, exc)
             return "abandoned"
-        _retry_cleanup(services, writer, sid, retry, exc)
+        _retry_cleanup(context, writer, sid, retry, exc)
     except SyncError as exc:
-        _retry_cleanup(services, writer, sid, retry, exc)
+        _retry_cleanup(context, writer, sid, retry, exc)
     writer.documents_deleted(documents, chunks)
     return "success"
 
 
-async def _delete_source(services: Services, namespace: str, service: ServiceRef, sid: str) -> tuple[int, int]:
-    async with services.engine(namespace, service) as engine:
+async def _delete_source(context: OperatorContext, namespace: str, service: ServiceRef, sid: str) -> tuple[int, int]:
+    async with context.engine(namespace, service) as engine:
         return await engine.client.delete_source(sid)
 
 
-def _retry_cleanup(services: Services, writer: StatusWriter, sid: str, retry: int, exc: Exception) -> NoReturn:
-    delay = services.settings.backoff(retry + 1)
+def _retry_cleanup(context: OperatorContext, writer: StatusWriter, sid: str, retry: int, exc: Exception) -> NoReturn:
+    delay = context.settings.backoff(retry + 1)
     message = f"deleting the documents of {sid} failed, retrying in {delay:.0f}s: {exc}"
     writer.cleanup_failed(message)
-    services.metrics.cleanups.labels(result="failed").inc()
+    context.metrics.cleanups.labels(result="failed").inc()
     raise kopf.TemporaryError(message, delay=delay) from None

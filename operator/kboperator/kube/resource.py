@@ -82,6 +82,18 @@ class LastSync(_Camel):
     drift: str | None = None
 
 
+class Condition(_Camel):
+    """One of status.conditions, shaped by the Kubernetes API conventions (the CRD requires all but
+    `observedGeneration`, so the API server never hands back one without them)."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
+    last_transition_time: Time
+    observed_generation: int | None = None
+
+
 class KnowledgeSourceStatus(_Camel):
     """status: what the operator observed and did; `kopf` and any other key are kept as they are.
 
@@ -111,11 +123,11 @@ class KnowledgeSourceStatus(_Camel):
     skipped_files: list[dict[str, str]] | None = None
     skipped_files_omitted: int | None = None
     failed_files: list[dict[str, str]] | None = None
-    conditions: list[dict[str, Any]] | None = None
+    conditions: list[Condition] | None = None
 
-    def condition(self, type_: str) -> Mapping[str, Any] | None:
+    def condition(self, type_: str) -> Condition | None:
         """The condition of this type, if any."""
-        return next((c for c in self.conditions or () if c.get("type") == type_), None)
+        return next((c for c in self.conditions or () if c.type == type_), None)
 
     def dump(self) -> dict[str, Any]:
         """The whole status as API JSON, absent fields left out."""
@@ -163,6 +175,7 @@ class KnowledgeSourceSpec(_Camel):
     exclude: list[str] = Field(default_factory=list)
     max_file_size_bytes: StrictInt = Field(default=DEFAULT_MAX_FILE_SIZE, ge=1)
     version_pattern: str | None = None
+    path_weights: dict[str, float] = Field(default_factory=dict)
     schedule: str = DEFAULT_SCHEDULE
     suspend: bool = False
     metadata: dict[str, str] = Field(default_factory=dict)

@@ -35,7 +35,13 @@ import kubernetes.config
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from kboperator.errors import InvalidSpecError, SyncError
+from kboperator.errors import (
+    InvalidSpecError,
+    KubernetesAccessError,
+    KubernetesUnavailableError,
+    SecretError,
+    SecretNotAllowedError,
+)
 from kboperator.models import Credentials
 from kboperator.repourl import RepoLocation
 from kboperator.urlscope import Endpoint, parse_repository_prefix, parse_service_url, repository_endpoint
@@ -50,22 +56,6 @@ WEBHOOK = "webhook"
 REPOSITORY_KEYS = ("token", "username", "ssh-privatekey", "known_hosts", "url")
 SEARCH_TOKEN_KEYS = ("token", "url")
 WEBHOOK_KEYS = ("token",)
-
-
-class SecretError(SyncError):
-    """A Secret or one of its keys is missing or unreadable: fixed by changing the Secret."""
-
-
-class SecretNotAllowedError(InvalidSpecError):
-    """The Secret did not opt in for this use, or is bound to another URL."""
-
-
-class KubernetesUnavailableError(SyncError):
-    """The Kubernetes API did not answer; trying again later can help."""
-
-
-class KubernetesAccessError(SyncError):
-    """The operator's own access to the Kubernetes API is broken (TLS, configuration, credentials)."""
 
 
 class SecretReader:

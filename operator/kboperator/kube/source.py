@@ -5,16 +5,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kboperator.errors import InvalidSpecError
 from kboperator.kube.resource import KnowledgeSourceSpec
 from kboperator.models import Credentials, RepoSpec, SyncSpec
-from kboperator.repourl import RepoLocation, parse_repo_url, validate_ref
+from kboperator.repourl import RepoLocation
 from kboperator.schedule import Schedule
-from kboperator.sync.documents import validate_spec
+from kboperator.sync.prepared import PreparedSync, prepare
 from kboperator.urlscope import ServicePolicy
 
 SEARCH_TOKEN_KEY = "token"
@@ -37,8 +37,7 @@ class Source:
 
     source_id: str
     namespace: str
-    sync: SyncSpec  # without credentials: those are read only when a sync runs
-    location: RepoLocation
+    prepared: PreparedSync  # without credentials: those are read only when a sync runs
     ssh: bool
     secret_name: str | None
     schedule: Schedule
@@ -47,9 +46,17 @@ class Source:
     service: ServiceRef
     spec_hash: str
 
-    def with_credentials(self, credentials: Credentials | None) -> SyncSpec:
-        """The SyncSpec to hand to the engine, now with the repository credentials."""
-        return replace(self.sync, repo=replace(self.sync.repo, credentials=credentials))
+    @property
+    def sync(self) -> SyncSpec:
+        return self.prepared.spec
+
+    @property
+    def location(self) -> RepoLocation:
+        return self.prepared.repo.location
+
+    def with_credentials(self, credentials: Credentials | None) -> PreparedSync:
+        """The prepared sync to hand to the engine, now with the repository credentials."""
+        return self.prepared.with_credentials(credentials)
 
 
 def source_id(namespace: str, name: str) -> str:
@@ -83,8 +90,6 @@ def parse_source(
     """
     typed = KnowledgeSourceSpec.parse(spec)
     repository = typed.repository
-    location = parse_repo_url(repository.url, allow_local=allow_local, local_root=local_root, forbidden=forbidden)
-    validate_ref(repository.ref)
     sync = SyncSpec(
         source_id=source_id(namespace, name),
         repo=RepoSpec(url=repository.url, ref=repository.ref),
@@ -94,8 +99,9 @@ def parse_source(
         metadata=typed.metadata,
         allow_local=allow_local,
         version_pattern=typed.version_pattern,
+        path_weights=typed.path_weights,
     )
-    validate_spec(sync)
+    prepared = prepare(sync, local_root=local_root, forbidden=forbidden)
     search = typed.search_service
     secret_ref = search.secret_ref if search else None
     service = ServiceRef(
@@ -117,9 +123,8 @@ def parse_source(
     return Source(
         source_id=sync.source_id,
         namespace=namespace,
-        sync=sync,
-        location=location,
-        ssh=location.kind == "ssh",
+        prepared=prepared,
+        ssh=prepared.repo.location.kind == "ssh",
         secret_name=repository.secret_ref.name if repository.secret_ref else None,
         schedule=Schedule.parse(typed.schedule, min_interval=min_interval),
         suspend=typed.suspend,

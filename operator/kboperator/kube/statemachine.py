@@ -49,16 +49,18 @@ from typing import Any
 from kboperator.crd import PUSH_REQUEST_PREFIX, SYNC_REQUEST_ANNOTATION
 from kboperator.errors import (
     InvalidSpecError,
+    KubernetesAccessError,
+    KubernetesUnavailableError,
     MassDeletionRefusedError,
     RepositoryAuthError,
     RepositoryReadError,
     RepositoryUnavailableError,
+    SecretError,
     ServiceAuthError,
     ServiceRejectedError,
     ServiceUnavailableError,
 )
 from kboperator.kube.resource import KnowledgeSourceStatus, Phase
-from kboperator.kube.secrets import KubernetesAccessError, KubernetesUnavailableError, SecretError
 from kboperator.kube.source import Source, parse_source
 from kboperator.settings import OperatorSettings
 
@@ -153,7 +155,7 @@ def failure_reason(error: Exception) -> Reason:
 def reason_of(status: KnowledgeSourceStatus) -> str | None:
     """The reason of the Synced condition, if any."""
     synced = status.condition(SYNCED)
-    return synced.get("reason") if synced else None
+    return synced.reason if synced else None
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import kopf
 
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.kube.metrics import OperatorMetrics
-from kboperator.kube.resource import Freshness, KnowledgeSourceStatus, LastSync, Phase
+from kboperator.kube.resource import Condition, Freshness, KnowledgeSourceStatus, LastSync, Phase
 from kboperator.kube.source import Source, source_id
 from kboperator.kube.statemachine import (
     FRESH,
@@ -38,38 +38,31 @@ MAX_MESSAGE = 2000
 
 
 def condition(
-    previous: Sequence[Mapping[str, Any]] | None,
+    previous: Sequence[Condition] | None,
     type_: str,
     status: bool | None,
     reason: str,
     message: str,
     *,
     generation: int | None,
-    now: str,
-) -> dict[str, Any]:
+    now: datetime.datetime,
+) -> Condition:
     """One condition; lastTransitionTime moves only when the status itself changes."""
-    text = "Unknown" if status is None else str(bool(status))
-    old = next((c for c in previous or () if c.get("type") == type_), None)
-    since = old.get("lastTransitionTime") if old and old.get("status") == text else None
-    result: dict[str, Any] = {
-        "type": type_,
-        "status": text,
-        "reason": reason,
-        "message": message[:MAX_MESSAGE],
-        "lastTransitionTime": since or now,
-    }
-    if generation is not None:
-        result["observedGeneration"] = generation
-    return result
+    text: Literal["True", "False", "Unknown"] = "Unknown" if status is None else ("True" if status else "False")
+    old = next((c for c in previous or () if c.type == type_), None)
+    since = old.last_transition_time if old and old.status == text else None
+    made = Condition(type=type_, status=text, reason=reason, message=message[:MAX_MESSAGE],
+                     last_transition_time=since or now)  # fmt: skip
+    if generation is not None:  # set only when known: an unset field stays out of the patch
+        made.observed_generation = generation
+    return made
 
 
-def merge_conditions(
-    previous: Sequence[Mapping[str, Any]] | None, updates: Iterable[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+def merge_conditions(previous: Sequence[Condition] | None, updates: Iterable[Condition]) -> list[Condition]:
     """The previous conditions with `updates` replacing those of the same type, order kept."""
-    merged = {c["type"]: dict(c) for c in previous or () if "type" in c}
+    merged = {c.type: c for c in previous or ()}
     for update in updates:
-        merged[update["type"]] = dict(update)
+        merged[update.type] = update
     return [merged[key] for key in sorted(merged, key=lambda t: (t != READY, t != SYNCED, t))]
 
 
@@ -343,7 +336,7 @@ class StatusWriter:
 
     def _condition_status(self, type_: str) -> str | None:
         item = self.status.condition(type_)
-        return None if item is None else str(item.get("status"))
+        return None if item is None else item.status
 
     def cleanup_failed(self, message: str) -> None:
         """The deletion policy could not run: say so (the finalizer stays)."""
@@ -370,8 +363,8 @@ class StatusWriter:
         post = kopf.warn if warning else kopf.info
         post(cast(kopf.Body, self.body), reason=reason.value, message=message)  # kopf reads only its metadata
 
-    def _conditions(self, *updates: tuple[str, bool | None, Reason, str]) -> list[dict[str, Any]]:
-        now = format_time(utcnow())
+    def _conditions(self, *updates: tuple[str, bool | None, Reason, str]) -> list[Condition]:
+        now = utcnow()
         previous = self.status.conditions
         fresh = [condition(previous, t, s, r.value, m, generation=self.generation, now=now) for t, s, r, m in updates]
         return merge_conditions(previous, fresh)

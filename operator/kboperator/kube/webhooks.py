@@ -8,13 +8,21 @@ without the secret, and a new one when the secret changes. So no one can trigger
 without its own namespace's secret, and a path names one source only.
 
 A delivery, in order: known path (else 404); body within the size cap (aiohttp answers 413);
-valid signature (hooks.signatures; else 401); not a delivery id already handled (else 200
-"duplicate"); a push (else 202 "ignored_event": a ping, another event); of the source's
-repository and ref, touching a path its include/exclude globs select (else 202 "ignored_*",
-counted); within the source's rate limit (else 429); then the sync-now annotation is set to
-`push:<time>:<delivery id>` (202 "requested"), which the source's loop runs as an incremental
-sync (statemachine).
+valid signature (hooks.signatures; else 401); neither a delivery id already handled nor a body
+accepted within the last hour (else 200 "duplicate": the id is an unsigned header, so a
+captured delivery replayed under a new id is caught by its body); a push (else 202
+"ignored_event": a ping, another event; 400 "bad_payload" for a body that is not JSON, or
+nested too deep to decode); of the source's repository and ref, touching a path its
+include/exclude globs select (else 202 "ignored_*", counted); within the source's rate limit
+(else 429); then the sync-now annotation is set to `push:<time>:<delivery id>` (202
+"requested"), which the source's loop runs as an incremental sync (statemachine).
 Every outcome is counted in kb_operator_webhook_deliveries{result}.
+
+Bounds: decoding the body and matching its paths run in the receiver's own threads, never on
+the event loop, so /healthz and other sources' deliveries are answered meanwhile. Decoding is
+linear in the body (capped by maxBodyBytes); at most MAX_MATCHED_PATHS paths are matched, each in
+time linear in its length (sync.paths); a push listing more is taken as touching the source,
+which is what a push whose paths are unknown gets anyway.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import kubernetes.client
@@ -34,16 +43,27 @@ from aiohttp import web
 
 from kboperator.crd import GROUP, PLURAL, PUSH_REQUEST_PREFIX, SYNC_REQUEST_ANNOTATION, VERSION
 from kboperator.hooks.push import PushError, parse_push, same_ref, same_repository
-from kboperator.hooks.signatures import identify, verify
+from kboperator.hooks.signatures import Delivery, identify, verify
 from kboperator.kube.metrics import OperatorMetrics
 from kboperator.kube.source import Source
-from kboperator.sync.paths import PathFilter
 
-__all__ = ["HookTarget", "SyncRequester", "WebhookReceiver", "hook_path", "push_request", "push_request_time"]
+__all__ = [
+    "MAX_MATCHED_PATHS",
+    "HookTarget",
+    "SyncRequester",
+    "WebhookReceiver",
+    "hook_path",
+    "judge",
+    "push_request",
+    "push_request_time",
+]
 
 log = logging.getLogger(__name__)
 
 _REMEMBERED_DELIVERIES = 512  # per source: hosts redeliver within minutes, not after hundreds of pushes
+_REPLAY_WINDOW_S = 3600.0  # an accepted body is a duplicate for this long, whatever its delivery id
+MAX_MATCHED_PATHS = 1000  # a push listing more paths is taken as touching the source
+_MATCHING_THREADS = 2
 
 RequestSync = Callable[[str, str, str], Awaitable[None]]
 
@@ -80,10 +100,11 @@ class HookTarget:
     name: str
     source: Source
     secret: bytes
-    filter: PathFilter
     tokens: float = 0.0
     refilled: float = 0.0
     seen: collections.OrderedDict[str, None] = field(default_factory=collections.OrderedDict)
+    # Digests of the bodies accepted, with when (time.monotonic()): the replay window.
+    bodies: collections.OrderedDict[str, float] = field(default_factory=collections.OrderedDict)
 
     def take(self, rate_per_minute: float, burst: int) -> bool:
         """A token bucket: `burst` deliveries at once, then `rate_per_minute`."""
@@ -98,10 +119,51 @@ class HookTarget:
         self.tokens -= 1
         return True
 
-    def remember(self, delivery_id: str) -> None:
+    def handled(self, delivery_id: str, body_digest: str) -> bool:
+        """Whether this delivery id, or this exact signed body within the replay window, was accepted."""
+        oldest = time.monotonic() - _REPLAY_WINDOW_S
+        while self.bodies and next(iter(self.bodies.values())) < oldest:
+            self.bodies.popitem(last=False)
+        return delivery_id in self.seen or body_digest in self.bodies
+
+    def remember(self, delivery_id: str, body_digest: str) -> None:
         self.seen[delivery_id] = None
-        while len(self.seen) > _REMEMBERED_DELIVERIES:
-            self.seen.popitem(last=False)
+        self.bodies[body_digest] = time.monotonic()
+        for remembered in (self.seen, self.bodies):
+            while len(remembered) > _REMEMBERED_DELIVERIES:
+                remembered.popitem(last=False)
+
+    def forget(self, delivery_id: str, body_digest: str) -> None:
+        self.seen.pop(delivery_id, None)
+        self.bodies.pop(body_digest, None)
+
+
+def judge(source: Source, delivery: Delivery, body: bytes) -> tuple[int, str, str] | None:
+    """Why a signed delivery requests no sync of `source` (status, result, message); None: it does.
+
+    Blocking (the receiver runs it in a thread): linear in the body, MAX_MATCHED_PATHS paths at most.
+    """
+    try:
+        payload = json.loads(body or b"null")
+    except RecursionError:
+        return 400, "bad_payload", "not a push event: the JSON is nested too deep"
+    except ValueError as exc:
+        return 400, "bad_payload", f"not a push event: {exc}"
+    try:
+        push = parse_push(delivery.host, delivery.event, payload)
+    except PushError as exc:
+        return 400, "bad_payload", f"not a push event: {exc}"
+    if push is None:
+        return 202, "ignored_event", f"event {delivery.event or 'unknown'!r} is not a push"
+    if not same_repository(push, source.location):
+        return 202, "ignored_repository", "the push is for another repository"
+    if not same_ref(push, source.sync.repo.ref):
+        return 202, "ignored_ref", f"the push did not move {source.sync.repo.ref!r}"
+    paths = push.paths
+    path_filter = source.prepared.filter
+    if paths is not None and len(paths) <= MAX_MATCHED_PATHS and not any(path_filter.matches(p) for p in paths):
+        return 202, "ignored_paths", "the push touched no path the source's globs select"
+    return None
 
 
 class SyncRequester:
@@ -138,6 +200,7 @@ class WebhookReceiver:
         self._targets: dict[str, HookTarget] = {}
         self._paths: dict[tuple[str, str], str] = {}
         self._runner: web.AppRunner | None = None
+        self._matching: ThreadPoolExecutor | None = None
         self.port: int | None = None
 
     def register(self, source: Source, name: str, token: str) -> str:
@@ -146,10 +209,10 @@ class WebhookReceiver:
         key = (source.namespace, name)
         old = self._paths.get(key)
         previous = self._targets.pop(old, None) if old else None
-        path_filter = PathFilter(source.sync.include, source.sync.exclude)
-        target = HookTarget(source.namespace, name, source, token.encode(), path_filter)
+        target = HookTarget(source.namespace, name, source, token.encode())
         if previous is not None and old == path:  # the same secret: keep its rate and deliveries
-            target.tokens, target.refilled, target.seen = previous.tokens, previous.refilled, previous.seen
+            target.tokens, target.refilled = previous.tokens, previous.refilled
+            target.seen, target.bodies = previous.seen, previous.bodies
         self._targets[path] = target
         self._paths[key] = path
         return path
@@ -167,6 +230,7 @@ class WebhookReceiver:
 
     async def start(self, port: int, addr: str = "0.0.0.0") -> None:
         """Serve on `port` (0: any free port, see `self.port`)."""
+        self._matching = ThreadPoolExecutor(_MATCHING_THREADS, thread_name_prefix="webhook-match")
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, addr, port)
@@ -180,6 +244,9 @@ class WebhookReceiver:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._matching is not None:
+            self._matching.shutdown(wait=False, cancel_futures=True)
+            self._matching = None
 
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -197,35 +264,31 @@ class WebhookReceiver:
         delivery = identify(headers)
         if delivery is None or not verify(headers, body, target.secret):
             return self._answer(401, "bad_signature", "missing or invalid signature")
-        delivery_id = delivery.delivery_id or hashlib.sha256(body).hexdigest()
-        if delivery_id in target.seen:
+        # The body is what the signature vouches for: its digest names the delivery, whatever the
+        # (unsigned) id header says.
+        body_digest = hashlib.sha256(body).hexdigest()
+        delivery_id = delivery.delivery_id or body_digest
+        if target.handled(delivery_id, body_digest):
             return self._answer(200, "duplicate", "this delivery was already handled")
-        try:
-            push = parse_push(delivery.host, delivery.event, json.loads(body or b"null"))
-        except (PushError, ValueError) as exc:
-            return self._answer(400, "bad_payload", f"not a push event: {exc}")
-        if push is None:
-            return self._answer(202, "ignored_event", f"event {delivery.event or 'unknown'!r} is not a push")
-        source = target.source
-        if not same_repository(push, source.location):
-            return self._answer(202, "ignored_repository", "the push is for another repository")
-        if not same_ref(push, source.sync.repo.ref):
-            return self._answer(202, "ignored_ref", f"the push did not move {source.sync.repo.ref!r}")
-        if push.paths is not None and not any(target.filter.matches(path) for path in push.paths):
-            return self._answer(202, "ignored_paths", "the push touched no path the source's globs select")
+        loop = asyncio.get_running_loop()
+        refused = await loop.run_in_executor(self._matching, judge, target.source, delivery, body)
+        if refused is not None:
+            return self._answer(*refused)
+        if target.handled(delivery_id, body_digest):  # the same delivery, accepted while this one was judged
+            return self._answer(200, "duplicate", "this delivery was already handled")
         # Only what would start a sync spends the source's budget; a refused delivery is not
         # remembered, so the host's redelivery is judged again.
         if not target.take(self.rate_per_minute, self.burst):
             response = self._answer(429, "rate_limited", "too many deliveries for this source; try again later")
             response.headers["Retry-After"] = str(max(1, int(60 / max(self.rate_per_minute, 0.001))))
             return response
-        target.remember(delivery_id)
+        target.remember(delivery_id, body_digest)
         value = push_request(delivery_id, datetime.datetime.now(datetime.UTC))
         try:
             await self.request_sync(target.namespace, target.name, value)
         except Exception as exc:  # noqa: BLE001 - the host retries a 503; the reason is logged
             log.warning("source %s/%s: setting the sync request failed: %s", target.namespace, target.name, exc)
-            target.seen.pop(delivery_id, None)  # a redelivery must be able to succeed
+            target.forget(delivery_id, body_digest)  # a redelivery must be able to succeed
             return self._answer(503, "request_failed", "the sync request could not be set; deliver again")
         log.info("source %s/%s: sync requested by webhook delivery %s", target.namespace, target.name, delivery_id)
         return self._answer(202, "requested", "sync requested", request=value)

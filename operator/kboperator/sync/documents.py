@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import posixpath
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,17 +13,19 @@ from kboperator.errors import InvalidSpecError
 from kboperator.git.objects import TreeEntry
 from kboperator.models import FileIssue, SyncSpec
 from kboperator.repourl import RepoLocation
-from kboperator.sync.docuri import check_web_url, document_uri
-from kboperator.sync.paths import PathFilter
+from kboperator.sync.docuri import document_uri
+from kboperator.sync.linear import LinearPattern, PatternError
+from kboperator.sync.paths import PathFilter, compile_glob
 
 # Keys the engine sets on every document; a spec may not override them.
 RESERVED_KEYS = ("sourceIdentifier", "repository", "ref", "commit", "path")
 # `commit` changes with every sync; a document is not stale because of it alone.
 _VOLATILE_KEYS = frozenset({"commit"})
 _MAX_URI = 2048  # the v1 contract's limit
-_METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 _MAX_VERSION_PATTERN = 512
 _MAX_VERSION = 64  # the service keeps no more of a version
+_MAX_PATH_WEIGHTS = 32
+MAX_PATH_WEIGHT = 4.0  # the service ignores a larger rankWeight
 # Files the search service converts from their bytes: sent base64-encoded, never decoded as text here.
 BINARY_EXTENSIONS = frozenset({".pdf", ".docx"})
 
@@ -64,39 +65,43 @@ def _stable(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k not in _VOLATILE_KEYS}
 
 
-def validate_spec(spec: SyncSpec) -> PathFilter:
-    """Check what git does not: source id, limits, metadata and globs."""
-    if not spec.source_id or not isinstance(spec.source_id, str):
-        raise InvalidSpecError("the source id is empty")
-    if spec.web_url is not None:
-        try:
-            check_web_url(spec.web_url)
-        except ValueError as exc:
-            raise InvalidSpecError(str(exc)) from None
-    if spec.max_file_size < 1:
-        raise InvalidSpecError("the maximum file size must be at least 1 byte")
-    for key, value in spec.metadata.items():
-        if key in RESERVED_KEYS:
-            raise InvalidSpecError(f"metadata key {key!r} is reserved: the operator sets it on every document")
-        if not isinstance(key, str) or not _METADATA_KEY.match(key):
-            raise InvalidSpecError(f"metadata key {key!r} must be 1-128 letters, digits or _ . - /")
-        if not isinstance(value, str):
-            raise InvalidSpecError(f"metadata value of {key!r} must be a string")
-    if spec.version_pattern is not None:
-        version_pattern(spec.version_pattern)
-    return PathFilter(spec.include, spec.exclude)
+class PathWeights:
+    """A source's `pathWeights`: the `rankWeight` metadata of the documents each glob matches.
+
+    The longest matching glob wins (the most specific; a mapping's order does not survive the API
+    server). InvalidSpecError for a bad glob or a weight outside (0, MAX_PATH_WEIGHT].
+    """
+
+    def __init__(self, weights: Mapping[str, float]) -> None:
+        if len(weights) > _MAX_PATH_WEIGHTS:
+            raise InvalidSpecError(f"at most {_MAX_PATH_WEIGHTS} path weights")
+        for pattern, weight in weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= MAX_PATH_WEIGHT:
+                raise InvalidSpecError(f"the weight of {pattern!r} must be a number in (0, {MAX_PATH_WEIGHT:g}]")
+        ordered = sorted(weights.items(), key=lambda item: -len(item[0]))
+        self._globs = [(compile_glob(pattern), float(weight)) for pattern, weight in ordered]
+
+    def of(self, path: str) -> float | None:
+        return next((weight for glob, weight in self._globs if glob.fullmatch(path)), None)
 
 
-def version_pattern(pattern: str) -> re.Pattern[str]:
-    """The compiled version pattern; InvalidSpecError when it is not one with a `version` group."""
+def version_pattern(pattern: str) -> LinearPattern:
+    """The compiled version pattern; InvalidSpecError when it is not one with a `version` group.
+
+    Compiled by RE2 (sync.linear), the engine `version_of` runs it with: a pattern RE2 refuses
+    (a backreference, lookaround) is refused here, at spec time, with RE2's reason.
+    """
     if not isinstance(pattern, str) or not pattern or len(pattern) > _MAX_VERSION_PATTERN:
         raise InvalidSpecError(
             f"the version pattern must be a regular expression of 1-{_MAX_VERSION_PATTERN} characters"
         )
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise InvalidSpecError(f"the version pattern {pattern!r} is not a regular expression: {exc}") from None
+        compiled = LinearPattern(pattern)
+    except PatternError as exc:
+        raise InvalidSpecError(
+            f"the version pattern {pattern!r} is not a regular expression RE2 runs "
+            f"(no backreferences or lookaround): {exc}"
+        ) from None
     if "version" not in compiled.groupindex:
         raise InvalidSpecError(
             f"the version pattern {pattern!r} has no group named 'version', as in 'docs/(?P<version>[^/]+)/'"
@@ -104,17 +109,21 @@ def version_pattern(pattern: str) -> re.Pattern[str]:
     return compiled
 
 
-def version_of(pattern: re.Pattern[str], path: str) -> str | None:
-    """The version a path names by the source's pattern; None when the pattern does not match it."""
-    match = pattern.search(path)
-    version = match.group("version") if match else None
+def version_of(pattern: LinearPattern, path: str) -> str | None:
+    """The version a path names by the source's pattern; None when the pattern does not match it.
+
+    Bound: linear in the path's length (RE2 never backtracks; the pattern is at most 512 characters).
+    """
+    version = pattern.search_group(path, "version")
     return version[:_MAX_VERSION] if version else None
 
 
 class DocumentReader:
     """Reads matching entries of one checkout into Documents (blocking: call from a thread)."""
 
-    def __init__(self, spec: SyncSpec, checkout: Any, path_filter: PathFilter) -> None:
+    def __init__(
+        self, spec: SyncSpec, checkout: Any, path_filter: PathFilter, version: LinearPattern | None = None
+    ) -> None:
         self.spec = spec
         self.checkout = checkout
         self.filter = path_filter
@@ -126,7 +135,8 @@ class DocumentReader:
             "ref": spec.link_ref or spec.repo.ref,
             "commit": checkout.head,
         }
-        self._version = version_pattern(spec.version_pattern) if spec.version_pattern is not None else None
+        self._version = version
+        self._weights = PathWeights(spec.path_weights)
 
     def matches(self, entry: TreeEntry) -> bool:
         return self.filter.matches(entry.path)
@@ -142,7 +152,12 @@ class DocumentReader:
 
     def metadata(self, path: str) -> dict[str, Any]:
         version = version_of(self._version, path) if self._version is not None else None
-        return {**self._base, "path": path} | ({"version": version} if version else {})
+        weight = self._weights.of(path)
+        return (
+            {**self._base, "path": path}
+            | ({"version": version} if version else {})
+            | ({"rankWeight": weight} if weight is not None else {})
+        )
 
     def read(self, entry: TreeEntry, *, keep_content: bool = True) -> Document | FileIssue:
         """The document for a matching entry, or why it is skipped. Symlinks are never followed."""

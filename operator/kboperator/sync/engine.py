@@ -59,8 +59,9 @@ from kboperator.errors import (
 from kboperator.git.repo import Checkout, RepoCache
 from kboperator.models import Baseline, FileIssue, Freshness, SyncReport, SyncResult, SyncSpec
 from kboperator.searchclient import ListedDocument, SearchClient, SourceStats
-from kboperator.sync.documents import Document, DocumentReader, same_metadata, valid_path, validate_spec
+from kboperator.sync.documents import Document, DocumentReader, same_metadata, valid_path
 from kboperator.sync.drift import drift_reason
+from kboperator.sync.prepared import PreparedSync
 
 log = logging.getLogger(__name__)
 
@@ -142,19 +143,23 @@ class SyncEngine:
         self._told_no_status = False
 
     async def sync(
-        self, spec: SyncSpec, last_commit: str | None, *, force_full: bool = False, baseline: Baseline | None = None
+        self,
+        prepared: PreparedSync,
+        last_commit: str | None,
+        *,
+        force_full: bool = False,
+        baseline: Baseline | None = None,
     ) -> SyncResult:
-        """Sync one source. Raises SyncError subclasses for whole-sync failures (see errors.py).
+        """Sync one source, prepared once by its caller (sync.prepared.prepare). Raises SyncError
+        subclasses for whole-sync failures (see errors.py).
 
         `baseline`: what the last successful sync left (its result's `baseline`), for the drift check.
         """
         started = time.monotonic()
-        path_filter = validate_spec(spec)
+        spec, path_filter = prepared.spec, prepared.filter
         remote: str | None = None  # the head ls-remote saw: a shared clone that holds it is not fetched again
         if last_commit and not force_full:
-            remote = await asyncio.to_thread(
-                self.git.remote_head, spec.source_id, spec.repo, allow_local=spec.allow_local
-            )
+            remote = await asyncio.to_thread(self.git.remote_head, spec.source_id, prepared.repo)
             unchanged = await self._unchanged(spec, last_commit, remote, baseline or Baseline(), started)
             if unchanged is not None:
                 return unchanged
@@ -169,12 +174,12 @@ class SyncEngine:
         shallow = force_full or not last_commit
         checkout = await asyncio.to_thread(
             functools.partial(
-                self.git.open, spec.source_id, spec.repo, allow_local=spec.allow_local, shallow=shallow,
+                self.git.open, spec.source_id, prepared.repo, shallow=shallow,
                 wanted=path_filter.matches, since=since, expected=remote,
             )
         )  # fmt: skip
         try:
-            reader = DocumentReader(spec, checkout, path_filter)
+            reader = DocumentReader(spec, checkout, path_filter, prepared.version)
             if since and not await asyncio.to_thread(checkout.is_ancestor, since):
                 log.info("source %s: commit %s is not in the history of %s; full reconcile",
                          spec.source_id, since, checkout.head)  # fmt: skip

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
-from kbsearch.deps import DocumentsDep, SyncStatusDep
+from kbsearch.deps import DocumentReadsDep, DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
 from kbsearch.presenters import document_page_fields, source_list, sync_status_info
 from kbsearch.schemas import (
@@ -54,7 +54,7 @@ async def delete_document(
 
 @router.get("/documents", tags=["documents"])
 async def list_documents(
-    service: DocumentsDep,
+    service: DocumentReadsDep,
     caller: ReaderDep,
     sourceIdentifier: SourceIdQuery = None,
     uriPrefix: UriPrefixQuery = None,
@@ -78,7 +78,7 @@ MAX_TEXT_CHARS = 1_000_000
 
 @router.get("/documents/text", tags=["documents"], responses={404: {"model": ErrorResponse}})
 async def document_text(
-    service: DocumentsDep,
+    service: DocumentReadsDep,
     caller: ReaderDep,
     uri: UriQuery,
     start: Annotated[int, Query(ge=0, description="Character offset to start at.")] = 0,
@@ -119,7 +119,9 @@ async def delete_source(
 
 
 @router.get(f"/sources/{SOURCE_PATH}", tags=["sources"])
-async def source_status(sourceIdentifier: SourceIdPath, service: DocumentsDep, caller: ReaderDep) -> SourceStatusInfo:
+async def source_status(
+    sourceIdentifier: SourceIdPath, service: DocumentReadsDep, caller: ReaderDep
+) -> SourceStatusInfo:
     """One source's document, chunk and incomplete-document counts, with the collection epoch.
 
     Engine counts filtered on the source, never a scan of the collection. A source with no
@@ -139,6 +141,6 @@ async def source_status(sourceIdentifier: SourceIdPath, service: DocumentsDep, c
 
 
 @router.get("/sources", tags=["sources"])
-async def list_sources(service: DocumentsDep, caller: ReaderDep) -> SourceList:
+async def list_sources(service: DocumentReadsDep, caller: ReaderDep) -> SourceList:
     """Every source the caller may see, with its document and chunk counts and its last reported sync."""
     return await source_list(service, caller)

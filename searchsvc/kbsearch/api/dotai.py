@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath
-from kbsearch.deps import AskDep, DocumentsDep, SearchDep
+from kbsearch.deps import AskDep, DocumentReadsDep, DocumentsDep, SearchDep
 from kbsearch.dotai import DotAiArgumentError, ManageKnowledgeArguments, manage_knowledge
 from kbsearch.errors import ServiceError
 from kbsearch.logging import request_id
@@ -37,7 +37,7 @@ from kbsearch.presenters import validation_message
 from kbsearch.schemas import AskCitation, AskRequest, AskResponse, AskSearchEvent, AskSource, ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.ask import AskService
-from kbsearch.services.documents import DocumentService
+from kbsearch.services.document_reads import DocumentReads
 
 API_VERSION = "v1"
 TOOL = "manageKnowledge"
@@ -109,7 +109,7 @@ class KnowledgeAskBody(BaseModel):
 
 @router.post("/knowledge/ask")
 async def knowledge_ask(
-    body: Annotated[dict[str, Any], Body()], asks: AskDep, documents: DocumentsDep, caller: ReaderDep
+    body: Annotated[dict[str, Any], Body()], asks: AskDep, documents: DocumentReadsDep, caller: ReaderDep
 ) -> JSONResponse:
     """dot-ai UI's question box: `{"query", "limit"?, "uriFilter"?}` answered as `{answer, sources, chunks}`.
 
@@ -133,7 +133,7 @@ async def knowledge_ask(
 
 
 async def _ask(asks: AskService, request: AskRequest, caller: Caller) -> tuple[AskResponse, list[AskSource]]:
-    """The answer, and every chunk retrieved for it with its score (the answer's own lists drop cited scores)."""
+    """The answer, and every chunk retrieved for it, most relevant first (the answer's own lists drop cited scores)."""
     retrieved: list[AskSource] = []
     answer: AskResponse | None = None
     async for event in asks.stream(request, caller):
@@ -147,7 +147,7 @@ async def _ask(asks: AskService, request: AskRequest, caller: Caller) -> tuple[A
             failure.status_code = event.status  # the ask's own status: 502, 503, 504...
             raise failure
     assert answer is not None, "an ask ends with its done event or an error"
-    return answer, sorted(retrieved, key=lambda s: s.score, reverse=True)
+    return answer, sorted(retrieved, key=lambda s: s.relevance, reverse=True)
 
 
 def _sources(citations: list[AskCitation]) -> list[dict[str, str]]:
@@ -157,7 +157,7 @@ def _sources(citations: list[AskCitation]) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-async def _chunks(documents: DocumentService, caller: Caller, sources: list[AskSource]) -> list[dict[str, Any]]:
+async def _chunks(documents: DocumentReads, caller: Caller, sources: list[AskSource]) -> list[dict[str, Any]]:
     chunks = []
     for source in sources:
         stored = await documents.chunks(source.uri, caller, first=source.chunkIndex, last=source.chunkIndex + 1)
@@ -166,7 +166,8 @@ async def _chunks(documents: DocumentService, caller: Caller, sources: list[AskS
                 {
                     "content": stored[0].content,
                     "uri": source.uri,
-                    "score": source.score,
+                    # dot-ai's UI shows `score` as a percentage: the calibrated relevance, never the fusion's.
+                    "score": source.relevance,
                     "chunkIndex": source.chunkIndex,
                 }
             )

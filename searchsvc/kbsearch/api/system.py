@@ -53,7 +53,7 @@ async def metrics(request: Request) -> Response:
 async def status(caller: ReaderDep, state: ContextDep) -> dict[str, Any]:
     """Version, store, embedder and chunker settings, with live counts of what the caller may see."""
     settings = state.settings
-    documents, chunks = await state.documents.count(caller)
+    documents, chunks = await state.document_reads.count(caller)
     epoch = await store_call(state.store.collection_epoch)
     min_chars, max_chars = settings.chunk_range
     return {

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
 from kbsearch.console.session import console_caller
-from kbsearch.deps import ContextDep, DocumentsDep, InsightsDep, SearchDep
+from kbsearch.deps import ContextDep, DocumentReadsDep, InsightsDep, SearchDep
 from kbsearch.deps import context as app_context
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SearchMode
@@ -36,7 +36,7 @@ def _partial(request: Request, target: str) -> bool:
 async def source_names(request: Request, caller: Caller) -> list[str]:
     """The sources for a filter menu: the catalog's ids (read at most once a second) within the caller's scope.
 
-    Cheaper than DocumentService.sources, whose per-source counts the menus do not show.
+    Cheaper than DocumentReads.sources, whose per-source counts the menus do not show.
     """
     catalog = app_context(request).catalog
     known = await catalog.known()
@@ -93,7 +93,7 @@ async def search_page(
 
 
 @router.get("/sources")
-async def sources_page(request: Request, caller: Reader, documents: DocumentsDep, ctx: ContextDep) -> HTMLResponse:
+async def sources_page(request: Request, caller: Reader, documents: DocumentReadsDep, ctx: ContextDep) -> HTMLResponse:
     sources = await documents.sources(caller)
     status = ctx.rebuild.status()
     return _render(request, "sources.html", {"sources": sources, "rebuild": status})
@@ -103,7 +103,7 @@ async def sources_page(request: Request, caller: Reader, documents: DocumentsDep
 async def documents_page(
     request: Request,
     caller: Reader,
-    documents: DocumentsDep,
+    documents: DocumentReadsDep,
     source: Text = "",
     prefix: Text = "",
     cursor: Annotated[str, Query(max_length=64)] = "",
@@ -135,7 +135,7 @@ async def documents_page(
 
 
 @router.get("/document")
-async def document_page(request: Request, caller: Reader, documents: DocumentsDep, uri: Text) -> HTMLResponse:
+async def document_page(request: Request, caller: Reader, documents: DocumentReadsDep, uri: Text) -> HTMLResponse:
     record = await documents.document(uri, caller)
     if record is None:  # absent and out of scope look the same
         return _render(request, "missing.html", {"uri": uri}, 404)

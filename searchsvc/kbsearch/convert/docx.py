@@ -69,6 +69,7 @@ class DocxConverter:
                 io.BytesIO(data),
                 style_map=_STYLE_MAP,
                 convert_image=mammoth.images.img_element(lambda image: {}),  # alt text only, never the bytes
+                external_file_access=False,  # a linked image is never opened (mammoth's default, said here)
             )
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, KeyError) as exc:
             raise ConversionError(f"the .docx is damaged: {exc}", code="CORRUPT_DOCUMENT") from None

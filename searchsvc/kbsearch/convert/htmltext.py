@@ -1,6 +1,8 @@
 """HTML to markdown (BeautifulSoup and markdownify): web pages, and the HTML docutils and mammoth write.
 
 A page's main content is kept; navigation, headers, footers, sidebars, scripts and forms are not.
+Nothing a page points at is fetched or read: an image is its alt text, and embedded or linked
+resources (iframes, objects, embeds, media, links, base and meta elements) are dropped with their URLs.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from kbsearch.convert.base import Converted, decode_utf8
 
 __all__ = ["HtmlConverter", "html_to_markdown"]
 
-# Never content: scripts, styles, embedded media, and the page chrome around the article.
-_DROPPED = ("script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "form", "button")
+# Never content: scripts, styles, embedded media and resources, and the page chrome around the article.
+_DROPPED = (
+    "script", "style", "noscript", "template", "svg", "canvas", "iframe", "frame", "frameset", "object",
+    "embed", "applet", "audio", "video", "source", "track", "link", "meta", "base", "form", "button",
+)  # fmt: skip
 _CHROME = ("nav", "header", "footer", "aside")
 _CHROME_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
 # Permalink markers Sphinx and MkDocs put beside every heading ("¶", "#").
@@ -97,7 +102,7 @@ def html_to_markdown(html: str, *, whole: bool = False) -> tuple[str, str | None
 
 class HtmlConverter:
     name = "html"
-    version = 1
+    version = 2  # 2: embeds, media and links to resources dropped
     binary = False
 
     def convert(self, data: bytes) -> Converted:

@@ -73,7 +73,9 @@ class NotebookConverter:
         source = decode_utf8(data, "the notebook")
         logging.getLogger("traitlets").setLevel(logging.CRITICAL)  # nbformat's validation chatter
         try:
-            notebook = nbformat.reads(source, as_version=4)  # type: ignore[no-untyped-call]
+            # Not nbformat.reads: its schema validation only logs, and opens a schema file per minor
+            # version, which the conversion sandbox forbids (a notebook "from the future" has a new one).
+            notebook = nbformat.convert(nbformat.reader.reads(source), 4)  # type: ignore[no-untyped-call]
         except (NotJSONError, json.JSONDecodeError) as exc:
             raise ConversionError(f"the notebook is not valid JSON: {exc}", code="CORRUPT_DOCUMENT") from None
         except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -2,8 +2,14 @@
 
 Sphinx adds roles and directives docutils does not know; the common ones are registered here so
 their text survives (`:ref:` shows its title, `.. versionadded::` its body) and `toctree` goes.
-Anything still unknown is left out silently rather than shown as an error message. Includes and
-raw passthrough are off: a document never reads a file of the server.
+Anything still unknown is left out silently rather than shown as an error message.
+
+A document never reads a file, a URL or the environment of the server: images and figures become
+their alt text (their caption and legend stay), `include`, `raw` (directive and role),
+`literalinclude` and a `csv-table` with `:file:` or `:url:` are dropped, file insertion and raw
+passthrough are off in the settings too, and before the HTML writer runs any image or raw node
+left in the tree is replaced by its alt text, so the writer has nothing to embed or measure.
+The conversion child's sandbox (worker.py) stops any read these miss.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from docutils import nodes
-from docutils.core import publish_parts
-from docutils.parsers.rst import Directive, directives, roles
+from docutils.core import publish_doctree, publish_from_doctree
+from docutils.parsers.rst import Directive, directives, roles, states
+from docutils.parsers.rst.directives.tables import CSVTable
+from docutils.writers.html5_polyglot import Writer
 
 from kbsearch.convert.base import ConversionError, Converted, decode_utf8
 from kbsearch.convert.htmltext import html_to_markdown
@@ -47,6 +55,16 @@ _DROPPED_DIRECTIVES = (
     "autoattribute", "autosummary", "index", "highlight", "currentmodule", "module", "program",
     "sectionauthor", "codeauthor", "tabularcolumns", "graphviz", "plantuml", "mermaid",
 )  # fmt: skip
+
+
+class _BodyWriter(Writer):  # type: ignore[misc]
+    """docutils' HTML5 writer without the page template: only `parts["body"]` is used, and the
+    template is a file the conversion sandbox does not let the writer open."""
+
+    def apply_template(self) -> str:
+        return ""
+
+
 _TARGET = re.compile(r"^(.*?)\s*<[^<>]+>$", re.DOTALL)
 _registered = threading.Lock()
 _done = False
@@ -79,8 +97,13 @@ class _Body(Directive):  # type: ignore[misc]  # docutils ships no types
 
 
 class _AnyOptions(dict[str, Any]):
+    """Every option accepted as text. Truthy though empty: docutils parses no options for a falsy spec."""
+
     def __missing__(self, key: str) -> Any:
         return directives.unchanged
+
+    def __bool__(self) -> bool:
+        return True
 
 
 _Body.option_spec = _AnyOptions()
@@ -96,6 +119,70 @@ class _Dropped(Directive):  # type: ignore[misc]
         return []
 
 
+def _alt(options: dict[str, Any]) -> str:
+    return str(options.get("alt") or "").strip()
+
+
+class _Image(Directive):  # type: ignore[misc]
+    """`.. image::`: its alt text, never the file (docutils' own would embed it for `:loading: embed`)."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    option_spec = _AnyOptions()
+
+    def run(self) -> list[nodes.Node]:
+        alt = _alt(self.options)
+        if isinstance(self.state, states.SubstitutionDef):  # `.. |name| image::` stands inline
+            return [nodes.Text(alt)] if alt else []
+        return [nodes.paragraph(text=alt)] if alt else []
+
+
+class _Figure(_Image):
+    """`.. figure::`: alt text, then the caption and legend as ordinary paragraphs."""
+
+    has_content = True
+
+    def run(self) -> list[nodes.Node]:
+        container = nodes.container()
+        container += super().run()
+        self.state.nested_parse(self.content, self.content_offset, container)
+        return [container]
+
+
+class _CsvTable(CSVTable):  # type: ignore[misc]
+    """A `csv-table` of its own content; one that would read `:file:` or `:url:` is dropped."""
+
+    def run(self) -> list[nodes.Node]:
+        if "file" in self.options or "url" in self.options:
+            return []
+        return list(super().run())
+
+
+class _DroppedRole:
+    """The `raw` role, and `.. role:: x(raw)` made from it: its text is left out (and never passed through)."""
+
+    options: ClassVar[dict[str, Any]] = {"format": directives.unchanged, "encoding": directives.unchanged}
+
+    def __call__(
+        self, name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: Any = None, content: Any = None
+    ) -> tuple[Sequence[nodes.Node], list[nodes.system_message]]:
+        return [], []
+
+
+# Directives that would read a file, a URL or pass markup through; `literalinclude` is above.
+_REFUSED_DIRECTIVES = ("include", "raw")
+
+
+def _alt_text_only(doctree: nodes.document) -> None:
+    """Whatever made an image or raw node (a directive we did not foresee), the writer sees none."""
+    for node in list(doctree.findall(nodes.image)):
+        alt = _alt(node.attributes)
+        replacement = nodes.Text(alt) if isinstance(node.parent, nodes.TextElement) else nodes.paragraph(text=alt)
+        node.replace_self(replacement if alt else [])
+    for node in list(doctree.findall(nodes.raw)):
+        node.parent.remove(node)
+
+
 def _register() -> None:
     """Once per process: docutils keeps roles and directives in module-level registries."""
     global _done
@@ -106,14 +193,19 @@ def _register() -> None:
             roles.register_local_role(name, _text_role)
         for name in _BODY_DIRECTIVES:
             directives.register_directive(name, _Body)
-        for name in _DROPPED_DIRECTIVES:
+        for name in (*_DROPPED_DIRECTIVES, *_REFUSED_DIRECTIVES):
             directives.register_directive(name, _Dropped)
+        directives.register_directive("image", _Image)
+        directives.register_directive("figure", _Figure)
+        directives.register_directive("csv-table", _CsvTable)
+        roles.register_local_role("raw", _DroppedRole())  # also the base of `.. role:: x(raw)`
         _done = True
 
 
 _SETTINGS = {
     "file_insertion_enabled": False,  # no `.. include::` of server files
     "raw_enabled": False,
+    "image_loading": "link",  # never "embed": the writer would read the file
     "report_level": 5,  # problems are not shown in the text...
     "halt_level": 5,  # ...nor do they stop the conversion
     "doctitle_xform": False,  # the top heading stays a heading (the chunker takes the H1 as title)
@@ -128,17 +220,19 @@ _SETTINGS = {
 
 class RstConverter:
     name = "rst"
-    version = 1
+    version = 2  # 2: images and figures are their alt text
     binary = False
 
     def convert(self, data: bytes) -> Converted:
         source = decode_utf8(data, "the reStructuredText file")
         _register()
+        settings = {**_SETTINGS, "warning_stream": io.StringIO()}
+        writer = _BodyWriter()
         try:
-            parts = publish_parts(
-                source, writer="html5", settings_overrides={**_SETTINGS, "warning_stream": io.StringIO()}
-            )
+            doctree = publish_doctree(source, settings_overrides=settings)
+            _alt_text_only(doctree)
+            publish_from_doctree(doctree, writer=writer, settings_overrides=settings)
         except (nodes.NodeFound, ValueError, AttributeError, IndexError) as exc:  # docutils' own failures
             raise ConversionError(f"docutils could not read the file: {exc}", code="CORRUPT_DOCUMENT") from None
-        text, _ = html_to_markdown(parts["body"], whole=True)
+        text, _ = html_to_markdown(writer.parts["body"], whole=True)
         return Converted(text)

@@ -4,11 +4,15 @@ Parsers of PDF, Word and notebooks meet hostile files: a zip bomb, a PDF whose o
 megabytes of notebook output. Each conversion therefore runs in a fresh child forked from a
 forkserver that has the parser libraries loaded (a few ms per child, not an interpreter start),
 with RLIMIT_AS (address space) and RLIMIT_CPU set before it reads a byte, and a wall-clock
-deadline after which the parent kills it (SIGKILL). Whatever the child does, the service process
+deadline after which the parent kills it (SIGKILL). Before it parses, the child also enters the
+sandbox of sandbox.py (its own empty directory, no environment, no new privileges, and where the
+kernel has them Landlock and seccomp: no file opened, no socket), so a parser feature nobody
+thought of cannot read the server's files or tokens into a document. Whatever the child does, the service process
 keeps its memory, and the caller gets a ConversionError with a code:
 
 - CONVERSION_LIMIT_EXCEEDED: out of memory, out of CPU time, or past the deadline;
 - CONVERSION_CRASHED: the child died otherwise (a signal from outside, a crash in native code);
+- CONVERSION_SANDBOX_FAILED (500): a sandbox layer found at startup could not be entered; nothing is converted;
 - the converter's own codes (CORRUPT_DOCUMENT, ENCRYPTED_DOCUMENT, NO_TEXT_LAYER, ARCHIVE_BOMB...).
 """
 
@@ -19,33 +23,26 @@ import multiprocessing
 import os
 import resource
 import signal
+import tempfile
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from kbsearch.convert import sandbox
 from kbsearch.convert.base import Anchor, ConversionError, Converted
+from kbsearch.convert.pdf import data_dirs as parser_data_dirs
+from kbsearch.errors import ServiceError
 
 __all__ = ["ConversionLimits", "ConversionWorker"]
 
 log = logging.getLogger(__name__)
 
-# Loaded once by the forkserver, so no child pays for them: the converters, and what docutils and
-# pypdf import lazily on their first document.
-_PRELOAD = [
-    "kbsearch.convert.formats",
-    "docutils.languages.en",
-    "docutils.parsers.rst.directives.images",
-    "docutils.readers.standalone",
-    "docutils.transforms.frontmatter",
-    "docutils.transforms.misc",
-    "docutils.transforms.references",
-    "docutils.transforms.writer_aux",
-    "docutils.utils.math.math2html",
-    "docutils.utils.math.latex2mathml",
-    "docutils.writers.html5_polyglot",
-    "pypdf.filters",
-]
+# Loaded once by the forkserver, so no child pays for them: the converters and every module of
+# their parsers (docutils and pdfminer import many lazily on a first document). The child may open no
+# file (Landlock), so all a parser reads from disk on first use (modules, nbformat's schemas) is
+# read there, by `warmup`.
+_PRELOAD = ["kbsearch.convert.formats", "kbsearch.convert.sandbox", "kbsearch.convert.warmup"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +68,24 @@ def _limit_exceeded(what: str, limits: ConversionLimits) -> ConversionError:
 _EXIT_OUT_OF_MEMORY = 3
 
 
-def _child(fmt: str, data: bytes, limits: ConversionLimits, conn: Connection) -> None:
-    """The child's whole life: limits first, then the conversion, then one message to the parent."""
+def _child(
+    fmt: str,
+    data: bytes,
+    limits: ConversionLimits,
+    support: sandbox.SandboxSupport,
+    workdir: str,
+    conn: Connection,
+    readable: tuple[str, ...] = (),
+) -> None:
+    """The child's whole life: limits and sandbox first, then the conversion, then one message to the parent."""
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
+    try:
+        sandbox.enter(workdir, support, readable)
+    except sandbox.SandboxError as exc:
+        conn.send(("sandbox", str(exc)))
+        conn.close()
+        return
     try:
         conn.send(_converted(fmt, data))
         conn.close()
@@ -105,6 +116,15 @@ class ConversionWorker:
 
     def __init__(self, limits: ConversionLimits, concurrency: int = 2) -> None:
         self.limits = limits
+        self.sandbox = sandbox.probe()
+        self.readable = parser_data_dirs()
+        if self.sandbox.missing:
+            log.warning(
+                "the conversion sandbox lacks layers this kernel does not give; the others still apply",
+                extra={"missing": list(self.sandbox.missing), "landlockAbi": self.sandbox.landlock_abi},
+            )
+        else:
+            log.info("the conversion sandbox has every layer", extra={"landlockAbi": self.sandbox.landlock_abi})
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(_PRELOAD)
         self._slots = threading.BoundedSemaphore(concurrency)
@@ -115,9 +135,16 @@ class ConversionWorker:
             return self._convert(fmt, data)
 
     def _convert(self, fmt: str, data: bytes) -> Converted:
+        with tempfile.TemporaryDirectory(prefix="kb-convert-", ignore_cleanup_errors=True) as workdir:
+            return self._convert_in(fmt, data, workdir)
+
+    def _convert_in(self, fmt: str, data: bytes, workdir: str) -> Converted:
         receiver, sender = self._context.Pipe(duplex=False)
         process = self._context.Process(
-            target=_child, args=(fmt, data, self.limits, sender), name=f"convert-{fmt}", daemon=True
+            target=_child,
+            args=(fmt, data, self.limits, self.sandbox, workdir, sender, self.readable),
+            name=f"convert-{fmt}",
+            daemon=True,
         )
         try:
             process.start()
@@ -142,6 +169,11 @@ class ConversionWorker:
         if kind == "ok":
             anchors = tuple(Anchor(offset, page=page, cell=cell) for offset, page, cell in message[2])
             return Converted(message[1], anchors)
+        if kind == "sandbox":
+            log.error("a conversion child could not enter its sandbox", extra={"reason": message[1]})
+            raise ServiceError(
+                f"the conversion sandbox could not be entered: {message[1]}", code="CONVERSION_SANDBOX_FAILED"
+            )
         if kind == "memory":
             raise _limit_exceeded(f"needed more than {self.limits.memory_bytes // 1_048_576} MiB", self.limits)
         _, code, text, details = message

@@ -114,7 +114,7 @@ async def fetch(
     """Read a whole document found by search: its id, title, text, url and metadata."""
     tools = tool_context(ctx)
     with tool_errors():
-        found = await tools.app.documents.text(id, tools.caller)
+        found = await tools.app.document_reads.text(id, tools.caller)
     if found is None:
         raise not_found(id)
     record, body = found

@@ -1,4 +1,4 @@
-"""The knowledge base's MCP tools: thin faces over SearchService and DocumentService, like the REST routes.
+"""The knowledge base's MCP tools: thin faces over the search, document and document-read services, as REST is.
 
 Each tool's docstring is the description an agent reads. Every call runs with the caller's scope
 (kbsearch.mcp.context), and every search passes origin="mcp" for the query log.
@@ -212,7 +212,7 @@ async def fetch_document(
     tools = tool_context(ctx)
     with tool_errors():
         try:
-            found = await tools.app.documents.page(uri, tools.caller, start, max_chars)
+            found = await tools.app.document_reads.page(uri, tools.caller, start, max_chars)
         except InvalidRequestError as exc:  # a start past the end: the tool's own argument, named as such
             raise ToolError(f"INVALID_ARGUMENT: {exc.message}") from None
     if found is None:
@@ -238,11 +238,11 @@ async def get_chunk_context(
         raise ToolError(f"INVALID_ARGUMENT: window must be 0 to {MAX_CONTEXT_WINDOW}, not {window}")
     tools = tool_context(ctx)
     with tool_errors():
-        chunks = await tools.app.documents.chunks(
+        chunks = await tools.app.document_reads.chunks(
             uri, tools.caller, first=max(0, chunk_index - window), last=chunk_index + window + 1
         )
         if not any(chunk.chunk_index == chunk_index for chunk in chunks):
-            record = await tools.app.documents.document(uri, tools.caller)
+            record = await tools.app.document_reads.document(uri, tools.caller)
             if record is None:
                 raise not_found(uri)
             raise ToolError(
@@ -267,7 +267,7 @@ async def list_sources(ctx: Context) -> Annotated[CallToolResult, SourcesOvervie
     """The sources you may read, with their document and chunk counts and last ingest: what there is to search."""
     tools = tool_context(ctx)
     with tool_errors():
-        listing = await source_list(tools.app.documents, tools.caller)
+        listing = await source_list(tools.app.document_reads, tools.caller)
     overview = SourcesOverview(
         documents=sum(s.documents for s in listing.sources),
         chunks=sum(s.chunks for s in listing.sources),
@@ -332,7 +332,7 @@ async def delete_document(ctx: Context, uri: DocumentUri) -> Annotated[CallToolR
     """Delete a document and all its chunks."""
     tools = tool_context(ctx)
     with tool_errors():
-        if await tools.app.documents.document(uri, tools.caller) is None:
+        if await tools.app.document_reads.document(uri, tools.caller) is None:
             raise not_found(uri)
         response = DeleteDocumentResponse(
             uri=uri, chunksDeleted=await tools.app.documents.delete(uri, None, tools.caller)

@@ -11,8 +11,8 @@ from kbsearch.store.querylog import QueryLogStore, querylog_collection
 def build_store(settings: Settings) -> VectorStore:
     """An unopened store for `settings.store`; the caller opens it with the embedder's signature."""
     if settings.store == "edge":
-        from kbsearch.store.edge import EdgeStore
-        from kbsearch.store.edge_optimize import IndexOptions
+        from kbsearch.store.edge.optimize import IndexOptions
+        from kbsearch.store.edge.store import EdgeStore
 
         return EdgeStore(
             settings.data_dir,
@@ -40,13 +40,14 @@ def query_log_beside(store: VectorStore) -> QueryLogStore:
     """
     collection = querylog_collection(store.collection)
     if store.backend == "edge":
-        from kbsearch.store.edge import EdgeStore
-        from kbsearch.store.edge_querylog import EdgeQueryLog
+        from kbsearch.store.edge.querylog import EdgeQueryLog
+        from kbsearch.store.edge.store import EdgeStore
 
         assert isinstance(store, EdgeStore)
         return EdgeQueryLog(store.path.parent, collection)
     if store.backend == "qdrant":
-        from kbsearch.store.qdrant_server import QdrantQueryLog, QdrantServerStore
+        from kbsearch.store.qdrant_querylog import QdrantQueryLog
+        from kbsearch.store.qdrant_server import QdrantServerStore
 
         assert isinstance(store, QdrantServerStore)
         return QdrantQueryLog(store.client, collection)

@@ -57,7 +57,7 @@ class StoreWatch:
         self._identity = _identity(self.path)
 
     def moved_to(self, path: Path) -> None:
-        """The store now lives at `path` (a new generation, store/edge_layout.py): watch that one."""
+        """The store now lives at `path` (a new generation, store/edge/layout.py): watch that one."""
         self.path = path
         if self._identity is not None:
             self._identity = _identity(path)

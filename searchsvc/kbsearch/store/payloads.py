@@ -1,31 +1,26 @@
-"""Vendor-neutral payload mapping shared by the store backends: records, hits, signature, filters."""
+"""Vendor-neutral payload mapping shared by the store backends: records, bodies, hits, sync status, tallies.
+
+The collection signature is in kbsearch.store.signature, the filter language in kbsearch.store.conditions.
+"""
 
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from kbsearch.errors import ConfigurationError, InvalidRequestError
 from kbsearch.models import (
-    BACKEND_GROUPS,
-    INCOMPLETE,
-    POINT_ID_NAMESPACE,
     ChunkPoint,
-    CollectionSignature,
     DocumentChunk,
     DocumentRecord,
     FileIssue,
     Freshness,
-    SearchFilter,
     SearchHit,
     SourceStats,
     StoredBody,
     SyncStatus,
-    interchangeable_backends,
 )
 from kbsearch.store.base import (
     BODY,
@@ -38,16 +33,13 @@ from kbsearch.store.base import (
     CHUNKS,
     CONTENT,
     DOC_VERSION,
-    EPOCH,
     HEADINGS,
     INGESTED_AT,
     KIND,
     KIND_BODY,
     KIND_CHUNK,
-    KIND_COLLECTION,
     KIND_DOCUMENT,
     KIND_SYNC_STATUS,
-    MAX_METADATA_FILTER_DOCUMENTS,
     METADATA,
     PAGE,
     PAGE_KEY,
@@ -62,20 +54,10 @@ from kbsearch.store.base import (
     VERSION,
     WRITE_ID,
 )
-
-# The one point that holds the collection's signature; fixed so every open finds it.
-SIGNATURE_POINT_ID = str(uuid.uuid5(POINT_ID_NAMESPACE, "collection:signature"))
+from kbsearch.store.conditions import AnyOf, Condition, Match, Missing, Range, scope_conditions
 
 # Page size for internal scrolls (list_sources); big enough to be few round trips.
 SCROLL_PAGE = 1000
-
-_SIGNATURE_FIELDS = {
-    "embedderProvider": "embedder_provider",
-    "embedderModel": "embedder_model",
-    "dimensions": "dimensions",
-    "sparseEncoder": "sparse_encoder",
-    "embedderBackend": "embedder_backend",
-}
 
 
 # --- points -----------------------------------------------------------------------------
@@ -317,292 +299,6 @@ def sync_status_newer_than(status: SyncStatus, trusted_until_s: float | None = N
 
 def sync_status_conditions(allowed: list[str] | None) -> list[Condition]:
     return [Match(KIND, KIND_SYNC_STATUS), *scope_conditions(allowed)]
-
-
-# --- signature --------------------------------------------------------------------------
-
-
-def signature_payload(signature: CollectionSignature, epoch: str) -> dict[str, Any]:
-    payload: dict[str, Any] = {KIND: KIND_COLLECTION, EPOCH: epoch}
-    for key, attr in _SIGNATURE_FIELDS.items():
-        payload[key] = getattr(signature, attr)
-    return payload
-
-
-def with_chunker(payload: Mapping[str, Any], fingerprint: str) -> dict[str, Any]:
-    """The signature point's payload, recording the chunker the whole collection was built with."""
-    return {**payload, CHUNKER: fingerprint}
-
-
-def chunker_from_payload(payload: Mapping[str, Any] | None) -> str | None:
-    value = (payload or {}).get(CHUNKER)
-    return value if isinstance(value, str) and value else None
-
-
-def new_epoch() -> str:
-    """A collection epoch: random, made once when the collection (or its signature) is created."""
-    return uuid.uuid4().hex
-
-
-def epoch_from_payload(payload: Mapping[str, Any] | None) -> str | None:
-    value = (payload or {}).get(EPOCH)
-    return value if isinstance(value, str) and value else None
-
-
-def signature_from_payload(payload: Mapping[str, Any]) -> CollectionSignature:
-    fields: dict[str, Any] = {attr: payload.get(key) for key, attr in _SIGNATURE_FIELDS.items()}
-    return CollectionSignature(**fields)
-
-
-def describe(signature: CollectionSignature) -> str:
-    backend = f" backend={signature.embedder_backend}" if signature.embedder_backend else ""
-    return (
-        f"embedder={signature.embedder_provider}/{signature.embedder_model}{backend} "
-        f"dimensions={signature.dimensions} sparse={signature.sparse_encoder}"
-    )
-
-
-def compatible(stored: CollectionSignature, wanted: CollectionSignature) -> bool:
-    """Equal but for the backend, and the two backends' vectors interchangeable (models.BACKEND_GROUPS)."""
-    if replace(stored, embedder_backend=None) != replace(wanted, embedder_backend=None):
-        return False
-    if stored.embedder_provider != "local":
-        return stored.embedder_backend == wanted.embedder_backend
-    return interchangeable_backends(stored.embedder_backend, wanted.embedder_backend)
-
-
-def check_signature(
-    where: str, stored: CollectionSignature | None, has_points: bool, wanted: CollectionSignature
-) -> bool:
-    """Whether the signature must still be written; raise ConfigurationError on a mismatch.
-
-    `where` names the collection (and path) for the message. A collection made by another local
-    backend whose vectors are interchangeable (torch and onnx fp32) opens; the stored signature
-    keeps the backend the collection was created with.
-    """
-    if stored is None:
-        if has_points:
-            # Data written by something else: its vectors cannot be trusted to match.
-            raise ConfigurationError(
-                f"Collection {where} holds points but no collection signature, so its vectors "
-                f"cannot be checked against [{describe(wanted)}]. {_REINDEX_HINT}"
-            )
-        return True
-    if not compatible(stored, wanted):
-        keep = ""
-        if replace(stored, embedder_backend=None) == replace(wanted, embedder_backend=None):
-            made_with = stored.embedder_backend or "torch"  # collections from before backends were recorded
-            usable = sorted(next((g for g in BACKEND_GROUPS if made_with in g), {made_with}))
-            keep = f" To keep it, set SEARCHSVC_LOCAL_BACKEND to {' or '.join(usable)}."
-        raise ConfigurationError(
-            f"Collection {where} was built with [{describe(stored)}] but the service is "
-            f"configured with [{describe(wanted)}]; its vectors are not comparable.{keep} "
-            f"{_REBUILD_HINT} {_REINDEX_HINT}"
-        )
-    return False
-
-
-_REBUILD_HINT = (
-    "With SEARCHSVC_REBUILD=auto (the default) the service serves it as it is and rebuilds it in the "
-    "background instead (docs/operations/upgrades-and-reindex.md)."
-)
-_REINDEX_HINT = (
-    "To re-index, point SEARCHSVC_COLLECTION at a new collection name (or, for the embedded "
-    "store, delete the collection's directory under SEARCHSVC_DATA_DIR) and re-sync the sources; "
-    "or restore the embedder settings the collection was built with (SEARCHSVC_EMBEDDER, "
-    "SEARCHSVC_LOCAL_MODEL, SEARCHSVC_LOCAL_BACKEND, SEARCHSVC_OPENAI_MODEL, SEARCHSVC_OPENAI_DIMENSIONS)."
-)
-
-
-# --- filters ----------------------------------------------------------------------------
-# Each backend translates these four condition shapes into its own filter classes.
-
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    key: str
-    value: str | int | bool
-
-
-@dataclass(frozen=True, slots=True)
-class MatchAny:
-    key: str
-    values: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class Prefix:
-    key: str
-    prefix: str
-
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    key: str
-    gte: float | None = None
-    lte: float | None = None
-    lt: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Missing:
-    """The key is absent (or empty): how points from before a field existed are found."""
-
-    key: str
-
-
-@dataclass(frozen=True, slots=True)
-class AnyOf:
-    """At least one of the conditions holds."""
-
-    conditions: tuple[Match | MatchAny | Prefix | Range | Missing, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class HasId:
-    point_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class OnlyAmong:
-    """The list at `key` is not empty and every one of its values is in `values`."""
-
-    key: str
-    values: list[str]
-
-
-Condition = Match | MatchAny | Prefix | Range | Missing | AnyOf | HasId | OnlyAmong
-
-# A value no stored version has: a write conditional on it can only insert.
-_NO_VERSION = -1
-
-
-def version_at_most(version: int) -> Condition:
-    """Version <= `version`, counting a missing version (older data) as 0."""
-    return AnyOf((Range(VERSION, lte=float(version)), Missing(VERSION)))
-
-
-def version_between(lowest: int | None, highest: int | None) -> list[Condition]:
-    """Conditions for lowest <= version <= highest (None: open), a missing version being 0."""
-    if lowest is None and highest is None:
-        return []
-    bounded = Range(
-        VERSION,
-        gte=float(lowest) if lowest is not None else None,
-        lte=float(highest) if highest is not None else None,
-    )
-    if lowest is None or lowest <= 0:
-        return [AnyOf((bounded, Missing(VERSION)))]
-    return [bounded]
-
-
-def record_version_is(version: int | None) -> list[Condition]:
-    """The condition of a record write over `version` (None: only when no record exists)."""
-    if version is None:
-        return [Match(VERSION, _NO_VERSION)]
-    if version == 0:
-        return [AnyOf((Match(VERSION, 0), Missing(VERSION)))]
-    return [Match(VERSION, version)]
-
-
-def chunk_conditions(uri: str, lowest: int | None = None, highest: int | None = None) -> list[Condition]:
-    return [Match(KIND, KIND_CHUNK), Match(URI, uri), *version_between(lowest, highest)]
-
-
-def metadata_key(key: str) -> str:
-    """JSON path of a metadata key; quoted so dots and slashes stay part of the key."""
-    # Keys are validated upstream to [A-Za-z0-9_.\-/], so they never contain a quote.
-    return f'{METADATA}."{key}"'
-
-
-def _scope_conditions(search_filter: SearchFilter) -> list[Condition]:
-    conditions: list[Condition] = []
-    if search_filter.source_identifiers is not None:
-        conditions.append(MatchAny(SOURCE, list(search_filter.source_identifiers)))
-    if search_filter.uri_prefix:
-        conditions.append(Prefix(URI, search_filter.uri_prefix))
-    return conditions
-
-
-def _chunk_only_conditions(search_filter: SearchFilter) -> list[Condition]:
-    """Conditions on fields only chunks carry."""
-    return [Match(DOC_VERSION, search_filter.version)] if search_filter.version else []
-
-
-def metadata_record_conditions(search_filter: SearchFilter) -> list[Condition]:
-    """Conditions on document records for a search's metadata filter (with its scope)."""
-    conditions: list[Condition] = [Match(KIND, KIND_DOCUMENT), *_scope_conditions(search_filter)]
-    for key, value in search_filter.metadata.items():
-        path = metadata_key(key)
-        if isinstance(value, bool | str):
-            conditions.append(Match(path, value))
-        else:
-            # Numbers compare by value, so 2 matches a stored 2.0 and the reverse.
-            conditions.append(Range(path, gte=float(value), lte=float(value)))
-    return conditions
-
-
-def metadata_uris(payloads: Iterable[Mapping[str, Any]]) -> list[str]:
-    """URIs of the records a metadata filter matched; refused past the cap."""
-    uris = [p[URI] for p in payloads]
-    if len(uris) > MAX_METADATA_FILTER_DOCUMENTS:
-        raise InvalidRequestError(
-            f"the metadata filter matches more than {MAX_METADATA_FILTER_DOCUMENTS} documents; "
-            "narrow it with sourceIdentifier or uriPrefix",
-            code="FILTER_TOO_BROAD",
-            details={"limit": MAX_METADATA_FILTER_DOCUMENTS},
-        )
-    return uris
-
-
-def search_conditions(search_filter: SearchFilter, uris: list[str] | None = None) -> list[Condition]:
-    """Conditions (ANDed) on chunks for a search; `uris` are those a metadata filter matched.
-
-    No kind condition is needed: only chunks have vectors, so record and signature points can
-    never be a nearest neighbour.
-    """
-    conditions = _scope_conditions(search_filter) + _chunk_only_conditions(search_filter)
-    if uris is not None:
-        conditions.append(MatchAny(URI, list(uris)))
-    return conditions
-
-
-def source_conditions(source_identifier: str) -> dict[str, list[Condition]]:
-    """The filters of one source's status: its records, its chunks, its incomplete records."""
-    source = Match(SOURCE, source_identifier)
-    return {
-        "documents": [Match(KIND, KIND_DOCUMENT), source],
-        "chunks": [Match(KIND, KIND_CHUNK), source],
-        "incomplete": [Match(KIND, KIND_DOCUMENT), source, Match(CHECKSUM, INCOMPLETE)],
-    }
-
-
-def scope_conditions(allowed: list[str] | None) -> list[Condition]:
-    """A caller's scope as an engine filter: None is every source; callers never pass an empty list."""
-    return [] if allowed is None else [MatchAny(SOURCE, list(allowed))]
-
-
-def incomplete_conditions() -> list[Condition]:
-    return [Match(KIND, KIND_DOCUMENT), Match(CHECKSUM, INCOMPLETE)]
-
-
-def document_conditions(source_identifier: str | None, uri_prefix: str | None) -> list[Condition]:
-    conditions: list[Condition] = [Match(KIND, KIND_DOCUMENT)]
-    if source_identifier is not None:
-        conditions.append(Match(SOURCE, source_identifier))
-    if uri_prefix:
-        conditions.append(Prefix(URI, uri_prefix))
-    return conditions
-
-
-def parse_cursor(cursor: str | None) -> str | None:
-    """A list_documents cursor is a point id (UUID); anything else is a client error."""
-    if cursor is None:
-        return None
-    try:
-        return str(uuid.UUID(cursor))
-    except ValueError:
-        raise InvalidRequestError("cursor is not one this service returned", details={"cursor": cursor}) from None
 
 
 # --- list_sources -----------------------------------------------------------------------

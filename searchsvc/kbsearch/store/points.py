@@ -31,7 +31,9 @@ from kbsearch.models import (
     document_point_id,
     sync_status_point_id,
 )
+from kbsearch.store import conditions as cd
 from kbsearch.store import payloads as pl
+from kbsearch.store import signature as sg
 from kbsearch.store.base import (
     CHUNKER,
     DENSE_VECTOR,
@@ -60,13 +62,13 @@ class PointStore(VectorStore):
     # --- primitives -----------------------------------------------------------------------
 
     @abstractmethod
-    def _count(self, conditions: list[pl.Condition]) -> int:
+    def _count(self, conditions: list[cd.Condition]) -> int:
         """Exact count of the matching points."""
 
     @abstractmethod
     def _scroll_page(
         self,
-        conditions: list[pl.Condition],
+        conditions: list[cd.Condition],
         *,
         offset: Any,
         limit: int,
@@ -80,11 +82,11 @@ class PointStore(VectorStore):
         """The points of `ids` that exist, without vectors."""
 
     @abstractmethod
-    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[str, int]:
+    def _facet(self, key: str, conditions: list[cd.Condition], limit: int) -> dict[str, int]:
         """Distinct values of an indexed `key` among the matching points, with their counts (exact)."""
 
     @abstractmethod
-    def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
+    def _newest_payload(self, conditions: list[cd.Condition], field: str) -> dict[str, Any] | None:
         """The `field` payload of the matching point with the greatest `field`, or None."""
 
     @abstractmethod
@@ -94,7 +96,7 @@ class PointStore(VectorStore):
         mode: SearchMode,
         dense: list[float] | None,
         sparse: SparseVector | None,
-        conditions: list[pl.Condition],
+        conditions: list[cd.Condition],
         limit: int,
         candidates: int,
         fusion: Fusion,
@@ -112,19 +114,19 @@ class PointStore(VectorStore):
 
     def stored_signature(self) -> CollectionSignature | None:
         with self._guard("read the collection signature"):
-            found = self._retrieve([pl.SIGNATURE_POINT_ID], True)
-        return pl.signature_from_payload(found[0].payload or {}) if found else None
+            found = self._retrieve([sg.SIGNATURE_POINT_ID], True)
+        return sg.signature_from_payload(found[0].payload or {}) if found else None
 
     def collection_chunker(self) -> str | None:
         with self._guard("read the collection's chunker"):
-            found = self._retrieve([pl.SIGNATURE_POINT_ID], True)
-            recorded = pl.chunker_from_payload(found[0].payload if found else None)
+            found = self._retrieve([sg.SIGNATURE_POINT_ID], True)
+            recorded = sg.chunker_from_payload(found[0].payload if found else None)
             if recorded is not None:
                 return recorded
             records, _ = self._scroll_page(
-                [pl.Match(KIND, KIND_DOCUMENT)], offset=None, limit=1, payload=[CHUNKER], vector=False
+                [cd.Match(KIND, KIND_DOCUMENT)], offset=None, limit=1, payload=[CHUNKER], vector=False
             )
-        return pl.chunker_from_payload(records[0].payload if records else None)
+        return sg.chunker_from_payload(records[0].payload if records else None)
 
     def get_body(self, uri: str) -> StoredBody | None:
         with self._guard("read a document body"):
@@ -148,10 +150,10 @@ class PointStore(VectorStore):
     def reusable_vectors(self, uri: str, text_hashes: list[str]) -> dict[str, list[float]]:
         if not text_hashes:
             return {}
-        wanted: list[pl.Condition] = [
-            pl.Match(KIND, KIND_CHUNK),
-            pl.Match(URI, uri),
-            pl.MatchAny(TEXT_HASH, list(text_hashes)),
+        wanted: list[cd.Condition] = [
+            cd.Match(KIND, KIND_CHUNK),
+            cd.Match(URI, uri),
+            cd.MatchAny(TEXT_HASH, list(text_hashes)),
         ]
         with self._guard("read vectors"):
             return {
@@ -162,13 +164,13 @@ class PointStore(VectorStore):
 
     def vectors_by_text_hash(self, text_hashes: list[str], source_identifier: str | None) -> dict[str, list[float]]:
         wanted = set(text_hashes)
-        source: pl.Condition = pl.Missing(SOURCE) if source_identifier is None else pl.Match(SOURCE, source_identifier)
+        source: cd.Condition = cd.Missing(SOURCE) if source_identifier is None else cd.Match(SOURCE, source_identifier)
         found: dict[str, list[float]] = {}
         for start in range(0, len(text_hashes), pl.SCROLL_PAGE):
-            conditions: list[pl.Condition] = [
-                pl.Match(KIND, KIND_CHUNK),
+            conditions: list[cd.Condition] = [
+                cd.Match(KIND, KIND_CHUNK),
                 source,
-                pl.MatchAny(TEXT_HASH, list(text_hashes[start : start + pl.SCROLL_PAGE])),
+                cd.MatchAny(TEXT_HASH, list(text_hashes[start : start + pl.SCROLL_PAGE])),
             ]
             with self._guard("read vectors by text hash"):
                 for r in self._scroll_all(conditions, payload=[TEXT_HASH], vector=[DENSE_VECTOR]):
@@ -183,11 +185,11 @@ class PointStore(VectorStore):
         with self._guard("find incomplete documents"):
             return [
                 pl.document_from_payload(r.payload or {})
-                for r in self._scroll_all(pl.incomplete_conditions(), payload=True)
+                for r in self._scroll_all(cd.incomplete_conditions(), payload=True)
             ]
 
     def chunk_uris(self) -> list[str]:
-        chunks: list[pl.Condition] = [pl.Match(KIND, KIND_CHUNK)]
+        chunks: list[cd.Condition] = [cd.Match(KIND, KIND_CHUNK)]
         with self._guard("list the URIs of chunks"):
             # A facet over the uri index: distinct values, never a payload scan. The chunk count
             # bounds the distinct URIs (every URI has a chunk), so none is dropped.
@@ -204,7 +206,7 @@ class PointStore(VectorStore):
         return found
 
     def source_status(self, source_identifier: str) -> SourceStatus:
-        where = pl.source_conditions(source_identifier)
+        where = cd.source_conditions(source_identifier)
         with self._guard("count a source"):
             latest = self._newest_payload(where["documents"], INGESTED_AT)
             return SourceStatus(
@@ -225,10 +227,10 @@ class PointStore(VectorStore):
         cursor: str | None,
         allowed: list[str] | None = None,
     ) -> tuple[list[DocumentRecord], str | None]:
-        offset = pl.parse_cursor(cursor)
+        offset = cd.parse_cursor(cursor)
         with self._guard("list documents"):
             records, next_offset = self._scroll_page(
-                pl.document_conditions(source_identifier, uri_prefix) + pl.scope_conditions(allowed),
+                cd.document_conditions(source_identifier, uri_prefix) + cd.scope_conditions(allowed),
                 offset=offset,
                 limit=limit,
                 payload=True,
@@ -253,7 +255,7 @@ class PointStore(VectorStore):
             if documents:
                 sources = list(documents)
                 # Restricted to the known sources, `limit=len(sources)` cannot drop any of them.
-                chunks = self._facet(SOURCE, [pl.Match(KIND, KIND_CHUNK), pl.MatchAny(SOURCE, sources)], len(sources))
+                chunks = self._facet(SOURCE, [cd.Match(KIND, KIND_CHUNK), cd.MatchAny(SOURCE, sources)], len(sources))
         return pl.source_stats(documents, chunks, statuses)
 
     def get_sync_status(self, source_identifier: str) -> SyncStatus | None:
@@ -268,17 +270,17 @@ class PointStore(VectorStore):
 
     def source_identifiers(self) -> list[str]:
         # A source whose every file failed has a sync status and no records: it is a source all the same.
-        named: list[pl.Condition] = [pl.MatchAny(KIND, [KIND_DOCUMENT, KIND_SYNC_STATUS])]
+        named: list[cd.Condition] = [cd.MatchAny(KIND, [KIND_DOCUMENT, KIND_SYNC_STATUS])]
         with self._guard("list source identifiers"):
             # The point count bounds the distinct sources, so the facet drops none.
             return sorted(self._facet(SOURCE, named, max(self._count(named), 1)))
 
     def count(self, allowed: list[str] | None = None) -> tuple[int, int]:
-        scope = pl.scope_conditions(allowed)
+        scope = cd.scope_conditions(allowed)
         with self._guard("count points"):
             return (
-                self._count([pl.Match(KIND, KIND_DOCUMENT), *scope]),
-                self._count([pl.Match(KIND, KIND_CHUNK), *scope]),
+                self._count([cd.Match(KIND, KIND_DOCUMENT), *scope]),
+                self._count([cd.Match(KIND, KIND_CHUNK), *scope]),
             )
 
     def search(
@@ -296,9 +298,9 @@ class PointStore(VectorStore):
         if filter.metadata:
             with self._guard("resolve a metadata filter"):
                 matched = self._scroll_all(
-                    pl.metadata_record_conditions(filter), payload=[URI], at_most=MAX_METADATA_FILTER_DOCUMENTS + 1
+                    cd.metadata_record_conditions(filter), payload=[URI], at_most=MAX_METADATA_FILTER_DOCUMENTS + 1
                 )
-                uris = pl.metadata_uris(r.payload or {} for r in matched)
+                uris = cd.metadata_uris(r.payload or {} for r in matched)
             if not uris:
                 return []
         with self._guard("search"):
@@ -306,7 +308,7 @@ class PointStore(VectorStore):
                 mode=mode,
                 dense=dense,
                 sparse=sparse,
-                conditions=pl.search_conditions(filter, uris),
+                conditions=cd.search_conditions(filter, uris),
                 limit=limit,
                 candidates=candidates,
                 fusion=fusion,
@@ -317,12 +319,12 @@ class PointStore(VectorStore):
         return pl.with_metadata(hits, (r.payload or {} for r in records))
 
     def _document_payloads(self, fields: list[str], allowed: list[str] | None = None) -> Iterator[dict[str, Any]]:
-        for record in self._scroll_all([pl.Match(KIND, KIND_DOCUMENT), *pl.scope_conditions(allowed)], payload=fields):
+        for record in self._scroll_all([cd.Match(KIND, KIND_DOCUMENT), *cd.scope_conditions(allowed)], payload=fields):
             yield record.payload or {}
 
     def _scroll_all(
         self,
-        conditions: list[pl.Condition],
+        conditions: list[cd.Condition],
         *,
         payload: list[str] | bool,
         vector: list[str] | bool = False,

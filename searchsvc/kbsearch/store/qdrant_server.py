@@ -7,13 +7,12 @@ import math
 import threading
 import uuid
 import warnings
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 from kbsearch.errors import ConfigurationError, StoreUnavailableError
 from kbsearch.models import (
@@ -30,7 +29,9 @@ from kbsearch.models import (
     document_point_id,
     sync_status_point_id,
 )
+from kbsearch.store import conditions as cd
 from kbsearch.store import payloads as pl
+from kbsearch.store import signature as sg
 from kbsearch.store.base import (
     CHECKSUM,
     CHUNK_INDEX,
@@ -49,13 +50,7 @@ from kbsearch.store.base import (
     VectorStore,
 )
 from kbsearch.store.points import PointStore
-from kbsearch.store.querylog import (
-    BOOL_INDEXES,
-    FLOAT_INDEXES,
-    INTEGER_INDEXES,
-    KEYWORD_INDEXES,
-    QueryLogStore,
-)
+from kbsearch.store.qdrant_common import UPSERT_BATCH, bare_point, to_filter, unavailable_on_failure
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 _INDEXES: dict[str, Any] = {
@@ -77,22 +72,6 @@ log = logging.getLogger(__name__)
 
 # On a shadow's signature point once its first swap began (see adopt).
 _SWAP_READY = "swapReady"
-
-# Points per upsert request: keeps request bodies well under the server's size limit.
-_UPSERT_BATCH = 256
-
-
-@contextmanager
-def _unavailable_on_failure(action: str) -> Iterator[None]:
-    """Turn transport failures, 429 and 5xx into StoreUnavailableError (a retryable 503)."""
-    try:
-        yield
-    except ResponseHandlingException as exc:  # connection refused, timeout, unreadable answer
-        raise StoreUnavailableError(f"Qdrant is unreachable while trying to {action}: {exc.source}") from exc
-    except UnexpectedResponse as exc:
-        if exc.status_code is None or exc.status_code >= 500 or exc.status_code == 429:
-            raise StoreUnavailableError(f"Qdrant failed to {action}: HTTP {exc.status_code}") from exc
-        raise
 
 
 class QdrantServerStore(PointStore):
@@ -116,26 +95,26 @@ class QdrantServerStore(PointStore):
     # --- lifecycle ----------------------------------------------------------------------
 
     def open(self, signature: CollectionSignature, *, check: bool = True) -> None:
-        with self._lock, _unavailable_on_failure(f"open collection '{self.collection}'"):
+        with self._lock, unavailable_on_failure(f"open collection '{self.collection}'"):
             if not self._exists(self.collection) and not self._finish_first_swap():
                 self._create(signature)
-            found = self.client.retrieve(self.collection, [pl.SIGNATURE_POINT_ID], with_payload=True)
-            stored = pl.signature_from_payload(found[0].payload or {}) if found else None
+            found = self.client.retrieve(self.collection, [sg.SIGNATURE_POINT_ID], with_payload=True)
+            stored = sg.signature_from_payload(found[0].payload or {}) if found else None
             has_points = self.client.count(self.collection, exact=True).count > 0
             if check or stored is None:
-                pl.check_signature(f"'{self.collection}' on Qdrant", stored, has_points, signature)
-            if pl.epoch_from_payload(found[0].payload if found else None) is None:
+                sg.check_signature(f"'{self.collection}' on Qdrant", stored, has_points, signature)
+            if sg.epoch_from_payload(found[0].payload if found else None) is None:
                 # A new collection, or one from before epochs existed. Conditional, so replicas
                 # starting together agree on the first epoch written.
-                point = _bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature, pl.new_epoch()))
-                self.client.upsert(self.collection, [point], wait=True, update_filter=_filter([pl.Missing(EPOCH)]))
+                point = bare_point(sg.SIGNATURE_POINT_ID, sg.signature_payload(signature, sg.new_epoch()))
+                self.client.upsert(self.collection, [point], wait=True, update_filter=to_filter([cd.Missing(EPOCH)]))
             self._ensure_indexes()
             self._check_conditional_writes()
 
     def _finish_first_swap(self) -> bool:
         """Alias the configured name to a rebuilt collection whose first swap was interrupted."""
         for name in reversed(self._generations()):
-            found = self.client.retrieve(name, [pl.SIGNATURE_POINT_ID], with_payload=True)
+            found = self.client.retrieve(name, [sg.SIGNATURE_POINT_ID], with_payload=True)
             if found and (found[0].payload or {}).get(_SWAP_READY):
                 create = qm.CreateAlias(collection_name=name, alias_name=self.collection)
                 self.client.update_collection_aliases(
@@ -167,17 +146,17 @@ class QdrantServerStore(PointStore):
         return pending[-1] if pending else None
 
     def shadow_exists(self) -> bool:
-        with _unavailable_on_failure("look for a rebuild's shadow collection"):
+        with unavailable_on_failure("look for a rebuild's shadow collection"):
             return self._shadow_name() is not None
 
     def open_shadow(self, signature: CollectionSignature) -> QdrantServerStore:
-        with _unavailable_on_failure("open a rebuild's shadow collection"):
+        with unavailable_on_failure("open a rebuild's shadow collection"):
             name = self._shadow_name()
             if name is not None:
                 shadow = QdrantServerStore(self.client, name)
                 shadow.open(signature, check=False)
                 stored = shadow.stored_signature()
-                if stored is None or pl.compatible(stored, signature):
+                if stored is None or sg.compatible(stored, signature):
                     return shadow
                 log.info("dropping a rebuild's shadow made for other settings", extra={"collection": name})
                 self.client.delete_collection(name)
@@ -187,7 +166,7 @@ class QdrantServerStore(PointStore):
             return shadow
 
     def drop_shadow(self, shadow: VectorStore | None) -> None:
-        with _unavailable_on_failure("delete a rebuild's shadow collection"):
+        with unavailable_on_failure("delete a rebuild's shadow collection"):
             name = shadow.collection if shadow is not None else self._shadow_name()
             if name is not None and name != self._aliases().get(self.collection):
                 self.client.delete_collection(name)
@@ -206,7 +185,7 @@ class QdrantServerStore(PointStore):
         shadow = staged
         if not isinstance(shadow, QdrantServerStore) or shadow.client is not self.client:
             raise ValueError("adopt takes what stage_adoption returned")
-        with self._lock, _unavailable_on_failure("swap in the rebuilt collection"):
+        with self._lock, unavailable_on_failure("swap in the rebuilt collection"):
             old = self._aliases().get(self.collection)
             create = qm.CreateAliasOperation(
                 create_alias=qm.CreateAlias(collection_name=shadow.collection, alias_name=self.collection)
@@ -219,19 +198,19 @@ class QdrantServerStore(PointStore):
                 # Marked first: a process killed between the delete and the alias finishes the swap
                 # at its next open (_finish_first_swap) instead of creating an empty collection.
                 shadow.client.set_payload(
-                    shadow.collection, {_SWAP_READY: True}, points=[pl.SIGNATURE_POINT_ID], wait=True
+                    shadow.collection, {_SWAP_READY: True}, points=[sg.SIGNATURE_POINT_ID], wait=True
                 )
                 self.client.delete_collection(self.collection)
                 self.client.update_collection_aliases(change_aliases_operations=[create])
         log.info("swapped in the rebuilt collection", extra={"collection": shadow.collection})
 
     def mark_chunker(self, fingerprint: str) -> None:
-        with self._lock, _unavailable_on_failure("record the collection's chunker"):
-            found = self.client.retrieve(self.collection, [pl.SIGNATURE_POINT_ID], with_payload=True)
+        with self._lock, unavailable_on_failure("record the collection's chunker"):
+            found = self.client.retrieve(self.collection, [sg.SIGNATURE_POINT_ID], with_payload=True)
             if not found:
                 raise StoreUnavailableError(f"collection '{self.collection}' has no signature point")
-            payload = pl.with_chunker(found[0].payload or {}, fingerprint)
-            self.client.upsert(self.collection, [_bare_point(pl.SIGNATURE_POINT_ID, payload)], wait=True)
+            payload = sg.with_chunker(found[0].payload or {}, fingerprint)
+            self.client.upsert(self.collection, [bare_point(sg.SIGNATURE_POINT_ID, payload)], wait=True)
 
     def _check_conditional_writes(self) -> None:
         """Refuse a server that ignores conditional writes: replicas would lose updates on it.
@@ -241,12 +220,12 @@ class QdrantServerStore(PointStore):
         """
         probe = str(uuid.uuid4())
         try:
-            self.client.upsert(self.collection, [_bare_point(probe, {VERSION: 1})], wait=True)
+            self.client.upsert(self.collection, [bare_point(probe, {VERSION: 1})], wait=True)
             self.client.upsert(
                 self.collection,
-                [_bare_point(probe, {VERSION: 3})],
+                [bare_point(probe, {VERSION: 3})],
                 wait=True,
-                update_filter=_filter([pl.Match(VERSION, 2)]),
+                update_filter=to_filter([cd.Match(VERSION, 2)]),
             )
             found = self.client.retrieve(self.collection, [probe], with_payload=True)
         finally:
@@ -298,87 +277,87 @@ class QdrantServerStore(PointStore):
             )
             for p in points
         ]
-        fence = _filter([pl.version_at_most(points[0].version)])
-        with self._lock, _unavailable_on_failure("write chunks"):
-            for start in range(0, len(structs), _UPSERT_BATCH):
+        fence = to_filter([cd.version_at_most(points[0].version)])
+        with self._lock, unavailable_on_failure("write chunks"):
+            for start in range(0, len(structs), UPSERT_BATCH):
                 self.client.upsert(
-                    self.collection, structs[start : start + _UPSERT_BATCH], wait=True, update_filter=fence
+                    self.collection, structs[start : start + UPSERT_BATCH], wait=True, update_filter=fence
                 )
 
     def write_document(self, record: DocumentRecord, expected_version: int | None) -> bool:
-        point = _bare_point(record.id, pl.document_payload(record))
-        with self._lock, _unavailable_on_failure("write a document record"):
+        point = bare_point(record.id, pl.document_payload(record))
+        with self._lock, unavailable_on_failure("write a document record"):
             self.client.upsert(
-                self.collection, [point], wait=True, update_filter=_filter(pl.record_version_is(expected_version))
+                self.collection, [point], wait=True, update_filter=to_filter(cd.record_version_is(expected_version))
             )
         return pl.same_write(self.get_document(record.uri), record)
 
     def put_body(self, body: StoredBody) -> None:
-        point = _bare_point(body_point_id(body.uri), pl.body_payload(body))
-        fence = _filter([pl.version_at_most(body.version)])
-        with self._lock, _unavailable_on_failure("write a document body"):
+        point = bare_point(body_point_id(body.uri), pl.body_payload(body))
+        fence = to_filter([cd.version_at_most(body.version)])
+        with self._lock, unavailable_on_failure("write a document body"):
             self.client.upsert(self.collection, [point], wait=True, update_filter=fence)
 
     def delete_body(self, uri: str, highest: int) -> None:
-        doomed = [pl.HasId(body_point_id(uri)), pl.version_at_most(highest)]
-        with self._lock, _unavailable_on_failure("delete a document body"):
+        doomed = [cd.HasId(body_point_id(uri)), cd.version_at_most(highest)]
+        with self._lock, unavailable_on_failure("delete a document body"):
             self._delete(doomed)
 
     def delete_record(self, uri: str, version: int) -> None:
-        doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
-        with self._lock, _unavailable_on_failure("delete a document record"):
+        doomed = [cd.HasId(document_point_id(uri)), *cd.record_version_is(version)]
+        with self._lock, unavailable_on_failure("delete a document record"):
             self._delete(doomed)
 
     def put_sync_status(self, status: SyncStatus, trusted_until_s: float | None = None) -> bool:
-        point = _bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
-        with self._lock, _unavailable_on_failure("write a sync status"):
+        point = bare_point(sync_status_point_id(status.source_identifier), pl.sync_status_payload(status))
+        with self._lock, unavailable_on_failure("write a sync status"):
             self.client.upsert(
                 self.collection,
                 [point],
                 wait=True,
-                update_filter=_filter(pl.sync_status_newer_than(status, trusted_until_s)),
+                update_filter=to_filter(pl.sync_status_newer_than(status, trusted_until_s)),
             )
         return self.get_sync_status(status.source_identifier) == status
 
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
-        doomed = pl.chunk_conditions(uri, lowest, highest)
-        with self._lock, _unavailable_on_failure("delete chunks"):
+        doomed = cd.chunk_conditions(uri, lowest, highest)
+        with self._lock, unavailable_on_failure("delete chunks"):
             deleted = self._count(doomed)
             if deleted:
                 self._delete(doomed)
             return deleted
 
     def count_chunks(self, uri: str, version: int | None = None) -> int:
-        with _unavailable_on_failure("count chunks"):
-            return self._count(pl.chunk_conditions(uri, version, version))
+        with unavailable_on_failure("count chunks"):
+            return self._count(cd.chunk_conditions(uri, version, version))
 
     def delete_document(self, uri: str) -> int:
-        with self._lock, _unavailable_on_failure("delete a document"):
-            deleted = self._count([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri)])
-            self._delete([pl.Match(URI, uri)])
+        with self._lock, unavailable_on_failure("delete a document"):
+            deleted = self._count([cd.Match(KIND, KIND_CHUNK), cd.Match(URI, uri)])
+            self._delete([cd.Match(URI, uri)])
             return deleted
 
     def delete_source(self, source_identifier: str) -> tuple[int, int]:
-        source = pl.Match(SOURCE, source_identifier)
-        with self._lock, _unavailable_on_failure("delete a source"):
-            documents = self._count([pl.Match(KIND, KIND_DOCUMENT), source])
-            chunks = self._count([pl.Match(KIND, KIND_CHUNK), source])
+        source = cd.Match(SOURCE, source_identifier)
+        with self._lock, unavailable_on_failure("delete a source"):
+            documents = self._count([cd.Match(KIND, KIND_DOCUMENT), source])
+            chunks = self._count([cd.Match(KIND, KIND_CHUNK), source])
             # One delete by filter: no page cap, however large the source.
             self._delete([source])
             return documents, chunks
 
-    def _count(self, conditions: list[pl.Condition]) -> int:
-        return self.client.count(self.collection, count_filter=_filter(conditions), exact=True).count
+    def _count(self, conditions: list[cd.Condition]) -> int:
+        return self.client.count(self.collection, count_filter=to_filter(conditions), exact=True).count
 
-    def _delete(self, conditions: list[pl.Condition]) -> None:
-        self.client.delete(self.collection, points_selector=qm.FilterSelector(filter=_filter(conditions)), wait=True)
+    def _delete(self, conditions: list[cd.Condition]) -> None:
+        self.client.delete(self.collection, points_selector=qm.FilterSelector(filter=to_filter(conditions)), wait=True)
 
     # --- reads --------------------------------------------------------------------------
 
     def collection_epoch(self) -> str:
-        with _unavailable_on_failure("read the collection epoch"):
-            found = self.client.retrieve(self.collection, [pl.SIGNATURE_POINT_ID], with_payload=True)
-        epoch = pl.epoch_from_payload(found[0].payload if found else None)
+        with unavailable_on_failure("read the collection epoch"):
+            found = self.client.retrieve(self.collection, [sg.SIGNATURE_POINT_ID], with_payload=True)
+        epoch = sg.epoch_from_payload(found[0].payload if found else None)
         if epoch is None:
             raise StoreUnavailableError(
                 f"collection '{self.collection}' has no signature point: it was emptied or re-created "
@@ -389,11 +368,11 @@ class QdrantServerStore(PointStore):
     # --- the primitives of the shared reads (store/points.py) -------------------------------
 
     def _guard(self, action: str) -> AbstractContextManager[None]:
-        return _unavailable_on_failure(action)
+        return unavailable_on_failure(action)
 
     def _scroll_page(
         self,
-        conditions: list[pl.Condition],
+        conditions: list[cd.Condition],
         *,
         offset: Any,
         limit: int,
@@ -402,7 +381,7 @@ class QdrantServerStore(PointStore):
     ) -> tuple[list[Any], Any]:
         return self.client.scroll(
             self.collection,
-            scroll_filter=_filter(conditions),
+            scroll_filter=to_filter(conditions),
             limit=limit,
             offset=offset,
             with_payload=payload,
@@ -412,14 +391,14 @@ class QdrantServerStore(PointStore):
     def _retrieve(self, ids: list[str], payload: list[str] | bool) -> list[Any]:
         return self.client.retrieve(self.collection, ids, with_payload=payload)
 
-    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[str, int]:
-        facet = self.client.facet(self.collection, key=key, facet_filter=_filter(conditions), limit=limit, exact=True)
+    def _facet(self, key: str, conditions: list[cd.Condition], limit: int) -> dict[str, int]:
+        facet = self.client.facet(self.collection, key=key, facet_filter=to_filter(conditions), limit=limit, exact=True)
         return {str(hit.value): hit.count for hit in facet.hits}
 
-    def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
+    def _newest_payload(self, conditions: list[cd.Condition], field: str) -> dict[str, Any] | None:
         latest, _ = self.client.scroll(
             self.collection,
-            scroll_filter=_filter(conditions),
+            scroll_filter=to_filter(conditions),
             limit=1,
             with_payload=[field],
             with_vectors=False,
@@ -433,12 +412,12 @@ class QdrantServerStore(PointStore):
         mode: SearchMode,
         dense: list[float] | None,
         sparse: SparseVector | None,
-        conditions: list[pl.Condition],
+        conditions: list[cd.Condition],
         limit: int,
         candidates: int,
         fusion: Fusion,
     ) -> list[SearchHit]:
-        where = _filter(conditions)
+        where = to_filter(conditions)
         stages: list[tuple[Any, str, float]] = []
         if dense is not None and mode in ("hybrid", "dense"):
             stages.append((list(dense), DENSE_VECTOR, fusion.dense_weight))
@@ -500,127 +479,3 @@ def _weighted_sum(weights: list[float]) -> qm.FormulaQuery:
     return qm.FormulaQuery(
         formula=qm.SumExpression(sum=terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))}
     )
-
-
-class QdrantQueryLog(QueryLogStore):
-    """The query log as a second, vector-less collection on the same server (shared by the replicas)."""
-
-    backend = "qdrant"
-
-    def __init__(self, client: QdrantClient, collection: str) -> None:
-        self.client = client  # the main store's: it closes it
-        self.collection = collection
-
-    def open(self) -> None:
-        with _unavailable_on_failure(f"open collection '{self.collection}'"):
-            if not self.client.collection_exists(self.collection):
-                try:
-                    self.client.create_collection(self.collection, vectors_config={})
-                except UnexpectedResponse as exc:
-                    if exc.status_code != 409:  # 409: another replica created it first
-                        raise
-            present = self.client.get_collection(self.collection).payload_schema or {}
-            wanted: dict[str, Any] = dict.fromkeys(FLOAT_INDEXES, qm.PayloadSchemaType.FLOAT)
-            wanted |= dict.fromkeys(KEYWORD_INDEXES, qm.PayloadSchemaType.KEYWORD)
-            wanted |= dict.fromkeys(BOOL_INDEXES, qm.PayloadSchemaType.BOOL)
-            integer = qm.IntegerIndexParams(type=qm.IntegerIndexType.INTEGER, lookup=True, range=True)
-            wanted |= dict.fromkeys(INTEGER_INDEXES, integer)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
-                for field, schema in wanted.items():
-                    if field not in present:
-                        self.client.create_payload_index(self.collection, field, field_schema=schema)
-
-    def close(self) -> None:
-        pass
-
-    def _upsert(self, points: list[tuple[str, dict[str, Any]]]) -> None:
-        with _unavailable_on_failure("write the query log"):
-            for start in range(0, len(points), _UPSERT_BATCH):
-                batch = [_bare_point(i, p) for i, p in points[start : start + _UPSERT_BATCH]]
-                self.client.upsert(self.collection, batch, wait=True)
-
-    def _scroll_page(
-        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool
-    ) -> tuple[list[Any], Any]:
-        with _unavailable_on_failure("read the query log"):
-            return self.client.scroll(
-                self.collection, scroll_filter=_filter(conditions), limit=limit, offset=offset, with_payload=payload
-            )
-
-    def _oldest_ids(self, limit: int) -> list[str]:
-        with _unavailable_on_failure("read the query log"):
-            page, _ = self.client.scroll(
-                self.collection,
-                limit=limit,
-                with_payload=False,
-                order_by=qm.OrderBy(key=FLOAT_INDEXES[0], direction=qm.Direction.ASC),
-            )
-        return [str(p.id) for p in page]
-
-    def _count(self, conditions: list[pl.Condition]) -> int:
-        with _unavailable_on_failure("count the query log"):
-            return self.client.count(self.collection, count_filter=_filter(conditions), exact=True).count
-
-    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
-        with _unavailable_on_failure("count the query log"):
-            facet = self.client.facet(
-                self.collection, key=key, facet_filter=_filter(conditions), limit=limit, exact=True
-            )
-        return {hit.value: hit.count for hit in facet.hits}
-
-    def _first_by(
-        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
-    ) -> dict[str, Any] | None:
-        with _unavailable_on_failure("read the query log"):
-            page, _ = self.client.scroll(
-                self.collection,
-                scroll_filter=_filter(conditions),
-                limit=1,
-                with_payload=True,
-                order_by=qm.OrderBy(key=field, direction=qm.Direction.DESC if descending else qm.Direction.ASC),
-            )
-        return (page[0].payload or {}) if page else None
-
-    def _delete_where(self, conditions: list[pl.Condition]) -> None:
-        if not conditions:
-            raise ValueError("a delete by filter needs at least one condition")
-        with _unavailable_on_failure("prune the query log"):
-            selector = qm.FilterSelector(filter=_filter(conditions))
-            self.client.delete(self.collection, points_selector=selector, wait=True)
-
-    def _delete_ids(self, ids: list[str]) -> None:
-        with _unavailable_on_failure("prune the query log"):
-            self.client.delete(self.collection, points_selector=qm.PointIdsList(points=list(ids)), wait=True)
-
-
-def _bare_point(point_id: str, payload: dict[str, Any]) -> qm.PointStruct:
-    """A point with no vectors: document records and the signature."""
-    return qm.PointStruct(id=point_id, vector={}, payload=payload)
-
-
-def _filter(conditions: list[pl.Condition]) -> qm.Filter | None:
-    return qm.Filter(must=[_condition(c) for c in conditions]) if conditions else None
-
-
-def _condition(condition: pl.Condition) -> Any:
-    match condition:
-        case pl.Missing(key):
-            return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))
-        case pl.AnyOf(conditions):
-            return qm.Filter(should=[_condition(c) for c in conditions])
-        case pl.OnlyAmong(key, values):
-            # must_not "a value outside `values`", and must_not "empty": every value is among them.
-            outside = qm.FieldCondition(key=key, match=qm.MatchExcept(**{"except": values}))
-            return qm.Filter(must_not=[outside, qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))])
-        case pl.HasId(point_id):
-            return qm.HasIdCondition(has_id=[point_id])
-        case pl.Match(key, value):
-            return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
-        case pl.MatchAny(key, values):
-            return qm.FieldCondition(key=key, match=qm.MatchAny(any=values))
-        case pl.Prefix(key, prefix):
-            return qm.FieldCondition(key=key, match=qm.MatchPrefix(prefix=prefix))
-        case pl.Range(key, gte, lte, lt):
-            return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lte=lte, lt=lt))
-    raise TypeError(f"unknown condition {condition!r}")

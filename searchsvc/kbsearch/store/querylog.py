@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kbsearch.models import Insights, InsightsWindow, QueryCount, QueryLogEntry, QueryScore
-from kbsearch.store import payloads as pl
+from kbsearch.store import conditions as cd
 
 AT = "at"
 TIME = "time"
@@ -131,11 +131,11 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def visible_to(allowed: list[str] | None) -> list[pl.Condition]:
+def visible_to(allowed: list[str] | None) -> list[cd.Condition]:
     """The entries a viewer with scope `allowed` (None: unrestricted) may see; see the module docstring."""
     if allowed is None:
         return []
-    return [pl.Match(UNRESTRICTED, False), pl.OnlyAmong(SOURCES, list(allowed))]
+    return [cd.Match(UNRESTRICTED, False), cd.OnlyAmong(SOURCES, list(allowed))]
 
 
 class QueryLogStore(ABC):
@@ -159,7 +159,7 @@ class QueryLogStore(ABC):
 
     @abstractmethod
     def _scroll_page(
-        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool
+        self, conditions: list[cd.Condition], *, offset: Any, limit: int, payload: list[str] | bool
     ) -> tuple[list[Any], Any]:
         """One page of matching points (`.id`, `.payload`) and the next offset (None at the end)."""
 
@@ -168,20 +168,20 @@ class QueryLogStore(ABC):
         """The ids of the `limit` entries with the smallest `at`."""
 
     @abstractmethod
-    def _count(self, conditions: list[pl.Condition]) -> int: ...
+    def _count(self, conditions: list[cd.Condition]) -> int: ...
 
     @abstractmethod
-    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
+    def _facet(self, key: str, conditions: list[cd.Condition], limit: int) -> dict[Any, int]:
         """The `limit` most frequent values of an indexed `key` among the matching points (exact counts)."""
 
     @abstractmethod
     def _first_by(
-        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+        self, conditions: list[cd.Condition], field: str, *, descending: bool = True
     ) -> dict[str, Any] | None:
         """The payload of the matching point with the greatest (or least) float-indexed `field`, or None."""
 
     @abstractmethod
-    def _delete_where(self, conditions: list[pl.Condition]) -> None:
+    def _delete_where(self, conditions: list[cd.Condition]) -> None:
         """Delete the matching points; `conditions` is never empty."""
 
     @abstractmethod
@@ -199,7 +199,7 @@ class QueryLogStore(ABC):
 
     def entries(self, *, since: float, allowed: list[str] | None, fields: list[str] | None = None) -> Iterator[Any]:
         """The payloads (only `fields`, default every one) of the entries at or after `since` the viewer may see."""
-        conditions = [pl.Range(AT, gte=since), *visible_to(allowed)]
+        conditions = [cd.Range(AT, gte=since), *visible_to(allowed)]
         offset = None
         while True:
             page, offset = self._scroll_page(conditions, offset=offset, limit=_PAGE, payload=fields or True)
@@ -221,14 +221,14 @@ class QueryLogStore(ABC):
         oldest = self._first_by([], AT, descending=False)
         # A window that reaches past the oldest entry (a retention shorter than the window) needs no
         # time condition, which spares every count and facet below a range check per entry.
-        within = [pl.Range(AT, gte=since)] if oldest is not None and float(oldest[AT]) < since else []
+        within = [cd.Range(AT, gte=since)] if oldest is not None and float(oldest[AT]) < since else []
         where = [*within, *visible_to(allowed)]
         total = self._count(where)
         if not total:
             return Insights(window, 0, [], [], [], {}, None, None, True)
         latencies = {int(k): v for k, v in self._facet(LATENCY_BUCKET, where, LATENCY_BUCKETS).items()}
-        zero = [*where, pl.Match(RESULTS, 0)]
-        low = [*where, pl.Range(RESULTS, gte=1), pl.Range(TOP_SCORE, lt=low_score)]
+        zero = [*where, cd.Match(RESULTS, 0)]
+        low = [*where, cd.Range(RESULTS, gte=1), cd.Range(TOP_SCORE, lt=low_score)]
         return Insights(
             window=window,
             total=total,
@@ -241,36 +241,36 @@ class QueryLogStore(ABC):
             enabled=True,
         )
 
-    def _ranked(self, where: list[pl.Condition], top: int) -> list[QueryCount]:
+    def _ranked(self, where: list[cd.Condition], top: int) -> list[QueryCount]:
         """The `top` most frequent queries among the matching entries, with their count and last time."""
         ranked: list[tuple[int, float, str]] = []
         for query, count in self._facet(NORMALIZED, where, top).items():
-            last = self._first_by([*where, pl.Match(NORMALIZED, str(query))], AT) or {}
+            last = self._first_by([*where, cd.Match(NORMALIZED, str(query))], AT) or {}
             ranked.append((count, float(last.get(AT, 0.0)), str(query)))
         # Most frequent first; ties by the most recent, then by text, so the lists are stable.
         ranked.sort(key=lambda r: (-r[0], -r[1], r[2]))
         return [QueryCount(query, count, rfc3339(at)) for count, at, query in ranked]
 
     def _low_scores(
-        self, where: list[pl.Condition], low: list[pl.Condition], top: int, low_score: float
+        self, where: list[cd.Condition], low: list[cd.Condition], top: int, low_score: float
     ) -> list[QueryScore]:
         candidates = self._facet(NORMALIZED, low, top * LOW_SCORE_CANDIDATES)
         if not candidates:
             return []
         names = [str(k) for k in candidates]
-        good = [*where, pl.Range(TOP_SCORE, gte=low_score), pl.MatchAny(NORMALIZED, names)]
+        good = [*where, cd.Range(TOP_SCORE, gte=low_score), cd.MatchAny(NORMALIZED, names)]
         once_good = {str(k) for k in self._facet(NORMALIZED, good, len(names))}
         scores = []
         for query in [n for n in names if n not in once_good][:top]:
-            best = self._first_by([*low, pl.Match(NORMALIZED, query)], TOP_SCORE) or {}
+            best = self._first_by([*low, cd.Match(NORMALIZED, query)], TOP_SCORE) or {}
             scores.append(QueryScore(query, candidates[query], float(best.get(TOP_SCORE, 0.0))))
         return sorted(scores, key=lambda q: (-q.count, q.top_score, q.query))
 
     def prune(self, *, before: float, keep: int) -> int:
         """Delete the entries older than `before`, then the oldest beyond the newest `keep`; returns how many."""
-        aged = self._count([pl.Range(AT, lte=before)])
+        aged = self._count([cd.Range(AT, lte=before)])
         if aged:
-            self._delete_where([pl.Range(AT, lte=before)])
+            self._delete_where([cd.Range(AT, lte=before)])
         trimmed = 0
         excess = self.count() - keep
         while excess > 0:

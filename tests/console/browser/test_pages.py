@@ -213,21 +213,37 @@ def test_a_nonsense_query_shows_under_zero_result_queries(handbook: Console, pag
     page.goto(f"{handbook.url}/ui/?q=rolling+deploys")  # and one that finds something
     expect(page.locator(".hit").first).to_be_visible()
     # Agents' searches through REST, for the page's other tables: a dense search far from every
-    # chunk is a low-score one; the repeated one leads the top queries.
-    for query, mode in [("orbital zeppelin marmalade", "dense"), *[("on-call paging policy", "hybrid")] * 3]:
+    # chunk is a low-score one; the repeated one leads the top queries. Other tests of this package
+    # type queries live into the same log (a slow machine logs a few of their prefixes), so the
+    # leader is repeated far more often than any of those.
+    repeats = 8
+    for query, mode in [("orbital zeppelin marmalade", "dense"), *[("on-call paging policy", "hybrid")] * repeats]:
         assert handbook.rest.get("/api/v1/search", params={"q": query, "mode": mode}).status_code == 200
-    for _ in range(100):  # the log is written off the request path, in batches: wait for it to land
+
+    def landed() -> bool:
+        """Every row and count asserted below is on the page: the log is written in batches."""
+        top = page.locator("#top-queries tbody tr")
+        return bool(
+            page.locator("#zero-result", has_text=nonsense).count()
+            and page.locator("#low-score", has_text="orbital zeppelin marmalade").count()
+            and top.count()
+            and "on-call paging policy" in top.first.inner_text()
+            and page.locator("#top-queries", has_text="rolling deploys").count()
+            and page.locator(".stat", has_text="via api").locator("dd").inner_text().strip() == str(repeats + 1)
+        )
+
+    for _ in range(150):
         page.goto(f"{handbook.url}/ui/insights?window=24h")
-        if page.locator("#zero-result", has_text=nonsense).count() and page.locator("#low-score").count():
+        if landed():
             break
-        page.wait_for_timeout(100)
+        page.wait_for_timeout(200)
     expect(page.locator("#zero-result")).to_contain_text(nonsense)
     expect(page.locator("#top-queries tbody tr").first).to_contain_text("on-call paging policy")
     expect(page.locator("#low-score")).to_contain_text("orbital zeppelin marmalade")
     expect(page.locator("#top-queries")).to_contain_text("rolling deploys")
     assert "rolling deploys" not in page.locator("#zero-result").inner_text()
     assert int(page.locator(".stat", has_text="via ui").locator("dd").inner_text()) >= 2
-    assert int(page.locator(".stat", has_text="via api").locator("dd").inner_text()) == 4
+    assert int(page.locator(".stat", has_text="via api").locator("dd").inner_text()) == repeats + 1
     page.get_by_role("link", name="7d").click()
     expect(page.locator("#zero-result")).to_contain_text(nonsense)
     shoot(page, "insights")

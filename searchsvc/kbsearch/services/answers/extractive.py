@@ -55,7 +55,7 @@ MAX_SENTENCE_CHARS = 600
 LEXICAL_WEIGHT = 0.35
 BLOCK_LEXICAL_SHARE = 0.6  # of a block standing alone under its heading (a list, code, a table)
 INTENT_BONUS = 0.08
-RANK_PENALTY = 0.01  # per place a chunk stands below the first in the search
+RANK_PENALTY = 0.05  # per place a chunk's page stands below the first page in the search
 
 PassageKind = Literal["sentence", "item", "steps", "code", "table"]
 Piece = tuple[str, bool]  # (text, verbatim): verbatim text is code, never read for citation markers
@@ -157,14 +157,23 @@ async def extract(
     similarities = vectors[1:] @ vectors[0]
     howto, what_is = bool(_HOWTO.search(question)), bool(_WHAT_IS.search(question))
     weights = _term_weights(question_terms, [hit.content for _, hit in ledger.numbered()])
+    place = _page_places(ledger)
     scored = [
-        Extract(p, float(s), _score(p, float(s), weights, howto=howto, what_is=what_is))
+        Extract(p, float(s), _score(p, float(s), weights, place[p.n], howto=howto, what_is=what_is))
         for p, s in zip(candidates, similarities, strict=True)
     ]
     return _choose(scored, question_terms, max_sentences=max_sentences, min_similarity=min_similarity)
 
 
-def _score(passage: Passage, similarity: float, weights: dict[str, float], *, howto: bool, what_is: bool) -> float:
+def _page_places(ledger: RetrievalLedger) -> dict[int, int]:
+    """Each chunk's page's place in the search (0 for the first page), by its document's first chunk."""
+    pages: dict[str, int] = {}
+    return {n: pages.setdefault(hit.uri, len(pages)) for n, hit in ledger.numbered()}
+
+
+def _score(
+    passage: Passage, similarity: float, weights: dict[str, float], place: int, *, howto: bool, what_is: bool
+) -> float:
     lexical = _overlap(weights, terms(passage.full_text()))
     if passage.kind in ("steps", "code", "table"):
         lexical *= BLOCK_LEXICAL_SHARE  # a long block holds many words by its size alone
@@ -173,7 +182,7 @@ def _score(passage: Passage, similarity: float, weights: dict[str, float], *, ho
         score += INTENT_BONUS
     if what_is and passage.kind == "sentence" and _DEFINITION.search(passage.sentence):
         score += INTENT_BONUS
-    return score - RANK_PENALTY * (passage.n - 1)
+    return score - RANK_PENALTY * place
 
 
 def _term_weights(question_terms: set[str], chunks: list[str]) -> dict[str, float]:
@@ -394,6 +403,7 @@ def _imperative(sentence: str) -> bool:
 
 
 def _short(sentence: str) -> str:
+    sentence = sentence.replace("\u00a0", " ")  # "24\u00a0hours" reads, and is searched for, as "24 hours"
     if len(sentence) <= MAX_SENTENCE_CHARS:
         return sentence
     return sentence[: MAX_SENTENCE_CHARS - 1].rsplit(" ", 1)[0] + "…"

@@ -41,12 +41,13 @@ from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, CollectionSignature, DocumentChunk, DocumentRecord
 from kbsearch.schemas import PutDocumentRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, SourceScope
-from kbsearch.services.documents import DocumentService, join_chunks, now
+from kbsearch.services.document_reads import join_chunks
+from kbsearch.services.documents import DocumentService, now
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.rebuild.selfcheck import CheckResult, build_check_set, self_check
 from kbsearch.services.repair import repair
 from kbsearch.services.search import SERVING, SearchService
-from kbsearch.store import payloads as pl
+from kbsearch.store import signature as sg
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 
@@ -71,8 +72,8 @@ def rebuild_reason(
     """Why the collection must be rebuilt for the configured settings, or None."""
     if stored is None:
         return None
-    if not pl.compatible(stored, wanted):
-        built, configured = pl.describe(stored), pl.describe(wanted)
+    if not sg.compatible(stored, wanted):
+        built, configured = sg.describe(stored), sg.describe(wanted)
         return f"the collection was built with [{built}]; the service is configured with [{configured}]"
     if stored_chunker is not None and stored_chunker != chunker:
         return f"the collection was chunked with [{stored_chunker}]; the service is configured with [{chunker}]"
@@ -399,7 +400,7 @@ class RebuildService:
             "state": self.state,
             "reason": self.reason,
             "message": self.message,
-            "target": {"signature": pl.describe(self.target_signature), "chunker": self.chunker.fingerprint},
+            "target": {"signature": sg.describe(self.target_signature), "chunker": self.chunker.fingerprint},
             "documents": {"done": self.progress.done, "total": self.progress.total, "copied": self.progress.copied},
             "ratePerSecond": self.progress.rate(),
             "copySeconds": self.progress.copy_s,

@@ -1,9 +1,9 @@
 """The embedded store's shard configuration, and the child process that builds its HNSW index.
 
 Edge's `optimize()` holds Python's interpreter lock for its whole run (minutes at 200,000
-vectors), so the service never calls it: `python -m kbsearch.store.edge_optimize DIR ...` runs it
+vectors), so the service never calls it: `python -m kbsearch.store.edge.optimize DIR ...` runs it
 in a process of its own on a copy of the shard, and the service swaps the copy in afterwards
-(store/edge_indexer.py). The child reports its progress as lines on stdout: `loaded`, then
+(store/edge/indexer.py). The child reports its progress as lines on stdout: `loaded`, then
 `optimizing`, then one JSON object, so the parent can tell how far it got.
 """
 
@@ -98,7 +98,7 @@ def _die_with_parent() -> None:
 
 
 def _say(line: str) -> None:
-    """One progress line for the parent (store/edge_indexer.py reads them)."""
+    """One progress line for the parent (store/edge/indexer.py reads them)."""
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
 

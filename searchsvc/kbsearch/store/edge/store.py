@@ -32,7 +32,9 @@ from kbsearch.models import (
     document_point_id,
     sync_status_point_id,
 )
+from kbsearch.store import conditions as cd
 from kbsearch.store import payloads as pl
+from kbsearch.store import signature as sg
 from kbsearch.store.base import (
     CHECKSUM,
     CHUNK_INDEX,
@@ -49,10 +51,10 @@ from kbsearch.store.base import (
     VectorStore,
 )
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
-from kbsearch.store.edge_filters import bare_point, to_filter, where
-from kbsearch.store.edge_indexer import BackgroundIndexer
-from kbsearch.store.edge_layout import ShardLayout, read_into_page_cache, remove
-from kbsearch.store.edge_optimize import IndexOptions, edge_config
+from kbsearch.store.edge.filters import bare_point, to_filter, where
+from kbsearch.store.edge.indexer import BackgroundIndexer
+from kbsearch.store.edge.layout import ShardLayout, read_into_page_cache, remove
+from kbsearch.store.edge.optimize import IndexOptions, edge_config
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.points import PointStore
 
@@ -86,10 +88,10 @@ _REPLAY_UNDER_LOCK = 64
 
 class EdgeStore(PointStore):
     """A collection stored at `data_dir/collection` (or a later generation of it, see
-    store/edge_layout.py); only one process may open it at a time.
+    store/edge/layout.py); only one process may open it at a time.
 
     `data_dir/.collection.lock` is held (flock) while the store is open. With `index`, a
-    background thread builds the HNSW index in a child process (store/edge_indexer.py).
+    background thread builds the HNSW index in a child process (store/edge/indexer.py).
     """
 
     backend = "edge"
@@ -196,16 +198,16 @@ class EdgeStore(PointStore):
             raise ConfigurationError(f"Cannot open the embedded store at {self.path}: {exc}") from exc
 
     def _prepare(self, shard: qe.EdgeShard, signature: CollectionSignature, check: bool) -> None:
-        found = shard.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
-        stored = pl.signature_from_payload(found[0].payload or {}) if found else None
+        found = shard.retrieve([sg.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
+        stored = sg.signature_from_payload(found[0].payload or {}) if found else None
         has_points = shard.count(qe.CountRequest(exact=True)) > 0
         if check or stored is None:
-            pl.check_signature(f"'{self.collection}' at {self.path}", stored, has_points, signature)
+            sg.check_signature(f"'{self.collection}' at {self.path}", stored, has_points, signature)
         else:
             self.dimensions = stored.dimensions
-        if pl.epoch_from_payload(found[0].payload if found else None) is None:
+        if sg.epoch_from_payload(found[0].payload if found else None) is None:
             # A new collection, or one from before epochs existed, gets its epoch once.
-            point = bare_point(pl.SIGNATURE_POINT_ID, pl.signature_payload(signature, pl.new_epoch()))
+            point = bare_point(sg.SIGNATURE_POINT_ID, sg.signature_payload(signature, sg.new_epoch()))
             shard.update(qe.UpdateOperation.upsert_points([point]))
         # Also on load, so a shard from an older version gains any index added since, and an index
         # an older version kept in RAM is rebuilt memory-mapped (once; seconds at 200,000 chunks).
@@ -310,13 +312,13 @@ class EdgeStore(PointStore):
             )
             for p in points
         ]
-        fence = to_filter([pl.version_at_most(points[0].version)])
+        fence = to_filter([cd.version_at_most(points[0].version)])
         with self._lock:
             self._apply(qe.UpdateOperation.upsert_points(edge_points, condition=fence))
 
     def write_document(self, record: DocumentRecord, expected_version: int | None) -> bool:
         point = bare_point(record.id, pl.document_payload(record))
-        condition = to_filter(pl.record_version_is(expected_version))
+        condition = to_filter(cd.record_version_is(expected_version))
         with self._lock:
             self._apply(qe.UpdateOperation.upsert_points([point], condition=condition))
             return pl.same_write(self.get_document(record.uri), record)
@@ -325,16 +327,16 @@ class EdgeStore(PointStore):
         point = bare_point(body_point_id(body.uri), pl.body_payload(body))
         with self._lock:
             self._apply(
-                qe.UpdateOperation.upsert_points([point], condition=to_filter([pl.version_at_most(body.version)]))
+                qe.UpdateOperation.upsert_points([point], condition=to_filter([cd.version_at_most(body.version)]))
             )
 
     def delete_body(self, uri: str, highest: int) -> None:
-        doomed = [pl.HasId(body_point_id(uri)), pl.version_at_most(highest)]
+        doomed = [cd.HasId(body_point_id(uri)), cd.version_at_most(highest)]
         with self._lock:
             self._apply(qe.UpdateOperation.delete_points_by_filter(where(doomed)))
 
     def delete_record(self, uri: str, version: int) -> None:
-        doomed = [pl.HasId(document_point_id(uri)), *pl.record_version_is(version)]
+        doomed = [cd.HasId(document_point_id(uri)), *cd.record_version_is(version)]
         with self._lock:
             self._apply(qe.UpdateOperation.delete_points_by_filter(where(doomed)))
 
@@ -349,7 +351,7 @@ class EdgeStore(PointStore):
             return self._sync_status(status.source_identifier) == status
 
     def delete_chunks(self, uri: str, lowest: int | None = None, highest: int | None = None) -> int:
-        doomed = pl.chunk_conditions(uri, lowest, highest)
+        doomed = cd.chunk_conditions(uri, lowest, highest)
         with self._lock:
             deleted = self._count(doomed)
             if deleted:
@@ -357,33 +359,33 @@ class EdgeStore(PointStore):
             return deleted
 
     def count_chunks(self, uri: str, version: int | None = None) -> int:
-        return self._count(pl.chunk_conditions(uri, version, version))
+        return self._count(cd.chunk_conditions(uri, version, version))
 
     def delete_document(self, uri: str) -> int:
         with self._lock:
-            deleted = self._count([pl.Match(KIND, KIND_CHUNK), pl.Match(URI, uri)])
-            self._apply(qe.UpdateOperation.delete_points_by_filter(where([pl.Match(URI, uri)])))
+            deleted = self._count([cd.Match(KIND, KIND_CHUNK), cd.Match(URI, uri)])
+            self._apply(qe.UpdateOperation.delete_points_by_filter(where([cd.Match(URI, uri)])))
             return deleted
 
     def delete_source(self, source_identifier: str) -> tuple[int, int]:
-        source = pl.Match(SOURCE, source_identifier)
+        source = cd.Match(SOURCE, source_identifier)
         with self._lock:
-            documents = self._count([pl.Match(KIND, KIND_DOCUMENT), source])
-            chunks = self._count([pl.Match(KIND, KIND_CHUNK), source])
+            documents = self._count([cd.Match(KIND, KIND_DOCUMENT), source])
+            chunks = self._count([cd.Match(KIND, KIND_CHUNK), source])
             # One delete by filter: no page cap, however large the source.
             self._apply(qe.UpdateOperation.delete_points_by_filter(where([source])))
             return documents, chunks
 
-    def _count(self, conditions: list[pl.Condition]) -> int:
+    def _count(self, conditions: list[cd.Condition]) -> int:
         return self._s.count(qe.CountRequest(exact=True, filter=to_filter(conditions)))
 
     def mark_chunker(self, fingerprint: str) -> None:
         with self._lock:
-            found = self._s.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
+            found = self._s.retrieve([sg.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
             if not found:
                 raise RuntimeError(f"the collection at {self.path} has lost its signature point")
-            payload = pl.with_chunker(found[0].payload or {}, fingerprint)
-            self._apply(qe.UpdateOperation.upsert_points([bare_point(pl.SIGNATURE_POINT_ID, payload)]))
+            payload = sg.with_chunker(found[0].payload or {}, fingerprint)
+            self._apply(qe.UpdateOperation.upsert_points([bare_point(sg.SIGNATURE_POINT_ID, payload)]))
 
     # --- the rebuild's shadow: a directory beside the shard, adopted as its next generation ------
 
@@ -406,7 +408,7 @@ class EdgeStore(PointStore):
         )
         shadow.open(signature, check=False)
         stored = shadow.stored_signature()
-        if stored is not None and not pl.compatible(stored, signature):
+        if stored is not None and not sg.compatible(stored, signature):
             log.info("dropping a rebuild's shadow made for other settings", extra={"path": str(shadow.path)})
             self.drop_shadow(shadow)
             shadow = EdgeStore(
@@ -463,9 +465,9 @@ class EdgeStore(PointStore):
                 self._write_log = None
                 self._watch.moved_to(target)
                 self._dirty = False
-                found = new.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
+                found = new.retrieve([sg.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
                 if found:
-                    self.dimensions = pl.signature_from_payload(found[0].payload or {}).dimensions
+                    self.dimensions = sg.signature_from_payload(found[0].payload or {}).dimensions
             # A search that took the old shard before the swap still holds a reference: close after it.
             while old is not None and sys.getrefcount(old) > 2:
                 time.sleep(0.01)
@@ -477,7 +479,7 @@ class EdgeStore(PointStore):
         finally:
             self.indexer.start()
 
-    # --- the background index build (store/edge_indexer.py) ----------------------------------
+    # --- the background index build (store/edge/indexer.py) ----------------------------------
 
     def unindexed_vectors(self) -> int:
         """About how many dense vectors no HNSW index covers yet.
@@ -485,7 +487,7 @@ class EdgeStore(PointStore):
         Edge counts a chunk's sparse vector as indexed wherever it is, and its dense vector only in
         an indexed segment; deleted points stay counted until a build drops them.
         """
-        chunks = self._count([pl.Match(KIND, KIND_CHUNK)])
+        chunks = self._count([cd.Match(KIND, KIND_CHUNK)])
         return max(0, 2 * chunks - self._s.info().indexed_vectors_count)
 
     def copy_for_index(self, destination: Path) -> bool:
@@ -566,8 +568,8 @@ class EdgeStore(PointStore):
     # --- reads --------------------------------------------------------------------------
 
     def collection_epoch(self) -> str:
-        found = self._s.retrieve([pl.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
-        epoch = pl.epoch_from_payload(found[0].payload if found else None)
+        found = self._s.retrieve([sg.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
+        epoch = sg.epoch_from_payload(found[0].payload if found else None)
         if epoch is None:
             raise RuntimeError(f"the collection at {self.path} has lost its signature point")
         return epoch
@@ -587,7 +589,7 @@ class EdgeStore(PointStore):
 
     def _scroll_page(
         self,
-        conditions: list[pl.Condition],
+        conditions: list[cd.Condition],
         *,
         offset: Any,
         limit: int,
@@ -602,11 +604,11 @@ class EdgeStore(PointStore):
     def _retrieve(self, ids: list[str], payload: list[str] | bool) -> list[Any]:
         return self._s.retrieve(list[int | UUID | str](ids), with_payload=payload, with_vector=False)
 
-    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[str, int]:
+    def _facet(self, key: str, conditions: list[cd.Condition], limit: int) -> dict[str, int]:
         facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=to_filter(conditions)))
         return {str(hit.value): hit.count for hit in facet.hits}
 
-    def _newest_payload(self, conditions: list[pl.Condition], field: str) -> dict[str, Any] | None:
+    def _newest_payload(self, conditions: list[cd.Condition], field: str) -> dict[str, Any] | None:
         latest, _ = self._s.scroll(
             qe.ScrollRequest(
                 limit=1,
@@ -624,7 +626,7 @@ class EdgeStore(PointStore):
         mode: SearchMode,
         dense: list[float] | None,
         sparse: SparseVector | None,
-        conditions: list[pl.Condition],
+        conditions: list[cd.Condition],
         limit: int,
         candidates: int,
         fusion: Fusion,

@@ -1,6 +1,6 @@
 """Where a collection's Edge shard lives: the first one, or a generation built with an index.
 
-`data_dir/<collection>` is the first shard. A background index build (store/edge_indexer.py)
+`data_dir/<collection>` is the first shard. A background index build (store/edge/indexer.py)
 writes a new generation `data_dir/<collection>@<n>`; once it holds every write, the pointer file
 `data_dir/.<collection>.current` is replaced atomically to name it. A restart opens what the
 pointer names, so a crash on either side of the replacement opens a complete shard; what is

@@ -3,7 +3,7 @@
 Edge's optimizer holds Python's interpreter lock for its whole run (14 s for 40,000 vectors
 here, minutes at 200,000), so in the service's process it would stall every request. Instead,
 when enough vectors are unindexed: the store copies its shard (writes wait for the copy, reads
-go on) and logs every write from then on; a child process (store/edge_optimize.py) optimizes
+go on) and logs every write from then on; a child process (store/edge/optimize.py) optimizes
 the copy; the store loads it, replays the logged writes and swaps it in (EdgeStore.adopt_index).
 A failed or killed child costs only its copy: the live shard was never touched.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Protocol
 
 from kbsearch.store.diskspace import free_bytes
-from kbsearch.store.edge_layout import ShardLayout, remove
-from kbsearch.store.edge_optimize import IndexOptions
+from kbsearch.store.edge.layout import ShardLayout, remove
+from kbsearch.store.edge.optimize import IndexOptions
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class BackgroundIndexer:
         command = [
             sys.executable,
             "-m",
-            "kbsearch.store.edge_optimize",
+            "kbsearch.store.edge.optimize",
             str(path),
             "--dimensions",
             str(self.target.dimensions),

@@ -9,8 +9,8 @@ from uuid import UUID
 
 import qdrant_edge as qe
 
-from kbsearch.store import payloads as pl
-from kbsearch.store.edge_filters import bare_point, to_filter, where
+from kbsearch.store import conditions as cd
+from kbsearch.store.edge.filters import bare_point, to_filter, where
 from kbsearch.store.querylog import (
     BOOL_INDEXES,
     FLOAT_INDEXES,
@@ -77,7 +77,7 @@ class EdgeQueryLog(QueryLogStore):
             self._s.flush()
 
     def _scroll_page(
-        self, conditions: list[pl.Condition], *, offset: Any, limit: int, payload: list[str] | bool
+        self, conditions: list[cd.Condition], *, offset: Any, limit: int, payload: list[str] | bool
     ) -> tuple[list[Any], Any]:
         page = qe.ScrollRequest(offset=offset, limit=limit, filter=to_filter(conditions), with_payload=payload)
         return self._s.scroll(page)
@@ -87,15 +87,15 @@ class EdgeQueryLog(QueryLogStore):
         page, _ = self._s.scroll(qe.ScrollRequest(limit=limit, with_payload=False, order_by=oldest))
         return [str(p.id) for p in page]
 
-    def _count(self, conditions: list[pl.Condition]) -> int:
+    def _count(self, conditions: list[cd.Condition]) -> int:
         return self._s.count(qe.CountRequest(exact=True, filter=to_filter(conditions)))
 
-    def _facet(self, key: str, conditions: list[pl.Condition], limit: int) -> dict[Any, int]:
+    def _facet(self, key: str, conditions: list[cd.Condition], limit: int) -> dict[Any, int]:
         facet = self._s.facet(qe.FacetRequest(key, limit=limit, exact=True, filter=to_filter(conditions)))
         return {hit.value: hit.count for hit in facet.hits}
 
     def _first_by(
-        self, conditions: list[pl.Condition], field: str, *, descending: bool = True
+        self, conditions: list[cd.Condition], field: str, *, descending: bool = True
     ) -> dict[str, Any] | None:
         page, _ = self._s.scroll(
             qe.ScrollRequest(
@@ -107,7 +107,7 @@ class EdgeQueryLog(QueryLogStore):
         )
         return (page[0].payload or {}) if page else None
 
-    def _delete_where(self, conditions: list[pl.Condition]) -> None:
+    def _delete_where(self, conditions: list[cd.Condition]) -> None:
         with self._lock:
             self._s.update(qe.UpdateOperation.delete_points_by_filter(where(conditions)))
             self._s.flush()
