@@ -33,7 +33,8 @@ from typing import Literal
 import numpy as np
 
 from kbsearch.aio.runtime import embed_call
-from kbsearch.chunker.mdblocks import Block, ListItem, markdown_blocks, plain
+from kbsearch.chunker.inline import CODE_SPAN, plain
+from kbsearch.chunker.mdblocks import Block, ListItem, markdown_blocks
 from kbsearch.chunker.sentences import MIN_WORDS, split_sentences, terms, word_count
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.models import SearchHit
@@ -270,13 +271,10 @@ def answer_pieces(extracts: list[Extract]) -> list[Piece]:
     return pieces
 
 
-_CODE_SPAN = re.compile(r"(`+).+?\1")
-
-
 def _inline_pieces(text: str) -> list[Piece]:
     pieces: list[Piece] = []
     position = 0
-    for span in _CODE_SPAN.finditer(text):
+    for span in CODE_SPAN.finditer(text):
         if span.start() > position:
             pieces.append((text[position : span.start()], False))
         pieces.append((span.group(0), True))
@@ -301,7 +299,12 @@ def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
             + (len(block.items) if block.kind == "list" else 0)
             + (len(split_sentences(plain(block.text))) if block.kind == "prose" else 0)
         )
+    brought: set[int] = set()  # the orders the passages found so far bring with them, kept as they come
+    counted = 0
     for index, block in enumerate(blocks):
+        for passage in found[counted:]:
+            brought |= passage.covers
+        counted = len(found)
         following = blocks[index + 1] if index + 1 < len(blocks) else None
         carried = following if following is not None and following.kind in ("code", "list", "table") else None
         base = block_order[index]
@@ -312,7 +315,7 @@ def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
         elif block.kind == "list":
             whole = _list_markdown(list(block.items))
             ordered = sum(item.ordered and item.depth == 0 for item in block.items) >= 2
-            if not _carried(found, base) and (ordered or (len(block.items) >= 2 and len(whole) <= MAX_LIST_CHARS)):
+            if base not in brought and (ordered or (len(block.items) >= 2 and len(whole) <= MAX_LIST_CHARS)):
                 # The list as a whole, under its heading: a how-to answer wants all the steps, in order.
                 covers = frozenset(range(base + 1, base + 1 + len(block.items)))
                 found.append(Passage(n, base, "steps", heading, whole, ordered, covers))
@@ -324,16 +327,11 @@ def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
                 last = split_sentences(plain(previous.text))[-1:]
                 if last and last[0].endswith(":") and word_count(last[0]) < MIN_WORDS:
                     caption = last[0].rstrip(":").strip()  # "Homebrew:", "Export to a backup:"
-            if _carried(found, base):
+            if base in brought:
                 continue  # the sentence introducing it brings it
             kind: PassageKind = "code" if block.kind == "code" else "table"
             found.append(Passage(n, base, kind, caption, _rendered(block, question_terms), kind == "code", frozenset()))
     return found
-
-
-def _carried(found: list[Passage], order: int) -> bool:
-    """Whether a passage already found brings the block at `order` (it introduces it)."""
-    return any(order in passage.covers for passage in found)
 
 
 def _prose(
