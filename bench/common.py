@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import statistics
 import sys
@@ -352,8 +353,19 @@ def service_cache(inner, max_entries: int):
     return _TruthyCache(inner, max_entries)
 
 
+def model_tag(model: str | None = None) -> str:
+    """'' for the bundled MiniLM, else '<model>-': keeps another local model's cached vectors apart
+    (SEARCHSVC_LOCAL_MODEL picks the model of every benchmark that embeds, as it does the service's)."""
+    from kbsearch.embedders.catalog import BUNDLED_MODEL
+    from kbsearch.settings import Settings
+
+    model = model or Settings().local_model
+    return "" if model == BUNDLED_MODEL else re.sub(r"[^A-Za-z0-9_.-]+", "-", model) + "-"
+
+
 def local_embedder(backend: str | None = None):
-    """The real bundled MiniLM on `backend` (default: the service's default), loaded, no cache in front.
+    """The real local model (SEARCHSVC_LOCAL_MODEL, the bundled MiniLM by default) on `backend`
+    (default: the service's default), loaded, no cache in front.
 
     Built by the service's own factory with its default batch size and threads; ONNX exports are
     kept in bench/results/cache/onnx.

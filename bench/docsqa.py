@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import CACHE_DIR, http_client, load_text, print_table, run_service, verdict, write_result
+from bench.common import CACHE_DIR, http_client, load_text, model_tag, print_table, run_service, verdict, write_result
 from bench.common import parser as common_parser
 from tests.support.git import git
 
@@ -91,6 +91,7 @@ class DiskVectorCache:
             model = inner.model
             dimensions = inner.dimensions
             backend = inner.backend
+            query_prefix = inner.query_prefix
 
             def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
                 return outer.embed(texts)
@@ -228,6 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-ask", action="store_true", help="retrieval only")
     parser.add_argument("--backend", default=None, help="local embedder backend (default: the service's)")
     parser.add_argument("--show", type=int, default=0, help="print the first N questions' top pages")
+    parser.add_argument("--misses", action="store_true", help="print each answer missing a fact")
     parser.add_argument("--keep", type=Path, default=None, help="keep the service's data directory here")
     args = parser.parse_args(argv)
 
@@ -244,7 +246,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             include = "content/docs/**/*.md"
         inner = local_embedder(args.backend)
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        cache = DiskVectorCache(inner, CACHE_DIR / f"docsqa-vectors-{inner.backend}.npz")
+        cache = DiskVectorCache(inner, CACHE_DIR / f"docsqa-vectors-{model_tag(inner.model)}{inner.backend}.npz")
         data_dir = args.keep or work / "data"
         settings = Settings(data_dir=data_dir, onnx_dir=CACHE_DIR / "onnx", query_log="off")
         with run_service(settings, embedder=cache.provider) as svc:
@@ -277,7 +279,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 for mode in args.modes:
                     result[mode] = _retrieval(client, questions, mode, args)
                 if not args.no_ask:
-                    result["ask"] = _answers(client, questions)
+                    result["ask"] = _answers(client, questions, show_misses=args.misses)
         result["load"] = load_text()
         _print(result, args.modes)
         write_result("docsqa-versioned" if args.versioned else "docsqa", result)
@@ -316,7 +318,7 @@ def _pct(values: list[float], q: int) -> float | None:
     return round(ordered[min(len(ordered) - 1, len(ordered) * q // 100)], 3) if ordered else None
 
 
-def _answers(client: Any, questions: list[dict]) -> dict[str, Any]:
+def _answers(client: Any, questions: list[dict], *, show_misses: bool = False) -> dict[str, Any]:
     held, grounded, relevant_cited = 0, 0, 0
     by_kind: dict[str, list[bool]] = defaultdict(list)
     for q in questions:
@@ -326,6 +328,10 @@ def _answers(client: Any, questions: list[dict]) -> dict[str, Any]:
         by_kind[q["kind"]].append(ok)
         grounded += answer["grounded"]
         relevant_cited += any(_path(c) in q["relevant"] for c in answer["citations"])
+        if show_misses and not ok:
+            cited = list(dict.fromkeys(_path(c) for c in answer["citations"]))
+            print(f"--- {q['id']} {q['question']}\n facts {q['answer_facts']}; judged {q['relevant']}; cited {cited}")
+            print("   " + answer["answer"][:1200].replace("\n", "\n   "))
     off_grounded = 0
     for question in OFF_TOPIC:
         answer = client.post("/api/v1/ask", json={"question": question}).raise_for_status().json()
@@ -360,6 +366,7 @@ def _print(result: dict[str, Any], modes: list[str]) -> None:
     print_table(["mode", "hit@1", "hit@5", "MRR@10", "distinct/10"], rows)
     print("chunks:", result["chunkSizes"])
     for m in modes:
+        print(f"{m} hit@1 by kind:", result[m]["hit@1ByKind"])
         print(f"{m} top relevance:", result[m]["topRelevance"])
     if "ask" in result:
         print("ask:", {k: v for k, v in result["ask"].items() if k != "factsHeldByKind"})

@@ -12,7 +12,11 @@
    bench/results/cache/embedders/ (resumable: saved every slice), so a re-run only evaluates.
 
     python -m bench.embedders --scifact ../shared/eval/scifact-train [--throughput-chunks 256]
-        [--rounds 2] [--backends torch,onnx,onnx-int8] [--docs N] [--no-quality]
+        [--rounds 2] [--backends torch,onnx,onnx-int8] [--docs N] [--no-quality] [--queries N]
+
+An entry `MODEL@BACKEND` runs another local model (SEARCHSVC_LOCAL_MODEL), e.g.
+`--backends onnx-int8,bge-small-en-v1.5@onnx-int8`; it is compared on speed and quality, never
+with torch's vectors nor in the backend rule (which is about MiniLM's backends).
 """
 
 from __future__ import annotations
@@ -35,12 +39,27 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 SLICE = 1024  # texts embedded between two saves of the resumable cache
 
 
-def make_embedder(backend: str, threads: int = 0):
-    """A loaded embedder of `backend`, as the service's factory builds it (no cache in front)."""
+def split_label(label: str) -> tuple[str, str]:
+    """(model, backend) of a --backends entry: `onnx-int8` is the bundled MiniLM's, `MODEL@BACKEND` another's."""
+    from kbsearch.embedders.catalog import BUNDLED_MODEL
+
+    model, _, backend = label.rpartition("@")
+    return model or BUNDLED_MODEL, backend
+
+
+def make_embedder(label: str, threads: int = 0):
+    """A loaded embedder of `label` (see split_label), as the service's factory builds it (no cache in front)."""
     from kbsearch.embedders.factory import build_embedder
     from kbsearch.settings import Settings
 
-    settings = Settings(local_backend=backend, embed_cache_size=0, onnx_dir=CACHE_DIR / "onnx", local_threads=threads)
+    model, backend = split_label(label)
+    settings = Settings(
+        local_model=model,
+        local_backend=backend,
+        embed_cache_size=0,
+        onnx_dir=CACHE_DIR / "onnx",
+        local_threads=threads,
+    )
     embedder = build_embedder(settings)
     embedder.load()
     return embedder
@@ -133,6 +152,30 @@ def throughput(texts: list[str], backends: list[str], rounds: int) -> dict[str, 
     }
 
 
+def query_latency(queries: list[str], backends: list[str]) -> dict[str, Any]:
+    """Each query embedded alone by each backend in turn (interleaved query by query, so the machine's
+    load falls on all alike), as the service embeds a search query: p50/p95 wall and CPU ms."""
+    embedders = {b: make_embedder(b) for b in backends}
+    for embedder in embedders.values():
+        embedder.embed_query(queries[0])  # warm-up
+    wall: dict[str, list[float]] = {b: [] for b in backends}
+    cpu: dict[str, list[float]] = {b: [] for b in backends}
+    for n, query in enumerate(queries):
+        for backend in backends if n % 2 == 0 else backends[::-1]:
+            started, cpu_started = time.perf_counter(), time.process_time()
+            embedders[backend].embed_query(query)
+            wall[backend].append((time.perf_counter() - started) * 1000)
+            cpu[backend].append((time.process_time() - cpu_started) * 1000)
+
+    def pct(values: list[float], q: float) -> float:
+        return round(float(np.percentile(values, q)), 1)
+
+    return {
+        b: {"queries": len(queries), "p50ms": pct(wall[b], 50), "p95ms": pct(wall[b], 95), "cpuP50ms": pct(cpu[b], 50)}
+        for b in backends
+    }
+
+
 def agreement(vectors: np.ndarray, reference: np.ndarray) -> dict[str, float]:
     cos = (vectors * reference).sum(axis=1) / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(reference, axis=1))
     return {
@@ -163,7 +206,8 @@ def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> 
             sparse[row] = vector
     with tempfile.TemporaryDirectory(prefix="bench-embedders-") as tmp:
         store = EdgeStore(Path(tmp), "scifact")
-        store.open(CollectionSignature("local", "all-MiniLM-L6-v2", 384, bm25.name, backend))
+        model, backend_name = split_label(backend)
+        store.open(CollectionSignature("local", model, 384, bm25.name, backend_name))
         try:
             for doc, rows in by_doc.items():
                 uri = f"scifact:{doc}"
@@ -248,6 +292,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=2, help="interleaved throughput rounds")
     parser.add_argument("--docs", type=int, default=0, help="quality on the first N abstracts only (0: all 5,183)")
     parser.add_argument("--no-quality", action="store_true", help="throughput only")
+    parser.add_argument("--queries", type=int, default=0, help="query-embedding latency over the first N queries")
     args = parser.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
     data = load_scifact(args.scifact)
@@ -258,6 +303,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"  raw throughput on the same {len(sample)} chunk texts, {args.rounds} interleaved rounds:", flush=True)
     speed = throughput(sample, backends, args.rounds)
     result: dict[str, Any] = {"chunks": len(texts), "throughput": speed}
+    if args.queries:
+        result["queryLatency"] = query_latency(list(data.queries.values())[: args.queries], backends)
+        for b, figures in result["queryLatency"].items():
+            print(f"  query embedding {b}: {figures} ({load_text()})", flush=True)
 
     if not args.no_quality:
         judged = set(data.qrels)
@@ -286,7 +335,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 flush=True,
             )
         if "torch" in vectors:
-            for backend in backends:
+            for backend in [b for b in backends if "@" not in b]:  # another model's vectors are not torch's
                 quality[backend]["cosineToTorch"] = agreement(vectors[backend], vectors["torch"])
         result["quality"] = quality
         result["queries"] = len(query_ids)
@@ -322,7 +371,7 @@ def choose_default(speed: dict[str, Any], quality: dict[str, Any]) -> str | None
     if "torch" not in quality:
         return None
     floor = quality["torch"]["hybrid"]["ndcg@10"] - 0.005
-    fit = [b for b in quality if quality[b]["hybrid"]["ndcg@10"] >= floor]
+    fit = [b for b in quality if "@" not in b and quality[b]["hybrid"]["ndcg@10"] >= floor]
     return max(fit, key=lambda b: speed[b]["medianChunksPerCpuSecond"])
 
 

@@ -104,7 +104,9 @@ def load_store(chunk_set, backend: str | None = None):
 
 def query_vectors(data: SciFact, query_ids: list[str], backend: str | None) -> tuple[np.ndarray, str]:
     texts = [data.queries[q] for q in query_ids]
-    key = hashlib.sha256(("\n".join(texts) + f"\n{backend or ''}").encode()).hexdigest()[:16]
+    from bench.common import model_tag
+
+    key = hashlib.sha256(("\n".join(texts) + f"\n{backend or ''}" + model_tag()).encode()).hexdigest()[:16]
     cache = CACHE_DIR / f"scifact-query-vectors-{key}.npy"
     if cache.is_file():
         return np.load(cache), "cached"

@@ -25,7 +25,9 @@ COLLECTION = "scifact"
 
 
 def data_dir() -> Path:
-    return CACHE_DIR / "scifact-retrieval-edge"
+    from bench.common import model_tag
+
+    return CACHE_DIR / f"{model_tag()}scifact-retrieval-edge"
 
 
 @dataclass
@@ -45,8 +47,8 @@ def signature(backend: str | None = None):
     from kbsearch.settings import Settings
     from kbsearch.store.bm25 import Bm25Encoder
 
-    resolved = backend or Settings().local_backend
-    return CollectionSignature("local", "all-MiniLM-L6-v2", 384, Bm25Encoder.name, resolved)
+    settings = Settings()
+    return CollectionSignature("local", settings.local_model, 384, Bm25Encoder.name, backend or settings.local_backend)
 
 
 def scifact_chunks(
@@ -67,7 +69,9 @@ def scifact_chunks(
     parsed = [(doc, chunker.chunk(scifact_markdown(doc))) for doc in data.corpus]
     embed_texts = [c.embed_text for _, p in parsed for c in p.chunks]
     ids = [chunk_point_id(f"scifact:{doc['_id']}", c.index) for doc, p in parsed for c in p.chunks]
-    salt = chunker.fingerprint + (f"\nbackend={backend}" if backend else "")
+    from bench.common import model_tag
+
+    salt = chunker.fingerprint + (f"\nbackend={backend}" if backend else "") + model_tag()
     # int8 vectors depend a little on their run-mates, so the runs' limits are part of the key.
     salt += f"\nbatch={settings.local_batch_size},{settings.local_batch_tokens}"
     key = hashlib.sha256((salt + "\n" + "\n".join(embed_texts)).encode()).hexdigest()[:16]

@@ -105,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
         "'version' becomes the document's version, e.g. 'docs/(?P<version>[^/]+)/' (default: the service "
         "recognises 2.21/, v1.4/ and version-3.1/ folders)",
     )
+    add(
+        "--path-weight",
+        action="append",
+        default=[],
+        metavar="GLOB=WEIGHT",
+        help="rank the documents a glob matches by this weight, e.g. 'content/blog/**=0.7' (repeatable; the "
+        "longest matching glob wins; default: the service's own weights for blogs, proposals, changelogs...)",
+    )
     add("--state", type=Path, metavar="FILE", help="keeps the last synced commit; without it, a full reconcile")
     add("--json", action="store_true", help="print one JSON object with the result")
     extra = parser.add_argument_group("extras")
@@ -192,6 +200,15 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
         if not sep or not key:
             raise _ConfigError(f"--metadata {item!r} must look like KEY=VALUE")
         metadata[key] = value
+    path_weights = {}
+    for item in args.path_weight:
+        glob, sep, weight = item.rpartition("=")
+        try:
+            path_weights[glob] = float(weight)
+        except ValueError:
+            sep = ""
+        if not sep or not glob:
+            raise _ConfigError(f"--path-weight {item!r} must look like GLOB=WEIGHT, e.g. 'content/blog/**=0.7'")
     credentials = None
     if args.git_token_env or args.ssh_key_file:
         try:
@@ -215,6 +232,7 @@ def _spec(args: argparse.Namespace) -> SyncSpec:
         metadata=metadata,
         allow_local=True,  # the CLI runs as its user, on that user's files
         version_pattern=args.version_pattern,
+        path_weights=path_weights,
     )
 
 

@@ -70,12 +70,16 @@ class SyncSpec:
     # A regular expression searched in each path; its `version` group becomes the document's
     # `version` metadata (sync.documents.version_of). None: the service's own layout detection.
     version_pattern: str | None = None
+    # (glob, weight) pairs: a matching document's `rankWeight` metadata, which the service's ranking
+    # multiplies its pages' scores by (sync.documents.PathWeights); the longest matching glob wins.
+    path_weights: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Accept lists and dicts from callers, but keep the object immutable and hashable-ish.
         object.__setattr__(self, "include", tuple(self.include))
         object.__setattr__(self, "exclude", tuple(self.exclude))
         object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+        object.__setattr__(self, "path_weights", MappingProxyType(dict(self.path_weights)))
 
     def document_set_key(self) -> str:
         """A digest of the fields that change the document set; a new value needs a full reconcile."""
@@ -93,6 +97,8 @@ class SyncSpec:
             shape["linkRef"] = self.link_ref
         if self.version_pattern is not None:
             shape["versionPattern"] = self.version_pattern
+        if self.path_weights:  # a new weight must reach every document it matches
+            shape["pathWeights"] = dict(sorted(self.path_weights.items()))
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 

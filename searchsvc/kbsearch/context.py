@@ -128,7 +128,7 @@ async def build_context(
     embedder_for: Callable[[CollectionSignature], EmbeddingProvider] | None = None,
 ) -> AppContext:
     """Open the store, load the embedders and wire the services; the arguments override what the settings build."""
-    from kbsearch.embedders.factory import build_embedder, build_embedder_for
+    from kbsearch.embedders.factory import build_embedder, build_embedder_for, relevance_calibration
     from kbsearch.llm.factory import build_chat
     from kbsearch.store.factory import build_store, query_log_beside
 
@@ -224,10 +224,11 @@ async def build_context(
         candidates=settings.search_candidates,
         catalog=catalog,
         query_log=query_log,
-        relevance=Relevance(settings.relevance_midpoint, settings.relevance_steepness),
+        relevance=Relevance(*relevance_calibration(settings)),
         relevant_at=settings.relevance_threshold,
         turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
         rerank=rerank,
+        default_path_weights=settings.default_path_weights,
     )
     ask = AskService(
         search=search,

@@ -114,7 +114,7 @@ async def manage_knowledge(
             DotAiChunk(
                 id=h.id,
                 content=h.content,
-                score=h.score,
+                score=h.relevance or 0.0,  # calibrated [0, 1]: dot-ai shows it as a percentage
                 matchType="hybrid",
                 uri=h.uri,
                 metadata=h.metadata,

@@ -514,9 +514,11 @@ class ChunkRef(Body):
 
 
 class AskSource(ChunkRef):
-    """A chunk retrieved while answering."""
+    """A chunk retrieved while answering: `score` orders one search's results (the fusion's), `relevance`
+    is calibrated in [0, 1] and comparable across searches, as in SearchResult."""
 
     score: float
+    relevance: float
 
 
 class AskCitation(ChunkRef):

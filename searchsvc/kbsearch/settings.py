@@ -161,7 +161,8 @@ class Settings(BaseSettings):
     # Embeddings
     embedder: Literal["local", "openai"] = Field("local", description="local: bundled MiniLM; openai: an API.")
     local_model: str = Field(
-        "all-MiniLM-L6-v2", description="Model name or path for the local embedder (bundled by default)."
+        "all-MiniLM-L6-v2",
+        description="Local model: all-MiniLM-L6-v2 (bundled), bge-small-en-v1.5 (fetched), or a model folder's path.",
     )
     local_batch_size: int = Field(32, ge=1, description="Batch size for the local model.")
     local_batch_tokens: int = Field(
@@ -176,6 +177,10 @@ class Settings(BaseSettings):
     )
     onnx_dir: Path | None = Field(
         None, description="Folder of the ONNX exports, made at first start if missing; default: DATA_DIR/.onnx."
+    )
+    models_dir: Path | None = Field(
+        None,
+        description="Folder of fetched local models (`make bge-model`), one folder each; default: DATA_DIR/.models.",
     )
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; default is OpenAI.")
     openai_api_key: SecretStr | None = Field(None, description="API key for the OpenAI-compatible endpoint.")
@@ -216,6 +221,12 @@ class Settings(BaseSettings):
     )
     search_candidates: int = Field(
         100, ge=1, le=1000, description="Candidates each of dense and sparse search feeds into fusion."
+    )
+    default_path_weights: bool = Field(
+        True,
+        description="Rank blog and news posts, proposals and design documents, changelogs, generated CLI "
+        "reference and contributor guides below other pages (unless the question names them); a document's "
+        "rankWeight wins.",
     )
 
     # Rerank: a second stage that reorders the first pages of every search (off by default).
@@ -459,6 +470,11 @@ class Settings(BaseSettings):
     def onnx_export_dir(self) -> Path:
         """Where the ONNX exports live; `.onnx` cannot be a collection name, so it never meets one."""
         return self.onnx_dir if self.onnx_dir is not None else self.data_dir / ".onnx"
+
+    @property
+    def local_models_dir(self) -> Path:
+        """Where fetched local models live, `<dir>/<model name>/`; `.models` is never a collection name."""
+        return self.models_dir if self.models_dir is not None else self.data_dir / ".models"
 
     @property
     def chunk_range(self) -> tuple[int, int]:

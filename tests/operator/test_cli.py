@@ -317,6 +317,43 @@ def test_a_version_pattern_names_each_documents_version(server: Server, tmp_path
     assert upgrade[0]["version"] == "2.10" and sorted(upgrade[0]["otherVersions"]) == ["2.1", "2.9"]
 
 
+def test_path_weights_become_rank_weights_that_search_ranks_by(server: Server, tmp_path: Path, capsys) -> None:
+    work = WorkRepo(tmp_path / "site")
+    text = "# Quotas\n\nEach team gets a quota of ten build runners, raised on request.\n"
+    work.write("content/docs/quotas.md", text)
+    work.write("content/blog/quotas-launch.md", text.replace("# Quotas", "# Launching quotas") + "Quotas, quotas!\n")
+    work.write("content/blog/team/notes.md", "# Notes\n\nRunner notes.\n")
+    work.commit()
+    args = [*base_args(server, work, tmp_path), "--include", "**/*.md"]
+    weights = ["--path-weight", "content/blog/**=0.5", "--path-weight", "content/blog/team/**=2"]
+    code, _, err = run(capsys, *args, *weights)
+    assert code == 0, err
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    listed = httpx.get(f"{server.url}/api/v1/documents", params={"sourceIdentifier": SOURCE}, headers=headers).json()
+    assert {doc["metadata"]["path"]: doc["metadata"].get("rankWeight") for doc in listed["documents"]} == {
+        "content/docs/quotas.md": None,
+        "content/blog/quotas-launch.md": 0.5,
+        "content/blog/team/notes.md": 2.0,  # the longest matching glob wins
+    }
+    query = {"query": "team quota of build runners", "limit": 3}
+    found = httpx.post(f"{server.url}/api/v1/search", json=query, headers=headers).json()["results"]
+    assert found[0]["metadata"]["path"] == "content/docs/quotas.md"
+
+    # Another weight is another document set: the next sync rewrites the blog's metadata.
+    code, _, err = run(capsys, *args, "--path-weight", "content/blog/**=4")
+    assert code == 0, err
+    found = httpx.post(f"{server.url}/api/v1/search", json=query, headers=headers).json()["results"]
+    assert found[0]["metadata"]["path"] == "content/blog/quotas-launch.md"
+
+
+@pytest.mark.parametrize("weight", ["content/blog/**", "content/blog/**=0", "content/blog/**=nan", "[=0.5", "=0.5"])
+def test_a_bad_path_weight_exits_2(server: Server, repo: WorkRepo, tmp_path: Path, capsys, weight: str) -> None:
+    code, _, err = run(capsys, *base_args(server, repo, tmp_path), "--path-weight", weight)
+    assert code == 2 and ("weight" in err.lower() or "glob" in err.lower()), err
+    assert server.listing() == {}
+
+
 def test_usage_errors_exit_2(capsys) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["--source-id", "x", "--service", "http://127.0.0.1:9"])

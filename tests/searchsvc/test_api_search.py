@@ -127,3 +127,11 @@ async def test_reingesting_never_duplicates_results(loaded):
         await put(loaded, uri, content + "\nMore text.\n", **metadata)
     results = await search(loaded, "the", mode="dense", limit=50)
     assert len(results) == len({r["id"] for r in results}) == 3
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+async def test_a_query_with_ligatures_is_read_as_its_letters(loaded, mode):
+    """NFKC on the query, as on PDF text and in the keyword lane: "ﬁ" asks for "fi"."""
+    plain = await search(loaded, "deploy the chart with helm configuration files", mode=mode)
+    ligatured = await search(loaded, "deploy the chart with helm conﬁguration ﬁles", mode=mode)
+    assert [(r["uri"], r["relevance"]) for r in ligatured] == [(r["uri"], r["relevance"]) for r in plain]

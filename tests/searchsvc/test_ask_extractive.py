@@ -137,3 +137,27 @@ async def test_a_bad_filter_is_refused_naming_the_problem(tmp_path, body, named)
         response = await client.post("/api/v1/ask", json={"question": "How do I roll back?", **body})
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == "VALIDATION_ERROR" and named in response.text
+
+
+async def test_the_answer_reads_the_first_pages_other_chunks_too(tmp_path):
+    # The page ranks first by its overview chunk; the fact asked for sits in another of its chunks.
+    overview = " ".join(
+        f"A failed deployment is rolled back by the rollback controller, step {i} of the overview." for i in range(8)
+    )
+    window = " ".join(f"Retention of old revisions, note {i}, is kept in the history table." for i in range(6))
+    page = (
+        f"# Rollbacks\n\n## Overview\n\n{overview}\n\n## Window\n\n{window} "
+        "A failed deployment can be rolled back within fourteen days of its release.\n"
+    )
+    uri = "https://git.example/ops/rollbacks.md"
+    # The hashing embedder is not calibrated: every retrieved chunk counts as relevant here.
+    async with running_service("edge", tmp_path / "data", relevance_threshold=0.0) as client:
+        await put_docs(client, {uri: page, **dict(list(DOCS.items())[1:])})
+        body = (
+            await client.post("/api/v1/ask", json={"question": "How long can a failed deployment be rolled back?"})
+        ).json()
+    first, within = body["searches"]
+    assert within["query"] == first["query"] and within["results"] >= 2
+    assert set(within["refs"]) - set(first["refs"])  # chunks of the page the first search did not show
+    assert "within fourteen days of its release" in body["answer"]
+    assert all(c["uri"] == uri for c in body["citations"] if "fourteen" in c["quote"])

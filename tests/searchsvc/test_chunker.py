@@ -427,6 +427,20 @@ HOSTILE = {
     "crlf_line_endings": _crlf_markdown,
     "one_mib_of_newlines": lambda: "\n" * (1 << 20),
     "hundred_thousand_fences": lambda: "```\n" * 100_000,
+    # Issue 27: 1,300 levels of block quotes in 850 KB (47 s), and a 5,000-row table (12 s).
+    "quotes_deeper_each_line_1300": lambda: "\n".join(">" * i + f" level {i}" for i in range(1, 1301)),
+    "table_5000_rows": lambda: "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | value {i} |" for i in range(5000)),
+    # Front matter that crashed the process (libyaml's composer recursing 30,000 deep) or the request.
+    "yaml_front_matter_nested_30000": lambda: "---\na: " + "[" * 30_000 + "\n---\n" + prose(3),
+    "yaml_front_matter_compact_sequences": lambda: "---\n" + "- " * 30_000 + "x\n---\n" + prose(3),
+    "json_front_matter_nested_60000": lambda: '{"a": ' + "[" * 60_000 + "\n\n" + prose(3),
+    "toml_front_matter_nested_30000": lambda: "+++\na = " + "[" * 30_000 + "\n+++\n" + prose(3),
+    "yaml_front_matter_billion_laughs": lambda: (
+        "---\na: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in itertools.pairwise("abcdefghij"))
+        + "title: *j\n---\n"
+        + prose(3)
+    ),
 }
 
 
@@ -436,6 +450,7 @@ def run_hostile(name: str) -> dict:
     doc = MarkdownChunker(500, 800).chunk(content)
     check_offsets(doc)
     report = {"chunks": len(doc.chunks), "max_len": max((len(c.text) for c in doc.chunks), default=0)}
+    report["front_matter"] = doc.body != content  # what was parsed as front matter left the body
     if name == "crlf_line_endings":
         lf = MarkdownChunker(500, 800).chunk(content.replace("\r\n", "\n"))
         report["same_as_lf"] = [c.text for c in lf.chunks] == [c.text for c in doc.chunks]
@@ -472,6 +487,8 @@ def test_hostile_input_completes(name):
         assert report["chunks"] > 100
     if name == "one_mib_of_newlines":
         assert report["chunks"] == 0
+    if "front_matter" in name:  # kept as body text, not parsed
+        assert not report["front_matter"] and report["chunks"] >= 1
     if name == "crlf_line_endings":
         assert report["same_as_lf"] and not report["has_cr"]
         assert report["headings"] == ["Setext", "Title"]
@@ -600,3 +617,45 @@ def test_bad_input_chunks_without_fragments_in_bounded_time(name):
     assert report["chunks"] > 0 and report["empty"] == 0
     assert report["max_len"] <= 800
     assert report["min_len"] >= 100
+
+
+def _wide_table(width: int) -> str:
+    """A table whose header row is padded to its widest cell, as markdown formatters do (issue 27)."""
+    cell = (width - 4) // 3 - 2
+    header = "| " + " | ".join(name.ljust(cell) for name in ("Name", "Type", "Description")) + " |"
+    separator = "| " + " | ".join("-" * cell for _ in range(3)) + " |"
+    rows = "\n".join(f"| option{i} | string | what option{i} sets |" for i in range(40))
+    return f"# Options\n\nThe options:\n\n{header}\n{separator}\n{rows}\n"
+
+
+def run_wide_table(width: str) -> dict:
+    content = _wide_table(int(width))
+    doc = MarkdownChunker(500, 800).chunk(content)
+    check_offsets(doc)
+    text = "\n".join(c.text for c in doc.chunks)
+    return {
+        "header_width": len(content.split("\n")[4]),
+        "max_len": max(len(c.text) for c in doc.chunks),
+        "total": len(text),
+        "input": len(content),
+        "rows": sum(f"| option{i} |" in text for i in range(40)),
+        "headers": text.count("| Name"),
+    }
+
+
+@pytest.mark.parametrize("width", [900, 5000])
+def test_a_table_whose_header_is_wider_than_a_chunk_is_split_without_repeating_it(width):
+    # It used to loop forever (negative room), each part carrying the whole header, until OOM.
+    report = in_child("run_wide_table", str(width), timeout=120)  # takes milliseconds: a hang detector
+    assert report["header_width"] >= width - 3
+    assert report["max_len"] <= 800
+    assert report["rows"] == 40 and report["headers"] == 1  # every row, the header once
+    assert report["total"] <= 2 * report["input"]
+
+
+def test_a_header_of_half_a_chunk_or_less_is_still_repeated():
+    header = "| " + "x" * 180 + " |\n|" + "-" * 184 + "|"  # 371 characters
+    rows = "\n".join(f"| row {i} value |" for i in range(80))
+    doc = MarkdownChunker(500, 800).chunk(header + "\n" + rows + "\n")
+    check_offsets(doc)
+    assert len(doc.chunks) >= 3 and all(c.text.startswith(header) and len(c.text) <= 800 for c in doc.chunks)

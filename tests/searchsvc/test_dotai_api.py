@@ -243,3 +243,37 @@ async def test_the_routes_are_absent_unless_switched_on(tmp_path):
         ]:
             response = await client.request(method, path, json={"operation": "search", "query": "x"})
             assert response.status_code == 404, (method, path)
+
+
+async def test_every_face_reports_the_same_calibrated_relevance_for_a_query(client):
+    """REST search, ask, dot-ai's manageKnowledge search and its UI's ask: one relevance in [0, 1].
+
+    dot-ai's UI shows `score` as a percentage; the fusion's score (above 1 under DBSF with full
+    scores) showed as "149%".
+    """
+    query = "shared words about deploys part1"
+    search = await client.post("/api/v1/search", json={"query": query, "limit": 5}, headers=bearer(TEAM_A))
+    results = search.json()["results"]
+    relevance = {r["id"]: r["relevance"] for r in results}
+    assert results and all(0.0 <= r <= 1.0 for r in relevance.values())
+    assert any(r["score"] != r["relevance"] for r in results)  # the two differ: the test can tell them apart
+
+    manage = await client.post(MANAGE, json={"operation": "search", "query": query, "limit": 5}, headers=bearer(TEAM_A))
+    chunks = manage.json()["data"]["result"]["chunks"]
+    assert {c["id"]: c["score"] for c in chunks} == relevance
+
+    # The ask's search event lists every chunk it retrieved (the final answer leaves cited ones out).
+    streamed = await client.post("/api/v1/ask", json={"question": query, "stream": True}, headers=bearer(TEAM_A))
+    frames = [json.loads(line[len("data: ") :]) for line in streamed.text.splitlines() if line.startswith("data: ")]
+    asked = {s["id"]: s["relevance"] for frame in frames for s in frame.get("sources", [])}
+    assert asked and all(0.0 <= r <= 1.0 and relevance.get(i, r) == r for i, r in asked.items())
+
+    ui = (await client.post("/api/v1/knowledge/ask", json={"query": query}, headers=bearer(TEAM_A))).json()["data"]
+    scores = [c["score"] for c in ui["chunks"]]
+    assert scores and all(0.0 <= s <= 1.0 for s in scores) and scores == sorted(scores, reverse=True)
+    # A page's relevance is its best chunk's; the ask also reads other chunks of its first page.
+    shown = {(r["uri"], r["chunkIndex"]): r["relevance"] for r in results}
+    page = {r["uri"]: r["relevance"] for r in results}
+    for chunk in ui["chunks"]:
+        assert shown.get((chunk["uri"], chunk["chunkIndex"]), chunk["score"]) == chunk["score"]
+        assert chunk["score"] <= page.get(chunk["uri"], 1.0)

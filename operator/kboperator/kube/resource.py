@@ -175,6 +175,7 @@ class KnowledgeSourceSpec(_Camel):
     exclude: list[str] = Field(default_factory=list)
     max_file_size_bytes: StrictInt = Field(default=DEFAULT_MAX_FILE_SIZE, ge=1)
     version_pattern: str | None = None
+    path_weights: dict[str, float] = Field(default_factory=dict)
     schedule: str = DEFAULT_SCHEDULE
     suspend: bool = False
     metadata: dict[str, str] = Field(default_factory=dict)

@@ -99,6 +99,7 @@ def parse_source(
         metadata=typed.metadata,
         allow_local=allow_local,
         version_pattern=typed.version_pattern,
+        path_weights=typed.path_weights,
     )
     prepared = prepare(sync, local_root=local_root, forbidden=forbidden)
     search = typed.search_service

@@ -15,7 +15,7 @@ from kboperator.models import FileIssue, SyncSpec
 from kboperator.repourl import RepoLocation
 from kboperator.sync.docuri import document_uri
 from kboperator.sync.linear import LinearPattern, PatternError
-from kboperator.sync.paths import PathFilter
+from kboperator.sync.paths import PathFilter, compile_glob
 
 # Keys the engine sets on every document; a spec may not override them.
 RESERVED_KEYS = ("sourceIdentifier", "repository", "ref", "commit", "path")
@@ -24,6 +24,8 @@ _VOLATILE_KEYS = frozenset({"commit"})
 _MAX_URI = 2048  # the v1 contract's limit
 _MAX_VERSION_PATTERN = 512
 _MAX_VERSION = 64  # the service keeps no more of a version
+_MAX_PATH_WEIGHTS = 32
+MAX_PATH_WEIGHT = 4.0  # the service ignores a larger rankWeight
 # Files the search service converts from their bytes: sent base64-encoded, never decoded as text here.
 BINARY_EXTENSIONS = frozenset({".pdf", ".docx"})
 
@@ -61,6 +63,26 @@ def same_metadata(listed: Mapping[str, Any], desired: Mapping[str, Any]) -> bool
 
 def _stable(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k not in _VOLATILE_KEYS}
+
+
+class PathWeights:
+    """A source's `pathWeights`: the `rankWeight` metadata of the documents each glob matches.
+
+    The longest matching glob wins (the most specific; a mapping's order does not survive the API
+    server). InvalidSpecError for a bad glob or a weight outside (0, MAX_PATH_WEIGHT].
+    """
+
+    def __init__(self, weights: Mapping[str, float]) -> None:
+        if len(weights) > _MAX_PATH_WEIGHTS:
+            raise InvalidSpecError(f"at most {_MAX_PATH_WEIGHTS} path weights")
+        for pattern, weight in weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= MAX_PATH_WEIGHT:
+                raise InvalidSpecError(f"the weight of {pattern!r} must be a number in (0, {MAX_PATH_WEIGHT:g}]")
+        ordered = sorted(weights.items(), key=lambda item: -len(item[0]))
+        self._globs = [(compile_glob(pattern), float(weight)) for pattern, weight in ordered]
+
+    def of(self, path: str) -> float | None:
+        return next((weight for glob, weight in self._globs if glob.fullmatch(path)), None)
 
 
 def version_pattern(pattern: str) -> LinearPattern:
@@ -114,6 +136,7 @@ class DocumentReader:
             "commit": checkout.head,
         }
         self._version = version
+        self._weights = PathWeights(spec.path_weights)
 
     def matches(self, entry: TreeEntry) -> bool:
         return self.filter.matches(entry.path)
@@ -129,7 +152,12 @@ class DocumentReader:
 
     def metadata(self, path: str) -> dict[str, Any]:
         version = version_of(self._version, path) if self._version is not None else None
-        return {**self._base, "path": path} | ({"version": version} if version else {})
+        weight = self._weights.of(path)
+        return (
+            {**self._base, "path": path}
+            | ({"version": version} if version else {})
+            | ({"rankWeight": weight} if weight is not None else {})
+        )
 
     def read(self, entry: TreeEntry, *, keep_content: bool = True) -> Document | FileIssue:
         """The document for a matching entry, or why it is skipped. Symlinks are never followed."""

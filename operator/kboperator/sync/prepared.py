@@ -12,7 +12,7 @@ from pathlib import Path
 from kboperator.errors import InvalidSpecError
 from kboperator.models import Credentials, SyncSpec
 from kboperator.repourl import CheckedRepo, check_repo
-from kboperator.sync.documents import RESERVED_KEYS, version_pattern
+from kboperator.sync.documents import RESERVED_KEYS, PathWeights, version_pattern
 from kboperator.sync.docuri import check_web_url
 from kboperator.sync.linear import LinearPattern
 from kboperator.sync.paths import PathFilter
@@ -62,6 +62,7 @@ def prepare(spec: SyncSpec, *, local_root: Path | None = None, forbidden: Sequen
         if not isinstance(value, str):
             raise InvalidSpecError(f"metadata value of {key!r} must be a string")
     version = version_pattern(spec.version_pattern) if spec.version_pattern is not None else None
+    PathWeights(spec.path_weights)  # refused here, at spec time, like the globs
     path_filter = PathFilter(spec.include, spec.exclude)
     repo = check_repo(spec.repo, allow_local=spec.allow_local, local_root=local_root, forbidden=forbidden)
     return PreparedSync(spec, repo, path_filter, version)

@@ -133,7 +133,7 @@ async def knowledge_ask(
 
 
 async def _ask(asks: AskService, request: AskRequest, caller: Caller) -> tuple[AskResponse, list[AskSource]]:
-    """The answer, and every chunk retrieved for it with its score (the answer's own lists drop cited scores)."""
+    """The answer, and every chunk retrieved for it, most relevant first (the answer's own lists drop cited scores)."""
     retrieved: list[AskSource] = []
     answer: AskResponse | None = None
     async for event in asks.stream(request, caller):
@@ -147,7 +147,7 @@ async def _ask(asks: AskService, request: AskRequest, caller: Caller) -> tuple[A
             failure.status_code = event.status  # the ask's own status: 502, 503, 504...
             raise failure
     assert answer is not None, "an ask ends with its done event or an error"
-    return answer, sorted(retrieved, key=lambda s: s.score, reverse=True)
+    return answer, sorted(retrieved, key=lambda s: s.relevance, reverse=True)
 
 
 def _sources(citations: list[AskCitation]) -> list[dict[str, str]]:
@@ -166,7 +166,8 @@ async def _chunks(documents: DocumentReads, caller: Caller, sources: list[AskSou
                 {
                     "content": stored[0].content,
                     "uri": source.uri,
-                    "score": source.score,
+                    # dot-ai's UI shows `score` as a percentage: the calibrated relevance, never the fusion's.
+                    "score": source.relevance,
                     "chunkIndex": source.chunkIndex,
                 }
             )

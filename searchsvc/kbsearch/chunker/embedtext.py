@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from kbsearch.chunker.inline import readable
+
 __all__ = ["MAX_CONTEXT_CHARS", "MAX_HEADING_CHARS", "MAX_TAGS_CHARS", "clip_heading", "embed_text", "readable_name"]
 
 # Context lines stay short: every token they take is one the chunk text loses in MiniLM's 256.
@@ -18,19 +20,6 @@ MAX_LEAD_IN_CHARS = 160
 # Heading text is clipped: it is stored in every chunk's payload and repeated in embed_text.
 MAX_HEADING_CHARS = 120
 
-_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
-# Bounded lengths keep the cost linear on hostile input (many openers, no closers).
-_SHORTCODE = re.compile(r"\{\{[<%].{0,2000}?[%>]\}\}|\{%.{0,2000}?%\}|\{!.{0,2000}?!\}", re.DOTALL)
-_IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
-_LINK = re.compile(r"\[([^\]\n]+)\]\([^)\n]*\)")
-_REF_DEF = re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]+\S+.*$", re.MULTILINE)
-# Only HTML's own tags: `<namespace>` in `kubectl -n <namespace>` is a placeholder, not markup.
-_HTML_TAGS = (
-    "a|abbr|b|blockquote|br|button|center|code|dd|details|div|dl|dt|em|figcaption|figure|font|h[1-6]|hr|i|iframe|img|"
-    "input|kbd|label|li|mark|ol|p|path|picture|pre|section|small|source|span|strong|sub|summary|sup|svg|table|"
-    "tbody|td|th|thead|tr|u|ul|video"
-)
-_TAG = re.compile(r"</?(?:" + _HTML_TAGS + r")(?:\s[^<>]{0,2000})?/?>", re.IGNORECASE)
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
 
@@ -60,13 +49,7 @@ def embed_text(title: str | None, headings: list[str], tags: list[str], text: st
 
 def readable_text(text: str) -> str:
     """The chunk as words: markup a reader does not read as text taken out."""
-    text = _COMMENT.sub("", text)
-    text = _SHORTCODE.sub("", text)
-    text = _IMAGE.sub(r"\1", text)
-    text = _LINK.sub(r"\1", text)
-    text = _REF_DEF.sub("", text)
-    text = _TAG.sub("", text)
-    return _BLANK_RUNS.sub("\n\n", text).strip()
+    return _BLANK_RUNS.sub("\n\n", readable(text)).strip()
 
 
 def clip_heading(text: str) -> str:

@@ -13,6 +13,13 @@ import yaml
 # Front matter larger than this is not parsed (it is kept as body text): real front matter is a
 # few lines, and the cap bounds YAML/TOML parse time on hostile input.
 MAX_FRONT_MATTER_CHARS = 64 * 1024
+# Deeper YAML is not front matter: libyaml's composer recurses without a check (`a: [[[[...` 30,000
+# deep crashes the process), so nesting is measured on the event stream before anything is built.
+MAX_YAML_DEPTH = 32
+# Aliases are built as shared references, but anything that walks the mapping (a print, a JSON
+# dump) expands them: a 1 KB "billion laughs" is 10^9 nodes. Front matter that would expand to more
+# nodes than this is not front matter.
+MAX_YAML_NODES = 100_000
 
 _YAML_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 _TOML_CLOSE = re.compile(r"^\+\+\+[ \t]*$", re.MULTILINE)
@@ -62,7 +69,7 @@ def _split_json(text: str, lead: int) -> tuple[dict[str, Any], str]:
     """Hugo's JSON front matter: an object at the very start, the body after the line it closes on."""
     try:
         data, end = json.JSONDecoder().raw_decode(text[lead : lead + MAX_FRONT_MATTER_CHARS])
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the interpreter's stack
         return {}, text
     end += lead
     if not isinstance(data, dict) or text[end : text.find("\n", end) if "\n" in text[end:] else len(text)].strip():
@@ -72,7 +79,31 @@ def _split_json(text: str, lead: int) -> tuple[dict[str, Any], str]:
 
 
 def _parse_yaml(raw: str) -> Any:
+    """The YAML document, once a pass over its events (iterative, linear) has measured its nesting
+    and the number of nodes it holds with every alias expanded."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    open_nodes: list[tuple[str | None, int]] = [(None, 0)]  # (anchor, nodes so far) per open collection
+    expanded: dict[str, int] = {}  # anchor -> nodes of what it names, aliases expanded
+    for event in yaml.parse(raw, Loader=loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            open_nodes.append((event.anchor, 1))
+            if len(open_nodes) > MAX_YAML_DEPTH:
+                raise ValueError("front matter nested too deep")
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, nodes = open_nodes.pop()
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, nodes = None, expanded.get(event.anchor or "", 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, nodes = event.anchor, 1
+        else:
+            continue
+        if anchor:
+            expanded[anchor] = nodes
+        parent_anchor, total = open_nodes[-1]
+        open_nodes[-1] = (parent_anchor, total + nodes)
+        if total + nodes > MAX_YAML_NODES:
+            raise ValueError("front matter expands to too many nodes")
     return yaml.load(raw, Loader=loader)
 
 

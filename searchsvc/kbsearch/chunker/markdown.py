@@ -7,6 +7,19 @@ larger than that is split at its own boundaries (code at lines, each part re-ope
 tables at rows, each part repeating the header; lists at items), and a part that is not the first
 carries the lead-in sentence and heading path in its embedded text. No chunk is shorter than
 `floor_chars` unless its whole section is: a fragment joins its neighbour.
+
+Bounds on untrusted input (issue 27), for a body of n characters and a chunker of max_chars M:
+- Work is O(n) for a given M: markdown-it parses blocks in one pass with nesting capped at
+  blocks.MAX_NESTING; front matter is at most 64 KiB and its YAML is measured before it is built;
+  the prose splitter, superlinear on a long run of text, sees windows of PROSE_WINDOW_CHUNKS * M
+  characters; a fragment merge resumes where it left off; every loop's variant is stated. Measured
+  (bench/hostile.py): about 1-2 s per MiB of prose, up to 20 s per MiB of tiny blocks (rows,
+  headings, fences) on a loaded 2-core machine, growing 4x for 4x the input.
+- Output: no chunk text is longer than M. All chunk text together is at most
+  OUTPUT_FACTOR * n + M + overlap * chunks characters: a frame (a table header, a fence's lines)
+  is repeated only when it takes at most half a chunk, so each part holds at least a quarter
+  chunk of its own; each chunk repeats at most `overlap` characters of the one before it.
+  embed_text adds at most a 370-character context to a chunk's words.
 """
 
 from __future__ import annotations
@@ -21,18 +34,24 @@ from semantic_text_splitter import TextSplitter
 from kbsearch.chunker.blocks import Block, parse_blocks
 from kbsearch.chunker.embedtext import MAX_HEADING_CHARS, clip_heading, embed_text, readable_name
 from kbsearch.chunker.frontmatter import front_matter_tags, front_matter_title, split_front_matter
+from kbsearch.chunker.sentences import split_sentences
 from kbsearch.models import Chunk, ParsedDocument
 
 __all__ = ["ALGORITHM_VERSION", "FLOOR_CHARS", "MarkdownChunker"]
 
 # Bump when anything below changes chunk boundaries, heading paths or embed_text.
-ALGORITHM_VERSION = 2
+ALGORITHM_VERSION = 3  # 3: a frame wider than half a chunk is not repeated
 # No chunk is shorter unless its whole section is (a lone "```yaml" or "> **Notice:**" says nothing).
 FLOOR_CHARS = 150
 # A paragraph this short before a code block, list or table is its lead-in even without a colon.
 LEAD_IN_CHARS = 240
 
-_SENTENCE_START = re.compile(r"(?<=[.!?:])\s+(?=\S)")
+# The bound on all chunk text over the body (see the module's docstring; tests/searchsvc/test_chunker_properties.py).
+OUTPUT_FACTOR = 3
+_WORDS = re.compile(r"\w+")
+# The prose splitter's cost grows with the square of a run of text without structure (one 1 MB
+# line: 15 s); it is fed windows of this many chunks, so its work is linear in the body.
+PROSE_WINDOW_CHUNKS = 8
 
 
 @dataclass(slots=True)
@@ -76,6 +95,7 @@ class MarkdownChunker:
         self.overlap = overlap
         self.floor_chars = min(FLOOR_CHARS, min_chars)
         self._prose = TextSplitter((min_chars, max_chars), overlap=overlap, trim=True)
+        self.window = max(PROSE_WINDOW_CHUNKS * max_chars, 4096)
         # The parser's and splitter's versions are included: an upgrade may move boundaries, and
         # re-chunking is cheap because unchanged chunk texts keep their vectors.
         self.fingerprint = (
@@ -123,6 +143,11 @@ class MarkdownChunker:
         previous: Block | None = None
         for block in blocks:
             if block.kind == "heading":
+                if pending and block.end - pending[0].start > self.max_chars:
+                    # Empty sections running longer than a chunk stand alone: the run would keep
+                    # only its last heading's words (the others are not in its path).
+                    units.append(self._headings_unit(pending, section, stack))
+                    pending = []
                 while stack and stack[-1][0] >= block.level:
                     stack.pop()
                 stack.append((block.level, clip_heading(block.text)))
@@ -161,10 +186,15 @@ class MarkdownChunker:
             units.append(unit)
             previous = block
         if pending:  # headings with nothing after them still say what the document will hold
-            tail = pending[-1]
-            units.append(_Unit(pending[0].start, tail.end, tail, section=section, opens_section=True,
-                               level=pending[0].level, heading_starts=tuple(b.start for b in pending)))  # fmt: skip
+            units.append(self._headings_unit(pending, section, []))
         return units
+
+    @staticmethod
+    def _headings_unit(pending: list[Block], section: int, stack: list[tuple[int, str]]) -> _Unit:
+        tail = pending[-1]
+        return _Unit(pending[0].start, tail.end, tail, headings=tuple(text for _, text in stack if text),
+                     section=section, opens_section=True, level=pending[0].level,
+                     heading_starts=tuple(b.start for b in pending))  # fmt: skip
 
     # --- packing -----------------------------------------------------------------------------
 
@@ -233,20 +263,25 @@ class MarkdownChunker:
                 yield from self._lead(body, unit)
             yield _Piece(start, main.end, body[start : main.end], unit.headings, unit.section, context=unit.lead_in)
             return
+        by_parts = (main.kind == "code" and bool(main.fence) and "\n" in body[main.start : main.end]) or (
+            main.kind in ("table", "list") and len(main.parts) >= 2
+        )
         if unit.start < main.start:
             # A block that must be split takes what precedes it (the section's heading, a lead-in)
             # into its first part when there is room; otherwise the lead goes first on its own.
             lead_text = body[unit.start : main.start].rstrip()
-            splits_by_parts = main.kind in ("code", "table", "list")
+            # Only a block cut at its own boundaries takes the lead into its first part; one split
+            # as prose (a one-item list, an indented code block) would drop it.
+            splits_by_parts = by_parts
             if splits_by_parts and len(lead_text) + 2 + self._first_part_room(body, main) <= self.max_chars:
                 head = lead_text + "\n\n"
             elif splits_by_parts or unit.lead_end >= 0:
                 yield from self._lead(body, unit)
-        if main.kind == "code" and main.fence and "\n" in body[main.start : main.end]:
+        if by_parts and main.kind == "code":
             yield from self._code_parts(body, unit, head)
-        elif main.kind == "table" and len(main.parts) >= 2:
+        elif by_parts and main.kind == "table":
             yield from self._table_parts(body, unit, head)
-        elif main.kind == "list" and len(main.parts) >= 2:
+        elif by_parts:
             yield from self._list_parts(body, unit, head)
         else:
             yield from self._prose_with_heading(body, unit)
@@ -255,8 +290,12 @@ class MarkdownChunker:
         """What precedes a unit's main block, alone: a lead-in paragraph as prose; headings only when
         their text is longer than the heading path keeps (otherwise the path says it all)."""
         end = unit.lead_end if unit.lead_end >= 0 else min(unit.end, unit.main.start)
-        if unit.lead_end >= 0 or len(body[unit.start : end].strip()) > len(unit.heading_starts) * (
-            MAX_HEADING_CHARS + 8
+        # Headings the path does not name (siblings of the section's own) are words a chunk must keep.
+        path = set(_WORDS.findall(" ".join(unit.headings)))
+        if (
+            unit.lead_end >= 0
+            or any(word not in path for word in _WORDS.findall(body[unit.start : end]))
+            or len(body[unit.start : end].strip()) > len(unit.heading_starts) * (MAX_HEADING_CHARS + 8)
         ):
             yield from self._prose_pieces(body, unit.start, end, unit)
 
@@ -272,10 +311,15 @@ class MarkdownChunker:
             room = self.max_chars - (main.start - start)
             if room < max(self.floor_chars, self.max_chars // 2):
                 break
-            first = next(iter(TextSplitter(room, trim=True).chunk_indices(body[main.start : unit.end])), None)
+            window = body[main.start : min(unit.end, main.start + self.window)]
+            first = next(iter(TextSplitter(room, trim=True).chunk_indices(window)), None)
             if first is None:
                 break
             end = main.start + first[0] + len(first[1].rstrip())
+            if end - start > self.max_chars:  # the splitter trimmed leading space the room did not count
+                yield from self._prose_pieces(body, start, main.start, unit)  # the heading alone
+                yield from self._prose_pieces(body, main.start, unit.end, unit)
+                return
             yield _Piece(start, end, body[start:end], unit.headings, unit.section)
             yield from self._prose_pieces(body, end, unit.end, unit)
             return
@@ -294,9 +338,13 @@ class MarkdownChunker:
         closer_start = body.rfind("\n", main.start, main.end) + 1
         if not body[closer_start : main.end].strip().startswith(main.fence[:1] * 3):
             closer_start = main.end + 1  # unterminated: the fence runs to the end, no closer line
-        room = self.max_chars - len(opener) - len(main.fence) - 2
+        frame = len(opener) + len(main.fence) + 2
+        if not self._repeats(frame):
+            yield from self._unframed_parts(body, unit, head)
+            return
+        room = self.max_chars - frame
         lines = _lines(body, opener_end + 1, closer_start - 1)
-        for n, (start, end) in enumerate(_pack_spans(lines, room - len(head), room)):
+        for n, (start, end) in enumerate(_pack_spans(body, lines, room - len(head), room)):
             text = f"{head if n == 0 else ''}{opener}\n{body[start:end]}\n{main.fence}"
             yield _Piece(unit.start if n == 0 and head else start, end, text, unit.headings, unit.section,
                          context=unit.lead_in if n else "", plain=False)  # fmt: skip
@@ -304,12 +352,39 @@ class MarkdownChunker:
     def _table_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
         main = unit.main
         header = body[main.start : main.parts[1]].rstrip("\n")
+        if not self._repeats(len(header) + 1):
+            yield from self._unframed_parts(body, unit, head)
+            return
         room = self.max_chars - len(header) - 1
         rows = [(s, e) for s, e in _lines(body, main.parts[1], main.end) if e > s]
-        for n, (start, end) in enumerate(_pack_spans(rows, room - len(head), room)):
+        for n, (start, end) in enumerate(_pack_spans(body, rows, room - len(head), room)):
             text = f"{head if n == 0 else ''}{header}\n{body[start:end]}"
             yield _Piece(unit.start if n == 0 and head else start, end, text, unit.headings, unit.section,
                          context=unit.lead_in if n else "", plain=False)  # fmt: skip
+
+    def _repeats(self, frame: int) -> bool:
+        """Whether each part of a split block repeats its frame (a fence's lines, a table's header).
+
+        Only a frame of at most half a chunk is repeated: every part then holds at least a quarter
+        chunk of the block's own text (_pack_spans balances parts to at least half the room), so
+        the repeated text stays within a constant multiple of the input.
+        """
+        return frame <= self.max_chars // 2
+
+    def _unframed_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
+        """A block whose frame does not fit twice in a chunk: its lines, frame included, cut like any
+        others and never repeated (a table header padded wider than a chunk, a fence with a huge info)."""
+        main = unit.main
+        lines = _lines(body, main.start, main.end)
+        for n, (start, end) in enumerate(_pack_spans(body, lines, self.max_chars - len(head), self.max_chars)):
+            lead = head if n == 0 else ""
+            while start < end and body[start].isspace():
+                start += 1
+            end = _rstrip_end(body, start, end)
+            if start == end:
+                continue
+            yield _Piece(unit.start if lead else start, end, lead + body[start:end], unit.headings, unit.section,
+                         context=unit.lead_in if n else "", plain=not lead)  # fmt: skip
 
     def _list_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
         """Items grouped up to max_chars; an item larger than that is split as prose."""
@@ -342,7 +417,7 @@ class MarkdownChunker:
                          context="" if first else unit.lead_in)  # fmt: skip
 
     def _prose_pieces(self, body: str, start: int, end: int, unit: _Unit) -> Iterator[_Piece]:
-        for offset, piece in self._prose.chunk_indices(body[start:end]):
+        for offset, piece in _windowed(self._prose, body[start:end], self.window):
             stripped = piece.strip()
             if stripped:
                 at = start + offset + (len(piece) - len(piece.lstrip()))
@@ -351,22 +426,23 @@ class MarkdownChunker:
     # --- fragments ---------------------------------------------------------------------------
 
     def _merge_fragments(self, body: str, pieces: list[_Piece]) -> list[_Piece]:
-        """A piece under the floor joins a neighbour of its section when the two fit in one chunk."""
-        merged = True
-        while merged:
-            merged = False
-            for i, piece in enumerate(pieces):
-                if piece.end - piece.start >= self.floor_chars or not piece.plain:
+        """A piece under the floor joins a neighbour of its section when the two fit in one chunk.
+
+        After a merge only the piece before the merged one has a new neighbour, so the scan resumes
+        there instead of at the start (which made many fragments quadratic).
+        """
+        i = 0
+        while i < len(pieces):
+            piece = pieces[i]
+            if piece.end - piece.start < self.floor_chars and piece.plain:
+                j = next((j for j in (i - 1, i + 1) if 0 <= j < len(pieces) and self._joinable(pieces[j], piece)), None)
+                if j is not None:
+                    a, b = sorted((pieces[j], piece), key=lambda p: p.start)
+                    pieces[min(i, j)] = _Piece(a.start, b.end, body[a.start : b.end], a.headings, a.section)
+                    del pieces[max(i, j)]
+                    i = max(0, min(i, j) - 1)
                     continue
-                for j in (i - 1, i + 1):
-                    if 0 <= j < len(pieces) and self._joinable(pieces[j], piece):
-                        a, b = sorted((pieces[j], piece), key=lambda p: p.start)
-                        pieces[min(i, j)] = _Piece(a.start, b.end, body[a.start : b.end], a.headings, a.section)
-                        del pieces[max(i, j)]
-                        merged = True
-                        break
-                if merged:
-                    break
+            i += 1
         return pieces
 
     def _joinable(self, neighbour: _Piece, piece: _Piece) -> bool:
@@ -384,7 +460,7 @@ def _introduces(paragraph: str) -> bool:
 
 def _last_sentence(paragraph: str) -> str:
     text = " ".join(paragraph.split())
-    parts = _SENTENCE_START.split(text.rstrip(":").rstrip())
+    parts = split_sentences(text.rstrip(":").rstrip())
     sentence = parts[-1] if parts else text
     return sentence[:LEAD_IN_CHARS]
 
@@ -400,17 +476,19 @@ def _lines(body: str, start: int, end: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _pack_spans(spans: list[tuple[int, int]], first_room: int, room: int) -> Iterator[tuple[int, int]]:
-    """Consecutive line spans grouped into parts of at most `room` characters (the first `first_room`).
+def _pack_spans(body: str, spans: list[tuple[int, int]], first_room: int, room: int) -> Iterator[tuple[int, int]]:
+    """Consecutive line spans of `body` grouped into parts of at most `room` characters (the first `first_room`).
 
     Parts are balanced (a block of 1.1 rooms becomes two halves, not a full part and a scrap), and
-    a line longer than the room is cut.
+    a line longer than the room is cut, at a space in the part's second half when there is one so
+    that no word is cut. Both rooms count as at least 1, so every step advances.
     """
     if not spans:
         return
+    room = max(1, room)
     total = spans[-1][1] - spans[0][0]
-    parts = -(-total // max(1, room))
-    target = min(room, total // parts + total // (8 * parts) + 1)
+    parts = -(-total // room)
+    target = max(1, min(room, total // max(1, parts) + total // (8 * max(1, parts)) + 1))
     limit = max(1, min(first_room, target))
     group: tuple[int, int] | None = None
     for start, end in spans:
@@ -420,12 +498,32 @@ def _pack_spans(spans: list[tuple[int, int]], first_room: int, room: int) -> Ite
         if group is not None:
             yield group
             limit = target
+        # Variant: end - start, which falls by at least 1 on every turn (start < cut <= start + limit).
         while end - start > limit:
-            yield start, start + limit
-            start, limit = start + limit, target
+            space = body.rfind(" ", start + limit // 2 + 1, start + limit + 1)
+            cut = space if space > start else start + limit
+            yield start, cut
+            start, limit = cut, target
         group = (start, end)
     if group is not None:
         yield group
+
+
+def _windowed(splitter: TextSplitter, text: str, window: int) -> Iterator[tuple[int, str]]:
+    """`splitter.chunk_indices(text)`, computed `window` characters at a time.
+
+    The last piece a window gives may be cut short by the window's end, so the next window starts
+    where that piece started. Variant: the next window starts after this one (the piece it starts
+    at is not the window's first), so `len(text) - start` falls on every turn.
+    """
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + window)
+        found = list(splitter.chunk_indices(text[start:end]))
+        carry = end < len(text) and len(found) >= 2 and found[-1][0] > 0
+        for offset, piece in found[:-1] if carry else found:
+            yield start + offset, piece
+        start = start + found[-1][0] if carry else end
 
 
 def _rstrip_end(body: str, start: int, end: int) -> int:

@@ -4,15 +4,16 @@ Line-based, for the chunks the chunker makes (a few hundred to a few thousand ch
 structure for an extractive answer to keep a code block with the sentence that introduces it and a
 list item with its list. Blockquote markers and mkdocs admonition lines are dropped (their content
 is parsed like any other text); HTML lines, HTML comments and shortcodes are left out. `plain`
-drops inline markdown syntax from prose and keeps inline code as written.
+drops inline markdown syntax from prose and keeps inline code as written (chunker/inline.py).
 """
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass, field
 from typing import Literal
+
+from kbsearch.chunker.inline import COMMENT, SHORTCODE, plain
 
 __all__ = ["Block", "ListItem", "markdown_blocks", "plain"]
 
@@ -27,26 +28,6 @@ _ADMONITION = re.compile(r"^\s*(!!!|\?\?\?\+?)\s")
 _QUOTE = re.compile(r"^\s*(>\s?)+")
 _HTML_LINE = re.compile(r"^\s*</?[A-Za-z!][^>]*>\s*$")
 _ALERT = re.compile(r"^\s*\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION|INFO|DANGER)\]\s*", re.IGNORECASE)
-_SHORTCODE = re.compile(r"\{\{[<%].*?[%>]\}\}|\{!.*?!\}")
-
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
-_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_LINK = re.compile(r"\[([^\]]+)\]\((?:[^()]|\([^)]*\))*\)")
-_REF_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
-_AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_EMPHASIS_STAR = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
-_EMPHASIS_UNDERSCORE = re.compile(r"(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])")
-_STRIKE = re.compile(r"~~(.+?)~~")
-# Only HTML's own tags: `<resource>` in prose is a placeholder the text talks about, not markup.
-_TAG = re.compile(
-    r"</?(?:a|abbr|b|br|center|code|details|div|em|figcaption|figure|font|hr|i|img|kbd|li|ol|p|pre|s|small|span|"
-    r"strong|sub|summary|sup|table|tbody|td|th|thead|tr|u|ul)\b(?:\s[^<>]*)?/?>",
-    re.IGNORECASE,
-)
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-_SPACES = re.compile(r"[ \t]+")
-_CODE_MARK = "\x00"  # stands in for an inline code span while the text around it is cleaned
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +99,7 @@ def markdown_blocks(markdown: str) -> list[Block]:
 
 
 def _clean_lines(markdown: str) -> list[str]:
-    text = _HTML_COMMENT.sub("", markdown.replace("\r\n", "\n"))
+    text = COMMENT.sub("", markdown.replace("\r\n", "\n"))
     lines = []
     for line in text.split("\n"):
         if _ADMONITION.match(line):
@@ -127,7 +108,7 @@ def _clean_lines(markdown: str) -> list[str]:
         quote = _QUOTE.match(line)
         if quote and not line.lstrip().startswith(">="):
             line = _ALERT.sub("", line[quote.end() :])  # `> [!WARNING]`: GitHub's admonition marker
-        lines.append(_SHORTCODE.sub("", line))
+        lines.append(SHORTCODE.sub("", line))
     return _without_cut_code(lines)
 
 
@@ -238,30 +219,3 @@ def _list(lines: list[str], i: int) -> tuple[Block, int]:
     while raw and not raw[-1].strip():
         raw.pop()
     return Block("list", "\n".join(raw), tuple(items)), i
-
-
-def plain(text: str) -> str:
-    """Inline markdown as text: links and images by their text, no emphasis, tags or entities.
-
-    Inline code is kept as written, backticks included: it is code, and what is inside it is not
-    markdown.
-    """
-    spans: list[str] = []
-
-    def keep(match: re.Match[str]) -> str:
-        spans.append(match.group(0))
-        return f"{_CODE_MARK}{len(spans) - 1}{_CODE_MARK}"
-
-    text = _CODE_SPAN.sub(keep, text)
-    text = _IMAGE.sub(lambda m: m.group(1), text)
-    for _ in range(2):  # a link inside emphasis, or emphasis inside a link
-        text = _LINK.sub(lambda m: m.group(1), text)
-        text = _REF_LINK.sub(lambda m: m.group(1), text)
-        text = _STRONG.sub(lambda m: m.group(2), text)
-        text = _EMPHASIS_STAR.sub(lambda m: m.group(1), text)
-        text = _EMPHASIS_UNDERSCORE.sub(lambda m: m.group(1), text)
-    text = _STRIKE.sub(lambda m: m.group(1), text)
-    text = _AUTOLINK.sub(lambda m: m.group(1), text)
-    text = html.unescape(_TAG.sub("", text))
-    text = _SPACES.sub(" ", text).strip()
-    return re.sub(f"{_CODE_MARK}(\\d+){_CODE_MARK}", lambda m: spans[int(m.group(1))], text)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-from kbsearch.chunker.mdblocks import markdown_blocks, plain
+from kbsearch.chunker.inline import CODE_SPAN, plain
+from kbsearch.chunker.mdblocks import markdown_blocks
 
 __all__ = ["MIN_WORDS", "closest_sentence", "content_words", "sentences", "split_sentences", "terms", "word_count"]
 
 # A sentence ends at . ! or ? followed by space and something that can start a sentence.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[*_`]?[A-Z0-9])")
-_CODE_SPAN = re.compile(r"(`+).+?\1")
 _WORD = re.compile(r"\w+", re.UNICODE)
 # What a term is: a word, or a code-ish token kept whole (--sync-option, CreateNamespace=true, a/b.c).
 _TERM = re.compile(r"-{0,2}[A-Za-z0-9_$][\w$]*(?:[-./:=][\w$]+)*")
@@ -30,12 +30,18 @@ _QUESTION_WORDS = _STOPWORDS | frozenset(
 
 
 def split_sentences(text: str) -> list[str]:
-    """The sentences of one paragraph of plain text; inline code is never cut."""
-    spans = [m.span() for m in _CODE_SPAN.finditer(text)]
-    found, start = [], 0
+    """The sentences of one paragraph of plain text; inline code is never cut.
+
+    The one sentence splitter: the chunker's lead-ins, extractive answers and citation quotes use it.
+    Linear: the code spans and the sentence ends are both in order, so one pointer walks the spans.
+    """
+    spans = [m.span() for m in CODE_SPAN.finditer(text)]
+    found, start, k = [], 0, 0
     for end in _SENTENCE_END.finditer(text):
-        if any(a < end.start() < b for a, b in spans):
-            continue
+        while k < len(spans) and spans[k][1] <= end.start():
+            k += 1
+        if k < len(spans) and spans[k][0] < end.start():
+            continue  # inside a code span
         found.append(text[start : end.start()].strip())
         start = end.end()
     found.append(text[start:].strip())

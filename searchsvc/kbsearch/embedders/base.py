@@ -15,6 +15,8 @@ class EmbeddingProvider(ABC):
     # How a local model runs ("torch", "onnx", "onnx-int8"); None for an API. Part of the
     # collection signature: see models.BACKEND_GROUPS for which backends' vectors may mix.
     backend: str | None = None
+    # Put before a search query (not a document) by embed_query: some models are trained with an instruction.
+    query_prefix: str = ""
 
     def load(self) -> None:  # noqa: B027 - optional hook
         """Do the heavy start-up work (load weights, check the endpoint). Called once."""
@@ -27,7 +29,7 @@ class EmbeddingProvider(ABC):
         """One vector per text, in order, computed in as few batched calls as possible."""
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
+        return self.embed_documents([self.query_prefix + text])[0]
 
     def embed_keyed(self, items: Sequence[tuple[str, str]]) -> list[list[float]]:
         """One vector per (partition, text), in order. A partition names whose text it is (a source,

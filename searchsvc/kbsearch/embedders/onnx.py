@@ -1,4 +1,5 @@
-"""The local embedder on ONNX Runtime: the bundled MiniLM exported once (fp32, or int8), no torch at run time."""
+"""The local embedder on ONNX Runtime: the bundled MiniLM exported once (fp32, or int8), or a fetched
+prebuilt graph (bge-small-en-v1.5, see catalog.py); no torch at any time."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from typing import Any
 import numpy as np
 
 from kbsearch.embedders.base import EmbeddingProvider
-from kbsearch.embedders.local import BUNDLED_MODEL
+from kbsearch.embedders.catalog import BUNDLED_MODEL, spec_for
 from kbsearch.embedders.onnx_files import TOKENIZER, Variant, ensure_exports
 from kbsearch.errors import ConfigurationError
 
 # all-MiniLM-L6-v2's max_seq_length (sentence_bert_config.json); its tokenizer.json says 128.
-MAX_TOKENS = 256
+MAX_TOKENS = spec_for(BUNDLED_MODEL).max_tokens
+# A fetched model's folder under SEARCHSVC_MODELS_DIR/<name>/ (written by the Makefile, sha256-pinned).
+FETCHED_GRAPH = "model.onnx"
 
 
 def available_cpus() -> int:
@@ -28,7 +31,8 @@ def available_cpus() -> int:
 
 
 class OnnxEmbedder(EmbeddingProvider):
-    """Tokenises with `tokenizers`, runs the exported graph (encoder, mean pooling, L2 norm) on CPU.
+    """Tokenises with `tokenizers`, runs the model's graph on CPU: our export (encoder, pooling and L2
+    norm inside), or a fetched graph whose [CLS] token this class takes and L2-normalises.
 
     Texts are tokenised once, sorted by token count and cut into runs of at most `batch_size` texts
     and `batch_tokens` padded tokens, so a run pads to its longest text and stays small: on 2 cores,
@@ -45,6 +49,7 @@ class OnnxEmbedder(EmbeddingProvider):
         *,
         variant: Variant = "fp32",
         export_dir: Path,
+        models_dir: Path | None = None,
         batch_size: int = 32,
         batch_tokens: int = 512,
         threads: int = 0,
@@ -54,14 +59,23 @@ class OnnxEmbedder(EmbeddingProvider):
                 "batch_size and batch_tokens must be at least 1, threads at least 0 (0: every available CPU)"
             )
         self.model = model
+        self.spec = spec_for(model)
         self.variant = variant
         self.backend = "onnx" if variant == "fp32" else "onnx-int8"
+        if self.spec.fetched_backend is not None and self.backend != self.spec.fetched_backend:
+            raise ConfigurationError(
+                f"{model} comes only as a prebuilt {self.spec.fetched_backend} graph: "
+                f"set SEARCHSVC_LOCAL_BACKEND={self.spec.fetched_backend}"
+            )
+        self.query_prefix = self.spec.query_prefix
         self.export_dir = Path(export_dir)
+        self.models_dir = Path(models_dir) if models_dir is not None else None
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.threads = threads or available_cpus()
         self._session: Any = None
         self._tokenizer: Any = None
+        self._inputs: set[str] = set()
         self._dimensions: int | None = None
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
@@ -76,13 +90,13 @@ class OnnxEmbedder(EmbeddingProvider):
         with self._load_lock:
             if self._session is not None:
                 return
-            folder = ensure_exports(self.model, self.export_dir, self.variant)
+            graph, tokenizer_file = self._files()
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
-            tokenizer = Tokenizer.from_file(str(folder / TOKENIZER))
-            # The packaged tokenizer.json pads and truncates at 128; the model reads 256.
-            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer = Tokenizer.from_file(str(tokenizer_file))
+            # MiniLM's packaged tokenizer.json pads and truncates at 128; the model reads 256.
+            tokenizer.enable_truncation(max_length=self.spec.max_tokens)
             tokenizer.no_padding()  # each run is padded to its own longest text in _run
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
@@ -94,13 +108,28 @@ class OnnxEmbedder(EmbeddingProvider):
             # own threads (HTTP, chunking, BM25, store writes) need on a small machine.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             try:
-                session = ort.InferenceSession(
-                    str(folder / f"{self.variant}.onnx"), options, providers=["CPUExecutionProvider"]
-                )
+                session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
             except Exception as exc:
-                raise ConfigurationError(f"cannot load the ONNX model in {folder}: {exc}") from exc
+                raise ConfigurationError(f"cannot load the ONNX model {graph}: {exc}") from exc
             self._tokenizer, self._session = tokenizer, session
+            self._inputs = {i.name for i in session.get_inputs()}
             self._dimensions = int(self._run([tokenizer.encode("dimension probe")]).shape[1])
+
+    def _files(self) -> tuple[Path, Path]:
+        """The graph and tokenizer.json: exported here (made at first use), or fetched beforehand."""
+        if self.spec.fetched_backend is None:
+            folder = ensure_exports(self.model, self.export_dir, self.variant)
+            return folder / f"{self.variant}.onnx", folder / TOKENIZER
+        if self.models_dir is None:
+            raise ConfigurationError(f"the local model {self.model} is fetched: give its folder (SEARCHSVC_MODELS_DIR)")
+        folder = self.models_dir / self.model
+        graph, tokenizer = folder / FETCHED_GRAPH, folder / TOKENIZER
+        if not (graph.is_file() and tokenizer.is_file()):
+            raise ConfigurationError(
+                f"the local model {self.model} is not installed in {folder}: {self.spec.fetch_hint}, "
+                "and point SEARCHSVC_MODELS_DIR at that folder"
+            )
+        return graph, tokenizer
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -135,5 +164,10 @@ class OnnxEmbedder(EmbeddingProvider):
         for row, encoding in enumerate(encodings):
             n = len(encoding.ids)
             ids[row, :n], mask[row, :n], types[row, :n] = encoding.ids, encoding.attention_mask, encoding.type_ids
-        (vectors,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
-        return np.asarray(vectors, dtype=np.float32)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        # A fetched graph may take fewer inputs; its first output is the one (ours has only one).
+        vectors = np.asarray(self._session.run(None, {n: feeds[n] for n in self._inputs})[0], dtype=np.float32)
+        if self.spec.pooling == "graph":
+            return vectors
+        cls = vectors[:, 0, :]  # last_hidden_state, batch x tokens x hidden: [CLS] is token 0
+        return np.asarray(cls / np.maximum(np.linalg.norm(cls, axis=1, keepdims=True), 1e-12), dtype=np.float32)

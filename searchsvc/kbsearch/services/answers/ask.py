@@ -2,10 +2,11 @@
 
 With a chat model (llm mode) the model runs a tool loop: it may call `search` up to
 `maxSearches` times, every call the same scoped search as the REST API (origin "ask"), and then
-answers with [n] markers. Without one (extractive mode) one search with the question feeds an
-extractive answer (kbsearch.services.answers.extractive). Both modes produce the same events in the same
-order — `search`*, `delta`*, `citation`*, then `done` — and `ask` is `stream` read to its end, so
-the JSON answer and the streamed one never differ.
+answers with [n] markers. Without one (extractive mode) one search with the question, and one
+within its first page when more of that page's chunks matched, feed an extractive answer
+(kbsearch.services.answers.extractive). Both modes produce the same events in the same order —
+`search`*, `delta`*, `citation`*, then `done` — and `ask` is `stream` read to its end, so the JSON
+answer and the streamed one never differ.
 
 Grounded means the answer cites at least one retrieved chunk that is relevant by the calibrated
 relevance (SEARCHSVC_RELEVANCE_THRESHOLD). When retrieval found nothing (llm: the searches
@@ -52,6 +53,8 @@ from kbsearch.services.search import SearchService
 
 log = logging.getLogger(__name__)
 
+# Chunks of the first page an extractive answer reads besides the one that ranked it first.
+PAGE_CHUNKS = 4
 NOTHING_FOUND = "I found nothing in the knowledge base that answers this question."
 AskEventName = Literal["search", "delta", "citation", "done", "error"]
 
@@ -247,10 +250,16 @@ class AskService:
 
     async def _extractive(self, run: _Run) -> AsyncGenerator[AskEvent]:
         # A question may be longer than a search query; MiniLM reads ~256 tokens, about this many characters.
-        hits, event = await self._search(run, run.request.question.strip()[:MAX_QUERY_CHARS])
+        query = run.request.question.strip()[:MAX_QUERY_CHARS]
+        hits, event = await self._search(run, query)
         yield event
         if not any(self._relevant(hit) for hit in hits):
             return  # nothing relevant was retrieved: the answer says so (NOTHING_FOUND)
+        if hits[0].more_matches:
+            # The first page is most often the page; its answer may sit in another of its chunks
+            # than the one that ranked it: those chunks too, from the same search within that page.
+            _, event = await self._search(run, query, within=hits[0].uri)
+            yield event
         extracts = await extract(
             run.request.question,
             run.ledger,
@@ -263,12 +272,19 @@ class AskService:
             if out := (run.citations.verbatim(text) if verbatim else run.citations.feed(text)):
                 yield AskEvent("delta", AskDeltaEvent(text=out))
 
-    async def _search(self, run: _Run, query: str) -> tuple[list[SearchHit], AskEvent]:
-        """The caller's scoped search, narrowed by the ask's filter; its hits numbered in the ledger."""
+    async def _search(self, run: _Run, query: str, *, within: str | None = None) -> tuple[list[SearchHit], AskEvent]:
+        """The caller's scoped search, narrowed by the ask's filter; its hits numbered in the ledger.
+
+        `within` a document's URI: its best PAGE_CHUNKS chunks instead of one result per page.
+        """
+        search_filter = run.request.search_filter()
+        if within is not None:
+            search_filter = search_filter.model_copy(update={"uriPrefix": within})
         request = SearchRequest(
             query=query,
-            limit=self.results_per_search,
-            filter=run.request.search_filter(),
+            limit=self.results_per_search if within is None else PAGE_CHUNKS,
+            filter=search_filter,
+            collapse=within is None,
         )
         outcome = await self.search.search(request, run.caller, origin="ask")
         numbers, new = run.ledger.add(outcome.hits)
@@ -309,7 +325,7 @@ class AskService:
 
 
 def _source(n: int, hit: SearchHit) -> AskSource:
-    return AskSource(**_chunk_ref(n, hit), score=hit.score)
+    return AskSource(**_chunk_ref(n, hit), score=hit.score, relevance=hit.relevance or 0.0)
 
 
 def _citation(n: int, hit: SearchHit, citing: str) -> AskCitation:

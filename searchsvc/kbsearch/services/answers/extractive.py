@@ -33,7 +33,8 @@ from typing import Literal
 import numpy as np
 
 from kbsearch.aio.runtime import embed_call
-from kbsearch.chunker.mdblocks import Block, ListItem, markdown_blocks, plain
+from kbsearch.chunker.inline import CODE_SPAN, plain
+from kbsearch.chunker.mdblocks import Block, ListItem, markdown_blocks
 from kbsearch.chunker.sentences import MIN_WORDS, split_sentences, terms, word_count
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.models import SearchHit
@@ -54,7 +55,7 @@ MAX_SENTENCE_CHARS = 600
 LEXICAL_WEIGHT = 0.35
 BLOCK_LEXICAL_SHARE = 0.6  # of a block standing alone under its heading (a list, code, a table)
 INTENT_BONUS = 0.08
-RANK_PENALTY = 0.01  # per place a chunk stands below the first in the search
+RANK_PENALTY = 0.05  # per place a chunk's page stands below the first page in the search
 
 PassageKind = Literal["sentence", "item", "steps", "code", "table"]
 Piece = tuple[str, bool]  # (text, verbatim): verbatim text is code, never read for citation markers
@@ -156,14 +157,23 @@ async def extract(
     similarities = vectors[1:] @ vectors[0]
     howto, what_is = bool(_HOWTO.search(question)), bool(_WHAT_IS.search(question))
     weights = _term_weights(question_terms, [hit.content for _, hit in ledger.numbered()])
+    place = _page_places(ledger)
     scored = [
-        Extract(p, float(s), _score(p, float(s), weights, howto=howto, what_is=what_is))
+        Extract(p, float(s), _score(p, float(s), weights, place[p.n], howto=howto, what_is=what_is))
         for p, s in zip(candidates, similarities, strict=True)
     ]
     return _choose(scored, question_terms, max_sentences=max_sentences, min_similarity=min_similarity)
 
 
-def _score(passage: Passage, similarity: float, weights: dict[str, float], *, howto: bool, what_is: bool) -> float:
+def _page_places(ledger: RetrievalLedger) -> dict[int, int]:
+    """Each chunk's page's place in the search (0 for the first page), by its document's first chunk."""
+    pages: dict[str, int] = {}
+    return {n: pages.setdefault(hit.uri, len(pages)) for n, hit in ledger.numbered()}
+
+
+def _score(
+    passage: Passage, similarity: float, weights: dict[str, float], place: int, *, howto: bool, what_is: bool
+) -> float:
     lexical = _overlap(weights, terms(passage.full_text()))
     if passage.kind in ("steps", "code", "table"):
         lexical *= BLOCK_LEXICAL_SHARE  # a long block holds many words by its size alone
@@ -172,7 +182,7 @@ def _score(passage: Passage, similarity: float, weights: dict[str, float], *, ho
         score += INTENT_BONUS
     if what_is and passage.kind == "sentence" and _DEFINITION.search(passage.sentence):
         score += INTENT_BONUS
-    return score - RANK_PENALTY * (passage.n - 1)
+    return score - RANK_PENALTY * place
 
 
 def _term_weights(question_terms: set[str], chunks: list[str]) -> dict[str, float]:
@@ -261,13 +271,10 @@ def answer_pieces(extracts: list[Extract]) -> list[Piece]:
     return pieces
 
 
-_CODE_SPAN = re.compile(r"(`+).+?\1")
-
-
 def _inline_pieces(text: str) -> list[Piece]:
     pieces: list[Piece] = []
     position = 0
-    for span in _CODE_SPAN.finditer(text):
+    for span in CODE_SPAN.finditer(text):
         if span.start() > position:
             pieces.append((text[position : span.start()], False))
         pieces.append((span.group(0), True))
@@ -292,7 +299,12 @@ def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
             + (len(block.items) if block.kind == "list" else 0)
             + (len(split_sentences(plain(block.text))) if block.kind == "prose" else 0)
         )
+    brought: set[int] = set()  # the orders the passages found so far bring with them, kept as they come
+    counted = 0
     for index, block in enumerate(blocks):
+        for passage in found[counted:]:
+            brought |= passage.covers
+        counted = len(found)
         following = blocks[index + 1] if index + 1 < len(blocks) else None
         carried = following if following is not None and following.kind in ("code", "list", "table") else None
         base = block_order[index]
@@ -303,7 +315,7 @@ def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
         elif block.kind == "list":
             whole = _list_markdown(list(block.items))
             ordered = sum(item.ordered and item.depth == 0 for item in block.items) >= 2
-            if not _carried(found, base) and (ordered or (len(block.items) >= 2 and len(whole) <= MAX_LIST_CHARS)):
+            if base not in brought and (ordered or (len(block.items) >= 2 and len(whole) <= MAX_LIST_CHARS)):
                 # The list as a whole, under its heading: a how-to answer wants all the steps, in order.
                 covers = frozenset(range(base + 1, base + 1 + len(block.items)))
                 found.append(Passage(n, base, "steps", heading, whole, ordered, covers))
@@ -315,16 +327,11 @@ def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
                 last = split_sentences(plain(previous.text))[-1:]
                 if last and last[0].endswith(":") and word_count(last[0]) < MIN_WORDS:
                     caption = last[0].rstrip(":").strip()  # "Homebrew:", "Export to a backup:"
-            if _carried(found, base):
+            if base in brought:
                 continue  # the sentence introducing it brings it
             kind: PassageKind = "code" if block.kind == "code" else "table"
             found.append(Passage(n, base, kind, caption, _rendered(block, question_terms), kind == "code", frozenset()))
     return found
-
-
-def _carried(found: list[Passage], order: int) -> bool:
-    """Whether a passage already found brings the block at `order` (it introduces it)."""
-    return any(order in passage.covers for passage in found)
 
 
 def _prose(
@@ -396,6 +403,7 @@ def _imperative(sentence: str) -> bool:
 
 
 def _short(sentence: str) -> str:
+    sentence = sentence.replace("\u00a0", " ")  # "24\u00a0hours" reads, and is searched for, as "24 hours"
     if len(sentence) <= MAX_SENTENCE_CHARS:
         return sentence
     return sentence[: MAX_SENTENCE_CHARS - 1].rsplit(" ", 1)[0] + "…"
