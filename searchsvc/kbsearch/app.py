@@ -142,6 +142,7 @@ def _kubernetes_auth(settings: Settings) -> KubernetesAuth:
             timeout_s=settings.auth_timeout_seconds,
             negative_cache_seconds=settings.auth_negative_cache_seconds,
             max_reviews_in_flight=settings.auth_max_reviews_in_flight,
+            max_reviews_per_client=settings.auth_max_reviews_per_client,
         )
     except Exception as exc:  # noqa: BLE001 - the client's configuration errors have no common base
         raise ConfigurationError(

@@ -26,6 +26,7 @@ from kbsearch.rerank.base import Reranker
 from kbsearch.services.access.auth import Authenticator
 from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.answers.ask import AskService
+from kbsearch.services.budget import DocumentBudget, DocumentWork
 from kbsearch.services.document_reads import DocumentReads
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.insights import InsightsService
@@ -96,6 +97,23 @@ def context_of(state: State) -> AppContext:
     if context is None or not getattr(state, "ready", False):
         raise NotReadyError("the service is still starting: store or embedder not loaded yet")
     return context
+
+
+def document_work(settings: Settings, chunker: MarkdownChunker, converter: ConversionWorker) -> DocumentWork:
+    """Conversions and chunking in their own pools, shared by writer, within the per-document budget."""
+    return DocumentWork(
+        chunker,
+        converter,
+        budget=DocumentBudget(
+            max_chunks=settings.max_document_chunks,
+            max_chunk_chars=settings.max_document_chunk_chars,
+            chunk_seconds=settings.chunk_seconds,
+        ),
+        convert_slots=settings.convert_concurrency,
+        chunk_slots=settings.chunk_concurrency,
+        share=settings.writer_share,
+        per_writer=settings.max_pending_writes_per_writer,
+    )
 
 
 async def build_context(
@@ -179,8 +197,9 @@ async def build_context(
         max_document_bytes=settings.max_document_bytes,
         max_pending_writes=settings.max_pending_writes,
         catalog=catalog,
-        converter=converter,
         max_source_bytes=settings.max_source_bytes,
+        work=document_work(settings, chunker, converter),
+        max_pending_writes_per_writer=settings.max_pending_writes_per_writer,
     )
     sync_status = SyncStatusService(
         store=active_store, catalog=catalog, max_clock_skew_s=settings.sync_status_max_clock_skew_s

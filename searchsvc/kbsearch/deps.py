@@ -30,6 +30,11 @@ def context(request: HTTPConnection) -> AppContext:
     return context_of(request.app.state)
 
 
+def client_address(request: HTTPConnection) -> str | None:
+    """The caller's address (the proxy's X-Forwarded-For when the proxy is trusted, as uvicorn applies it)."""
+    return request.client.host if request.client is not None else None
+
+
 def known_sources(request: HTTPConnection) -> KnownSources:
     """The sources a Kubernetes caller's scope is read against, looked up only if a TokenReview needs them."""
 

@@ -2,7 +2,8 @@
 
 ServiceError
 ├── InvalidRequestError        422  a request the contract does not allow
-│   └── ConversionError             a document its format's converter cannot read (code names why)
+│   ├── ConversionError             a document its format's converter cannot read (code names why)
+│   └── DocumentTooComplexError     a document whose chunking would pass a per-document budget
 ├── DocumentTooLargeError      413  content over the per-document limit
 ├── RequestTooLargeError       413  a request body over the body limit
 ├── UnauthenticatedError       401  no or wrong bearer token
@@ -62,6 +63,15 @@ class ConversionError(InvalidRequestError):
     """
 
     code = "CONVERSION_FAILED"
+
+
+class DocumentTooComplexError(InvalidRequestError):
+    """Chunking the document would pass a per-document budget: chunks, characters produced or seconds.
+
+    The same text always will, so it is not retryable; `details` names the limit that was reached.
+    """
+
+    code = "DOCUMENT_TOO_COMPLEX"
 
 
 class DocumentTooLargeError(ServiceError):

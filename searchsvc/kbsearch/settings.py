@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     auth_max_reviews_in_flight: int = Field(
         16, ge=1, description="Kubernetes mode: TokenReviews and SubjectAccessReviews sent at once; the rest wait."
     )
+    auth_max_reviews_per_client: int = Field(
+        4, ge=1, description="Kubernetes mode: TokenReviews sent at once for one client address; the rest wait."
+    )
     auth_cache_size: int = Field(10_000, ge=1, description="Entries each authentication cache holds at most.")
     auth_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of one TokenReview or SubjectAccessReview.")
     allow_unauthenticated_writes: bool = Field(
@@ -95,6 +98,23 @@ class Settings(BaseSettings):
         60.0, gt=0, description="Seconds one conversion may take in all before its child process is killed."
     )
     convert_concurrency: int = Field(2, ge=1, description="Conversions running at once; more wait their turn.")
+    chunk_concurrency: int = Field(2, ge=1, description="Documents chunked at once; more wait their turn.")
+    writer_share: int = Field(
+        0,
+        ge=0,
+        description="Conversions, and chunkings, one writer runs at once; 0: half of each's concurrency, at least 1.",
+    )
+    max_document_chunks: int = Field(
+        5000, ge=1, description="Chunks one document may make; past it 422 DOCUMENT_TOO_COMPLEX, nothing stored."
+    )
+    max_document_chunk_chars: int = Field(
+        4 * 1_048_576,
+        ge=1,
+        description="Characters of chunk text one document may make in all; past it 422 DOCUMENT_TOO_COMPLEX.",
+    )
+    chunk_seconds: float = Field(
+        30.0, gt=0, description="CPU seconds chunking one document may use; past it 422 DOCUMENT_TOO_COMPLEX."
+    )
     max_body_bytes: int = Field(
         8 * 1_048_576, ge=1024, description="Largest request body; JSON escaping can inflate content."
     )
@@ -106,6 +126,12 @@ class Settings(BaseSettings):
     )
     max_pending_writes: int = Field(
         64, ge=1, description="Writes queued beyond this are refused with 429 and Retry-After."
+    )
+    max_pending_writes_per_writer: int = Field(
+        32,
+        ge=1,
+        description="One writer's writes queued at once (a scoped token, or one team's sources); past it 429 "
+        "TOO_MANY_WRITES.",
     )
     sync_status_max_clock_skew_s: float = Field(
         300.0, ge=0, description="A sync status dated further ahead of this service's clock is refused (422)."
@@ -262,6 +288,12 @@ class Settings(BaseSettings):
         le=10,
         description="Extractive ask: passages (sentences, with the code or list they introduce) at most.",
     )
+    public_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$",
+        description="The URL clients reach this service at (https://kb.example.com); named in the OAuth resource "
+        "metadata and 401 challenges instead of the request's Host. Unset: the Host, never cached.",
+    )
     allowed_hosts: str | None = Field(
         None,
         description="Comma-separated Host values every route answers while reads or writes need no token "
@@ -331,6 +363,11 @@ class Settings(BaseSettings):
     rebuild_check_queries: int = Field(
         20, ge=0, description="Most frequent queries of the last 7 days the self-check also asks (from the query log)."
     )
+
+    @field_validator("public_url")
+    @classmethod
+    def _no_trailing_slash(cls, url: str | None) -> str | None:
+        return url.rstrip("/") if url is not None else None
 
     @field_validator("api_token", "read_token")
     @classmethod

@@ -7,6 +7,7 @@ kubeconfig, as it would to an API server; the emulator answers the reviews from 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -20,12 +21,13 @@ import yaml
 
 from kbsearch.services.access.kubernetes import TtlCache
 from tests.support.kube import KubeEmulator
+from tests.support.kube_reviews import jwt_token
 from tests.support.service import CHALLENGE, running_service
 
-WRITER, WRITER_NAME = "operator-token-1", "system:serviceaccount:kb-system:kb-operator"
-AGENT_A, AGENT_A_NAME = "agent-a-token", "system:serviceaccount:team-a:agent"
-NAMED, NAMED_NAME = "named-token", "system:serviceaccount:team-a:runbook-reader"
-STRANGER = "stranger-token"  # a valid identity with no grants
+WRITER, WRITER_NAME = jwt_token("operator-token-1"), "system:serviceaccount:kb-system:kb-operator"
+AGENT_A, AGENT_A_NAME = jwt_token("agent-a-token"), "system:serviceaccount:team-a:agent"
+NAMED, NAMED_NAME = jwt_token("named-token"), "system:serviceaccount:team-a:runbook-reader"
+STRANGER = jwt_token("stranger-token")  # a valid identity with no grants
 SOURCES = {
     "team-a/docs": ["https://git.example/a/docs/one.md", "https://git.example/a/docs/two.md"],
     "team-a/runbooks": ["https://git.example/a/runbooks/pager.md"],
@@ -188,7 +190,7 @@ async def test_a_failing_review_api_is_503_everywhere_and_never_a_stale_allow(se
     while (await service.get("/api/v1/sources", headers=bearer(AGENT_A))).status_code == 200:
         assert time.monotonic() < deadline, "a cached allow outlived its lifetime"
         await asyncio.sleep(0.1)
-    for token in (AGENT_A, "fresh-token"):
+    for token in (AGENT_A, jwt_token("fresh-token")):
         for method, path in API_PATHS:
             body = {"query": "deploys"} if method == "POST" else None
             response = await service.request(method, path, json=body, headers=bearer(token))
@@ -200,7 +202,7 @@ async def test_a_failing_review_api_is_503_everywhere_and_never_a_stale_allow(se
 
 async def test_a_slow_review_api_hits_the_timeout(service, reviews):
     reviews.delay_s = 5.0  # the service waits 1 s
-    response = await service.get("/api/v1/sources", headers=bearer("slow-token"))
+    response = await service.get("/api/v1/sources", headers=bearer(jwt_token("slow-token")))
     assert response.status_code == 503 and response.json()["error"]["code"] == "AUTH_UNAVAILABLE"
 
 
@@ -226,7 +228,7 @@ async def test_an_unreachable_api_server_is_503(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(config))
     async with running_service("edge", tmp_path / "data", auth_mode="kubernetes", auth_timeout_seconds=1) as client:
-        response = await client.get("/api/v1/sources", headers=bearer("any-token"))
+        response = await client.get("/api/v1/sources", headers=bearer(jwt_token("any-token")))
         assert response.status_code == 503 and response.json()["error"]["code"] == "AUTH_UNAVAILABLE"
         assert "retry-after" in response.headers
 
@@ -247,10 +249,11 @@ def test_kubernetes_mode_without_any_api_configuration_refuses_to_start(tmp_path
 async def test_a_review_that_does_not_confirm_the_audience_is_refused(reviews, kubeconfig, tmp_path):
     # An authenticator that ignores the asked audiences (a webhook, an old API server) must not pass
     # a token minted for another service: the answer's status.audiences has to name ours.
-    reviews.user("other-service-token", "system:serviceaccount:team-a:agent", audiences=["vault"])
+    other = jwt_token("other-service-token")  # it claims our audience; the review is what checks
+    reviews.user(other, "system:serviceaccount:team-a:agent", audiences=["vault"])
     async with kubernetes_service(tmp_path / "data") as client:
         reviews.ignore_audiences = True
-        refused = await client.get("/api/v1/sources", headers=bearer("other-service-token"))
+        refused = await client.get("/api/v1/sources", headers=bearer(other))
         assert refused.status_code == 401, refused.text
         assert (await client.get("/api/v1/sources", headers=bearer(AGENT_A))).status_code == 401  # no audiences named
         reviews.ignore_audiences = False
@@ -266,13 +269,67 @@ async def test_made_up_tokens_are_reviewed_a_few_at_a_time_and_a_refusal_is_reme
     async with kubernetes_service(tmp_path / "data", cache_seconds=60) as client:
         reviews.delay_s = 0.2
         before = len(reviews.token_reviews)
-        guesses = [client.get("/api/v1/sources", headers=bearer(f"made-up-{i}")) for i in range(40)]
-        answers = await asyncio.gather(*guesses)
+        async with contextlib.AsyncExitStack() as stack:
+            # Ten addresses, so the global bound is reached before any address's own one.
+            guessers = [
+                await stack.enter_async_context(
+                    httpx.AsyncClient(
+                        transport=httpx.ASGITransport(app=client.app, client=(f"127.0.0.{10 + n}", 40000)),
+                        base_url=client.base_url,
+                    )
+                )
+                for n in range(10)
+            ]
+            guesses = [
+                guessers[i % 10].get("/api/v1/sources", headers=bearer(jwt_token(f"made-up-{i}"))) for i in range(40)
+            ]
+            answers = await asyncio.gather(*guesses)
         assert {a.status_code for a in answers} <= {401, 503}
         assert reviews.most_in_flight <= 16  # SEARCHSVC_AUTH_MAX_REVIEWS_IN_FLIGHT's default
         reviews.delay_s = 0
+        while reviews.in_flight:  # noqa: ASYNC110 - a review abandoned at its timeout may still be answered
+            await asyncio.sleep(0.05)
         reviewed = len(reviews.token_reviews)
         assert reviewed - before <= 40
         for _ in range(5):  # the same bad token again: answered from the short refusal cache
-            assert (await client.get("/api/v1/sources", headers=bearer("made-up-0"))).status_code == 401
+            assert (await client.get("/api/v1/sources", headers=bearer(jwt_token("made-up-0")))).status_code == 401
         assert len(reviews.token_reviews) <= reviewed + 1
+
+
+async def test_tokens_no_review_could_accept_are_refused_without_one(reviews, kubeconfig, tmp_path):
+    async with kubernetes_service(tmp_path / "data") as client:
+        before = len(reviews.token_reviews)
+        no_alg = ".".join(part.rstrip("=") for part in ("e30", *AGENT_A.split(".")[1:]))  # header {}
+        junk = [
+            "not-a-jwt",
+            "a.b.c",  # base64url, but not JSON
+            "eyJhbGciOiJIUzI1NiJ9.bm90IGpzb24.c2ln",  # a JSON header, a payload that is not JSON
+            no_alg,
+            jwt_token("agent-a-token", audiences=("vault",)),  # minted for another service
+            jwt_token("agent-a-token", expires_at=int(time.time()) - 3600),  # expired an hour ago
+        ]
+        for token in junk:
+            response = await client.get("/api/v1/sources", headers=bearer(token))
+            assert response.status_code == 401, (token, response.text)
+        assert len(reviews.token_reviews) == before
+        assert await visible_sources(client, AGENT_A) == ["team-a/docs", "team-a/runbooks"]
+
+
+async def test_one_address_flooding_made_up_tokens_leaves_reviews_for_everyone_else(reviews, kubeconfig, tmp_path):
+    async with kubernetes_service(tmp_path / "data") as client:
+        reviews.delay_s = 0.5  # each review: a busy API server
+        transport = httpx.ASGITransport(app=client.app, client=("127.0.0.2", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url=client.base_url) as flooder:
+            flood = [
+                asyncio.create_task(flooder.get("/api/v1/sources", headers=bearer(jwt_token(f"junk-{i}"))))
+                for i in range(100)
+            ]
+            while reviews.in_flight < 4:  # noqa: ASYNC110 - the flood has taken its share of the review slots
+                await asyncio.sleep(0.01)
+            # Before the per-address bound, 16 junk reviews at a time made this wait past its timeout.
+            response = await client.get("/api/v1/sources", headers=bearer(AGENT_A))
+            assert response.status_code == 200, response.text
+            answers = await asyncio.gather(*flood)
+        # (The emulator may see more than 4 of the flood at once: a review abandoned at its timeout
+        # frees its turn while its request is still open, so only the answer above is asserted.)
+        assert {a.status_code for a in answers} <= {401, 503}

@@ -21,6 +21,7 @@ from tests.searchsvc.test_kubernetes_access import (
     kubernetes_service,
     reviews,  # noqa: F401  # a fixture
 )
+from tests.support.kube_reviews import jwt_token
 from tests.support.mcpclient import ACCEPT, rpc
 
 HEADERS = {"accept": ACCEPT, "host": "127.0.0.1:8000"}
@@ -63,7 +64,7 @@ async def test_a_failing_review_api_is_503_on_mcp_never_an_empty_answer(reviews,
         while (response := await call_tool(client, AGENT_A, "list_sources")).status_code == 200:
             assert time.monotonic() < deadline, "a cached allow outlived its lifetime"
             await asyncio.sleep(0.1)
-        for token in (AGENT_A, "fresh-token"):
+        for token in (AGENT_A, jwt_token("fresh-token")):
             response = await call_tool(client, token, "search_knowledge", query="deploys")
             assert response.status_code == 503, response.text
             assert response.json()["error"]["code"] == "AUTH_UNAVAILABLE"

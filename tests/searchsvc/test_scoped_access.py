@@ -167,6 +167,14 @@ async def test_listings_counts_and_sources_hold_only_the_callers_sources(service
     assert admin["documents"] == len(A_DOCS) + len(B_DOCS) + 1
 
 
+async def test_the_status_shows_a_rebuilds_global_counts_and_message_only_to_every_source_callers(service):
+    admin = (await service.get("/api/v1/status", headers=bearer(ADMIN))).json()["rebuild"]
+    assert {"state", "message", "documents", "check"} <= admin.keys()
+    for token in (TEAM_A, A_WRITER, NOBODY, HASHED):
+        scoped = (await get(service, "/api/v1/status", token)).json()["rebuild"]
+        assert scoped == {"state": admin["state"]}
+
+
 async def test_an_exact_source_scope_from_a_hashed_token(service):
     sources = (await get(service, "/api/v1/sources", HASHED)).json()["sources"]
     assert [s["sourceIdentifier"] for s in sources] == ["team-a/docs"]

@@ -9,6 +9,8 @@ for the whole burst. A caller with `per_caller` searches already running or wait
 with Retry-After at once: a burst is bounded in memory as well as in time.
 
 Every face reaches the store through SearchService, so REST, MCP, the console and ask share this.
+Conversions and chunking take turns the same way (aio/pool.py), keyed by writer, with `share`
+bounding the turns one writer holds at once so another writer always finds a slot free.
 """
 
 from __future__ import annotations
@@ -24,13 +26,27 @@ __all__ = ["FairTurns"]
 
 
 class FairTurns:
-    """At most `slots` holders at once, handed out round robin by caller key; `per_caller` bounds each key."""
+    """At most `slots` holders at once, handed out round robin by caller key; `per_caller` bounds each key.
 
-    def __init__(self, slots: int, per_caller: int) -> None:
-        if slots < 1 or per_caller < 1:
-            raise ValueError("slots and per_caller must be at least 1")
+    `share` bounds the turns one key runs at once (default: every slot); `what` and `code` name the
+    work in the 429 a key past `per_caller` gets.
+    """
+
+    def __init__(
+        self,
+        slots: int,
+        per_caller: int,
+        *,
+        share: int | None = None,
+        what: str = "searches",
+        code: str = "TOO_MANY_SEARCHES",
+    ) -> None:
+        if slots < 1 or per_caller < 1 or (share is not None and share < 1):
+            raise ValueError("slots, per_caller and share must be at least 1")
         self.slots = slots
         self.per_caller = per_caller
+        self.share = min(share, slots) if share is not None else slots
+        self._what, self._code = what, code
         self._running = 0
         self._runs: dict[str, int] = {}  # running, per caller
         self._started: dict[str, int] = {}  # when each caller's latest turn began, in turns handed out
@@ -43,8 +59,8 @@ class FairTurns:
         held = self._held.get(caller, 0)
         if held >= self.per_caller:
             raise OverloadedError(
-                f"{held} searches of this caller are already running or waiting; retry later",
-                code="TOO_MANY_SEARCHES",
+                f"{held} {self._what} of this caller are already running or waiting; retry later",
+                code=self._code,
                 details={"retryAfterSeconds": 1, "limit": self.per_caller},
             )
         self._held[caller] = held + 1
@@ -61,11 +77,11 @@ class FairTurns:
                 self._started.pop(caller, None)
 
     async def _acquire(self, caller: str) -> None:
-        if self._running < self.slots and not self._waiting:
-            self._start(caller)
-            return
         granted = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(caller, deque()).append(granted)
+        self._dispatch()
+        if granted.done():
+            return
         try:
             await granted  # _release started our turn before it resolved this
         except asyncio.CancelledError:
@@ -90,8 +106,15 @@ class FairTurns:
         self._runs[caller] -= 1
         if not self._runs[caller]:
             del self._runs[caller]
-        while self._waiting and self._running < self.slots:
-            chosen = min(self._waiting, key=lambda w: (self._runs.get(w, 0), self._started.get(w, 0)))
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Free slots to waiting callers below their share: fewest running first, then longest unserved."""
+        while self._running < self.slots:
+            eligible = [w for w in self._waiting if self._runs.get(w, 0) < self.share]
+            if not eligible:
+                return
+            chosen = min(eligible, key=lambda w: (self._runs.get(w, 0), self._started.get(w, 0)))
             queue = self._waiting[chosen]
             granted = queue.popleft()
             if not queue:

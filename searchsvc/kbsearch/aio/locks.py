@@ -1,4 +1,4 @@
-"""Per-key asyncio locks that free themselves when nobody holds or waits for them."""
+"""Per-key asyncio locks and semaphores that free themselves when nobody holds or waits for them."""
 
 from __future__ import annotations
 
@@ -7,28 +7,40 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 
-class KeyedLocks:
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+class KeyedSemaphores:
+    """Per-key semaphores of `capacity` that free themselves when nobody holds or waits for them."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._semaphores: dict[str, tuple[asyncio.Semaphore, int]] = {}
 
     @asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (None, 0))
-        if lock is None:
-            lock = asyncio.Lock()
-        self._locks[key] = (lock, users + 1)
+        semaphore, users = self._semaphores.get(key, (None, 0))
+        if semaphore is None:
+            semaphore = asyncio.Semaphore(self.capacity)
+        self._semaphores[key] = (semaphore, users + 1)
         try:
-            async with lock:
+            async with semaphore:
                 yield
         finally:
-            lock, users = self._locks[key]
+            semaphore, users = self._semaphores[key]
             if users == 1:
-                del self._locks[key]
+                del self._semaphores[key]
             else:
-                self._locks[key] = (lock, users - 1)
+                self._semaphores[key] = (semaphore, users - 1)
 
     def __len__(self) -> int:
-        return len(self._locks)
+        return len(self._semaphores)
+
+
+class KeyedLocks(KeyedSemaphores):
+    """Per-key asyncio locks: one holder per key at a time."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
 
 
 class _Gate:

@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kbsearch.deps import known_sources
+from kbsearch.deps import client_address, known_sources
 from kbsearch.errors import ForbiddenError
 from kbsearch.services.access.auth import Authenticator, refuse_url_token
 from kbsearch.services.access.scope import Caller
@@ -23,7 +23,8 @@ async def authenticate(request: Request, *, write: bool) -> Caller:
     """The Caller of a request's Authorization header; a token in its URL is refused."""
     refuse_url_token(request.query_params)
     authenticator: Authenticator = request.app.state.authenticator
-    return await authenticator.caller_of(request.headers.get("authorization"), known_sources(request), write=write)
+    header = request.headers.get("authorization")
+    return await authenticator.caller_of(header, known_sources(request), write=write, client=client_address(request))
 
 
 async def _resolve(request: Request, *, write: bool) -> Caller:

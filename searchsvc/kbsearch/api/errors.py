@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kbsearch.api.resource_metadata import challenge
+from kbsearch.api.resource_metadata import challenge_headers
 from kbsearch.errors import ServiceError, UnauthenticatedError
 from kbsearch.presenters import error_response, field_problems, validation_message
 
@@ -30,7 +30,7 @@ async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
     headers: dict[str, str] = {}
     if isinstance(exc, UnauthenticatedError):
         # Where a client learns how to authenticate (RFC 9728), so an MCP client does not guess at OAuth.
-        headers["WWW-Authenticate"] = challenge(request, invalid="authorization" in request.headers)
+        headers |= challenge_headers(request, invalid="authorization" in request.headers)
     if exc.retryable:  # 429, 503 and a lost write race: the same request may succeed later
         headers["Retry-After"] = str(exc.details.get("retryAfterSeconds", 1))
     if exc.status_code >= 500:

@@ -11,6 +11,13 @@ Kubernetes ServiceAccount token for the named audiences.
 Served at `/.well-known/oauth-protected-resource` and, for the `/mcp` resource,
 `/.well-known/oauth-protected-resource/mcp` (RFC 9728 §3.1 inserts the resource's path), without
 authentication: it holds nothing secret.
+
+Both name this service's URL. With SEARCHSVC_PUBLIC_URL set, that is the URL, whatever Host a
+request names, and the document may be cached for an hour. Without it the URL comes from the
+request's Host, so neither answer may be kept by a cache (`no-store`, `Vary: Host`): a cache shared
+with other clients would otherwise hand them a URL an attacker's Host header chose. And with
+SEARCHSVC_ALLOWED_HOSTS set, a Host outside it is never reflected: the challenge names no metadata
+and the document answers 421.
 """
 
 from __future__ import annotations
@@ -20,9 +27,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from kbsearch.api.hosts import host_allowed
+from kbsearch.presenters import error_response
 from kbsearch.settings import Settings
 
-__all__ = ["METADATA_PATH", "challenge", "metadata", "router"]
+__all__ = ["METADATA_PATH", "challenge_headers", "metadata", "router"]
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 MCP_PATH = "/mcp"
@@ -30,18 +39,34 @@ MCP_PATH = "/mcp"
 router = APIRouter(tags=["system"])
 
 
-def _base(request: Request) -> str:
+# Where the URL does not come from the request, the metadata may be cached; else it must not be.
+_CACHED = {"Cache-Control": "max-age=3600"}
+_UNCACHED = {"Cache-Control": "no-store", "Vary": "Host"}
+
+
+def _base(request: Request, settings: Settings) -> str | None:
+    """This service's URL: the configured one, else the request's (None for a Host it does not answer to)."""
+    if settings.public_url is not None:
+        return settings.public_url
+    host = request.headers.get("host", "")
+    if settings.allowed_hosts is not None and not host_allowed(host, settings.allowed_host_names):
+        return None
     # Behind a trusted proxy, uvicorn has already put the client-facing scheme and host here.
     return str(request.base_url).rstrip("/")
 
 
-def challenge(request: Request, *, invalid: bool) -> str:
-    """The `WWW-Authenticate` value of a 401: Bearer, where the metadata is, and RFC 6750's error."""
-    value = f'Bearer resource_metadata="{_base(request)}{METADATA_PATH}"'
-    return value + ', error="invalid_token"' if invalid else value
+def challenge_headers(request: Request, *, invalid: bool) -> dict[str, str]:
+    """The headers of a 401: `WWW-Authenticate` (Bearer, where the metadata is, RFC 6750's error), and
+    what a cache may do with it."""
+    settings: Settings = request.app.state.settings
+    base = _base(request, settings)
+    value = f'Bearer resource_metadata="{base}{METADATA_PATH}"' if base is not None else "Bearer"
+    if invalid:
+        value += ', error="invalid_token"' if base is not None else ' error="invalid_token"'
+    return {"WWW-Authenticate": value, **_UNCACHED}  # a refusal is never kept, whatever names the URL
 
 
-def metadata(request: Request, settings: Settings) -> dict[str, Any]:
+def metadata(request: Request, settings: Settings, base: str | None = None) -> dict[str, Any]:
     if settings.auth_mode == "kubernetes":
         how: dict[str, Any] = {
             "tokens": "kubernetes-serviceaccount",
@@ -60,7 +85,7 @@ def metadata(request: Request, settings: Settings) -> dict[str, Any]:
             ),
         }
     return {
-        "resource": f"{_base(request)}{MCP_PATH}",
+        "resource": f"{base or _base(request, settings)}{MCP_PATH}",
         "resource_name": "Knowledge base",
         "bearer_methods_supported": ["header"],
         "x-kb-authentication": {"scheme": "Bearer", **how},
@@ -72,4 +97,13 @@ def metadata(request: Request, settings: Settings) -> dict[str, Any]:
 async def protected_resource(request: Request) -> JSONResponse:
     """RFC 9728 metadata of the /mcp resource (and of the REST API, which takes the same tokens)."""
     settings: Settings = request.app.state.settings
-    return JSONResponse(metadata(request, settings), headers={"Cache-Control": "max-age=3600"})
+    base = _base(request, settings)
+    if base is None:
+        return error_response(
+            421,
+            "MISDIRECTED_REQUEST",
+            "this service does not answer to that Host; add it to SEARCHSVC_ALLOWED_HOSTS if it is yours",
+            headers=_UNCACHED,
+        )
+    headers = _CACHED if settings.public_url is not None else _UNCACHED
+    return JSONResponse(metadata(request, settings, base), headers=headers)

@@ -51,8 +51,15 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/api/v1/status")
 async def status(caller: ReaderDep, state: ContextDep) -> dict[str, Any]:
-    """Version, store, embedder and chunker settings, with live counts of what the caller may see."""
+    """Version, store, embedder and chunker settings, with live counts of what the caller may see.
+
+    A rebuild's progress counts and message speak of every source's documents (its self-check, of
+    the most asked queries): only a caller that sees every source gets them; others get its state.
+    """
     settings = state.settings
+    rebuild = state.rebuild.status()
+    if not caller.scope.unrestricted:
+        rebuild = {"state": rebuild["state"]}
     documents, chunks = await state.document_reads.count(caller)
     epoch = await store_call(state.store.collection_epoch)
     min_chars, max_chars = settings.chunk_range
@@ -86,7 +93,7 @@ async def status(caller: ReaderDep, state: ContextDep) -> dict[str, Any]:
             "fullScores": settings.fusion_full_scores,
             "candidates": settings.search_candidates,
         },
-        "rebuild": state.rebuild.status(),
+        "rebuild": rebuild,
         "auth": {
             "writeTokenRequired": state.authenticator.writes_need_token,
             "readTokenRequired": settings.read_token is not None or settings.authenticates,

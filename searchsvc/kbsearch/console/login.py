@@ -8,7 +8,7 @@ from fastapi import APIRouter, Form, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from kbsearch.console.session import CSRF_FIELD, check_csrf, end_session, safe_next, start_session
-from kbsearch.deps import known_sources
+from kbsearch.deps import client_address, known_sources
 from kbsearch.errors import UnauthenticatedError
 from kbsearch.services.access.auth import MAX_TOKEN_CHARS, Authenticator
 
@@ -38,7 +38,9 @@ async def login(
     token = token.strip()
     authenticator: Authenticator = request.app.state.authenticator
     try:
-        caller = await authenticator.caller_of(f"Bearer {token}", known_sources(request), write=False)
+        caller = await authenticator.caller_of(
+            f"Bearer {token}", known_sources(request), write=False, client=client_address(request)
+        )
     except UnauthenticatedError:
         return _form(request, next_path=next, error="That token was not accepted.", status_code=401)
     if not authenticator.reads_need_token and authenticator.tokens.table().lookup(token) is None:

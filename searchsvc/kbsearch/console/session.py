@@ -28,7 +28,7 @@ from urllib.parse import quote
 from fastapi import Request
 from starlette.responses import Response
 
-from kbsearch.deps import context, known_sources
+from kbsearch.deps import client_address, context, known_sources
 from kbsearch.errors import UnauthenticatedError
 from kbsearch.services.access.auth import Authenticator, refuse_url_token
 from kbsearch.services.access.scope import Caller
@@ -120,7 +120,9 @@ async def console_caller(request: Request) -> Caller:
     authenticator: Authenticator = request.app.state.authenticator
     try:
         header = f"Bearer {token}" if token else None
-        caller = await authenticator.caller_of(header, known_sources(request), write=False)
+        caller = await authenticator.caller_of(
+            header, known_sources(request), write=False, client=client_address(request)
+        )
     except UnauthenticatedError:
         _sessions(request).end(session_id)  # a revoked token's session is over
         raise LoginRequired(current_path(request), expired=session_id is not None) from None

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from kbsearch.deps import known_sources
+from kbsearch.deps import client_address, known_sources
 from kbsearch.mcp.server import build_server
 from kbsearch.presenters import error_response
 from kbsearch.services.access.auth import Authenticator, refuse_url_token
@@ -78,7 +78,9 @@ class McpEndpoint:
         # A ServiceError raised here reaches the app's error handlers like a route's would.
         refuse_url_token(request.query_params)
         header = request.headers.get("authorization")
-        request.state.caller = await self.authenticator.caller_of(header, known_sources(request), write=False)
+        request.state.caller = await self.authenticator.caller_of(
+            header, known_sources(request), write=False, client=client_address(request)
+        )
         manager = self.server.session_manager
         if scope["method"] == "POST" and "text/event-stream" in request.headers.get("accept", ""):
             body = await request.body()  # at most SEARCHSVC_MAX_BODY_BYTES: the request middleware holds to that

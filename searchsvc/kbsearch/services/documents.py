@@ -6,7 +6,6 @@ import base64
 import binascii
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
@@ -40,6 +39,7 @@ from kbsearch.models import (
 from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer, source_partition
 from kbsearch.services.batching import EmbeddingBatcher
+from kbsearch.services.budget import DocumentWork, writer_of
 from kbsearch.services.versions import detect_version
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -132,6 +132,8 @@ class DocumentService:
         catalog: SourceCatalog,
         converter: ConversionWorker | None = None,
         max_source_bytes: int | None = None,
+        work: DocumentWork | None = None,
+        max_pending_writes_per_writer: int | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -141,8 +143,11 @@ class DocumentService:
         self.metrics = metrics
         self.max_document_bytes = max_document_bytes
         self.max_source_bytes = max_source_bytes if max_source_bytes is not None else max_document_bytes
-        self.converter = converter
+        # Conversions and chunking: off the shared thread pool, in turns by writer, within a budget.
+        self.work = work if work is not None else DocumentWork(chunker, converter)
         self.max_pending_writes = max_pending_writes
+        self.max_pending_writes_per_writer = max_pending_writes_per_writer or max_pending_writes
+        self._pending_by_writer: dict[str, int] = {}
         self._uri_locks = KeyedLocks()
         self._source_gates = SharedExclusiveLocks()
         self._pending = 0
@@ -170,23 +175,36 @@ class DocumentService:
     async def put(self, request: PutDocumentRequest, caller: Caller) -> PutDocumentResponse:
         require_writer(caller, request.source_identifier)
         document = self._source(request)
+        writer = writer_of(caller, request.source_identifier)
         if self._pending >= self.max_pending_writes:
             raise OverloadedError(
                 f"{self._pending} writes are already queued; retry later",
                 details={"retryAfterSeconds": 1},
             )
+        mine = self._pending_by_writer.get(writer, 0)
+        if mine >= self.max_pending_writes_per_writer:
+            # One team's backlog must leave room in the queue for the others' writes.
+            raise OverloadedError(
+                f"{mine} writes of this writer are already queued; retry later",
+                code="TOO_MANY_WRITES",
+                details={"retryAfterSeconds": 1, "limit": self.max_pending_writes_per_writer},
+            )
         await self._require_writable()
         self._pending += 1
+        self._pending_by_writer[writer] = self._pending_by_writer.get(writer, 0) + 1
         try:
             source = request.source_identifier
             # The shared source gate keeps a bulk delete of this source from running between
             # our chunk writes and our manifest write.
             async with self.holding(request.uri, source):
-                response = await self._put_locked(request, document, caller)
+                response = await self._put_locked(request, document, caller, writer)
                 if self.mirror is not None and response.status != "unchanged":
                     await run_to_completion(self.mirror.changed(request.uri))
         finally:
             self._pending -= 1
+            self._pending_by_writer[writer] -= 1
+            if not self._pending_by_writer[writer]:
+                del self._pending_by_writer[writer]
         self.catalog.wrote(request.source_identifier)
         self.metrics.documents_written.labels(response.status).inc()
         self.metrics.chunks_embedded.inc(response.chunksEmbedded)
@@ -235,16 +253,12 @@ class DocumentService:
             fingerprint += f";format={fmt.name}-v{converter.version}"
         return _Source(fmt, raw, text, "sha256:" + hashlib.sha256(raw).hexdigest(), fingerprint)
 
-    async def _convert(self, source: _Source) -> tuple[str, Converted | None]:
+    async def _convert(self, source: _Source, writer: str) -> tuple[str, Converted | None]:
         """The text the chunker reads, with the conversion's anchors when there was one."""
         if source.text is not None:
             return source.text, None
-        if self.converter is None:
-            raise ConversionError(
-                f"this service converts no {source.format.name} documents", code="UNSUPPORTED_CONTENT_TYPE"
-            )
         try:
-            converted = await in_thread(self.converter.convert, source.format.name, source.raw)
+            converted = await self.work.convert(writer, source.format.name, source.raw)
         except ConversionError as exc:
             self.metrics.documents_converted.labels(source.format.name, exc.code).inc()
             raise
@@ -258,7 +272,9 @@ class DocumentService:
         self.metrics.documents_converted.labels(source.format.name, "ok").inc()
         return converted.text, converted
 
-    async def _put_locked(self, request: PutDocumentRequest, source: _Source, caller: Caller) -> PutDocumentResponse:
+    async def _put_locked(
+        self, request: PutDocumentRequest, source: _Source, caller: Caller, writer: str
+    ) -> PutDocumentResponse:
         checksum = source.checksum
         prepared: _Prepared | None = None
         for _ in range(CLAIM_ATTEMPTS):
@@ -295,7 +311,7 @@ class DocumentService:
                         return self._response(request, "updated", record, 0)
                     continue
             if prepared is None:
-                prepared = await self._prepare(request, source)
+                prepared = await self._prepare(request, source, writer)
             outcome = await run_to_completion(self._write(request, prepared, existing))
             if outcome is not None:
                 return self._response(request, "created" if existing is None else "updated", outcome, prepared.embedded)
@@ -311,13 +327,12 @@ class DocumentService:
             uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunksEmbedded=embedded
         )
 
-    async def _prepare(self, request: PutDocumentRequest, source: _Source) -> _Prepared:
-        """Chunks and vectors, before anything is written: a cancellation here leaves no trace."""
-        text, converted = await self._convert(source)
+    async def _prepare(self, request: PutDocumentRequest, source: _Source, writer: str) -> _Prepared:
+        """Chunks and vectors, before anything is written: a cancellation or a refusal here leaves no trace."""
+        text, converted = await self._convert(source, writer)
         located = detect_version(request.uri, request.metadata)
         path = request.metadata.get("path")
-        chunking = functools.partial(self.chunker.chunk, name=path if isinstance(path, str) else request.uri)
-        parsed: ParsedDocument = await in_thread(chunking, text)
+        parsed = await self.work.chunk(writer, text, path if isinstance(path, str) else request.uri)
         # Chunk offsets count from the body (after any front matter); anchors from the whole text.
         shift = len(text) - len(parsed.body)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]

@@ -50,8 +50,13 @@ class Authenticator:
         self.reads_need_token = reads_need_token
         self.writes_need_token = writes_need_token
 
-    async def caller_of(self, header: str | None, known_sources: KnownSources, *, write: bool) -> Caller:
-        """The Caller of an `Authorization` header value; the console passes its cookie's token here."""
+    async def caller_of(
+        self, header: str | None, known_sources: KnownSources, *, write: bool, client: str | None = None
+    ) -> Caller:
+        """The Caller of an `Authorization` header value; the console passes its cookie's token here.
+
+        `client` is the caller's address, which bounds its TokenReviews in flight (Kubernetes mode).
+        """
         needed = self.writes_need_token if write else self.reads_need_token
         if not needed:
             # Open (single-tenant): a token is optional, and one not known here counts as none,
@@ -63,7 +68,7 @@ class Authenticator:
         if caller is not None:
             return caller
         if self.kubernetes is not None:  # static tokens first, then the API server's TokenReview
-            caller = await self.kubernetes.caller(token, known_sources)
+            caller = await self.kubernetes.caller(token, known_sources, client)
             if caller is not None:
                 return caller
         raise UnauthenticatedError("the bearer token is not valid")

@@ -9,14 +9,25 @@ Both reviews are cached (bounded, for SEARCHSVC_AUTH_CACHE_SECONDS): token revie
 of the token, access decisions per identity and namespace (or name); a refused token for
 SEARCHSVC_AUTH_NEGATIVE_CACHE_SECONDS. With audiences configured, a TokenReview answer must name
 one of them in `status.audiences`. At most SEARCHSVC_AUTH_MAX_REVIEWS_IN_FLIGHT reviews run at
-once. Fail closed: a review that errors, times out (waiting for its turn included) or cannot be
+once, and at most SEARCHSVC_AUTH_MAX_REVIEWS_PER_CLIENT TokenReviews for one client address.
+
+A token that cannot be a ServiceAccount token is refused without a review, so junk cannot fill
+the review slots that real tokens need: one that is not a JWT (three base64url parts, the first two
+JSON objects), whose unverified `aud` names none of the configured audiences, or whose unverified
+`exp` has passed. Nothing is trusted from these claims: they only decide that a review is pointless;
+a token that passes still needs the TokenReview to be accepted.
+
+Fail closed: a review that errors, times out (waiting for its turn included) or cannot be
 reached is a 503 AUTH_UNAVAILABLE, and nothing expired is reused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
+import json
 import logging
 import time
 from collections import OrderedDict
@@ -29,6 +40,7 @@ import anyio.to_thread
 import kubernetes.client
 import kubernetes.config
 
+from kbsearch.aio.locks import KeyedSemaphores
 from kbsearch.errors import AuthUnavailableError
 from kbsearch.services.access.scope import Caller, SourceScope
 
@@ -36,6 +48,8 @@ log = logging.getLogger(__name__)
 
 GROUP, RESOURCE, VERB = "kb.knowledgebase.dev", "knowledgesources", "get"
 RETRY_AFTER_S = 1
+# An `exp` this far past still gets its review: the API server's clock may lag ours.
+EXPIRY_LEEWAY_S = 60
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 _MISSING = object()
@@ -96,6 +110,7 @@ class KubernetesAuth:
         timeout_s: float,
         negative_cache_seconds: float = 5.0,
         max_reviews_in_flight: int = 16,
+        max_reviews_per_client: int = 4,
     ) -> None:
         self._client = api_client
         self._authn = kubernetes.client.AuthenticationV1Api(api_client)
@@ -110,6 +125,8 @@ class KubernetesAuth:
         # Made-up tokens each cost a review: at most this many reviews run at once, the rest wait
         # within the review timeout, then get 503 AUTH_UNAVAILABLE (the API server is not flooded).
         self._in_flight = asyncio.Semaphore(max_reviews_in_flight)
+        # One address's flood waits behind itself, leaving the global slots to everyone else.
+        self._per_client = KeyedSemaphores(max_reviews_per_client)
         self._decisions: TtlCache[tuple[KubeUser, str, str | None], bool] = TtlCache(cache_size, cache_seconds)
 
     @classmethod
@@ -125,9 +142,14 @@ class KubernetesAuth:
     def close(self) -> None:
         self._client.close()
 
-    async def caller(self, token: str, known_sources: Callable[[], Awaitable[list[str]]]) -> Caller | None:
-        """The caller a token is, with the sources it may read now; None when the token is not valid."""
-        user = await self._user(token)
+    async def caller(
+        self, token: str, known_sources: Callable[[], Awaitable[list[str]]], client: str | None = None
+    ) -> Caller | None:
+        """The caller a token is, with the sources it may read now; None when the token is not valid.
+
+        `client` is the caller's address: TokenReviews are bounded per address as well.
+        """
+        user = await self._user(token, client or "")
         if user is None:
             return None
         if user.username in self.writers:
@@ -147,7 +169,9 @@ class KubernetesAuth:
         decisions = await asyncio.gather(*(self._may_get(user, namespace, name) for name in names))
         return [name for name, allowed in zip(names, decisions, strict=True) if allowed]
 
-    async def _user(self, token: str) -> KubeUser | None:
+    async def _user(self, token: str, client: str) -> KubeUser | None:
+        if not self.plausible(token):
+            return None
         key = hashlib.sha256(token.encode()).digest()
         cached = self._users.get(key)
         if cached is not _MISSING:
@@ -156,7 +180,7 @@ class KubernetesAuth:
             return None
         spec = kubernetes.client.V1TokenReviewSpec(token=token, audiences=self.audiences or None)
         body = kubernetes.client.V1TokenReview(spec=spec)
-        review = await self._call("TokenReview", self._authn.create_token_review, body)
+        review = await self._call("TokenReview", self._authn.create_token_review, body, client)
         status = review.status
         user = None
         if (
@@ -173,6 +197,23 @@ class KubernetesAuth:
         else:
             self._refused.put(key, True)
         return user
+
+    def plausible(self, token: str, now: float | None = None) -> bool:
+        """Whether a TokenReview could accept `token`: a JWT for our audience, not expired (claims unverified)."""
+        claims = _unverified_claims(token)
+        if claims is None:
+            return False
+        expires = claims.get("exp")
+        if isinstance(expires, bool) or not isinstance(expires, int | float):
+            expires = None  # no expiry claimed (a legacy token): the review decides
+        if expires is not None and expires + EXPIRY_LEEWAY_S < (time.time() if now is None else now):
+            return False
+        if self.audiences:
+            audience = claims.get("aud")
+            named = [audience] if isinstance(audience, str) else audience if isinstance(audience, list) else []
+            if not set(self.audiences) & {a for a in named if isinstance(a, str)}:
+                return False
+        return True
 
     def _audience_confirmed(self, audiences: list[str] | None) -> bool:
         """With audiences asked for, the answer must name one of them: an authenticator that ignored
@@ -200,13 +241,14 @@ class KubernetesAuth:
         self._decisions.put(key, allowed)
         return allowed
 
-    async def _call(self, what: str, method: Callable[..., Any], body: Any) -> Any:
+    async def _call(self, what: str, method: Callable[..., Any], body: Any, client: str | None = None) -> Any:
         def call() -> Any:
             return method(body, _request_timeout=self.timeout_s)
 
         try:
             with anyio.fail_after(self.timeout_s + 1):  # the client's own timeout should come first
-                async with self._in_flight:  # waiting for a turn counts against the same timeout
+                # Waiting for a turn counts against the same timeout; a client's own turn comes first.
+                async with self._per_client.hold(client or ""), self._in_flight:
                     return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
         except Exception as exc:  # noqa: BLE001 - any failure is "cannot decide": fail closed
             reason = getattr(exc, "status", None) or type(exc).__name__
@@ -215,3 +257,23 @@ class KubernetesAuth:
                 f"the Kubernetes {what} could not be made ({reason}); retry",
                 details={"retryAfterSeconds": RETRY_AFTER_S},
             ) from None
+
+
+def _unverified_claims(token: str) -> dict[str, Any] | None:
+    """The payload of a JWT-shaped token (header and payload JSON objects), unverified; None for anything else."""
+    parts = token.split(".")
+    if len(parts) != 3 or not all(parts[:2]):
+        return None
+    try:
+        header, payload = (json.loads(_b64url(part)) for part in parts[:2])
+    except (binascii.Error, ValueError):  # not base64url, not UTF-8 or not JSON
+        return None
+    if not isinstance(header, dict) or not isinstance(payload, dict) or "alg" not in header:
+        return None
+    return payload
+
+
+def _b64url(part: str) -> bytes:
+    if not all(ch.isalnum() or ch in "-_" for ch in part) or not part.isascii():
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))

@@ -221,6 +221,7 @@ class RebuildService:
                 max_document_bytes=UNLIMITED_BYTES,
                 max_pending_writes=1 << 30,
                 catalog=SourceCatalog(shadow),
+                work=self.documents.work,  # re-chunking takes turns with the live writes
             )
             self.documents.mirror = self
             await self._copy_all()
