@@ -288,14 +288,14 @@ class Settings(BaseSettings):
         0.05,
         ge=0,
         le=1,
-        description="A rebuilt collection is swapped in only if its self-check score (MRR@10) is at most this "
-        "much below the current collection's, in every search mode.",
-    )
-    rebuild_check_documents: int = Field(
-        50, ge=0, description="Documents whose title and headings make the self-check's queries."
+        description="A rebuilt collection is refused only if, in some search mode, its self-check MRR@10 is below "
+        "the current collection's by more than this, and worse with 95% confidence (a paired bootstrap).",
     )
     rebuild_check_queries: int = Field(
-        20, ge=0, description="Most frequent queries of the last 7 days the self-check also asks (from the query log)."
+        100,
+        ge=0,
+        description="Queries the self-check asks at most, drawn in turn from every source's titles and headings, "
+        "a quarter at most from the query log's most frequent queries of the last 7 days.",
     )
 
     @field_validator("api_token", "read_token")
