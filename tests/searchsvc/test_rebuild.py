@@ -19,9 +19,7 @@ import httpx
 import pytest
 from qdrant_client import QdrantClient
 
-from kbsearch.app import create_app
 from kbsearch.chunker import MarkdownChunker
-from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.qdrant_server import QdrantServerStore
 from tests.fixtures.upgrade.make_fixture import HERE as FIXTURE_DIR
@@ -30,7 +28,7 @@ from tests.support.formatfiles import code_cell, docx_file, markdown_cell, noteb
 from tests.support.hashing import HashingEmbedder
 from tests.support.randomembed import MODEL as RANDOM_MODEL
 from tests.support.randomembed import RandomEmbeddings
-from tests.support.service import STORE_KINDS, hashing_embedder_for, make_store, running_service, serve
+from tests.support.service import STORE_KINDS, configured_service, make_store, running_service, settings_of
 from tests.support.service_process import ServiceProcess
 
 NEW_MODEL = "hashing-v2"
@@ -141,23 +139,6 @@ async def service_on(
 ) -> AsyncIterator[httpx.AsyncClient]:
     store = shared.store() if shared is not None else make_store(store_kind, data_dir)
     async with running_service(store_kind, data_dir, store=store, **options) as client:  # type: ignore[arg-type]
-        yield client
-
-
-@asynccontextmanager
-async def service_from_settings(
-    store_kind: str, data_dir: Path, shared: SharedQdrant | None, env: dict[str, str], **options: object
-) -> AsyncIterator[httpx.AsyncClient]:
-    """The real app with the embedder its settings name (`env`: SEARCHSVC_* variables), not a test one."""
-    settings = {k.removeprefix("SEARCHSVC_").lower(): v for k, v in env.items() if k.startswith("SEARCHSVC_")}
-    store = shared.store() if shared is not None else make_store(store_kind, data_dir)
-    app = create_app(
-        Settings(data_dir=data_dir, **settings, **options),  # type: ignore[arg-type]
-        store=store,
-        embedder_for=hashing_embedder_for,  # what made the collection: the tests' hashing embedder
-    )
-    async with serve(app) as client:
-        client.app = app  # type: ignore[attr-defined]
         yield client
 
 
@@ -365,7 +346,8 @@ async def test_a_worse_rebuild_is_refused_by_the_self_check_until_a_writer_force
         await client.app.state.context.query_log.flush()  # type: ignore[attr-defined]
     # A broken embedder setting: the real OpenAI embedder, pointed at a model that knows nothing.
     with RandomEmbeddings() as endpoint:
-        async with service_from_settings(store_kind, data_dir, shared, endpoint.settings()) as client:
+        store = shared.store() if shared is not None else make_store(store_kind, data_dir)
+        async with configured_service(data_dir, store, **settings_of(endpoint.settings())) as client:
             refused = await wait_for(client, {"refused", "idle"})
             check = refused["check"]
             assert check["passed"] is False and "dense" in check["worseModes"], check

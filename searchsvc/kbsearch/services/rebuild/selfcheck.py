@@ -306,18 +306,23 @@ async def _ambiguous(search: SearchService, text: str, answer: str, caller: Call
 
 
 async def _headings(store: VectorStore, record: DocumentRecord) -> list[str]:
-    """The document's headings in order: from its stored body, else from its chunks' heading paths."""
+    """The document's headings in order: from its stored body, else from its first chunks (text and heading paths)."""
     body = await store_call(store.get_body, record.uri)
     if body is not None and body.checksum == record.checksum:
-        found, fenced = [], False
-        for line in body.body.splitlines():
-            if line.lstrip().startswith(("```", "~~~")):
-                fenced = not fenced
-            elif not fenced and (match := _ATX_HEADING.match(line)):
-                found.append(match.group(1))
-        return found
+        return _atx_headings(body.body)
     chunks = await store_call(store.document_chunks, record.uri, 0, min(record.chunks, CHUNKS_READ_PER_DOCUMENT))
-    return [heading for chunk in chunks for heading in chunk.headings]
+    found = [heading for chunk in chunks for heading in (*chunk.headings, *_atx_headings(chunk.content))]
+    return list(dict.fromkeys(found))
+
+
+def _atx_headings(text: str) -> list[str]:
+    found, fenced = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and (match := _ATX_HEADING.match(line)):
+            found.append(match.group(1))
+    return found
 
 
 async def _logged(
