@@ -6,8 +6,9 @@ Queries with known answers are made from the current collection itself, up to `q
 - titles and headings: for documents picked per source in a stable pseudo-random order (by a hash
   of their answer, so the same collection gives the same queries), the title and the first heading
   no other answer shares, each answered by that document's answer;
-- the query log: the most frequent queries of the last 7 days (at most a quarter of the queries),
-  each answered by what the current collection ranks first today.
+- the query log: the most frequent queries of the last 7 days (at most a quarter of the queries)
+  whose first answer in the current collection is the same in all three modes, answered by it
+  (the answer comes from the current collection, which favours it: only a clear one is kept).
 
 An *answer* is a page, not a URI: every version of one page (services/versions.py: source and page
 key) and every identical copy (the same content checksum) count as one, so a hit on the 2.10 copy
@@ -56,6 +57,7 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 DEPTH = 10  # ranks that count: RR@10
 FETCH = 3 * DEPTH  # pages fetched per query: versions and copies of one answer take several
 LOGGED_SHARE = 4  # at most 1/LOGGED_SHARE of the queries come from the log (their answer is the current's)
+LOGGED_CANDIDATES = 3  # logged queries read per one kept (those without one clear answer are left out)
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 30  # a fixed seed: the same per-query figures always give the same verdict
@@ -132,6 +134,7 @@ class ModeVerdict:
     upper: float  # its one-sided upper confidence bound
     wins: int  # queries where the rebuilt one ranks the answer higher
     losses: int
+    by_origin: dict[str, float] = field(default_factory=dict)  # mean difference per query origin
 
     def worse(self, margin: float) -> bool:
         return self.upper < 0 and self.difference < -margin
@@ -172,6 +175,7 @@ class CheckResult:
             "difference": {mode: v.difference for mode, v in self.modes.items()},
             "upperBound": {mode: v.upper for mode, v in self.modes.items()},
             "winsLosses": {mode: [v.wins, v.losses] for mode, v in self.modes.items()},
+            "differenceByOrigin": {mode: v.by_origin for mode, v in self.modes.items()},
             "worseModes": self.worse,
             "passed": self.passed,
         }
@@ -240,6 +244,10 @@ async def self_check(
             upper=round(paired_upper_bound(differences), 4),
             wins=sum(d > 0 for d in differences),
             losses=sum(d < 0 for d in differences),
+            by_origin={
+                origin: _mean([d for d, q in zip(differences, queries, strict=True) if q.origin == origin])
+                for origin in sorted(by_origin)
+            },
         )
         result.modes[mode] = verdict
         if verdict.worse(margin):
@@ -328,18 +336,24 @@ def _atx_headings(text: str) -> list[str]:
 async def _logged(
     search: SearchService, insights: InsightsService | None, caller: Caller, answers: Answers, limit: int
 ) -> list[CheckQuery]:
-    """The most frequent recent queries, each answered by what the current collection ranks first."""
+    """The most frequent recent queries whose answer the current collection ranks first in every mode.
+
+    The answer comes from the current collection, which favours it: only a query all three modes
+    agree on has an answer clear enough to hold the rebuilt one to.
+    """
     if insights is None or limit <= 0:
         return []
-    made = []
-    for entry in await insights.top_queries(caller, "7d", limit):
+    made: list[CheckQuery] = []
+    for entry in await insights.top_queries(caller, "7d", LOGGED_CANDIDATES * limit):
         text = _clean(entry.query)
         if not text:
             continue
-        ranked = await _ranked(search, text, "hybrid", caller, answers)
-        if ranked:
-            record = answers.records.get(ranked[0])
-            made.append(CheckQuery(text, ranked[0], "logged", record.source_identifier if record else None))
+        firsts = {tuple(await _ranked(search, text, mode, caller, answers))[:1] for mode in MODES}
+        if len(firsts) == 1 and (first := firsts.pop()):
+            record = answers.records.get(first[0])
+            made.append(CheckQuery(text, first[0], "logged", record.source_identifier if record else None))
+            if len(made) == limit:
+                break
     return made
 
 
