@@ -284,8 +284,11 @@ class Settings(BaseSettings):
     rebuild_pause_ms: float = Field(
         5.0, ge=0, description="Pause after each document a rebuild copies, so searches and writes go first."
     )
+    # Wide enough for what the proxy queries favour (the current collection's answers to logged
+    # queries, an embedding style): the v1 -> v2 chunker moved dense by -0.054 on the Argo CD docs
+    # (bench/LOG.md); a broken embedder moves it by far more than this.
     rebuild_check_margin: float = Field(
-        0.05,
+        0.1,
         ge=0,
         le=1,
         description="A rebuilt collection is refused only if, in some search mode, its self-check MRR@10 is below "

@@ -20,7 +20,7 @@ The verdict, per mode, is a paired test over the per-query differences d = RR(re
 a one-sided percentile bootstrap (2,000 resamples of the queries, a fixed seed, so it is
 repeatable) gives the upper 95% confidence bound of mean(d). The rebuilt collection is refused when,
 in some mode, that bound is below 0 (it is worse, with confidence) *and* mean(d) is below
--`margin` (worse by more than the margin, default 0.05 of MRR@10). A rebuild equal within noise, or
+-`margin` (worse by more than the margin, default 0.10 of MRR@10). A rebuild equal within noise, or
 with too few queries to tell, swaps.
 """
 
