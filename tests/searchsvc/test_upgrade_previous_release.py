@@ -28,6 +28,8 @@ from tests.support.randomembed import RandomEmbeddings
 from tests.support.service import configured_service, make_store, running_service, settings_of
 from tests.support.service_process import ServiceProcess
 
+pytestmark = pytest.mark.slow  # two releases' services end to end, and three rebuilds
+
 VERSIONS = ("2.9", "2.10", "2.12")  # 2.12 the newest
 COLLECTION = "knowledge"
 SCALERS = [
