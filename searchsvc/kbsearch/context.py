@@ -261,7 +261,6 @@ async def build_context(
         on_swap=switch_embedder,
         pause_s=settings.rebuild_pause_ms / 1000,
         margin=settings.rebuild_check_margin,
-        check_documents=settings.rebuild_check_documents,
         check_queries=settings.rebuild_check_queries,
     )
     if rebuild_why is None and await in_thread(active_store.shadow_exists):

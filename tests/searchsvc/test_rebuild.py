@@ -8,11 +8,10 @@ while it builds the new collection, then swap it in complete.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import base64
 import json
-import math
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -25,8 +24,11 @@ from kbsearch.store.base import VectorStore
 from kbsearch.store.qdrant_server import QdrantServerStore
 from tests.fixtures.upgrade.make_fixture import HERE as FIXTURE_DIR
 from tests.fixtures.upgrade.make_fixture import unpack
+from tests.support.formatfiles import code_cell, docx_file, markdown_cell, notebook, pdf_pages
 from tests.support.hashing import HashingEmbedder
-from tests.support.service import STORE_KINDS, make_store, running_service
+from tests.support.randomembed import MODEL as RANDOM_MODEL
+from tests.support.randomembed import RandomEmbeddings
+from tests.support.service import STORE_KINDS, configured_service, make_store, running_service, settings_of
 from tests.support.service_process import ServiceProcess
 
 NEW_MODEL = "hashing-v2"
@@ -242,41 +244,98 @@ async def test_a_requested_reindex_rebuilds_with_the_same_settings_and_keeps_eve
         for round_ in range(2):  # on a Qdrant server: first the name becomes an alias, then the alias moves
             response = await client.post("/api/v1/reindex", json={})
             assert response.status_code == 202, response.text
+            assert response.json()["state"] == "building"
             done = await wait_for(client, {"idle"}, searching="helm chart installation")
             assert done["message"] == "swapped in", round_
+            # The same collection rebuilt scores the same, query by query.
+            check = done["check"]
+            assert check["current"] == check["rebuilt"] and check["worseModes"] == [], check
+            assert all(wins_losses == [0, 0] for wins_losses in check["winsLosses"].values()), check
             assert (await client.get("/api/v1/status")).json()["store"]["documents"] == 6
         refused = await client.post("/api/v1/reindex", json={"forceSwap": True})
         assert refused.status_code == 409 and refused.json()["error"]["code"] == "NOTHING_TO_SWAP"
         assert uri_of(5) in (await search_uris(client, "scaling on cpu utilisation"))[:1]
 
 
+async def test_a_reindex_while_one_runs_is_a_409_not_a_202_that_starts_nothing(tmp_path: Path):
+    # Half a second after each of six documents: the second request surely meets the first rebuild.
+    async with running_service("edge", tmp_path / "data", rebuild_pause_ms=500) as client:
+        for i, topic in enumerate(TOPICS[:6]):
+            await put(client, uri_of(i), page(i, topic))
+        started = await client.post("/api/v1/reindex", json={})
+        assert started.status_code == 202 and started.json()["state"] == "building"
+        again = await client.post("/api/v1/reindex")
+        assert again.status_code == 409, again.text
+        error = again.json()["error"]
+        assert error["code"] == "REBUILD_RUNNING" and error["details"]["state"] == "building"
+        assert (await wait_for(client, {"idle"}))["message"] == "swapped in"
+
+
+# --- a rebuild converts what the serving path converts ----------------------------------------------
+
+
+def _handbook(document) -> None:  # type: ignore[no-untyped-def]
+    document.add_heading("Operator handbook", level=1)
+    document.add_paragraph("Rotate the repository credentials every ninety days with the vault plugin.")
+
+
+FORMATS: dict[str, tuple[bytes, str]] = {  # name: (bytes, a phrase only that document holds)
+    "manual.pdf": (
+        pdf_pages("Uninstalling the controller deletes the namespace and its finalizers. " * 6),
+        "finalizers",
+    ),
+    "handbook.docx": (docx_file(_handbook), "vault plugin"),
+    "report.ipynb": (
+        notebook(
+            [markdown_cell("# Drift report\n\nThe sharded reconciler halves the sync latency."), code_cell("x = 1")]
+        ),
+        "sharded reconciler",
+    ),
+    "guide.rst": (b"Guide\n=====\n\nThe kustomize overlays render before pruning.\n", "kustomize overlays"),
+    "guide.adoc": (b"= Adoc guide\n\nThe webhook secret rotates with the dex connector.\n", "dex connector"),
+    "guide.html": (
+        b"<html><body><main><h1>Html guide</h1><p>Sync windows deny manual syncs.</p></main></body></html>",
+        "sync windows",
+    ),
+    "guide.mdx": (
+        b"import X from 'x';\n\n# Mdx guide\n\n<Note>Application sets generate applications.</Note>\n",
+        "application sets",
+    ),
+    "guide.md": (b"# Markdown guide\n\nThe redis cache keeps the manifests warm.\n", "redis cache"),
+}
+
+
+async def test_a_collection_holding_every_format_is_rebuilt_and_each_document_converted_again(tmp_path: Path):
+    data_dir = tmp_path / "data"
+    async with running_service("edge", data_dir) as client:
+        for name, (data, _) in FORMATS.items():
+            body = {
+                "uri": f"docs/{name}",
+                "content": base64.b64encode(data).decode(),
+                "contentEncoding": "base64",
+                "metadata": {"sourceIdentifier": "formats"},
+            }
+            response = await client.put("/api/v1/documents", json=body)
+            assert response.status_code == 200, (name, response.text)
+    # Another embedder model: every document is converted and embedded again, in the shadow.
+    async with running_service("edge", data_dir, embedder=HashingEmbedder(64, NEW_MODEL)) as client:
+        done = await wait_for(client, {"idle"})
+        assert done["message"] == "swapped in", done
+        assert done["documents"]["done"] == done["documents"]["copied"] == len(FORMATS)
+        assert (await client.get("/api/v1/status")).json()["embedder"]["model"] == NEW_MODEL
+        for name, (_, phrase) in FORMATS.items():
+            assert (await search_uris(client, phrase, "keyword"))[:1] == [f"docs/{name}"], name
+        best = (await client.post("/api/v1/search", json={"query": "finalizers namespace", "mode": "keyword"})).json()
+        assert best["results"][0]["page"] == 1  # the PDF's page, from its conversion, not from the old chunks
+
+
 # --- the self-check refuses a worse collection ----------------------------------------------------
 
 
-class BrokenEmbedder(HashingEmbedder):
-    """A broken embedder setting: every text gets nearly the same vector, so dense ranking is noise."""
-
-    def __init__(self) -> None:
-        super().__init__(64, "hashing-broken")
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls.append(len(texts))
-        return [self._constant(text) for text in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._constant(text)
-
-    def _constant(self, text: str) -> list[float]:
-        wobble = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=2).digest(), "little") / 65536
-        vector = [1.0] * self.dimensions
-        vector[0] += wobble
-        norm = math.sqrt(sum(v * v for v in vector))
-        return [v / norm for v in vector]
-
-
 async def test_a_worse_rebuild_is_refused_by_the_self_check_until_a_writer_forces_it(
-    backend: tuple[str, SharedQdrant | None], tmp_path: Path
+    backend: tuple[str, SharedQdrant | None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")  # the model's endpoint is local
     store_kind, shared = backend
     data_dir = tmp_path / "data"
     async with service_on(store_kind, data_dir, shared) as client:
@@ -285,28 +344,38 @@ async def test_a_worse_rebuild_is_refused_by_the_self_check_until_a_writer_force
         for _ in range(3):  # a frequent query in the log joins the check
             assert await search_uris(client, "scaling on redis streams")
         await client.app.state.context.query_log.flush()  # type: ignore[attr-defined]
-    async with service_on(store_kind, data_dir, shared, embedder=BrokenEmbedder()) as client:
-        refused = await wait_for(client, {"refused", "idle"})
-        check = refused["check"]
-        assert check["passed"] is False and "dense" in check["worseModes"]
-        assert check["byOrigin"]["title"] == len(TOPICS)
-        # Two headings per page, less those several pages share ("Authentication for queues"): no single answer.
-        assert len(TOPICS) < check["byOrigin"]["heading"] < 2 * len(TOPICS)
-        assert check["byOrigin"]["logged"] >= 1
-        assert check["rebuilt"]["dense"] < check["current"]["dense"] - check["margin"]
-        assert "forceSwap" in refused["message"]
-        console = await client.get("/ui/sources")
-        assert console.status_code == 200 and "Index rebuild: refused" in console.text
-        # The current collection still serves, with the embedder that built it.
-        status = (await client.get("/api/v1/status")).json()
-        assert status["embedder"]["model"] == "hashing-v1"
-        assert (await search_uris(client, f"Scaling on {TOPICS[9]}", "dense"))[0] == uri_of(9)
+    # A broken embedder setting: the real OpenAI embedder, pointed at a model that knows nothing.
+    with RandomEmbeddings() as endpoint:
+        store = shared.store() if shared is not None else make_store(store_kind, data_dir)
+        async with configured_service(data_dir, store, **settings_of(endpoint.settings())) as client:
+            refused = await wait_for(client, {"refused", "idle"})
+            check = refused["check"]
+            assert check["passed"] is False and "dense" in check["worseModes"], check
+            # One title and one heading per page (the H1 is the title), and the logged query.
+            assert check["byOrigin"] == {"title": len(TOPICS), "heading": len(TOPICS), "logged": 1}, check
+            assert check["upperBound"]["dense"] < 0
+            assert check["rebuilt"]["dense"] < check["current"]["dense"] - check["margin"]
+            assert "keyword" not in check["worseModes"]  # keyword search needs no embedder
+            assert "forceSwap" in refused["message"]
+            # Asking again starts nothing: a 409 that names the way out.
+            again = await client.post("/api/v1/reindex", json={})
+            assert again.status_code == 409, again.text
+            error = again.json()["error"]
+            assert error["code"] == "REBUILD_REFUSED_PENDING" and "forceSwap" in error["message"]
+            assert error["details"]["resolve"] == "forceSwap" and error["details"]["check"]["passed"] is False
+            console = await client.get("/ui/sources")
+            assert console.status_code == 200 and "Index rebuild: refused" in console.text
+            assert "How to resolve" in console.text and "forceSwap" in console.text
+            # The current collection still serves, with the embedder that built it.
+            status = (await client.get("/api/v1/status")).json()
+            assert status["embedder"]["model"] == "hashing-v1"
+            assert (await search_uris(client, f"Scaling on {TOPICS[9]}", "dense"))[0] == uri_of(9)
 
-        forced = await client.post("/api/v1/reindex", json={"forceSwap": True})
-        assert forced.status_code == 202, forced.text
-        done = await wait_for(client, {"idle"})
-        assert "forced" in done["message"]
-        assert (await client.get("/api/v1/status")).json()["embedder"]["model"] == "hashing-broken"
+            forced = await client.post("/api/v1/reindex", json={"forceSwap": True})
+            assert forced.status_code == 202, forced.text
+            done = await wait_for(client, {"idle"})
+            assert "forced" in done["message"]
+            assert (await client.get("/api/v1/status")).json()["embedder"]["model"] == RANDOM_MODEL
 
 
 # --- kill -9 during a rebuild ----------------------------------------------------------------------

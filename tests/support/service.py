@@ -82,3 +82,22 @@ async def running_service(
     async with serve(app) as client:
         client.app = app  # type: ignore[attr-defined]  # lets tests reach app.state
         yield client
+
+
+@asynccontextmanager
+async def configured_service(
+    data_dir: Path, store: VectorStore, **settings: object
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The real app with the embedder its settings name (the real OpenAI embedder, say), not a test one.
+
+    A collection made by the hashing embedder is served, until a rebuild swaps, by one like it.
+    """
+    app = create_app(Settings(data_dir=data_dir, **settings), store=store, embedder_for=hashing_embedder_for)  # type: ignore[arg-type]
+    async with serve(app) as client:
+        client.app = app  # type: ignore[attr-defined]  # lets tests reach app.state
+        yield client
+
+
+def settings_of(env: dict[str, str]) -> dict[str, str]:
+    """SEARCHSVC_* variables as Settings keyword arguments."""
+    return {k.removeprefix("SEARCHSVC_").lower(): v for k, v in env.items() if k.startswith("SEARCHSVC_")}

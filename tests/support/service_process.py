@@ -52,11 +52,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def service_env(**settings: str) -> dict[str, str]:
+def service_env(repo: Path = REPO, **settings: str) -> dict[str, str]:
     """This environment without any SEARCHSVC_* of its own, offline, able to import both trees, plus `settings`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCHSVC_")}
     env |= {
-        "PYTHONPATH": os.pathsep.join([str(REPO / "searchsvc"), str(REPO)]),
+        "PYTHONPATH": os.pathsep.join([str(repo / "searchsvc"), str(repo)]),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
@@ -82,14 +82,24 @@ REAL_MODEL_START_S = 180
 
 
 class ServiceProcess:
-    """One run of the service; `prefix` wraps the command (for example nsenter into a mount namespace)."""
+    """One run of the service; `prefix` wraps the command (for example nsenter into a mount namespace).
+
+    `repo`: the tree whose code runs (another release's, tests/support/previous_release.py).
+    """
 
     def __init__(
-        self, log_path: Path, env: dict[str, str], *, prefix: list[str] | None = None, real_model: bool = False
+        self,
+        log_path: Path,
+        env: dict[str, str],
+        *,
+        prefix: list[str] | None = None,
+        real_model: bool = False,
+        repo: Path = REPO,
     ) -> None:
         self.port = free_port()
         self.log_path = log_path
-        self._env = service_env(SEARCHSVC_HOST="127.0.0.1", SEARCHSVC_PORT=str(self.port), **env)
+        self._repo = repo
+        self._env = service_env(repo, SEARCHSVC_HOST="127.0.0.1", SEARCHSVC_PORT=str(self.port), **env)
         self._prefix = prefix or []
         self._module = "kbsearch" if real_model else "tests.support.service_process"
         self._log_read = 0  # how far wait_for_log has read
@@ -102,7 +112,7 @@ class ServiceProcess:
         self.proc = subprocess.Popen(
             [*self._prefix, sys.executable, "-m", self._module],
             env=self._env,
-            cwd=REPO,
+            cwd=self._repo,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )

@@ -55,6 +55,18 @@ class InsightsService:
             lambda: store.insights(window, since=since, allowed=allowed, top=self.top, low_score=self.low_score)
         )
 
+    async def top_queries(self, caller: Caller, window: InsightsWindow, limit: int) -> list[QueryCount]:
+        """The `limit` most frequent queries (more than the insights page lists), ties by text."""
+        store = self.query_log.store
+        allowed = await caller.scope.resolve(self.catalog)
+        if store is None or limit <= 0 or allowed == []:
+            return []
+        since = self.clock() - WINDOWS[window]
+        found = await store_call(
+            lambda: store.insights(window, since=since, allowed=allowed, top=limit, low_score=self.low_score)
+        )
+        return sorted(found.top_queries, key=lambda q: (-q.count, q.query))
+
 
 def empty(window: InsightsWindow, *, enabled: bool) -> Insights:
     return Insights(window, 0, [], [], [], {}, None, None, enabled)

@@ -11,8 +11,9 @@ where: store/base.py) from each document's stored text:
 2. writes that arrive meanwhile are mirrored (services/documents.py WriteMirror): after each live
    write the shadow copies what the live collection now holds; a failed copy is retried before the
    swap;
-3. check: services/rebuild/selfcheck.py; a shadow worse beyond the margin is kept (and kept in step) but
-   not swapped in, unless a writer forces it;
+3. check: services/rebuild/selfcheck.py (a paired test over 100 queries from every source); a shadow
+   worse beyond the margin, with confidence, is kept (and kept in step) but not swapped in, unless a
+   writer forces it;
 4. swap: with writes and searches held back for the moment, the last retries, the sync statuses,
    then the store's atomic swap (pointer file on Edge, alias on a Qdrant server), and the services
    switch to the configured embedder. The old collection is deleted by the store.
@@ -35,6 +36,7 @@ from typing import Any, Literal
 
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.convert.formats import MARKDOWN
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConflictError
 from kbsearch.metrics import Metrics
@@ -44,7 +46,7 @@ from kbsearch.services.access.scope import Caller, SourceCatalog, SourceScope
 from kbsearch.services.document_reads import join_chunks
 from kbsearch.services.documents import DocumentService, now
 from kbsearch.services.insights import InsightsService
-from kbsearch.services.rebuild.selfcheck import CheckResult, build_check_set, self_check
+from kbsearch.services.rebuild.selfcheck import DEPTH, CheckResult, build_check_set, self_check
 from kbsearch.services.repair import repair
 from kbsearch.services.search import SERVING, SearchService
 from kbsearch.store import signature as sg
@@ -116,7 +118,6 @@ class RebuildService:
         on_swap: Callable[[EmbeddingProvider], None],
         pause_s: float,
         margin: float,
-        check_documents: int,
         check_queries: int,
     ) -> None:
         self.live = live
@@ -131,7 +132,6 @@ class RebuildService:
         self.on_swap = on_swap
         self.pause_s = pause_s
         self.margin = margin
-        self.check_documents = check_documents
         self.check_queries = check_queries
 
         self.state: RebuildState = "idle"
@@ -166,6 +166,21 @@ class RebuildService:
         self._task = asyncio.create_task(self._run(), name="rebuild")
         log.info("rebuild started", extra={"reason": reason})
         return True
+
+    def request(self, reason: str) -> bool:
+        """A writer's rebuild: started, or False when one is under way; refused while a refused shadow waits."""
+        if self.state == "refused":
+            raise ConflictError(
+                f"a rebuilt collection refused by its self-check is waiting: {self.message} "
+                'Send {"forceSwap": true} to swap it in, or change the settings back and restart.',
+                code="REBUILD_REFUSED_PENDING",
+                details={
+                    "state": self.state,
+                    "resolve": "forceSwap",
+                    "check": self.check.as_dict() if self.check else None,
+                },
+            )
+        return self.start(reason)
 
     def force_swap(self) -> None:
         """Swap a refused shadow in despite its self-check (a writer's decision)."""
@@ -212,6 +227,8 @@ class RebuildService:
             shadow = await in_thread(self.live.open_shadow, self.target_signature)
             self._shadow = shadow
             await in_thread(repair, shadow)  # a write a kill -9 interrupted in the shadow
+            # The serving path's converter (its limits, its slots): a PDF or notebook is converted
+            # again from its stored bytes, the way it was when it was PUT.
             self._shadow_docs = DocumentService(
                 store=shadow,
                 embedder=self.target_embedder,
@@ -221,7 +238,8 @@ class RebuildService:
                 max_document_bytes=UNLIMITED_BYTES,
                 max_pending_writes=1 << 30,
                 catalog=SourceCatalog(shadow),
-                work=self.documents.work,  # re-chunking takes turns with the live writes
+                work=self.documents.work,  # the serving converter and budget; re-chunking takes turns with live writes
+                max_source_bytes=UNLIMITED_BYTES,
             )
             self.documents.mirror = self
             await self._copy_all()
@@ -236,11 +254,7 @@ class RebuildService:
                 if self.check.passed or self._force.is_set():
                     break
                 self.state = "refused"
-                self.message = (
-                    f"the rebuilt collection scored worse than the current one beyond the margin {self.margin} "
-                    f"in {', '.join(self.check.worse)} mode; the current collection stays. POST /api/v1/reindex "
-                    'with {"forceSwap": true} swaps it in anyway.'
-                )
+                self.message = refusal(self.check)
                 self.metrics.rebuild_swaps.labels("refused").inc()
                 log.warning("rebuild refused by its self-check", extra={"check": self.check.as_dict()})
                 await self._force.wait()
@@ -320,7 +334,10 @@ class RebuildService:
             )
         else:
             chunks = await store_call(self.live.document_chunks, uri, 0, record.chunks)
-            request = PutDocumentRequest(uri=uri, content=legacy_content(record, chunks), metadata=record.metadata)
+            # Earlier releases read every document as markdown, whatever its URI's extension.
+            request = PutDocumentRequest(
+                uri=uri, content=legacy_content(record, chunks), metadata=record.metadata, contentType=MARKDOWN
+            )
         response = await self._shadow_docs.put(request, REBUILDER)
         return response.status != "unchanged"
 
@@ -350,15 +367,8 @@ class RebuildService:
             candidates=self.search.candidates,
             catalog=SourceCatalog(self._shadow),
         )
-        queries = await build_check_set(
-            self.live,
-            self.search,
-            self.insights,
-            REBUILDER,
-            documents=self.check_documents,
-            logged=self.check_queries,
-        )
-        return await self_check(self.search, shadow_search, queries, REBUILDER, margin=self.margin)
+        check = await build_check_set(self.live, self.search, self.insights, REBUILDER, queries=self.check_queries)
+        return await self_check(self.search, shadow_search, check, REBUILDER, margin=self.margin)
 
     async def _swap(self) -> None:
         """Writes wait from the last copies to the switch; searches only for the switch itself."""
@@ -413,8 +423,18 @@ class RebuildService:
         }
 
 
-def _list_page(store: VectorStore, cursor: str | None) -> tuple[list[DocumentRecord], str | None]:
-    return store.list_documents(source_identifier=None, uri_prefix=None, limit=PAGE, cursor=cursor)
+def refusal(check: CheckResult) -> str:
+    """Why a shadow was refused, with the figures, and how to resolve it."""
+    figures = "; ".join(
+        f"{mode} MRR@{DEPTH} {check.modes[mode].current} -> {check.modes[mode].rebuilt} "
+        f"(difference {check.modes[mode].difference:+.4f}, upper bound {check.modes[mode].upper:+.4f})"
+        for mode in check.worse
+    )
+    return (
+        f"the rebuilt collection is worse than the current one beyond the margin {check.margin} with confidence, "
+        f"over {check.queries} queries: {figures}; the current collection stays. "
+        'POST /api/v1/reindex with {"forceSwap": true} swaps it in anyway.'
+    )
 
 
 def legacy_content(record: DocumentRecord, chunks: list[DocumentChunk]) -> str:
