@@ -131,7 +131,8 @@ async def test_todays_release_on_the_previous_releases_versioned_data_rebuilds_a
     store = make_store("edge", data, COLLECTION)
     async with running_service("edge", data, store=store, collection=COLLECTION, rebuild_pause_ms=20) as client:
         status = await rebuild_status(client)
-        assert "markdown-v1;" in status["reason"] and "markdown-v2;" in status["reason"], status
+        today = MarkdownChunker().fingerprint.split(";")[0] + ";"  # today's chunker version
+        assert "markdown-v1;" in status["reason"] and today in status["reason"], status
         done = await wait_for(client, {"idle", "refused"}, searching="kafka consumer group lag")
         assert "building" in done["seen"], "no search ran while the rebuild was building"
         # Swapped by itself: no forced step, the self-check passed.
@@ -186,4 +187,5 @@ async def test_a_broken_embedder_on_the_previous_releases_data_is_refused_with_t
             # The previous release's collection still serves, with the embedder that built it.
             status = (await client.get("/api/v1/status")).json()
             assert status["embedder"]["model"] == "hashing-v1"
-            assert "git://scalers/content/docs/2.12/scalers/redis.md" in await search_uris(client, "redis scaler")
+            # (its chunks carry no versions, so each version is its own result: any of them will do)
+            assert any(uri.endswith("/scalers/redis.md") for uri in await search_uris(client, "redis scaler"))

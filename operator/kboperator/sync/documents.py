@@ -26,6 +26,7 @@ _MAX_VERSION_PATTERN = 512
 _MAX_VERSION = 64  # the service keeps no more of a version
 _MAX_PATH_WEIGHTS = 32
 MAX_PATH_WEIGHT = 4.0  # the service ignores a larger rankWeight
+MIN_PATH_WEIGHT = 0.01  # the CRD's minimum
 # Files the search service converts from their bytes: sent base64-encoded, never decoded as text here.
 BINARY_EXTENSIONS = frozenset({".pdf", ".docx"})
 
@@ -69,15 +70,18 @@ class PathWeights:
     """A source's `pathWeights`: the `rankWeight` metadata of the documents each glob matches.
 
     The longest matching glob wins (the most specific; a mapping's order does not survive the API
-    server). InvalidSpecError for a bad glob or a weight outside (0, MAX_PATH_WEIGHT].
+    server). InvalidSpecError for a bad glob or a weight outside [MIN_PATH_WEIGHT, MAX_PATH_WEIGHT].
     """
 
     def __init__(self, weights: Mapping[str, float]) -> None:
         if len(weights) > _MAX_PATH_WEIGHTS:
             raise InvalidSpecError(f"at most {_MAX_PATH_WEIGHTS} path weights")
         for pattern, weight in weights.items():
-            if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= MAX_PATH_WEIGHT:
-                raise InvalidSpecError(f"the weight of {pattern!r} must be a number in (0, {MAX_PATH_WEIGHT:g}]")
+            number = isinstance(weight, int | float) and not isinstance(weight, bool)
+            if not number or not MIN_PATH_WEIGHT <= weight <= MAX_PATH_WEIGHT:
+                raise InvalidSpecError(
+                    f"the weight of {pattern!r} must be a number from {MIN_PATH_WEIGHT:g} to {MAX_PATH_WEIGHT:g}"
+                )
         ordered = sorted(weights.items(), key=lambda item: -len(item[0]))
         self._globs = [(compile_glob(pattern), float(weight)) for pattern, weight in ordered]
 

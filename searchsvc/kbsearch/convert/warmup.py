@@ -24,6 +24,7 @@ __all__ = ["warm"]
 # Every module of these is imported (optional extras that are not installed are skipped).
 _PACKAGES = (
     "encodings",
+    "xml",  # mammoth's docx reader reaches xml.dom.expatbuilder lazily
     "docutils.languages",
     "docutils.parsers.rst",
     "docutils.transforms",
