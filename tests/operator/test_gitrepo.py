@@ -441,3 +441,22 @@ def test_a_broken_clone_is_a_sync_error_not_a_crash(cache: RepoCache, work: Work
             checkout.blob_sizes([first])
         with pytest.raises(RepositoryReadError):
             checkout.read_blob(first)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"command": "git status"},  # a shell string
+        {"command": ["git", "status"], "shell": True},
+        {"command": ["git", "status"], "universal_newlines": True},
+        {"command": ["git", "status"], "preexec_fn": os.getpid},
+    ],
+    ids=["string", "shell", "text", "popen-option"],
+)
+def test_the_clean_git_executor_refuses_anything_but_an_argument_list(tmp_path: Path, call: dict) -> None:
+    from kboperator.git.command import CleanGit
+
+    clean = CleanGit(tmp_path, {"PATH": os.environ["PATH"]}, timeout_s=10)
+    with pytest.raises(TypeError, match="argument lists with byte output only"):
+        clean.execute(**call)
+    assert clean.execute(["git", "--version"]).startswith("git version")  # the argv path itself runs

@@ -64,8 +64,10 @@ class CleanGit(Git):
         strip_newline_in_stdout: bool = True,
         **subprocess_kwargs: Any,
     ) -> Any:
+        # A refusal, not a placeholder: a shell string or a stream option would leave the scrubbed,
+        # timed-out argv path this class exists for. GitPython's own calls never pass them.
         if output_stream is not None or universal_newlines or shell or subprocess_kwargs or isinstance(command, str):
-            raise NotImplementedError("CleanGit runs argument lists with byte output only")
+            raise TypeError("CleanGit runs argument lists with byte output only")
         process = subprocess.Popen(
             [str(arg) for arg in command],
             cwd=self.working_dir,
