@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import io
 import subprocess
 import tempfile
 import threading
@@ -31,25 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pypdf import PdfReader, PdfWriter
 
 from bench.common import load_text, print_table, summary_ms, write_result
 from bench.fairness import ADMIN, B_TOKEN, TOKENS, WORDS, bearer, ingest, start, wait_ready
 from bench.sync_memory import Sampler
-from tests.support.formatfiles import pdf_pages
+from tests.support.formatfiles import long_pdf
 
 NAME = "slow_documents"
-
-
-def long_pdf(pages: int) -> bytes:
-    """Many pages of real text (one page repeated): linear, but slow to extract."""
-    page = PdfReader(io.BytesIO(pdf_pages("slow pages of lorem ipsum dolor sit amet " * 12))).pages[0]
-    writer = PdfWriter()
-    for _ in range(pages):
-        writer.add_page(page)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
 def team_b(url: str, queries: int, tag: str) -> dict[str, Any]:

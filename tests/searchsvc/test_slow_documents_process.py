@@ -11,15 +11,13 @@ refused one is not stored at all.
 from __future__ import annotations
 
 import base64
-import io
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-from pypdf import PdfReader, PdfWriter
 
-from tests.support.formatfiles import pdf_pages
+from tests.support.formatfiles import long_pdf, pdf_pages
 from tests.support.service_process import ServiceProcess
 
 TOKEN = "budget-test-token-0123456789"
@@ -29,17 +27,6 @@ WALL_SECONDS = 2  # the conversion limit: each of A's documents holds its slot t
 PROMPT_S = 5.0  # what B may wait for a search, a markdown write or /readyz, even on a loaded machine
 B_PDF_S = 20.0  # B's own one-page PDF: a conversion of its own, never behind A's queue
 REFUSED_CODES = {"CONVERSION_LIMIT_EXCEEDED", "DOCUMENT_TOO_COMPLEX"}
-
-
-def long_pdf(pages: int) -> bytes:
-    """Many pages of real text (one page repeated): linear but slow to extract, past WALL_SECONDS anywhere."""
-    page = PdfReader(io.BytesIO(pdf_pages("slow pages of lorem ipsum dolor sit amet " * 12))).pages[0]
-    writer = PdfWriter()
-    for _ in range(pages):
-        writer.add_page(page)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
 def put(client: httpx.Client, uri: str, source: str, content: str, encoding: str = "utf-8") -> httpx.Response:

@@ -36,6 +36,19 @@ def pdf_pages(
     return bytes(pdf.output())
 
 
+def long_pdf(pages: int) -> bytes:
+    """Many pages of real text (one page repeated, one content stream shared): small, but slow to extract."""
+    from pypdf import PdfReader, PdfWriter
+
+    page = PdfReader(io.BytesIO(pdf_pages("slow pages of lorem ipsum dolor sit amet " * 12))).pages[0]
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_page(page)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
 def encrypted_pdf(text: str, password: str = "s3cret") -> bytes:
     """A PDF that opens only with `password` (AES-256)."""
     return pdf_pages(text, encryption=(password, password + "-owner", EncryptionMethod.AES_256))
