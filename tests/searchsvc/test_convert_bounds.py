@@ -9,7 +9,6 @@ Nothing a document names is read or fetched: a canary file and a local HTTP serv
 from __future__ import annotations
 
 import http.server
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from kbsearch.convert.asciidoc import OUTPUT_FACTOR, asciidoc_to_markdown
 from kbsearch.convert.formats import CONVERTERS
 from kbsearch.convert.pdf import MAX_TITLE_CHARS, escape_markdown_lines
 from tests.support.formatfiles import pdf_pages
+from tests.support.localhttp import local_http, url_of
 
 # Generous: each case takes milliseconds; the bound proves termination on a busy machine.
 DEADLINE_SECONDS = 20.0
@@ -140,14 +140,8 @@ def http_server() -> Iterator[tuple[str, list[str]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", requests
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_http(Handler) as server:
+        yield url_of(server), requests
 
 
 def test_include_and_block_macros_never_read_a_file_or_fetch_a_url(canary: Path, http_server):

@@ -9,11 +9,11 @@ cross-encoder weights can be fetched on this machine, so reranking quality is no
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from tokenizers.pre_tokenizers import Whitespace
 from tokenizers.processors import TemplateProcessing
 
 from tests.support.chatstub import Answer, chat_stub
+from tests.support.localhttp import local_http, url_of
 from tests.support.mcpclient import ACCEPT, rpc
 from tests.support.service import running_service
 
@@ -142,46 +143,38 @@ async def test_a_local_cross_encoder_reorders_every_face_and_keeps_the_relevance
     assert _metric(metrics, "local", "ok") == 3
 
 
+@dataclass
 class RerankServer:
-    """A real /rerank endpoint on 127.0.0.1 that scores by the marker word, in either dialect."""
+    """A real /rerank endpoint on 127.0.0.1, answering as `answer` says; it keeps every request."""
 
-    def __init__(self, answer: Callable[[dict[str, Any]], tuple[int, Any]]) -> None:
-        self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                server.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                status, payload = answer(body)
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except ConnectionError:
-                    pass  # the service gave up waiting (the slow case)
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1/rerank"
+    url: str
+    requests: list[tuple[str, dict[str, str], dict[str, Any]]]
 
 
 @contextmanager
 def rerank_server(answer: Callable[[dict[str, Any]], tuple[int, Any]]) -> Iterator[RerankServer]:
-    server = RerankServer(answer)
-    thread = threading.Thread(target=server.http.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.http.shutdown()
-        server.http.server_close()
+    requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            status, payload = answer(body)
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except ConnectionError:
+                pass  # the service gave up waiting (the slow case)
+
+    with local_http(Handler) as server:
+        yield RerankServer(url_of(server, "/v1/rerank"), requests)
 
 
 def by_marker(body: dict[str, Any]) -> tuple[int, Any]:
