@@ -126,7 +126,12 @@ class DocumentReader:
     """Reads matching entries of one checkout into Documents (blocking: call from a thread)."""
 
     def __init__(
-        self, spec: SyncSpec, checkout: Any, path_filter: PathFilter, version: LinearPattern | None = None
+        self,
+        spec: SyncSpec,
+        checkout: Any,
+        path_filter: PathFilter,
+        version: LinearPattern | None,
+        weights: PathWeights,
     ) -> None:
         self.spec = spec
         self.checkout = checkout
@@ -140,7 +145,7 @@ class DocumentReader:
             "commit": checkout.head,
         }
         self._version = version
-        self._weights = PathWeights(spec.path_weights)
+        self._weights = weights
 
     def matches(self, entry: TreeEntry) -> bool:
         return self.filter.matches(entry.path)

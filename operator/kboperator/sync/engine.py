@@ -179,7 +179,7 @@ class SyncEngine:
             )
         )  # fmt: skip
         try:
-            reader = DocumentReader(spec, checkout, path_filter, prepared.version)
+            reader = DocumentReader(spec, checkout, path_filter, prepared.version, prepared.weights)
             if since and not await asyncio.to_thread(checkout.is_ancestor, since):
                 log.info("source %s: commit %s is not in the history of %s; full reconcile",
                          spec.source_id, since, checkout.head)  # fmt: skip

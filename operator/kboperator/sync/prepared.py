@@ -1,5 +1,5 @@
 """A sync prepared once per turn, as Flux's source-controller does: the spec checked, its repository
-parsed (location and ref), its globs and version pattern compiled. The engine, the clone cache and
+parsed (location and ref), its globs, version pattern and path weights compiled. The engine, the clone cache and
 `git ls-remote` take this object and parse nothing again."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class PreparedSync:
     repo: CheckedRepo
     filter: PathFilter
     version: LinearPattern | None
+    weights: PathWeights
 
     @property
     def source_id(self) -> str:
@@ -62,7 +63,7 @@ def prepare(spec: SyncSpec, *, local_root: Path | None = None, forbidden: Sequen
         if not isinstance(value, str):
             raise InvalidSpecError(f"metadata value of {key!r} must be a string")
     version = version_pattern(spec.version_pattern) if spec.version_pattern is not None else None
-    PathWeights(spec.path_weights)  # refused here, at spec time, like the globs
+    weights = PathWeights(spec.path_weights)
     path_filter = PathFilter(spec.include, spec.exclude)
     repo = check_repo(spec.repo, allow_local=spec.allow_local, local_root=local_root, forbidden=forbidden)
-    return PreparedSync(spec, repo, path_filter, version)
+    return PreparedSync(spec, repo, path_filter, version, weights)
