@@ -13,6 +13,11 @@ Weights: a chunk term gets the BM25 term-frequency part tf*(k1+1) / (tf + k1*(1-
 with k1=1.2, b=0.75, avg_len=120; a query term gets 1.0 per distinct stem. IDF is left to the store
 (Qdrant's IDF modifier), so it stays right as documents come and go.
 
+Bounds on untrusted text (tests/searchsvc/test_sparse_properties.py): one pass of a linear regex
+over the normalised text, so time and the token count are linear in it; NFKC and casefolding grow
+a text by at most a constant factor (18 for U+FDFA). A query vector has at most one entry per token;
+a chunk's at most its own and its two neighbours' tokens, each weight in (0, K1 + 1).
+
 Neighbour context: a chunk's term counts also include its previous and next chunk's tokens at
 NEIGHBOUR_WEIGHT (0.25) each, and so does its length. A question whose words straddle a chunk
 boundary then still finds the chunk that answers it; on SciFact train this lifts keyword nDCG@10
