@@ -22,6 +22,9 @@ from kbsearch.errors import ConfigurationError, NotReadyError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
+from kbsearch.peers.client import PeerClient
+from kbsearch.peers.config import load_peers
+from kbsearch.peers.router import PeerRouter
 from kbsearch.rerank.base import Reranker
 from kbsearch.services.access.auth import Authenticator
 from kbsearch.services.access.scope import SourceCatalog
@@ -89,6 +92,8 @@ class AppContext:
                 await self.search.rerank.close()
             if self.chat is not None:
                 await self.chat.close()
+            if self.search.peers is not None:
+                await self.search.peers.aclose()
 
 
 def context_of(state: State) -> AppContext:
@@ -136,6 +141,7 @@ async def build_context(
     # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
     active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
     rerank = _rerank_stage(settings, metrics, active_chat)
+    peers = _peer_router(settings, metrics)  # a bad peers file stops start-up before anything opens
     active_store = store if store is not None else build_store(settings)
     await in_thread(active_embedder.load)
     sparse = Bm25Encoder()
@@ -229,6 +235,8 @@ async def build_context(
         turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
         rerank=rerank,
         default_path_weights=settings.default_path_weights,
+        peers=peers,
+        store_name=settings.store_name,
     )
     ask = AskService(
         search=search,
@@ -304,4 +312,22 @@ def _rerank_stage(settings: Settings, metrics: Metrics, chat: ChatClient | None)
         return None
     return RerankStage(
         reranker, metrics=metrics, candidates=settings.rerank_candidates, budget_s=settings.rerank_timeout_ms / 1000
+    )
+
+
+def _peer_router(settings: Settings, metrics: Metrics) -> PeerRouter | None:
+    """The peers SEARCHSVC_PEERS_FILE names, or None (no file, or a file with no peers)."""
+    if settings.peers_file is None:
+        return None
+    peers = load_peers(settings.peers_file, settings.store_name)
+    if not peers:
+        return None
+    log.info("peers configured", extra={"peers": [p.name for p in peers]})
+    return PeerRouter(
+        peers,
+        PeerClient(settings.peer_max_response_bytes),
+        metrics,
+        timeout_s=settings.peer_timeout_seconds,
+        breaker_failures=settings.peer_breaker_failures,
+        breaker_reset_s=settings.peer_breaker_reset_seconds,
     )

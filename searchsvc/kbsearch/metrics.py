@@ -132,3 +132,36 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        # Peers (kbsearch.peers): one series per peer name from the peers file.
+        self.peer_seconds = Histogram(
+            "searchsvc_peer_request_duration_seconds",
+            "Time a peer took to answer a search (answered or not), by peer.",
+            ["peer"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.peer_unanswered = Counter(
+            "searchsvc_peer_unanswered_total",
+            "Searches a peer did not answer, by peer and reason (timeout, error, malformed, oversized, "
+            "open-circuit, scope-undecided).",
+            ["peer", "reason"],
+            registry=self.registry,
+        )
+        self.peer_timeouts = Counter(
+            "searchsvc_peer_timeouts_total",
+            "Searches a peer did not answer within its time budget, by peer.",
+            ["peer"],
+            registry=self.registry,
+        )
+        self.peer_hits = Counter(
+            "searchsvc_peer_hits_total",
+            "Hits a peer contributed to merged results (after the merge and the limit), by peer.",
+            ["peer"],
+            registry=self.registry,
+        )
+        self.peer_breaker_state = Gauge(
+            "searchsvc_peer_breaker_state",
+            "A peer's circuit breaker: 0 closed, 1 half-open, 2 open.",
+            ["peer"],
+            registry=self.registry,
+        )

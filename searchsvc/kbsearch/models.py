@@ -209,6 +209,8 @@ class SearchHit:
     more_matches: int = 0  # more chunks of the same document that matched
     page: int | None = None  # the PDF page or notebook cell the chunk starts in (see ChunkPoint)
     cell: int | None = None
+    # The stores that returned this page (kbsearch.peers); empty: the local store alone.
+    stores: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

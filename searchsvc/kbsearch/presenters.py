@@ -24,6 +24,7 @@ from kbsearch.schemas import (
     SourceInfo,
     SourceList,
     SyncStatusInfo,
+    UnansweredPeer,
 )
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.document_reads import DocumentPage, DocumentReads
@@ -111,6 +112,7 @@ def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchRes
             moreMatches=h.more_matches,
             page=h.page,
             cell=h.cell,
+            stores=list(h.stores) or [outcome.store],
         )
         for h in outcome.hits
     ]
@@ -120,6 +122,8 @@ def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchRes
         results=results,
         tookMs=round(outcome.took_ms, 3),
         nothingRelevant=outcome.nothing_relevant,
+        partial=outcome.partial,
+        unanswered_peers=[UnansweredPeer(name=u.name, reason=u.reason) for u in outcome.unanswered],
     )
 
 

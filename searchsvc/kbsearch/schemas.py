@@ -21,6 +21,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.alias_generators import to_camel
 
 # Keys become Qdrant JSON paths (quoted), so keep them to a safe alphabet.
 METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
@@ -429,6 +430,8 @@ class SearchRequest(Body):
 
 
 class SearchResult(Body):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
     id: str
     uri: str
     chunkIndex: int
@@ -447,9 +450,23 @@ class SearchResult(Body):
     # notebook's cell, both 1-based; null for other formats.
     page: int | None = None
     cell: int | None = None
+    # The stores that returned this page: the local store's name (SEARCHSVC_STORE_NAME) and/or peers'.
+    stores: list[str] = Field(default_factory=list)
+
+
+class UnansweredPeer(Body):
+    """A peer in the caller's reach that is not in this response, and why: timeout, error, malformed,
+    oversized, open-circuit (its breaker is open) or scope-undecided."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    name: str
+    reason: str
 
 
 class SearchResponse(Body):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
     query: str
     mode: str
     results: list[SearchResult]
@@ -457,6 +474,9 @@ class SearchResponse(Body):
     # True when no result reaches the relevance threshold (SEARCHSVC_RELEVANCE_THRESHOLD): the
     # results are the closest there are, not answers.
     nothingRelevant: bool = False
+    # True when a peer in the caller's reach did not answer: the results are from the other stores.
+    partial: bool = False
+    unanswered_peers: list[UnansweredPeer] = Field(default_factory=list)
 
 
 MAX_QUESTION_CHARS = 2000
@@ -511,6 +531,7 @@ class ChunkRef(Body):
     page: int | None = None
     cell: int | None = None
     version: str | None = None
+    stores: list[str] = Field(default_factory=list)  # the stores that returned it; its text is the first's
 
 
 class AskSource(ChunkRef):
@@ -539,6 +560,8 @@ class AskUsage(Body):
 
 
 class AskResponse(Body):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
     answer: str
     mode: Literal["llm", "extractive"]
     grounded: bool
@@ -547,6 +570,9 @@ class AskResponse(Body):
     searches: list[AskSearch]
     droppedCitations: int
     usage: AskUsage
+    # As in SearchResponse: a peer in the caller's reach missed at least one of the ask's searches.
+    partial: bool = False
+    unanswered_peers: list[UnansweredPeer] = Field(default_factory=list)
 
 
 class AskSearchEvent(Body):

@@ -252,6 +252,18 @@ class Settings(BaseSettings):
         512, ge=16, le=8192, description="rerank=local: longest query+passage pair, in tokens."
     )
 
+    # Peers: other knowledge-base services every search also asks (kbsearch.peers).
+    peers_file: Path | None = Field(None, description="YAML file of peers (name, url, tokenFile, scopes); unset: none.")
+    store_name: str = Field(
+        "local", pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description="This store's name in hits' `stores`."
+    )
+    peer_timeout_seconds: float = Field(2.0, gt=0, le=60, description="A peer's time budget per search (default).")
+    peer_max_response_bytes: int = Field(
+        4_194_304, ge=1024, description="Largest answer read from a peer; a bigger one is left out (oversized)."
+    )
+    peer_breaker_failures: int = Field(3, ge=1, description="Consecutive failures that open a peer's circuit breaker.")
+    peer_breaker_reset_seconds: float = Field(30.0, ge=0, description="Seconds an open breaker waits before a probe.")
+
     # Ask: an OpenAI-compatible chat model answers with citations; without one, extractive answers.
     llm_model: str | None = Field(
         None, description="Chat model for ask; unset: extractive answers from the local embedder, no network."

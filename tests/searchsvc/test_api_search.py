@@ -45,6 +45,15 @@ async def test_each_mode_finds_the_matching_document_first(loaded, mode):
     assert results[0]["uri"].endswith("backup.md")
 
 
+async def test_without_peers_the_response_is_whole_and_names_no_peer(loaded):
+    response = await loaded.post("/api/v1/search", json={"query": "helm install chart"})
+    body = response.json()
+    assert set(body) == {"query", "mode", "results", "tookMs", "nothingRelevant", "partial", "unansweredPeers"}
+    assert (body["partial"], body["unansweredPeers"]) == (False, [])
+    got = await loaded.get("/api/v1/search", params={"q": "helm install chart"})
+    assert (got.json()["partial"], got.json()["unansweredPeers"]) == (False, [])
+
+
 async def test_result_carries_every_field(loaded):
     [top, *_] = await search(loaded, "helm install chart", limit=1)
     assert set(top) == {
@@ -64,7 +73,9 @@ async def test_result_carries_every_field(loaded):
         "moreMatches",
         "page",
         "cell",
+        "stores",
     }
+    assert top["stores"] == ["local"]  # SEARCHSVC_STORE_NAME; a peer's hits name the peer
     assert 0 <= top["relevance"] <= 1
     assert (top["version"], top["otherVersions"], top["moreMatches"]) == (None, [], 0)
     assert top["uri"].endswith("install.md")

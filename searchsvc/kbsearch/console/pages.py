@@ -60,7 +60,7 @@ async def search_page(
     version: Text = "",
 ) -> HTMLResponse:
     mode = mode if mode in MODES else "hybrid"
-    hits, error, took_ms, nothing_relevant = [], None, None, False
+    hits, error, took_ms, nothing_relevant, unanswered = [], None, None, False, ()
     if q.strip():
         try:
             body: dict[str, Any] = {"query": q, "limit": RESULTS_LIMIT, "mode": mode, "filter": {}}
@@ -70,6 +70,7 @@ async def search_page(
                 body["filter"]["version"] = version.strip()
             outcome = await search.search(SearchRequest.model_validate(body), caller, origin="ui")
             hits, took_ms, nothing_relevant = outcome.hits, outcome.took_ms, outcome.nothing_relevant
+            unanswered = outcome.unanswered
         except ValidationError as exc:
             error = validation_message(exc, style="bare")
         except InvalidRequestError as exc:
@@ -83,6 +84,8 @@ async def search_page(
         "error": error,
         "took_ms": took_ms,
         "nothing_relevant": nothing_relevant,
+        "unanswered": unanswered,  # peers that did not answer: the page says the results are partial
+        "store": search.store_name,
     }
     if _partial(request, "results"):
         return _render(request, "_results.html", context)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kbsearch.aio.fairness import FairTurns
 from kbsearch.aio.locks import SharedExclusiveLocks
@@ -12,6 +13,7 @@ from kbsearch.aio.runtime import embed_call, store_call
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
 from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
+from kbsearch.peers.router import PeerAnswers, PeerRouter, Unanswered, merge
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
 from kbsearch.services.pageweights import PathWeights
@@ -47,14 +49,25 @@ class SearchOutcome:
     engine_ms: float  # the store's own query time
     relevant_at: float = 0.5  # the relevance threshold: below it a hit is probably not about the query
     rerank_ms: float = 0.0  # the second stage, when one is configured
+    store: str = "local"  # the local store's name: a hit with no `stores` of its own came from it
+    unanswered: tuple[Unanswered, ...] = ()  # peers in the caller's reach that did not answer
+    peers_ms: float = 0.0  # waiting for peers after the local search was done
 
     @property
     def nothing_relevant(self) -> bool:
         return all((hit.relevance or 0.0) < self.relevant_at for hit in self.hits)
 
+    def named_hits(self) -> list[SearchHit]:
+        """The hits, each naming its store(s): the local store's name where a hit names none."""
+        return [h if h.stores else replace(h, stores=(self.store,)) for h in self.hits]
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.unanswered)
+
     @property
     def took_ms(self) -> float:
-        return self.embed_ms + self.engine_ms + self.rerank_ms
+        return self.embed_ms + self.engine_ms + self.rerank_ms + self.peers_ms
 
 
 # The one key of SearchService.gate.
@@ -78,7 +91,11 @@ class SearchService:
         turns: FairTurns | None = None,
         rerank: RerankStage | None = None,
         default_path_weights: bool = True,
+        peers: PeerRouter | None = None,
+        store_name: str = "local",
     ) -> None:
+        self.peers = peers if peers is not None and peers.peers else None
+        self.store_name = store_name
         self.turns = turns
         self.rerank = rerank
         self.path_weights = PathWeights(sparse.tokens, defaults=default_path_weights)
@@ -108,13 +125,24 @@ class SearchService:
     async def search(self, request: SearchRequest, caller: Caller, *, origin: SearchOrigin = "api") -> SearchOutcome:
         """The caller's search; `origin` names the face it came through (REST, MCP, console, ask).
 
-        Every search, whatever its face, is recorded in the query log here, and only here.
+        Every search, whatever its face, is recorded in the query log here, and only here. With peers,
+        they are asked at once and waited for outside the caller's turn (their time is not local work).
         """
-        if self.turns is None:
-            outcome, sources = await self._search(request, caller)
-        else:
-            async with self.turns.turn(caller.name):  # one caller's burst waits behind others' turns
+        asking = None
+        if self.peers is not None:
+            asking = asyncio.create_task(self.peers.ask(request, caller.scope.patterns))
+        try:
+            if self.turns is None:
                 outcome, sources = await self._search(request, caller)
+            else:
+                async with self.turns.turn(caller.name):  # one caller's burst waits behind others' turns
+                    outcome, sources = await self._search(request, caller)
+        except BaseException:
+            if asking is not None:
+                asking.cancel()
+            raise
+        if asking is not None:
+            outcome = await self._merged(request, outcome, asking)
         if self.query_log is not None:
             self.query_log.record(
                 QueryLogEntry(
@@ -132,6 +160,18 @@ class SearchService:
             )
         return outcome
 
+    async def _merged(
+        self, request: SearchRequest, local: SearchOutcome, asking: asyncio.Task[PeerAnswers]
+    ) -> SearchOutcome:
+        """The local outcome with the peers' hits merged in by relevance, naming the peers that did not answer."""
+        assert self.peers is not None
+        started = time.perf_counter()
+        answers = await asking
+        hits = merge(local.hits, answers.hits, request.limit, collapse=request.collapse, local_store=self.store_name)
+        self.peers.count_contributions(hits)
+        waited = (time.perf_counter() - started) * 1000
+        return replace(local, hits=hits, unanswered=tuple(answers.unanswered), peers_ms=waited)
+
     async def _search(self, request: SearchRequest, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         """The outcome, and the sources the search was scoped to (None: every source)."""
         async with self.gate.shared(SERVING):
@@ -145,7 +185,10 @@ class SearchService:
         sources = narrow(requested, await caller.scope.resolve(self.catalog))
         if sources == []:
             elapsed = (time.perf_counter() - started) * 1000
-            return SearchOutcome(hits=[], embed_ms=0.0, engine_ms=elapsed, relevant_at=self.relevant_at), sources
+            empty = SearchOutcome(
+                hits=[], embed_ms=0.0, engine_ms=elapsed, relevant_at=self.relevant_at, store=self.store_name
+            )
+            return empty, sources
         # The caller's own cache partition: a hit on another caller's query would show in the timing.
         # Keyword mode embeds the query too: not to rank, but for every hit's relevance.
         embedder = self.embedder.partition(caller.partition)
@@ -190,6 +233,7 @@ class SearchService:
             engine_ms=(ranked - embedded) * 1000,
             relevant_at=self.relevant_at,
             rerank_ms=(finished - ranked) * 1000,
+            store=self.store_name,
         )
         self.metrics.search_seconds.labels(request.mode, "embed").observe(outcome.embed_ms / 1000)
         self.metrics.search_seconds.labels(request.mode, "engine").observe(outcome.engine_ms / 1000)

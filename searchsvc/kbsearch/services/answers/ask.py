@@ -45,6 +45,7 @@ from kbsearch.schemas import (
     ErrorDetail,
     ErrorResponse,
     SearchRequest,
+    UnansweredPeer,
 )
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
@@ -89,7 +90,7 @@ class AskEvent:
 
     def server_sent(self) -> str:
         """The event as one text/event-stream frame; every face that streams an ask sends exactly this."""
-        return f"event: {self.event}\ndata: {self.data.model_dump_json()}\n\n"
+        return f"event: {self.event}\ndata: {self.data.model_dump_json(by_alias=True)}\n\n"
 
 
 @dataclass(slots=True)
@@ -102,6 +103,7 @@ class _Run:
     searches: list[AskSearch] = field(default_factory=list)
     usage: AskUsage = field(default_factory=AskUsage)
     citations: CitationFilter = field(init=False)
+    unanswered: dict[str, str] = field(default_factory=dict)  # peers that missed a search: name -> reason
 
     def __post_init__(self) -> None:
         self.citations = CitationFilter(lambda n: n in self.ledger)
@@ -287,7 +289,8 @@ class AskService:
             collapse=within is None,
         )
         outcome = await self.search.search(request, run.caller, origin="ask")
-        numbers, new = run.ledger.add(outcome.hits)
+        numbers, new = run.ledger.add(outcome.named_hits())
+        run.unanswered.update((u.name, u.reason) for u in outcome.unanswered)
         search = AskSearch(query=query, results=len(outcome.hits), refs=numbers)
         run.searches.append(search)
         sources = [_source(n, run.ledger.hit(n)) for n in new]
@@ -321,6 +324,8 @@ class AskService:
             searches=run.searches,
             droppedCitations=run.citations.dropped,
             usage=run.usage,
+            partial=bool(run.unanswered),
+            unanswered_peers=[UnansweredPeer(name=k, reason=v) for k, v in run.unanswered.items()],
         )
 
 
@@ -345,6 +350,7 @@ def _chunk_ref(n: int, hit: SearchHit) -> dict[str, Any]:
         "page": hit.page,
         "cell": hit.cell,
         "version": hit.version,
+        "stores": list(hit.stores),
     }
 
 

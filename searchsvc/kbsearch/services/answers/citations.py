@@ -28,16 +28,18 @@ class RetrievalLedger:
 
     def __init__(self) -> None:
         self._hits: list[SearchHit] = []
-        self._numbers: dict[str, int] = {}
+        # By chunk id and the store whose text it carries: the same id from another store may differ.
+        self._numbers: dict[tuple[str, str], int] = {}
 
     def add(self, hits: Iterable[SearchHit]) -> tuple[list[int], list[int]]:
         """Number `hits`; returns every hit's number, in order, and the numbers that are new."""
         numbers, new = [], []
         for hit in hits:
-            n = self._numbers.get(hit.id)
+            key = (hit.id, hit.stores[0] if hit.stores else "")
+            n = self._numbers.get(key)
             if n is None:
                 self._hits.append(hit)
-                n = self._numbers[hit.id] = len(self._hits)
+                n = self._numbers[key] = len(self._hits)
                 new.append(n)
             numbers.append(n)
         return numbers, new

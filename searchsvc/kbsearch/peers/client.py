@@ -1,0 +1,132 @@
+"""The one module that talks HTTP to a peer: POST its /api/v1/search with the peer's own token.
+
+What a peer sends is untrusted: the body is read while streaming and refused past a byte cap,
+then validated against PeerAnswer (relevance must lie in [0, 1], or the merge would not be fair).
+Every way a peer can fail ends as PeerFailure with a reason; nothing else escapes `search`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kbsearch.models import MetadataValue, SearchHit
+from kbsearch.peers.config import Peer
+
+FailureReason = Literal["timeout", "error", "malformed", "oversized"]
+MAX_PEER_RESULTS = 100  # a search's own limit (SearchRequest.limit)
+
+
+class PeerFailure(Exception):
+    def __init__(self, reason: FailureReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
+
+
+Relevance = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class PeerResult(BaseModel):
+    """One hit as a peer sends it: what the merge needs is checked, whatever else a newer peer sends is ignored."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    id: Annotated[str, Field(min_length=1, max_length=512)]
+    uri: Annotated[str, Field(min_length=1, max_length=2048)]
+    chunk_index: Annotated[int, Field(ge=0, alias="chunkIndex")]
+    total_chunks: Annotated[int, Field(ge=0, alias="totalChunks")]
+    content: str
+    score: Annotated[float, Field(allow_inf_nan=False)]
+    relevance: Relevance
+    title: str | None = None
+    headings: list[str] = Field(default_factory=list)
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    source_identifier: Annotated[str | None, Field(alias="sourceIdentifier")] = None
+    version: str | None = None
+    other_versions: Annotated[list[str], Field(alias="otherVersions")] = Field(default_factory=list)
+    more_matches: Annotated[int, Field(ge=0, alias="moreMatches")] = 0
+    page: int | None = None
+    cell: int | None = None
+
+
+class PeerAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    results: Annotated[list[PeerResult], Field(max_length=MAX_PEER_RESULTS)]
+
+
+def parse_answer(body: bytes) -> list[PeerResult] | PeerFailure:
+    """A peer's body as validated results, or a `malformed` failure; never raises, whatever the bytes."""
+    try:
+        return PeerAnswer.model_validate_json(body).results
+    except (ValidationError, ValueError, RecursionError) as exc:
+        kind = exc.errors()[0].get("type", "invalid") if isinstance(exc, ValidationError) and exc.errors() else "json"
+        return PeerFailure("malformed", f"the answer does not validate ({kind})")
+
+
+def to_hit(result: PeerResult, store: str) -> SearchHit:
+    return SearchHit(
+        id=result.id,
+        score=result.score,
+        uri=result.uri,
+        chunk_index=result.chunk_index,
+        total_chunks=result.total_chunks,
+        content=result.content,
+        title=result.title,
+        headings=result.headings,
+        metadata=result.metadata,
+        source_identifier=result.source_identifier,
+        version=result.version,
+        relevance=result.relevance,
+        other_versions=result.other_versions,
+        more_matches=result.more_matches,
+        page=result.page,
+        cell=result.cell,
+        stores=(store,),
+    )
+
+
+class PeerClient:
+    """One connection pool for every peer; `search` asks one peer within `timeout_s`."""
+
+    def __init__(self, max_response_bytes: int) -> None:
+        self.max_response_bytes = max_response_bytes
+        # No environment proxies or .netrc: a peer gets exactly the headers written here.
+        self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
+
+    async def search(self, peer: Peer, body: dict[str, Any], timeout_s: float) -> list[SearchHit]:
+        try:
+            async with asyncio.timeout(timeout_s):
+                raw = await self._fetch(peer, body, timeout_s)
+        except TimeoutError:
+            raise PeerFailure("timeout", f"no answer within {timeout_s:g} s") from None
+        except httpx.TimeoutException:
+            raise PeerFailure("timeout", f"no answer within {timeout_s:g} s") from None
+        except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, OSError) as exc:
+            raise PeerFailure("error", type(exc).__name__) from None
+        parsed = parse_answer(raw)
+        if isinstance(parsed, PeerFailure):
+            raise parsed
+        return [to_hit(r, peer.name) for r in parsed]
+
+    async def _fetch(self, peer: Peer, body: dict[str, Any], timeout_s: float) -> bytes:
+        headers = {"Authorization": f"Bearer {peer.token.get_secret_value()}", "Accept": "application/json"}
+        url = f"{peer.config.url}/api/v1/search"
+        async with self._http.stream("POST", url, json=body, headers=headers, timeout=timeout_s) as response:
+            if response.status_code != 200:
+                raise PeerFailure("error", f"HTTP {response.status_code}")
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_response_bytes:
+                raise PeerFailure("oversized", f"{declared} bytes declared")
+            received = bytearray()
+            async for chunk in response.aiter_bytes():
+                received += chunk
+                if len(received) > self.max_response_bytes:
+                    raise PeerFailure("oversized", f"more than {self.max_response_bytes} bytes")
+            return bytes(received)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
