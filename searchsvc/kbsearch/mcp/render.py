@@ -40,15 +40,32 @@ def located(uri: str, page: int | None, cell: int | None) -> str:
 
 
 def search_text(response: SearchResponse) -> str:
+    partial = _partial_note(response)
     if not response.results:
-        return f"No results ({response.mode} search) among the sources you may read."
+        return partial + f"No results ({response.mode} search) among the sources you may read."
     if response.nothingRelevant:
         best = max(h.relevance for h in response.results)
         note = f"Nothing relevant found (the best relevance is {best:.2f}); the closest results follow.\n\n"
     else:
         note = ""
-    blocks = [f"{hit_line(n, hit)}\n{hit.content}" for n, hit in enumerate(response.results, start=1)]
-    return note + "\n\n".join(blocks)
+    # The stores are named once more than one is in play (a search with no peers reads as before).
+    named = response.partial or len({name for hit in response.results for name in hit.stores}) > 1
+    blocks = [
+        f"{hit_line(n, hit)}{_stores(hit) if named else ''}\n{hit.content}"
+        for n, hit in enumerate(response.results, start=1)
+    ]
+    return partial + note + "\n\n".join(blocks)
+
+
+def _partial_note(response: SearchResponse) -> str:
+    if not response.partial:
+        return ""
+    missing = ", ".join(f"{p.name} ({p.reason})" for p in response.unanswered_peers)
+    return f"Partial results: these stores did not answer: {missing}.\n\n"
+
+
+def _stores(hit: SearchResult) -> str:
+    return f" [from {', '.join(hit.stores)}]"
 
 
 def document_text(page: DocumentText) -> str:
