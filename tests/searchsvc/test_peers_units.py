@@ -1,0 +1,190 @@
+"""The peers package's parts on their own: the peers file, scope coverage, the merge, the breaker, the router."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from kbsearch.errors import ConfigurationError
+from kbsearch.metrics import Metrics
+from kbsearch.models import SearchHit
+from kbsearch.peers.breaker import CircuitBreaker
+from kbsearch.peers.client import PeerClient, parse_answer
+from kbsearch.peers.config import Peer, PeerConfig, load_peers, parse_peers
+from kbsearch.peers.router import PeerRouter, Unanswered, covers, merge
+from kbsearch.schemas import SearchRequest
+
+
+def hit(uri: str, relevance: float, *, store: str = "", version: str | None = None, chunk: int = 0) -> SearchHit:
+    return SearchHit(
+        id=f"{uri}#{chunk}",
+        score=relevance,
+        uri=uri,
+        chunk_index=chunk,
+        total_chunks=3,
+        content=f"text of {uri} from {store or 'local'}",
+        title=None,
+        headings=[],
+        metadata={},
+        source_identifier="team-a/docs",
+        version=version,
+        relevance=relevance,
+        stores=(store,) if store else (),
+    )
+
+
+# --- the peers file -------------------------------------------------------------------------------
+
+
+def test_a_peers_file_is_read_with_each_token_from_its_own_file(tmp_path: Path) -> None:
+    (tmp_path / "eu.token").write_text("  eu-secret-token-1\n")
+    path = tmp_path / "peers.yaml"
+    path.write_text(
+        f"peers:\n  - name: eu-west\n    url: https://kb.eu.example/\n    tokenFile: {tmp_path / 'eu.token'}\n"
+        "    scopes: ['team-a/*']\n    timeoutSeconds: 1.5\n"
+    )
+    [peer] = load_peers(path, "local")
+    assert (peer.name, peer.config.url, peer.config.timeout_seconds) == ("eu-west", "https://kb.eu.example", 1.5)
+    assert peer.token.get_secret_value() == "eu-secret-token-1"
+    assert "eu-secret-token-1" not in repr(peer) + str(peer)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("peers: [{name: a, url: 'ftp://x', tokenFile: /t, scopes: ['*']}]", "url"),
+        ("peers: [{name: a, url: 'https://u:p@x', tokenFile: /t, scopes: ['*']}]", "credentials"),
+        ("peers: [{name: a, url: 'https://x', tokenFile: /t, scopes: []}]", "scopes"),
+        ("peers: [{name: 'A b', url: 'https://x', tokenFile: /t, scopes: ['*']}]", "name"),
+        ("peers: [{name: a, url: 'https://x', token: s3cret, tokenFile: /t, scopes: ['*']}]", "token"),
+        ("peers: [{name: a, url: 'https://x', tokenFile: /t, scopes: ['*'], timeoutSeconds: 0}]", "timeoutSeconds"),
+        (
+            "peers:\n  - {name: a, url: 'https://x', tokenFile: /t, scopes: ['*']}\n"
+            "  - {name: a, url: 'https://y', tokenFile: /t, scopes: ['*']}",
+            "same name",
+        ),
+        ("peers: [{name: a", "YAML"),
+    ],
+)
+def test_a_bad_peers_file_says_what_is_wrong_and_never_echoes_a_token(text: str, named: str) -> None:
+    with pytest.raises(ValueError, match=named) as caught:
+        parse_peers(text)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_a_missing_token_file_or_a_peer_named_like_the_local_store_stops_start_up(tmp_path: Path) -> None:
+    path = tmp_path / "peers.yaml"
+    path.write_text(f"peers: [{{name: eu, url: 'https://x', tokenFile: {tmp_path / 'none'}, scopes: ['*']}}]")
+    with pytest.raises(ConfigurationError, match="cannot be read"):
+        load_peers(path, "local")
+    with pytest.raises(ConfigurationError, match="local store"):
+        load_peers(path, "eu")
+    (tmp_path / "none").write_text("two words\n")
+    with pytest.raises(ConfigurationError, match="one printable ASCII token"):
+        load_peers(path, "local")
+
+
+# --- scope ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("caller", "pattern", "covered"),
+    [
+        (["*"], "*", True),
+        (["*"], "team-a/*", True),
+        (["team-a/*"], "team-a/*", True),
+        (["team-a/*"], "team-a/docs", True),
+        (["team-a/*"], "team-a/x/*", True),
+        (["team-a/docs"], "team-a/docs", True),
+        (["team-a/docs"], "team-a/*", False),  # narrower than the peer's
+        (["team-a/*"], "*", False),
+        (["team-a/*"], "team-ab/docs", False),  # a prefix of the name, not of the path
+        (["team-?/*"], "team-a/docs", False),  # a glob prefix cannot be proven to cover
+        (["team-a*"], "team-a/docs", False),  # only "prefix/*" is read as a prefix
+        ([], "team-a/docs", False),
+    ],
+)
+def test_a_caller_covers_a_peer_pattern_only_where_it_can_be_proven(caller, pattern, covered) -> None:
+    assert covers(caller, pattern) is covered
+
+
+# --- the merge -----------------------------------------------------------------------------------
+
+
+def test_the_merge_orders_by_relevance_and_collapses_one_page_from_two_stores() -> None:
+    local = [hit("a", 0.9), hit("b", 0.4)]
+    eu = [hit("b", 0.6, store="eu"), hit("c", 0.7, store="eu")]
+    merged = merge(local, [eu], 10, collapse=True, local_store="local")
+    assert [(h.uri, h.stores) for h in merged] == [("a", ("local",)), ("c", ("eu",)), ("b", ("eu", "local"))]
+    assert merged[2].content == "text of b from eu"  # the more relevant copy is the one shown
+
+
+def test_the_merge_keeps_the_newest_version_and_lists_the_other_stores_version() -> None:
+    local = [hit("p", 0.8, version="2.1")]
+    eu = [hit("p", 0.5, store="eu", version="2.0")]
+    [page] = merge(local, [eu], 10, collapse=True, local_store="local")
+    assert (page.version, page.other_versions, page.stores) == ("2.1", ["2.0"], ("local", "eu"))
+
+
+def test_without_collapsing_chunks_of_one_page_stay_apart_and_ties_keep_the_local_store_first() -> None:
+    local = [hit("p", 0.5, chunk=0), hit("p", 0.5, chunk=1)]
+    eu = [hit("p", 0.5, store="eu", chunk=2), hit("p", 0.5, store="eu", chunk=0)]
+    merged = merge(local, [eu], 10, collapse=False, local_store="local")
+    assert [(h.chunk_index, h.stores) for h in merged] == [(0, ("local", "eu")), (1, ("local",)), (2, ("eu",))]
+    assert len(merge(local, [eu], 2, collapse=False, local_store="local")) == 2
+
+
+# --- the breaker ---------------------------------------------------------------------------------
+
+
+def test_the_breaker_opens_after_n_failures_probes_once_after_the_cool_down_and_closes_on_success() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(failures=2, reset_s=10, clock=lambda: now[0])
+    breaker.failed()
+    breaker.succeeded()  # a success in between: the count starts again
+    breaker.failed()
+    assert breaker.allow() and breaker.state == "closed"
+    breaker.failed()
+    assert breaker.state == "open" and not breaker.allow()
+    now[0] = 10.0
+    assert breaker.state == "half-open"
+    assert breaker.allow() and not breaker.allow()  # one probe at a time
+    breaker.failed()  # the probe failed: a new cool-down
+    assert breaker.state == "open" and not breaker.allow()
+    now[0] = 20.0
+    assert breaker.allow()
+    breaker.released()  # the probe was cancelled: the next caller probes
+    assert breaker.allow()
+    breaker.succeeded()
+    assert breaker.state == "closed" and breaker.allow()
+
+
+# --- the router ----------------------------------------------------------------------------------
+
+
+def test_a_caller_scope_that_cannot_be_checked_reaches_no_peer_and_is_reported() -> None:
+    peer = Peer(
+        PeerConfig(name="eu", url="http://127.0.0.1:9", token_file=Path("/t"), scopes=["team-a/*"]),
+        SecretStr("peer-token"),
+    )
+    metrics = Metrics()
+    router = PeerRouter([peer], PeerClient(1024), metrics, timeout_s=1, breaker_failures=1, breaker_reset_s=1)
+    request = SearchRequest(query="q")
+    broken_scope = [None]  # not a pattern: nothing can be proven about it
+    answers = asyncio.run(router.ask(request, broken_scope))  # type: ignore[arg-type]
+    assert (answers.hits, answers.unanswered) == ([], [Unanswered("eu", "scope-undecided")])
+    assert asyncio.run(router.ask(request, ["team-b/*"])).unanswered == []  # not allowed: not asked, not named
+    asyncio.run(router.aclose())
+
+
+def test_a_peer_answer_is_validated_relevance_and_all() -> None:
+    good = b'{"results": [{"id": "1", "uri": "u", "chunkIndex": 0, "totalChunks": 1, "content": "c", "score": 1.5,'
+    good += b' "relevance": 0.5, "unknownNewField": 1}], "partial": false}'
+    [result] = parse_answer(good)  # type: ignore[misc]
+    assert result.relevance == 0.5
+    for bad in (good.replace(b"0.5", b"1.5"), good.replace(b"0.5", b"NaN"), b"[]", b"{", b"\xff"):
+        failure = parse_answer(bad)
+        assert not isinstance(failure, list) and failure.reason == "malformed"
