@@ -13,7 +13,7 @@ import pytest
 
 from bench import run_all
 
-BENCHMARKS = [*run_all.ORDER, "scoped_search", "rebuild_check"]  # these two run alone: `python -m bench.<name>`
+BENCHMARKS = [*run_all.ORDER, "scoped_search", "rebuild_check", "peers"]  # these run alone: `python -m bench.<name>`
 
 
 def benchmark(name: str) -> ModuleType:
