@@ -23,18 +23,21 @@ PAGER = "https://git.example/local/pager.md"
 C_NOTES = "https://git.example/c/notes.md"
 CANARY = "https://git.example/healthy/canary.md"
 RESTORE = "https://git.example/bad/restore.md"
+SECRET = "https://git.example/x/secret.md"  # team x's, on the bad peer, whose token there reads everything
 TEXT = {
     ROLLBACK: "# Rollback\n\nTo roll back a helm release run helm rollback with the revision number.\n",
     PAGER: "# Pager\n\nThe pager rotation changes every Monday morning, after the helm release review.\n",
     C_NOTES: "# Notes\n\nTeam c keeps its helm rollback notes here.\n",
     CANARY: "# Canary\n\nA canary helm release upgrades one replica before the rest of the release.\n",
     RESTORE: "# Restore\n\nRestore a helm release from the nightly snapshot before a rollback.\n",
+    SECRET: "# Secret\n\nTeam x rolls back its helm release with a rollback script.\n",
 }
 LOCAL_DOCS = {ROLLBACK: "team-a/docs", PAGER: "team-a/docs", C_NOTES: "team-c/docs"}
 HEALTHY_DOCS = {ROLLBACK: "team-a/docs", CANARY: "team-a/docs"}
-BAD_DOCS = {RESTORE: "team-a/docs"}
+BAD_DOCS = {RESTORE: "team-a/docs", SECRET: "team-x/docs"}
 ADMIN, ALICE, CAROL = "admin-token-local-1", "alice-token-local-1", "carol-token-local-1"
 TO_HEALTHY, TO_BAD = "local-reads-healthy-1", "local-reads-bad-1"
+HEALTHY_TO_LOCAL = "healthy-reads-local-1"
 PEER_ADMIN = "admin-token-peer-1"
 BAD_BUDGET_S = 3.0
 BREAKER_RESET_S = 2.0
@@ -59,11 +62,14 @@ class Stores:
     root: Path
 
 
-def peer_service(root: Path, name: str, docs: dict[str, str], reader_token: str) -> tuple[ServiceProcess, dict]:
+def peer_service(
+    root: Path, name: str, docs: dict[str, str], reader_token: str, reads: str, **settings: str
+) -> tuple[ServiceProcess, dict]:
     (root / f"{name}-tokens.yaml").write_text(
-        tokens(("admin", PEER_ADMIN, True, ["*"]), ("local-service", reader_token, False, ["team-a/*"]))
+        tokens(("admin", PEER_ADMIN, True, ["*"]), ("local-service", reader_token, False, [reads]))
     )
     env = {"SEARCHSVC_DATA_DIR": str(root / f"{name}-data"), "SEARCHSVC_TOKENS_FILE": str(root / f"{name}-tokens.yaml")}
+    env |= settings
     process = ServiceProcess(root / f"{name}.log", env).start()
     process.wait_ready()
     load(process, PEER_ADMIN, docs)
@@ -84,8 +90,28 @@ def bearer(token: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
     root = tmp_path_factory.mktemp("peers")
-    healthy, _ = peer_service(root, "healthy", HEALTHY_DOCS, TO_HEALTHY)
-    bad, bad_env = peer_service(root, "bad", BAD_DOCS, TO_BAD)
+    env = {
+        "SEARCHSVC_DATA_DIR": str(root / "local-data"),
+        "SEARCHSVC_TOKENS_FILE": str(root / "local-tokens.yaml"),
+        "SEARCHSVC_PEERS_FILE": str(root / "peers.yaml"),
+        "SEARCHSVC_PEER_TIMEOUT_SECONDS": "10",  # the healthy peer on a busy machine
+        "SEARCHSVC_PEER_BREAKER_FAILURES": "2",
+        "SEARCHSVC_PEER_BREAKER_RESET_SECONDS": str(BREAKER_RESET_S),
+        "SEARCHSVC_PEER_MAX_RESPONSE_BYTES": str(MAX_PEER_BYTES),
+        "SEARCHSVC_MCP_ALLOWED_HOSTS": "127.0.0.1:*",
+    }
+    local = ServiceProcess(root / "local.log", env)  # its port now: the healthy peer names it as its own peer
+    # The two name each other: a search one asks the other for is answered from that store alone, no loop.
+    (root / "local.token").write_text(HEALTHY_TO_LOCAL)
+    (root / "healthy-peers.yaml").write_text(
+        f"peers: [{{name: local, url: '{local.url}', tokenFile: '{root / 'local.token'}', scopes: ['team-a/*']}}]\n"
+    )
+    healthy, _ = peer_service(
+        root, "healthy", HEALTHY_DOCS, TO_HEALTHY, "team-a/*", SEARCHSVC_PEERS_FILE=str(root / "healthy-peers.yaml"),
+        SEARCHSVC_STORE_NAME="healthy",
+    )  # fmt: skip
+    # Wider than the peer is declared with here (team-a/docs): the local service must not widen with it.
+    bad, bad_env = peer_service(root, "bad", BAD_DOCS, TO_BAD, "*")
     (root / "healthy.token").write_text(TO_HEALTHY + "\n")
     (root / "bad.token").write_text(TO_BAD + "\n")
     with peer_proxy(bad.url) as proxy:
@@ -103,20 +129,10 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
                 ("admin", ADMIN, True, ["*"]),
                 ("alice", ALICE, False, ["team-a/*"]),
                 ("carol", CAROL, False, ["team-c/docs"]),
+                ("healthy-service", HEALTHY_TO_LOCAL, False, ["team-a/*"]),
             )
         )
-        env = {
-            "SEARCHSVC_DATA_DIR": str(root / "local-data"),
-            "SEARCHSVC_TOKENS_FILE": str(root / "local-tokens.yaml"),
-            "SEARCHSVC_PEERS_FILE": str(root / "peers.yaml"),
-            "SEARCHSVC_PEER_TIMEOUT_SECONDS": "10",  # the healthy peer on a busy machine
-            "SEARCHSVC_PEER_BREAKER_FAILURES": "2",
-            "SEARCHSVC_PEER_BREAKER_RESET_SECONDS": str(BREAKER_RESET_S),
-            "SEARCHSVC_PEER_MAX_RESPONSE_BYTES": str(MAX_PEER_BYTES),
-            "SEARCHSVC_MCP_ALLOWED_HOSTS": "127.0.0.1:*",
-        }
-        local = ServiceProcess(root / "local.log", env).start()
-        local.wait_ready()
+        local.start().wait_ready()
         load(local, ADMIN, LOCAL_DOCS)
         found = Stores(local, healthy, bad, proxy, bad_env, root)
         try:
@@ -160,6 +176,8 @@ def test_a_search_merges_every_store_by_relevance_and_collapses_the_same_page(st
     assert hits[RESTORE]["stores"] == ["bad"]
     assert hits[PAGER]["stores"] == ["local"]
     assert C_NOTES not in hits  # team c's page: not in alice's scope
+    assert SECRET not in hits  # the bad peer's token reads team x; alice may not
+    assert by_uri(whole_again(stores, ADMIN))[SECRET]["stores"] == ["bad"]  # one who sees everything does
     assert (body["partial"], body["unansweredPeers"]) == (False, [])
 
 
@@ -178,6 +196,16 @@ def test_a_caller_who_may_not_reach_the_peers_gets_local_hits_and_no_word_of_the
     assert all("vault" not in r["stores"] for r in body["results"])
     everything = whole_again(stores, ADMIN)
     assert "vault" in by_uri(everything)[CANARY]["stores"]
+
+
+def test_two_services_that_name_each_other_never_ask_each_other_in_a_loop(stores):
+    whole_again(stores)  # within the 10 s budget: a loop would time out at the innermost hop
+    response = stores.healthy.client.post(
+        "/api/v1/search", json={"query": "helm release rollback"}, headers=bearer(PEER_ADMIN)
+    )
+    body = response.json()  # the healthy service asked directly does fan out, to the local one
+    assert not body["partial"] and by_uri(body)[ROLLBACK]["stores"] == ["healthy", "local"]
+    assert by_uri(body)[PAGER]["stores"] == ["local"]
 
 
 def test_each_peer_gets_its_own_token_and_the_callers_filter_never_a_callers_token(stores):
@@ -216,6 +244,13 @@ async def test_mcp_search_and_ask_carry_stores_and_partial(stores):
         assert structured["unansweredPeers"] == [{"name": "bad", "reason": "malformed"}]
         assert by_uri(structured)[ROLLBACK]["stores"] == ["local", "healthy"]
         assert "bad" in "\n".join(b.text for b in result.content if b.type == "text")  # the agent reads it too
+        asked = await client.call_tool(
+            "ask_knowledge", {"question": "How does a canary helm release upgrade a replica?"}
+        )
+        answer = asked.structured_content
+        assert answer["partial"] is True and answer["unansweredPeers"] == [{"name": "bad", "reason": "malformed"}]
+        assert answer["citations"] and all(c["quote"].strip() in TEXT[c["uri"]] for c in answer["citations"])
+        assert any(c["stores"] == ["healthy"] for c in answer["citations"] + answer["sourcesRetrieved"])
     whole_again(stores)
 
 

@@ -174,9 +174,11 @@ def test_a_caller_scope_that_cannot_be_checked_reaches_no_peer_and_is_reported()
     router = PeerRouter([peer], PeerClient(1024), metrics, timeout_s=1, breaker_failures=1, breaker_reset_s=1)
     request = SearchRequest(query="q")
     broken_scope = [None]  # not a pattern: nothing can be proven about it
-    answers = asyncio.run(router.ask(request, broken_scope))  # type: ignore[arg-type]
+    answers = asyncio.run(router.ask(request, broken_scope, lambda _: True))  # type: ignore[arg-type]
     assert (answers.hits, answers.unanswered) == ([], [Unanswered("eu", "scope-undecided")])
-    assert asyncio.run(router.ask(request, ["team-b/*"])).unanswered == []  # not allowed: not asked, not named
+    assert (
+        asyncio.run(router.ask(request, ["team-b/*"], lambda _: True)).unanswered == []
+    )  # not allowed: not asked, not named
     asyncio.run(router.aclose())
 
 

@@ -70,7 +70,8 @@ def peer_proxy(target: str) -> Iterator[PeerProxy]:
             with proxy.lock:
                 proxy.authorizations.append(self.headers.get("authorization", ""))
                 proxy.bodies.append(json.loads(body or b"{}"))
-            headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
+            forwarded = ("authorization", "content-type", "x-kb-peer-search")
+            headers = {k: v for k, v in self.headers.items() if k.lower() in forwarded}
             status, payload = proxy.answer(self.path, body, headers)
             try:
                 self.send_response(status)

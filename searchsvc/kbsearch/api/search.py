@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import ValidationError
 
 from kbsearch.api.auth import ReaderDep
 from kbsearch.api.params import SourceIdListQuery, UriPrefixQuery
 from kbsearch.deps import SearchDep
 from kbsearch.errors import InvalidRequestError
+from kbsearch.peers.client import PEER_SEARCH_HEADER
 from kbsearch.presenters import field_problems, search_response, validation_message
 from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse
 from kbsearch.services.access.scope import Caller
@@ -23,22 +24,28 @@ router = APIRouter(
 )
 
 
-async def _run(request: SearchRequest, service: SearchService, response: Response, caller: Caller) -> SearchResponse:
-    outcome = await service.search(request, caller)
+async def _run(
+    request: SearchRequest, service: SearchService, http: Request, response: Response, caller: Caller
+) -> SearchResponse:
+    # Another service's fan-out asking this one: answer from this store alone (no peer loops).
+    outcome = await service.search(request, caller, ask_peers=PEER_SEARCH_HEADER not in http.headers)
     # Query embedding and engine time apart, for benchmarks and dashboards.
     response.headers["Server-Timing"] = f"embed;dur={outcome.embed_ms:.2f}, engine;dur={outcome.engine_ms:.2f}"
     return search_response(request, outcome)
 
 
 @router.post("/search")
-async def search(body: SearchRequest, service: SearchDep, response: Response, caller: ReaderDep) -> SearchResponse:
+async def search(
+    body: SearchRequest, service: SearchDep, http: Request, response: Response, caller: ReaderDep
+) -> SearchResponse:
     """Hybrid (default), dense or keyword search with optional filters, within the caller's sources."""
-    return await _run(body, service, response, caller)
+    return await _run(body, service, http, response, caller)
 
 
 @router.get("/search")
 async def search_get(
     service: SearchDep,
+    http: Request,
     response: Response,
     caller: ReaderDep,
     q: Annotated[str, Query(min_length=1, max_length=1000)],
@@ -62,4 +69,4 @@ async def search_get(
     except ValidationError as exc:
         message = validation_message(exc, style="first", default="query")
         raise InvalidRequestError(message, details={"errors": field_problems(exc, default="query")}) from exc
-    return await _run(request, service, response, caller)
+    return await _run(request, service, http, response, caller)

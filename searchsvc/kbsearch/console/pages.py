@@ -13,6 +13,7 @@ from kbsearch.deps import ContextDep, DocumentReadsDep, InsightsDep, SearchDep
 from kbsearch.deps import context as app_context
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SearchMode
+from kbsearch.peers.router import Unanswered
 from kbsearch.presenters import validation_message
 from kbsearch.schemas import SearchRequest
 from kbsearch.services.access.scope import Caller
@@ -60,7 +61,8 @@ async def search_page(
     version: Text = "",
 ) -> HTMLResponse:
     mode = mode if mode in MODES else "hybrid"
-    hits, error, took_ms, nothing_relevant, unanswered = [], None, None, False, ()
+    hits, error, took_ms, nothing_relevant = [], None, None, False
+    unanswered: tuple[Unanswered, ...] = ()
     if q.strip():
         try:
             body: dict[str, Any] = {"query": q, "limit": RESULTS_LIMIT, "mode": mode, "filter": {}}

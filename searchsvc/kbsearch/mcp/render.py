@@ -57,7 +57,7 @@ def search_text(response: SearchResponse) -> str:
     return partial + note + "\n\n".join(blocks)
 
 
-def _partial_note(response: SearchResponse) -> str:
+def _partial_note(response: SearchResponse | AskResponse) -> str:
     if not response.partial:
         return ""
     missing = ", ".join(f"{p.name} ({p.reason})" for p in response.unanswered_peers)
@@ -129,13 +129,16 @@ def delete_text(response: DeleteDocumentResponse) -> str:
 
 def ask_text(response: AskResponse) -> str:
     """The answer, then its numbered citations: what each [n] points at, and the cited sentence."""
+    partial = _partial_note(response)
     if not response.citations:
-        return response.answer
-    lines = [response.answer, "", "Citations:"]
+        return partial + response.answer
+    lines = [partial + response.answer, "", "Citations:"]
+    named = response.partial or len({name for c in response.citations for name in c.stores}) > 1
     for citation in response.citations:
         label = heading_path(citation.title, citation.headings) or citation.uri
         where = located(citation.uri, citation.page, citation.cell)
         version = f", version {citation.version}" if citation.version else ""
-        lines.append(f"[{citation.n}] {label} — {where} (chunk {citation.chunkIndex}{version})")
+        store = f", from {', '.join(citation.stores)}" if named else ""
+        lines.append(f"[{citation.n}] {label} — {where} (chunk {citation.chunkIndex}{version}{store})")
         lines.append(f'    "{citation.quote}"')
     return "\n".join(lines)

@@ -17,6 +17,9 @@ from kbsearch.models import MetadataValue, SearchHit
 from kbsearch.peers.config import Peer
 
 FailureReason = Literal["timeout", "error", "malformed", "oversized"]
+# Sent with every search to a peer: a peer answers it from its own store alone, so two services that
+# name each other as peers never ask each other in a loop.
+PEER_SEARCH_HEADER = "x-kb-peer-search"
 MAX_PEER_RESULTS = 100  # a search's own limit (SearchRequest.limit)
 
 
@@ -113,7 +116,11 @@ class PeerClient:
         return [to_hit(r, peer.name) for r in parsed]
 
     async def _fetch(self, peer: Peer, body: dict[str, Any], timeout_s: float) -> bytes:
-        headers = {"Authorization": f"Bearer {peer.token.get_secret_value()}", "Accept": "application/json"}
+        headers = {
+            "Authorization": f"Bearer {peer.token.get_secret_value()}",
+            "Accept": "application/json",
+            PEER_SEARCH_HEADER: "1",
+        }
         url = f"{peer.config.url}/api/v1/search"
         async with self._http.stream("POST", url, json=body, headers=headers, timeout=timeout_s) as response:
             if response.status_code != 200:

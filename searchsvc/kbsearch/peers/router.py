@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -115,7 +115,11 @@ class PeerRouter:
     def budget_s(self, peer: Peer) -> float:
         return peer.config.timeout_seconds or self.timeout_s
 
-    async def ask(self, request: SearchRequest, caller_patterns: Sequence[str]) -> PeerAnswers:
+    async def ask(
+        self, request: SearchRequest, caller_patterns: Sequence[str], allows: Callable[[str | None], bool]
+    ) -> PeerAnswers:
+        """The peers' hits for this caller. `allows` is the caller's own scope over a sourceIdentifier: a
+        peer hit outside it is dropped, so a peer token broader than the peer's declared scopes widens nothing."""
         unanswered: list[Unanswered] = []
         asked: list[Peer] = []
         for peer in self.peers:
@@ -136,7 +140,8 @@ class PeerRouter:
         body = request.model_dump(mode="json", by_alias=True)
         outcomes = await asyncio.gather(*(self._one(peer, body) for peer in asked))
         unanswered += [o for o in outcomes if isinstance(o, Unanswered)]
-        return PeerAnswers([o for o in outcomes if not isinstance(o, Unanswered)], unanswered)
+        answered = [[h for h in o if allows(h.source_identifier)] for o in outcomes if not isinstance(o, Unanswered)]
+        return PeerAnswers(answered, unanswered)
 
     async def _one(self, peer: Peer, body: dict[str, Any]) -> list[SearchHit] | Unanswered:
         breaker = self.breakers[peer.name]

@@ -122,15 +122,18 @@ class SearchService:
         outcome, _ = await self._search(request, caller)
         return outcome
 
-    async def search(self, request: SearchRequest, caller: Caller, *, origin: SearchOrigin = "api") -> SearchOutcome:
+    async def search(
+        self, request: SearchRequest, caller: Caller, *, origin: SearchOrigin = "api", ask_peers: bool = True
+    ) -> SearchOutcome:
         """The caller's search; `origin` names the face it came through (REST, MCP, console, ask).
+        `ask_peers=False`: this store alone (a peer's own search, which must not fan out again).
 
         Every search, whatever its face, is recorded in the query log here, and only here. With peers,
         they are asked at once and waited for outside the caller's turn (their time is not local work).
         """
         asking = None
-        if self.peers is not None:
-            asking = asyncio.create_task(self.peers.ask(request, caller.scope.patterns))
+        if self.peers is not None and ask_peers:
+            asking = asyncio.create_task(self.peers.ask(request, caller.scope.patterns, caller.scope.allows))
         try:
             if self.turns is None:
                 outcome, sources = await self._search(request, caller)
