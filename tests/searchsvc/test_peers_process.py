@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
+from tests.support.console import sign_in
 from tests.support.mcpclient import mcp_client
 from tests.support.peerproxy import PeerProxy, peer_proxy
 from tests.support.service_process import ServiceProcess
@@ -251,6 +253,19 @@ async def test_mcp_search_and_ask_carry_stores_and_partial(stores):
         assert answer["partial"] is True and answer["unansweredPeers"] == [{"name": "bad", "reason": "malformed"}]
         assert answer["citations"] and all(c["quote"].strip() in TEXT[c["uri"]] for c in answer["citations"])
         assert any(c["stores"] == ["healthy"] for c in answer["citations"] + answer["sourcesRetrieved"])
+    whole_again(stores)
+
+
+def test_the_console_says_which_peer_did_not_answer(stores):
+    whole_again(stores)
+    with httpx.Client(base_url=stores.local.url, timeout=60) as browser:
+        assert sign_in(browser, ALICE).status_code in (200, 303)
+        whole = browser.get("/ui/", params={"q": "helm release rollback"})
+        assert whole.status_code == 200 and "Partial results" not in whole.text
+        assert ">healthy</span>" in whole.text  # each hit names its store
+        stores.proxy.mode = "malformed"
+        partial = browser.get("/ui/", params={"q": "helm release rollback"})
+        assert "Partial results: bad did not answer (malformed)" in partial.text
     whole_again(stores)
 
 
