@@ -122,7 +122,7 @@ def test_the_merge_orders_by_relevance_and_collapses_one_page_from_two_stores() 
     assert merged[2].content == "text of b from eu"  # the more relevant copy is the one shown
 
 
-def test_the_merge_keeps_the_newest_version_and_lists_the_other_stores_version() -> None:
+def test_the_merge_shows_the_more_relevant_copy_and_lists_the_other_stores_version() -> None:
     local = [hit("p", 0.8, version="2.1")]
     eu = [hit("p", 0.5, store="eu", version="2.0")]
     [page] = merge(local, [eu], 10, collapse=True, local_store="local")
@@ -157,6 +157,8 @@ def test_the_breaker_opens_after_n_failures_probes_once_after_the_cool_down_and_
     now[0] = 20.0
     assert breaker.allow()
     breaker.released()  # the probe was cancelled: the next caller probes
+    assert breaker.allow() and not breaker.allow()
+    now[0] = 30.0  # that probe never reported back (cancelled before it ran): another is let through
     assert breaker.allow()
     breaker.succeeded()
     assert breaker.state == "closed" and breaker.allow()
