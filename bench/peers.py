@@ -33,8 +33,9 @@ WARMUP = 10
 WORDS = ["deploy", "restart", "rollback", "pager", "dashboard", "latency", "quota", "backup", "restore", "certificate"]
 ADMIN = "bench-admin"
 PEER_READER = "bench-peer-reader"
-# The issue asks for the figure; the bound here is ours: fan-out to one healthy peer adds at most this, p50.
-MAX_OVERHEAD_MS = 15.0
+# Our bound, not the issue's: with every store on this one machine, a search with one peer costs the local
+# search plus the peer's own (the CPUs are shared); what the router adds beyond that, p50, stays under this.
+MAX_ROUTER_MS = 5.0
 
 
 def tokens(folder: Path, name: str) -> Path:
@@ -109,8 +110,12 @@ def headline(result: dict[str, Any]) -> tuple[str, str, str]:
         f"search p50 {s['0 peers']['p50']} / {s['1 peer']['p50']} / {s['3 peers']['p50']} ms with 0/1/3 peers, "
         f"{s['timeout']['p50']} ms with one peer at its {result['slowBudgetMs']} ms budget"
     )
-    overhead = result["fanOutOverheadP50Ms"]
-    return figure, f"fan-out to one peer p50 <= +{MAX_OVERHEAD_MS} ms", verdict(overhead <= MAX_OVERHEAD_MS)
+    router = result["routerCostP50Ms"]
+    return (
+        figure,
+        f"router cost beyond the peer's own search p50 <= {MAX_ROUTER_MS} ms",
+        verdict(router <= MAX_ROUTER_MS),
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -156,12 +161,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {
         "searches": searches,
         "fanOutOverheadP50Ms": round(searches["1 peer"]["p50"] - searches["0 peers"]["p50"], 3),
+        # The overhead less the peer's own search time (asked directly): what merging and waiting add.
+        "routerCostP50Ms": round(searches["1 peer"]["p50"] - searches["0 peers"]["p50"] - searches["direct"]["p50"], 3),
         "slowBudgetMs": args.slow_budget_ms,
         "docsPerStore": args.docs,
         "load": load_text(),
     }
     print_table(["arm", "p50 ms", "p95 ms", "n"], [[arm, s["p50"], s["p95"], s["n"]] for arm, s in searches.items()])
-    print(f"fan-out overhead (1 peer - 0 peers) p50: {result['fanOutOverheadP50Ms']} ms ({result['load']})")
+    print(
+        f"fan-out overhead (1 peer - 0 peers) p50: {result['fanOutOverheadP50Ms']} ms; beyond the peer's own "
+        f"search: {result['routerCostP50Ms']} ms ({result['load']})"
+    )
     write_result(NAME, result)
     return result
 

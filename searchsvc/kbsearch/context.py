@@ -23,7 +23,7 @@ from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
 from kbsearch.peers.client import PeerClient
-from kbsearch.peers.config import load_peers
+from kbsearch.peers.config import Peer, load_peers
 from kbsearch.peers.router import PeerRouter
 from kbsearch.rerank.base import Reranker
 from kbsearch.services.access.auth import Authenticator
@@ -141,7 +141,8 @@ async def build_context(
     # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
     active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
     rerank = _rerank_stage(settings, metrics, active_chat)
-    peers = _peer_router(settings, metrics)  # a bad peers file stops start-up before anything opens
+    # A bad peers file or token stops start-up before anything is opened.
+    peers = load_peers(settings.peers_file, settings.store_name) if settings.peers_file is not None else []
     active_store = store if store is not None else build_store(settings)
     await in_thread(active_embedder.load)
     sparse = Bm25Encoder()
@@ -235,7 +236,7 @@ async def build_context(
         turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
         rerank=rerank,
         default_path_weights=settings.default_path_weights,
-        peers=peers,
+        peers=_peer_router(settings, metrics, peers),
         store_name=settings.store_name,
     )
     ask = AskService(
@@ -315,11 +316,8 @@ def _rerank_stage(settings: Settings, metrics: Metrics, chat: ChatClient | None)
     )
 
 
-def _peer_router(settings: Settings, metrics: Metrics) -> PeerRouter | None:
-    """The peers SEARCHSVC_PEERS_FILE names, or None (no file, or a file with no peers)."""
-    if settings.peers_file is None:
-        return None
-    peers = load_peers(settings.peers_file, settings.store_name)
+def _peer_router(settings: Settings, metrics: Metrics, peers: list[Peer]) -> PeerRouter | None:
+    """The router over the peers of SEARCHSVC_PEERS_FILE, or None (no file, or a file with no peers)."""
     if not peers:
         return None
     log.info("peers configured", extra={"peers": [p.name for p in peers]})

@@ -192,3 +192,19 @@ def test_a_peer_answer_is_validated_relevance_and_all() -> None:
     for bad in (good.replace(b"0.5", b"1.5"), good.replace(b"0.5", b"NaN"), b"[]", b"{", b"\xff"):
         failure = parse_answer(bad)
         assert not isinstance(failure, list) and failure.reason == "malformed"
+
+
+def test_the_service_refuses_to_start_with_a_peers_file_it_cannot_use_and_never_prints_the_token(tmp_path: Path):
+    from tests.support.service_process import free_port, run_to_exit
+
+    (tmp_path / "eu.token").write_text("eu-secret 3f9a1c\n")  # two words: not one token
+    peers = tmp_path / "peers.yaml"
+    peers.write_text(
+        f"peers: [{{name: eu, url: 'https://kb.eu', tokenFile: '{tmp_path / 'eu.token'}', scopes: ['*']}}]"
+    )
+    child = run_to_exit(
+        SEARCHSVC_PORT=str(free_port()), SEARCHSVC_DATA_DIR=str(tmp_path / "data"), SEARCHSVC_PEERS_FILE=str(peers)
+    )
+    assert child.returncode != 0
+    assert "must hold one printable ASCII token" in child.stderr + child.stdout
+    assert "3f9a1c" not in child.stderr + child.stdout
