@@ -6,14 +6,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
 from kbsearch.errors import ConfigurationError
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchHit
 from kbsearch.peers.breaker import CircuitBreaker
 from kbsearch.peers.client import PeerClient, parse_answer
-from kbsearch.peers.config import Peer, PeerConfig, load_peers, parse_peers
+from kbsearch.peers.config import Peer, PeerConfig, TokenFile, load_peers, parse_peers
 from kbsearch.peers.router import PeerRouter, Unanswered, covers, merge
 from kbsearch.schemas import SearchRequest
 
@@ -48,8 +47,21 @@ def test_a_peers_file_is_read_with_each_token_from_its_own_file(tmp_path: Path) 
     )
     [peer] = load_peers(path, "local")
     assert (peer.name, peer.config.url, peer.config.timeout_seconds) == ("eu-west", "https://kb.eu.example", 1.5)
-    assert peer.token.get_secret_value() == "eu-secret-token-1"
+    assert peer.token.value().get_secret_value() == "eu-secret-token-1"
     assert "eu-secret-token-1" not in repr(peer) + str(peer)
+
+
+def test_a_rotated_token_file_is_read_again_and_an_unusable_one_keeps_the_last_good_token(tmp_path: Path) -> None:
+    path, now = tmp_path / "token", [0.0]
+    path.write_text("first-token\n")
+    token = TokenFile(path, clock=lambda: now[0])
+    path.write_text("second-token-longer\n")  # a rotated Secret
+    assert token.value().get_secret_value() == "first-token"  # not looked at again within the interval
+    now[0] = 5.0
+    assert token.value().get_secret_value() == "second-token-longer"
+    path.write_text("")
+    now[0] = 10.0
+    assert token.value().get_secret_value() == "second-token-longer"
 
 
 @pytest.mark.parametrize(
@@ -167,10 +179,12 @@ def test_the_breaker_opens_after_n_failures_probes_once_after_the_cool_down_and_
 # --- the router ----------------------------------------------------------------------------------
 
 
-def test_a_caller_scope_that_cannot_be_checked_reaches_no_peer_and_is_reported() -> None:
+def test_a_caller_scope_that_cannot_be_checked_reaches_no_peer_and_is_reported(tmp_path: Path) -> None:
+    token_path = tmp_path / "token"
+    token_path.write_text("peer-token")
     peer = Peer(
-        PeerConfig(name="eu", url="http://127.0.0.1:9", token_file=Path("/t"), scopes=["team-a/*"]),
-        SecretStr("peer-token"),
+        PeerConfig(name="eu", url="http://127.0.0.1:9", token_file=token_path, scopes=["team-a/*"]),
+        TokenFile(token_path),
     )
     metrics = Metrics()
     router = PeerRouter([peer], PeerClient(1024), metrics, timeout_s=1, breaker_failures=1, breaker_reset_s=1)
@@ -178,9 +192,8 @@ def test_a_caller_scope_that_cannot_be_checked_reaches_no_peer_and_is_reported()
     broken_scope = [None]  # not a pattern: nothing can be proven about it
     answers = asyncio.run(router.ask(request, broken_scope, lambda _: True))  # type: ignore[arg-type]
     assert (answers.hits, answers.unanswered) == ([], [Unanswered("eu", "scope-undecided")])
-    assert (
-        asyncio.run(router.ask(request, ["team-b/*"], lambda _: True)).unanswered == []
-    )  # not allowed: not asked, not named
+    not_allowed = asyncio.run(router.ask(request, ["team-b/*"], lambda _: True))
+    assert not_allowed.unanswered == []  # not asked, not named
     asyncio.run(router.aclose())
 
 

@@ -117,7 +117,7 @@ class PeerClient:
 
     async def _fetch(self, peer: Peer, body: dict[str, Any], timeout_s: float) -> bytes:
         headers = {
-            "Authorization": f"Bearer {peer.token.get_secret_value()}",
+            "Authorization": f"Bearer {peer.token.value().get_secret_value()}",
             "Accept": "application/json",
             PEER_SEARCH_HEADER: "1",
         }

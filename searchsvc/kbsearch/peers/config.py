@@ -6,8 +6,11 @@ never from the YAML, and kept as a SecretStr so no log or repr shows it.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -19,10 +22,14 @@ from pydantic.alias_generators import to_camel
 
 from kbsearch.errors import ConfigurationError
 
+log = logging.getLogger(__name__)
+
 # A peer's name is a Prometheus label and a store name in every response.
 PEER_NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 MAX_PEERS = 32
 MAX_TOKEN_BYTES = 8192
+# How often a search may stat a token file for a rotated Secret.
+TOKEN_CHECK_INTERVAL_S = 1.0
 
 
 class PeerConfig(BaseModel):
@@ -60,10 +67,46 @@ class PeersFile(BaseModel):
         return peers
 
 
+class TokenFile:
+    """A peer's token from its file, re-read when the file changes (the kubelet swaps a rotated Secret in).
+
+    At most every TOKEN_CHECK_INTERVAL_S a search stats the file; a file that no longer holds a usable
+    token keeps the last good one (and logs why, never the token).
+    """
+
+    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
+        self.path, self._clock = path, clock
+        self._seen = self._stamp()
+        self._token = read_token(path)
+        self._checked = clock()
+
+    def __repr__(self) -> str:
+        return f"TokenFile({str(self.path)!r})"
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return None
+        return stat.st_mtime_ns, stat.st_ino, stat.st_size
+
+    def value(self) -> SecretStr:
+        if self._clock() - self._checked >= TOKEN_CHECK_INTERVAL_S:
+            self._checked = self._clock()
+            stamp = self._stamp()
+            if stamp is not None and stamp != self._seen:
+                try:
+                    self._token = read_token(self.path)
+                    self._seen = stamp
+                except ConfigurationError as exc:
+                    log.warning("peer token file unusable; the last good token stays", extra={"reason": str(exc)})
+        return self._token
+
+
 @dataclass(frozen=True, slots=True)
 class Peer:
     config: PeerConfig
-    token: SecretStr = field(repr=False)
+    token: TokenFile = field(repr=False)
 
     @property
     def name(self) -> str:
@@ -108,4 +151,4 @@ def load_peers(path: Path, local_store: str) -> list[Peer]:
         raise ConfigurationError(f"peers file {path}: {exc}") from None
     if any(p.name == local_store for p in parsed.peers):
         raise ConfigurationError(f"peers file {path}: a peer is named {local_store!r}, the local store's name")
-    return [Peer(p, read_token(p.token_file)) for p in parsed.peers]
+    return [Peer(p, TokenFile(p.token_file)) for p in parsed.peers]
