@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Literal
 
 from kbsearch.metrics import Metrics
@@ -90,6 +91,10 @@ def merge(
     return sorted(merged.values(), key=lambda h: -(h.relevance or 0.0))[:limit]
 
 
+def _state_value(breaker: CircuitBreaker) -> float:
+    return STATE_VALUE[breaker.state]
+
+
 def _named(hit: SearchHit, store: str) -> SearchHit:
     return hit if hit.stores else replace(hit, stores=(store,))
 
@@ -109,8 +114,8 @@ class PeerRouter:
     ) -> None:
         self.peers, self.client, self.metrics, self.timeout_s = peers, client, metrics, timeout_s
         self.breakers = {p.name: CircuitBreaker(breaker_failures, breaker_reset_s) for p in peers}
-        for peer in peers:
-            self._show_state(peer.name)
+        for breaker_name, breaker in self.breakers.items():  # read at each scrape: open turns half-open by time
+            metrics.peer_breaker_state.labels(breaker_name).set_function(partial(_state_value, breaker))
 
     def budget_s(self, peer: Peer) -> float:
         return peer.config.timeout_seconds or self.timeout_s
@@ -163,17 +168,12 @@ class PeerRouter:
             return self._unanswered(peer.name, "error")
         finally:
             self.metrics.peer_seconds.labels(peer.name).observe(time.perf_counter() - started)
-            self._show_state(peer.name)
         breaker.succeeded()
-        self._show_state(peer.name)
         return hits
 
     def _unanswered(self, name: str, reason: UnansweredReason) -> Unanswered:
         self.metrics.peer_unanswered.labels(name, reason).inc()
         return Unanswered(name, reason)
-
-    def _show_state(self, name: str) -> None:
-        self.metrics.peer_breaker_state.labels(name).set(STATE_VALUE[self.breakers[name].state])
 
     def count_contributions(self, hits: Iterable[SearchHit]) -> None:
         names = {p.name for p in self.peers}
