@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
 
     from bench.vectors import scifact_chunks
+    from kbsearch.deps import context_of
     from kbsearch.settings import Settings
     from kbsearch.store.edge.store import EdgeStore
 
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         settings = Settings(data_dir=Path(tmp), collection="bench", api_token=None, read_token=None)
         assert settings.llm_model is None, "unset SEARCHSVC_LLM_MODEL: this measures extractive mode"
         with run_service(settings, store=EdgeStore(Path(tmp), "bench"), embedder=embedder) as svc:
-            load_s = load_store(svc.app.state.context.store, chunk_set)
+            load_s = load_store(context_of(svc.app).store, chunk_set)
             with http_client(svc.base_url) as client:
                 status = client.get("/api/v1/status").json()["store"]
             print(f"  loaded {status['chunks']} chunks in {load_s:.1f} s; asking ...", flush=True)

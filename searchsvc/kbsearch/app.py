@@ -17,6 +17,8 @@ from kbsearch.api.hosts import HostAllowList
 from kbsearch.api.middleware import RequestContextMiddleware
 from kbsearch.console import install_console
 from kbsearch.context import build_context
+from kbsearch.deps import AppParts
+from kbsearch.deps import install as install_parts
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
 from kbsearch.llm.chat import ChatClient
@@ -51,6 +53,8 @@ def create_app(
     metrics = Metrics()
     authenticator = build_authenticator(settings)  # a malformed tokens file stops start-up here
 
+    parts = AppParts(settings=settings, metrics=metrics, authenticator=authenticator)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         context = await build_context(
@@ -63,8 +67,7 @@ def create_app(
             query_log_store=query_log_store,
             embedder_for=embedder_for,
         )
-        app.state.context = context
-        app.state.ready = True
+        parts.context = context  # ready: the faces reach it from here on
         if context.pending_rebuild is not None and settings.rebuild == "auto":
             context.rebuild.start(context.pending_rebuild)
         log.info(
@@ -76,11 +79,10 @@ def create_app(
             },
         )
         try:
-            mcp: McpFace = app.state.mcp
             async with mcp.running():  # MCP's session manager lives as long as the services it calls
                 yield
         finally:
-            app.state.ready = False
+            parts.context = None  # not ready: new requests get NOT_READY while it closes
             await context.aclose()
 
     app = FastAPI(
@@ -89,10 +91,7 @@ def create_app(
         description="One-document ingest, hybrid search and bulk delete over Qdrant.",
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.authenticator = authenticator
-    app.state.metrics = metrics
-    app.state.ready = False
+    install_parts(app, parts)
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(resource_metadata.router)
@@ -103,7 +102,7 @@ def create_app(
     app.include_router(rebuild.router)
     if settings.dotai_api:
         app.include_router(dotai.router)
-    app.state.mcp = McpFace(app, settings, authenticator)  # the exact path /mcp, beside the REST routes
+    mcp = McpFace(app, settings, authenticator)  # the exact path /mcp, beside the REST routes
     install_console(app)
     app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line
     if not (authenticator.reads_need_token and authenticator.writes_need_token):

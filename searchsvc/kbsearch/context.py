@@ -1,9 +1,9 @@
 """The application context: every service the faces call, built once at start-up and closed at shutdown.
 
 `build_context` is the whole start-up (open the store, load the embedder, wire the services);
-`AppContext.aclose` the whole shutdown. The app's lifespan (kbsearch.app) keeps the result as
-`app.state.context`; the faces (REST, MCP, the console) reach it through kbsearch.deps, and the
-services never do: each gets what it needs as arguments.
+`AppContext.aclose` the whole shutdown. The app's lifespan (kbsearch.app) keeps the result in the
+app's parts (kbsearch.deps.AppParts); the faces (REST, MCP, the console) reach it through kbsearch.deps,
+and the services never do: each gets what it needs as arguments.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kbsearch.aio.fairness import FairTurns
 from kbsearch.aio.runtime import in_thread
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.convert import ConversionLimits, ConversionWorker
 from kbsearch.embedders.base import EmbeddingProvider
-from kbsearch.errors import ConfigurationError, NotReadyError
+from kbsearch.errors import ConfigurationError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
@@ -42,9 +41,6 @@ from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 from kbsearch.store.querylog import QueryLogStore
 from kbsearch.store.signature import compatible
-
-if TYPE_CHECKING:
-    from starlette.datastructures import State
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +85,6 @@ class AppContext:
                 await self.search.rerank.close()
             if self.chat is not None:
                 await self.chat.close()
-
-
-def context_of(state: State) -> AppContext:
-    """The app's context (`request.app.state`), or NOT_READY (503) while it starts or stops."""
-    context: AppContext | None = getattr(state, "context", None)
-    if context is None or not getattr(state, "ready", False):
-        raise NotReadyError("the service is still starting: store or embedder not loaded yet")
-    return context
 
 
 def document_work(settings: Settings, chunker: MarkdownChunker, converter: ConversionWorker) -> DocumentWork:

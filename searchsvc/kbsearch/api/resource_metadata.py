@@ -28,6 +28,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from kbsearch.api.hosts import host_allowed
+from kbsearch.deps import settings as app_settings
 from kbsearch.presenters import error_response
 from kbsearch.settings import Settings
 
@@ -58,7 +59,7 @@ def _base(request: Request, settings: Settings) -> str | None:
 def challenge_headers(request: Request, *, invalid: bool) -> dict[str, str]:
     """The headers of a 401: `WWW-Authenticate` (Bearer, where the metadata is, RFC 6750's error), and
     what a cache may do with it."""
-    settings: Settings = request.app.state.settings
+    settings = app_settings(request)
     base = _base(request, settings)
     value = f'Bearer resource_metadata="{base}{METADATA_PATH}"' if base is not None else "Bearer"
     if invalid:
@@ -96,7 +97,7 @@ def metadata(request: Request, settings: Settings, base: str | None = None) -> d
 @router.get(METADATA_PATH + MCP_PATH, include_in_schema=False)
 async def protected_resource(request: Request) -> JSONResponse:
     """RFC 9728 metadata of the /mcp resource (and of the REST API, which takes the same tokens)."""
-    settings: Settings = request.app.state.settings
+    settings = app_settings(request)
     base = _base(request, settings)
     if base is None:
         return error_response(
