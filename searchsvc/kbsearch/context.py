@@ -39,6 +39,7 @@ from kbsearch.services.syncstatus import SyncStatusService
 from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
+from kbsearch.store.factory import build_store, query_log_beside
 from kbsearch.store.querylog import QueryLogStore
 from kbsearch.store.signature import compatible
 
@@ -87,6 +88,172 @@ class AppContext:
                 await self.chat.close()
 
 
+async def build_context(
+    settings: Settings,
+    metrics: Metrics,
+    authenticator: Authenticator,
+    *,
+    store: VectorStore | None = None,
+    embedder: EmbeddingProvider | None = None,
+    chat: Callable[[Metrics], ChatClient] | None = None,
+    query_log_store: QueryLogStore | None = None,
+    embedder_for: Callable[[CollectionSignature], EmbeddingProvider] | None = None,
+) -> AppContext:
+    """Open the store, load the embedders and wire the services; the arguments override what the settings build."""
+    from kbsearch.embedders.factory import build_embedder, build_embedder_for
+    from kbsearch.llm.factory import build_chat
+
+    configured = embedder if embedder is not None else build_embedder(settings)
+    # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
+    active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
+    rerank = rerank_stage(settings, metrics, active_chat)
+    active_store = store if store is not None else build_store(settings)
+    await in_thread(configured.load)
+    sparse = Bm25Encoder()
+    chunker = markdown_chunker(settings)
+    collection = await open_collection(
+        active_store,
+        configured,
+        sparse,
+        chunker,
+        check=settings.rebuild == "off",
+        embedder_for=embedder_for or (lambda stored: build_embedder_for(settings, stored)),
+    )
+    serving = collection.serving
+    # Before the first request: what a killed process left half-written is emptied now.
+    await in_thread(repair, active_store)
+    catalog = SourceCatalog(active_store)
+    documents = document_service(
+        settings, metrics, active_store, serving, sparse, chunker, catalog, conversion_worker(settings, metrics)
+    )
+    query_log = query_log_service(settings, metrics, active_store, query_log_store)
+    await query_log.start()
+    insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights_low_score)
+    search = search_service(settings, metrics, active_store, serving, sparse, catalog, query_log, rerank)
+    ask = ask_service(settings, metrics, search, serving, active_chat)
+
+    def switch_embedder(embedder: EmbeddingProvider) -> None:
+        """After a swap: every service embeds with the configured embedder (the search gate is held)."""
+        documents.use_embedder(embedder)
+        search.use_embedder(embedder)
+        ask.embedder = embedder
+        context.embedder = embedder
+
+    rebuild = rebuild_service(
+        settings,
+        metrics,
+        active_store,
+        documents,
+        search,
+        insights,
+        configured,
+        collection.signature,
+        sparse,
+        chunker,
+        on_swap=switch_embedder,
+    )
+    rebuild_why = collection.rebuild_why
+    if rebuild_why is None and await in_thread(active_store.shadow_exists):
+        rebuild_why = "resuming an unfinished rebuild"
+    context = AppContext(
+        settings=settings,
+        metrics=metrics,
+        authenticator=authenticator,
+        store=active_store,
+        embedder=serving,
+        sparse=sparse,
+        chunker=chunker,
+        catalog=catalog,
+        documents=documents,
+        document_reads=DocumentReads(store=active_store, catalog=catalog),
+        sync_status=SyncStatusService(
+            store=active_store, catalog=catalog, max_clock_skew_s=settings.sync_status_max_clock_skew_s
+        ),
+        query_log=query_log,
+        insights=insights,
+        search=search,
+        ask=ask,
+        rebuild=rebuild,
+        pending_rebuild=rebuild_why,
+        configured_embedder=configured,
+        chat=active_chat,
+        retired=collection.retired,
+    )
+    return context
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedCollection:
+    """The store's collection, open, and who serves it until a rebuild swaps."""
+
+    signature: CollectionSignature  # what the configured embedder, encoder and chunker would make
+    serving: EmbeddingProvider  # the embedder that made the stored vectors (the configured one if they agree)
+    retired: list[EmbeddingProvider]  # closed at shutdown: a request may still hold one
+    rebuild_why: str | None  # why the collection needs rebuilding, if it does
+
+
+async def open_collection(
+    store: VectorStore,
+    configured: EmbeddingProvider,
+    sparse: Bm25Encoder,
+    chunker: MarkdownChunker,
+    *,
+    check: bool,
+    embedder_for: Callable[[CollectionSignature], EmbeddingProvider],
+) -> OpenedCollection:
+    """Open the collection; with `check` off one built otherwise opens as it is, to be rebuilt in the background."""
+    signature = CollectionSignature(
+        embedder_provider=configured.provider,
+        embedder_model=configured.model,
+        dimensions=configured.dimensions,
+        sparse_encoder=sparse.name,
+        embedder_backend=configured.backend,
+    )
+    try:
+        await in_thread(lambda: store.open(signature, check=check))
+    except ConfigurationError as exc:
+        log.error("cannot open the collection", extra={"reason": str(exc)})
+        raise
+    stored = await in_thread(store.stored_signature)
+    why = rebuild_reason(stored, signature, await in_thread(store.collection_chunker), chunker.fingerprint)
+    if stored is None or compatible(stored, signature):
+        return OpenedCollection(signature, configured, [], why)
+    # Searches need query vectors from the model that made the collection until the swap.
+    try:
+        serving = embedder_for(stored)
+        await in_thread(serving.load)
+    except BaseException:
+        await in_thread(store.close)  # opened as it is; nothing was served from it
+        raise
+    if stored.sparse_encoder != sparse.name:
+        log.warning(
+            "the collection's keyword vectors come from another encoder: keyword results are degraded "
+            "until the rebuild is swapped in",
+            extra={"stored": stored.sparse_encoder, "configured": sparse.name},
+        )
+    return OpenedCollection(signature, serving, [serving], why)
+
+
+def markdown_chunker(settings: Settings) -> MarkdownChunker:
+    min_chars, max_chars = settings.chunk_range
+    return MarkdownChunker(min_chars, max_chars, settings.chunk_overlap_chars)
+
+
+def conversion_worker(settings: Settings, metrics: Metrics) -> ConversionWorker:
+    """The sandboxed child processes that turn PDF, Word, notebooks... into text; its layers are exported."""
+    converter = ConversionWorker(
+        ConversionLimits(
+            memory_bytes=settings.convert_memory_mb * 1_048_576,
+            cpu_seconds=settings.convert_cpu_seconds,
+            wall_seconds=settings.convert_wall_seconds,
+        ),
+        settings.convert_concurrency,
+    )
+    for layer, active in converter.sandbox.in_force().items():
+        metrics.conversion_sandbox.labels(layer).set(int(active))
+    return converter
+
+
 def document_work(settings: Settings, chunker: MarkdownChunker, converter: ConversionWorker) -> DocumentWork:
     """Conversions and chunking in their own pools, shared by writer, within the per-document budget."""
     return DocumentWork(
@@ -104,81 +271,19 @@ def document_work(settings: Settings, chunker: MarkdownChunker, converter: Conve
     )
 
 
-async def build_context(
+def document_service(
     settings: Settings,
     metrics: Metrics,
-    authenticator: Authenticator,
-    *,
-    store: VectorStore | None = None,
-    embedder: EmbeddingProvider | None = None,
-    chat: Callable[[Metrics], ChatClient] | None = None,
-    query_log_store: QueryLogStore | None = None,
-    embedder_for: Callable[[CollectionSignature], EmbeddingProvider] | None = None,
-) -> AppContext:
-    """Open the store, load the embedders and wire the services; the arguments override what the settings build."""
-    from kbsearch.embedders.factory import build_embedder, build_embedder_for, relevance_calibration
-    from kbsearch.llm.factory import build_chat
-    from kbsearch.store.factory import build_store, query_log_beside
-
-    active_embedder = embedder if embedder is not None else build_embedder(settings)
-    # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
-    active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
-    rerank = _rerank_stage(settings, metrics, active_chat)
-    active_store = store if store is not None else build_store(settings)
-    await in_thread(active_embedder.load)
-    sparse = Bm25Encoder()
-    signature = CollectionSignature(
-        embedder_provider=active_embedder.provider,
-        embedder_model=active_embedder.model,
-        dimensions=active_embedder.dimensions,
-        sparse_encoder=sparse.name,
-        embedder_backend=active_embedder.backend,
-    )
-    min_chars, max_chars = settings.chunk_range
-    chunker = MarkdownChunker(min_chars, max_chars, settings.chunk_overlap_chars)
-    try:
-        # With rebuilds on, a collection built otherwise opens as it is and is rebuilt in the background.
-        await in_thread(lambda: active_store.open(signature, check=settings.rebuild == "off"))
-    except ConfigurationError as exc:
-        log.error("cannot open the collection", extra={"reason": str(exc)})
-        raise
-    stored = await in_thread(active_store.stored_signature)
-    rebuild_why = rebuild_reason(
-        stored, signature, await in_thread(active_store.collection_chunker), chunker.fingerprint
-    )
-    serving_embedder = active_embedder
-    retired: list[EmbeddingProvider] = []  # closed at shutdown: a request may still hold one
-    if stored is not None and not compatible(stored, signature):
-        # Searches need query vectors from the model that made the collection until the swap.
-        try:
-            serving_embedder = (embedder_for or (lambda s: build_embedder_for(settings, s)))(stored)
-            await in_thread(serving_embedder.load)
-        except BaseException:
-            await in_thread(active_store.close)  # opened as it is; nothing was served from it
-            raise
-        retired.append(serving_embedder)
-        if stored.sparse_encoder != sparse.name:
-            log.warning(
-                "the collection's keyword vectors come from another encoder: keyword results are degraded "
-                "until the rebuild is swapped in",
-                extra={"stored": stored.sparse_encoder, "configured": sparse.name},
-            )
-    # Before the first request: what a killed process left half-written is emptied now.
-    await in_thread(repair, active_store)
-    catalog = SourceCatalog(active_store)
-    converter = ConversionWorker(
-        ConversionLimits(
-            memory_bytes=settings.convert_memory_mb * 1_048_576,
-            cpu_seconds=settings.convert_cpu_seconds,
-            wall_seconds=settings.convert_wall_seconds,
-        ),
-        settings.convert_concurrency,
-    )
-    for layer, active in converter.sandbox.in_force().items():
-        metrics.conversion_sandbox.labels(layer).set(int(active))
-    documents = DocumentService(
-        store=active_store,
-        embedder=serving_embedder,
+    store: VectorStore,
+    embedder: EmbeddingProvider,
+    sparse: Bm25Encoder,
+    chunker: MarkdownChunker,
+    catalog: SourceCatalog,
+    converter: ConversionWorker,
+) -> DocumentService:
+    return DocumentService(
+        store=store,
+        embedder=embedder,
         sparse=sparse,
         chunker=chunker,
         metrics=metrics,
@@ -189,23 +294,38 @@ async def build_context(
         work=document_work(settings, chunker, converter),
         max_pending_writes_per_writer=settings.max_pending_writes_per_writer,
     )
-    sync_status = SyncStatusService(
-        store=active_store, catalog=catalog, max_clock_skew_s=settings.sync_status_max_clock_skew_s
-    )
-    query_log = QueryLog(
-        (query_log_store or query_log_beside(active_store)) if settings.query_log == "on" else None,
+
+
+def query_log_service(
+    settings: Settings, metrics: Metrics, store: VectorStore, query_log_store: QueryLogStore | None
+) -> QueryLog:
+    """The query log beside the store's collection (or `query_log_store`); with SEARCHSVC_QUERY_LOG=off, none."""
+    return QueryLog(
+        (query_log_store or query_log_beside(store)) if settings.query_log == "on" else None,
         metrics=metrics,
-        guard=active_store,
+        guard=store,
         queue_size=settings.query_log_queue_size,
         retention_days=settings.query_log_retention_days,
         max_entries=settings.query_log_max_entries,
         prune_interval_s=settings.query_log_prune_interval_s,
     )
-    await query_log.start()
-    insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights_low_score)
-    search = SearchService(
-        store=active_store,
-        embedder=serving_embedder,
+
+
+def search_service(
+    settings: Settings,
+    metrics: Metrics,
+    store: VectorStore,
+    embedder: EmbeddingProvider,
+    sparse: Bm25Encoder,
+    catalog: SourceCatalog,
+    query_log: QueryLog,
+    rerank: RerankStage | None,
+) -> SearchService:
+    from kbsearch.embedders.factory import relevance_calibration
+
+    return SearchService(
+        store=store,
+        embedder=embedder,
         sparse=sparse,
         metrics=metrics,
         fusion=configured_fusion(settings),
@@ -218,10 +338,15 @@ async def build_context(
         rerank=rerank,
         default_path_weights=settings.default_path_weights,
     )
-    ask = AskService(
+
+
+def ask_service(
+    settings: Settings, metrics: Metrics, search: SearchService, embedder: EmbeddingProvider, chat: ChatClient | None
+) -> AskService:
+    return AskService(
         search=search,
-        embedder=serving_embedder,
-        chat=active_chat,
+        embedder=embedder,
+        chat=chat,
         metrics=metrics,
         results_per_search=settings.ask_results_per_search,
         min_similarity=settings.ask_min_similarity,
@@ -229,56 +354,40 @@ async def build_context(
         timeout_s=settings.ask_timeout_s,
     )
 
-    def switch_embedder(embedder: EmbeddingProvider) -> None:
-        """After a swap: every service embeds with the configured embedder (the search gate is held)."""
-        documents.use_embedder(embedder)
-        search.use_embedder(embedder)
-        ask.embedder = embedder
-        context.embedder = embedder
 
-    rebuild = RebuildService(
-        live=active_store,
+def rebuild_service(
+    settings: Settings,
+    metrics: Metrics,
+    store: VectorStore,
+    documents: DocumentService,
+    search: SearchService,
+    insights: InsightsService,
+    target_embedder: EmbeddingProvider,
+    target_signature: CollectionSignature,
+    sparse: Bm25Encoder,
+    chunker: MarkdownChunker,
+    *,
+    on_swap: Callable[[EmbeddingProvider], None],
+) -> RebuildService:
+    """Background rebuilds into a shadow collection made by the configured embedder, encoder and chunker."""
+    return RebuildService(
+        live=store,
         documents=documents,
         search=search,
         insights=insights,
         metrics=metrics,
-        target_embedder=active_embedder,
-        target_signature=signature,
+        target_embedder=target_embedder,
+        target_signature=target_signature,
         sparse=sparse,
         chunker=chunker,
-        on_swap=switch_embedder,
+        on_swap=on_swap,
         pause_s=settings.rebuild_pause_ms / 1000,
         margin=settings.rebuild_check_margin,
         check_queries=settings.rebuild_check_queries,
     )
-    if rebuild_why is None and await in_thread(active_store.shadow_exists):
-        rebuild_why = "resuming an unfinished rebuild"
-    context = AppContext(
-        settings=settings,
-        metrics=metrics,
-        authenticator=authenticator,
-        store=active_store,
-        embedder=serving_embedder,
-        sparse=sparse,
-        chunker=chunker,
-        catalog=catalog,
-        documents=documents,
-        document_reads=DocumentReads(store=active_store, catalog=catalog),
-        sync_status=sync_status,
-        query_log=query_log,
-        insights=insights,
-        search=search,
-        ask=ask,
-        rebuild=rebuild,
-        pending_rebuild=rebuild_why,
-        configured_embedder=active_embedder,
-        chat=active_chat,
-        retired=retired,
-    )
-    return context
 
 
-def _rerank_stage(settings: Settings, metrics: Metrics, chat: ChatClient | None) -> RerankStage | None:
+def rerank_stage(settings: Settings, metrics: Metrics, chat: ChatClient | None) -> RerankStage | None:
     """The second stage SEARCHSVC_RERANK names, or None (off)."""
     from kbsearch.rerank.factory import build_reranker
 
