@@ -36,7 +36,17 @@ from kbsearch.services.repair import repair
 from kbsearch.services.rerank import ListwiseChat, RerankStage
 from kbsearch.services.search import SearchService, configured_fusion
 from kbsearch.services.syncstatus import SyncStatusService
-from kbsearch.settings import Settings
+from kbsearch.settings import (
+    AskSettings,
+    ChunkSettings,
+    ConversionSettings,
+    DocumentSettings,
+    QueryLogSettings,
+    RebuildSettings,
+    RerankSettings,
+    SearchSettings,
+    Settings,
+)
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 from kbsearch.store.factory import build_store, query_log_beside
@@ -100,37 +110,48 @@ async def build_context(
     embedder_for: Callable[[CollectionSignature], EmbeddingProvider] | None = None,
 ) -> AppContext:
     """Open the store, load the embedders and wire the services; the arguments override what the settings build."""
-    from kbsearch.embedders.factory import build_embedder, build_embedder_for
+    from kbsearch.embedders.factory import build_embedder, build_embedder_for, relevance_calibration
     from kbsearch.llm.factory import build_chat
 
-    configured = embedder if embedder is not None else build_embedder(settings)
+    configured = embedder if embedder is not None else build_embedder(settings.embedding, settings.storage.data_dir)
     # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
-    active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
-    rerank = rerank_stage(settings, metrics, active_chat)
-    active_store = store if store is not None else build_store(settings)
+    active_chat = chat(metrics) if chat is not None else build_chat(settings.chat, metrics)
+    rerank = rerank_stage(settings.reranking, settings.embedding.local_threads, metrics, active_chat)
+    active_store = store if store is not None else build_store(settings.storage)
     await in_thread(configured.load)
     sparse = Bm25Encoder()
-    chunker = markdown_chunker(settings)
+    chunker = markdown_chunker(settings.chunking, settings.embedding.embedder)
     collection = await open_collection(
         active_store,
         configured,
         sparse,
         chunker,
-        check=settings.rebuild == "off",
-        embedder_for=embedder_for or (lambda stored: build_embedder_for(settings, stored)),
+        check=settings.rebuilds.rebuild == "off",
+        embedder_for=embedder_for
+        or (lambda stored: build_embedder_for(settings.embedding, settings.storage.data_dir, stored)),
     )
     serving = collection.serving
     # Before the first request: what a killed process left half-written is emptied now.
     await in_thread(repair, active_store)
     catalog = SourceCatalog(active_store)
     documents = document_service(
-        settings, metrics, active_store, serving, sparse, chunker, catalog, conversion_worker(settings, metrics)
+        settings.documents,
+        metrics,
+        active_store,
+        serving,
+        sparse,
+        chunker,
+        catalog,
+        conversion_worker(settings.conversion, metrics),
     )
-    query_log = query_log_service(settings, metrics, active_store, query_log_store)
+    query_log = query_log_service(settings.insights, metrics, active_store, query_log_store)
     await query_log.start()
-    insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights_low_score)
-    search = search_service(settings, metrics, active_store, serving, sparse, catalog, query_log, rerank)
-    ask = ask_service(settings, metrics, search, serving, active_chat)
+    insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights.insights_low_score)
+    relevance = Relevance(*relevance_calibration(settings.embedding, settings.search))
+    search = search_service(
+        settings.search, relevance, metrics, active_store, serving, sparse, catalog, query_log, rerank
+    )
+    ask = ask_service(settings.answers, metrics, search, serving, active_chat)
 
     def switch_embedder(embedder: EmbeddingProvider) -> None:
         """After a swap: every service embeds with the configured embedder (the search gate is held)."""
@@ -140,7 +161,7 @@ async def build_context(
         context.embedder = embedder
 
     rebuild = rebuild_service(
-        settings,
+        settings.rebuilds,
         metrics,
         active_store,
         documents,
@@ -167,7 +188,7 @@ async def build_context(
         documents=documents,
         document_reads=DocumentReads(store=active_store, catalog=catalog),
         sync_status=SyncStatusService(
-            store=active_store, catalog=catalog, max_clock_skew_s=settings.sync_status_max_clock_skew_s
+            store=active_store, catalog=catalog, max_clock_skew_s=settings.documents.sync_status_max_clock_skew_s
         ),
         query_log=query_log,
         insights=insights,
@@ -234,45 +255,45 @@ async def open_collection(
     return OpenedCollection(signature, serving, [serving], why)
 
 
-def markdown_chunker(settings: Settings) -> MarkdownChunker:
-    min_chars, max_chars = settings.chunk_range
-    return MarkdownChunker(min_chars, max_chars, settings.chunk_overlap_chars)
+def markdown_chunker(chunking: ChunkSettings, embedder: str) -> MarkdownChunker:
+    min_chars, max_chars = chunking.range_for(embedder)
+    return MarkdownChunker(min_chars, max_chars, chunking.chunk_overlap_chars)
 
 
-def conversion_worker(settings: Settings, metrics: Metrics) -> ConversionWorker:
+def conversion_worker(conversion: ConversionSettings, metrics: Metrics) -> ConversionWorker:
     """The sandboxed child processes that turn PDF, Word, notebooks... into text; its layers are exported."""
     converter = ConversionWorker(
         ConversionLimits(
-            memory_bytes=settings.convert_memory_mb * 1_048_576,
-            cpu_seconds=settings.convert_cpu_seconds,
-            wall_seconds=settings.convert_wall_seconds,
+            memory_bytes=conversion.convert_memory_mb * 1_048_576,
+            cpu_seconds=conversion.convert_cpu_seconds,
+            wall_seconds=conversion.convert_wall_seconds,
         ),
-        settings.convert_concurrency,
+        conversion.convert_concurrency,
     )
     for layer, active in converter.sandbox.in_force().items():
         metrics.conversion_sandbox.labels(layer).set(int(active))
     return converter
 
 
-def document_work(settings: Settings, chunker: MarkdownChunker, converter: ConversionWorker) -> DocumentWork:
+def document_work(documents: DocumentSettings, chunker: MarkdownChunker, converter: ConversionWorker) -> DocumentWork:
     """Conversions and chunking in their own pools, shared by writer, within the per-document budget."""
     return DocumentWork(
         chunker,
         converter,
         budget=DocumentBudget(
-            max_chunks=settings.max_document_chunks,
-            max_chunk_chars=settings.max_document_chunk_chars,
-            chunk_seconds=settings.chunk_seconds,
+            max_chunks=documents.max_document_chunks,
+            max_chunk_chars=documents.max_document_chunk_chars,
+            chunk_seconds=documents.chunk_seconds,
         ),
-        convert_slots=settings.convert_concurrency,
-        chunk_slots=settings.chunk_concurrency,
-        share=settings.writer_share,
-        per_writer=settings.max_pending_writes_per_writer,
+        convert_slots=converter.concurrency,
+        chunk_slots=documents.chunk_concurrency,
+        share=documents.writer_share,
+        per_writer=documents.max_pending_writes_per_writer,
     )
 
 
 def document_service(
-    settings: Settings,
+    documents: DocumentSettings,
     metrics: Metrics,
     store: VectorStore,
     embedder: EmbeddingProvider,
@@ -287,32 +308,33 @@ def document_service(
         sparse=sparse,
         chunker=chunker,
         metrics=metrics,
-        max_document_bytes=settings.max_document_bytes,
-        max_pending_writes=settings.max_pending_writes,
+        max_document_bytes=documents.max_document_bytes,
+        max_pending_writes=documents.max_pending_writes,
         catalog=catalog,
-        max_source_bytes=settings.max_source_bytes,
-        work=document_work(settings, chunker, converter),
-        max_pending_writes_per_writer=settings.max_pending_writes_per_writer,
+        max_source_bytes=documents.max_source_bytes,
+        work=document_work(documents, chunker, converter),
+        max_pending_writes_per_writer=documents.max_pending_writes_per_writer,
     )
 
 
 def query_log_service(
-    settings: Settings, metrics: Metrics, store: VectorStore, query_log_store: QueryLogStore | None
+    insights: QueryLogSettings, metrics: Metrics, store: VectorStore, query_log_store: QueryLogStore | None
 ) -> QueryLog:
     """The query log beside the store's collection (or `query_log_store`); with SEARCHSVC_QUERY_LOG=off, none."""
     return QueryLog(
-        (query_log_store or query_log_beside(store)) if settings.query_log == "on" else None,
+        (query_log_store or query_log_beside(store)) if insights.query_log == "on" else None,
         metrics=metrics,
         guard=store,
-        queue_size=settings.query_log_queue_size,
-        retention_days=settings.query_log_retention_days,
-        max_entries=settings.query_log_max_entries,
-        prune_interval_s=settings.query_log_prune_interval_s,
+        queue_size=insights.query_log_queue_size,
+        retention_days=insights.query_log_retention_days,
+        max_entries=insights.query_log_max_entries,
+        prune_interval_s=insights.query_log_prune_interval_s,
     )
 
 
 def search_service(
-    settings: Settings,
+    search: SearchSettings,
+    relevance: Relevance,
     metrics: Metrics,
     store: VectorStore,
     embedder: EmbeddingProvider,
@@ -321,42 +343,40 @@ def search_service(
     query_log: QueryLog,
     rerank: RerankStage | None,
 ) -> SearchService:
-    from kbsearch.embedders.factory import relevance_calibration
-
     return SearchService(
         store=store,
         embedder=embedder,
         sparse=sparse,
         metrics=metrics,
-        fusion=configured_fusion(settings),
-        candidates=settings.search_candidates,
+        fusion=configured_fusion(search),
+        candidates=search.search_candidates,
         catalog=catalog,
         query_log=query_log,
-        relevance=Relevance(*relevance_calibration(settings)),
-        relevant_at=settings.relevance_threshold,
-        turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
+        relevance=relevance,
+        relevant_at=search.relevance_threshold,
+        turns=FairTurns(search.search_slots, search.max_searches_per_caller),
         rerank=rerank,
-        default_path_weights=settings.default_path_weights,
+        default_path_weights=search.default_path_weights,
     )
 
 
 def ask_service(
-    settings: Settings, metrics: Metrics, search: SearchService, embedder: EmbeddingProvider, chat: ChatClient | None
+    answers: AskSettings, metrics: Metrics, search: SearchService, embedder: EmbeddingProvider, chat: ChatClient | None
 ) -> AskService:
     return AskService(
         search=search,
         embedder=embedder,
         chat=chat,
         metrics=metrics,
-        results_per_search=settings.ask_results_per_search,
-        min_similarity=settings.ask_min_similarity,
-        answer_sentences=settings.ask_answer_sentences,
-        timeout_s=settings.ask_timeout_s,
+        results_per_search=answers.ask_results_per_search,
+        min_similarity=answers.ask_min_similarity,
+        answer_sentences=answers.ask_answer_sentences,
+        timeout_s=answers.ask_timeout_s,
     )
 
 
 def rebuild_service(
-    settings: Settings,
+    rebuilds: RebuildSettings,
     metrics: Metrics,
     store: VectorStore,
     documents: DocumentService,
@@ -381,24 +401,26 @@ def rebuild_service(
         sparse=sparse,
         chunker=chunker,
         on_swap=on_swap,
-        pause_s=settings.rebuild_pause_ms / 1000,
-        margin=settings.rebuild_check_margin,
-        check_queries=settings.rebuild_check_queries,
+        pause_s=rebuilds.rebuild_pause_ms / 1000,
+        margin=rebuilds.rebuild_check_margin,
+        check_queries=rebuilds.rebuild_check_queries,
     )
 
 
-def rerank_stage(settings: Settings, metrics: Metrics, chat: ChatClient | None) -> RerankStage | None:
+def rerank_stage(
+    reranking: RerankSettings, threads: int, metrics: Metrics, chat: ChatClient | None
+) -> RerankStage | None:
     """The second stage SEARCHSVC_RERANK names, or None (off)."""
     from kbsearch.rerank.factory import build_reranker
 
     reranker: Reranker | None
-    if settings.rerank == "llm":
+    if reranking.rerank == "llm":
         assert chat is not None  # the settings' validator: rerank=llm needs SEARCHSVC_LLM_MODEL
-        reranker = ListwiseChat(chat, timeout_s=settings.rerank_timeout_ms / 1000)
+        reranker = ListwiseChat(chat, timeout_s=reranking.rerank_timeout_ms / 1000)
     else:
-        reranker = build_reranker(settings)
+        reranker = build_reranker(reranking, threads)
     if reranker is None:
         return None
     return RerankStage(
-        reranker, metrics=metrics, candidates=settings.rerank_candidates, budget_s=settings.rerank_timeout_ms / 1000
+        reranker, metrics=metrics, candidates=reranking.rerank_candidates, budget_s=reranking.rerank_timeout_ms / 1000
     )

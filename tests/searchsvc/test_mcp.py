@@ -113,7 +113,7 @@ async def test_tools_list_has_typed_tools_and_write_tools_only_for_writers(servi
 def test_compatibility_tools_are_off_by_default():
     from kbsearch.mcp.server import tool_specs
 
-    names = {spec.tool_name for spec in tool_specs(Settings())}
+    names = {spec.tool_name for spec in tool_specs(Settings().compat)}
     assert names == CORE_READ_TOOLS | WRITE_TOOLS
 
 
