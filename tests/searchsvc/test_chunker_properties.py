@@ -116,7 +116,7 @@ def documents(draw: st.DrawFn) -> tuple[str, list[str]]:
     return text.replace("\n", newline), markers
 
 
-# min_chars >= 50, max_chars >= 100, min <= max, 0 <= overlap < min: settings.py's bounds.
+# min_chars >= 50, max_chars >= 100, min <= max, 0 <= overlap < min: ChunkSettings' bounds.
 @st.composite
 def chunk_settings(draw: st.DrawFn) -> tuple[int, int, int]:
     high = draw(st.integers(100, 4000))

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
 from kbsearch.console.pages import MODES, source_names
+from kbsearch.console.rendering import render
 from kbsearch.console.session import CSRF_FIELD, check_csrf, console_caller
 from kbsearch.deps import AskDep
 from kbsearch.errors import ServiceError
@@ -100,10 +101,8 @@ async def ask_panel(
         "ask_error": ask_error,
     }
     if request.headers.get("hx-request") == "true":
-        response: HTMLResponse = request.app.state.console.render(request, "_ask.html", context)
-        return response
+        return render(request, "_ask.html", context)
     # Without JavaScript: the search page again, with the answer in its panel.
     sources = await source_names(request, caller)
     page = {"q": "", "mode": "hybrid", "hits": [], "took_ms": None, "error": None, "sources": sources, "ask": True}
-    rendered: HTMLResponse = request.app.state.console.render(request, "search.html", page | {"modes": MODES} | context)
-    return rendered
+    return render(request, "search.html", page | {"modes": MODES} | context)

@@ -18,7 +18,7 @@ from kbsearch.services.pageweights import PathWeights
 from kbsearch.services.querylog import QueryLog
 from kbsearch.services.ranking import PageEvidence, Relevance, collapse_pages, with_relevance
 from kbsearch.services.rerank import RerankStage
-from kbsearch.settings import Settings
+from kbsearch.settings import SearchSettings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 
@@ -29,14 +29,14 @@ MAX_FETCH = 200
 DEFAULT_RELEVANCE = Relevance(midpoint=0.35, steepness=12.0)
 
 
-def configured_fusion(settings: Settings) -> Fusion:
+def configured_fusion(search: SearchSettings) -> Fusion:
     """Hybrid search's fusion as the SEARCHSVC_FUSION* settings describe it."""
     return Fusion(
-        settings.fusion,
-        settings.rrf_k,
-        settings.fusion_dense_weight,
-        settings.fusion_keyword_weight,
-        settings.fusion_full_scores,
+        search.fusion,
+        search.rrf_k,
+        search.fusion_dense_weight,
+        search.fusion_keyword_weight,
+        search.fusion_full_scores,
     )
 
 
