@@ -55,6 +55,7 @@ from kbsearch.store.edge.filters import bare_point, to_filter, where
 from kbsearch.store.edge.indexer import BackgroundIndexer
 from kbsearch.store.edge.layout import ShardLayout, read_into_page_cache, remove
 from kbsearch.store.edge.optimize import IndexOptions, edge_config
+from kbsearch.store.edge.query import dense_of, hits, query_request
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.points import PointStore
 
@@ -583,7 +584,7 @@ class EdgeStore(PointStore):
         if not point_ids:
             return {}
         found = self._s.retrieve(list[int | UUID | str](point_ids), with_payload=False, with_vector=[DENSE_VECTOR])
-        return {str(r.id): _dense(r.vector) for r in found if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector}
+        return {str(r.id): dense_of(r.vector) for r in found if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector}
 
     # --- the primitives of the shared reads (store/points.py) -------------------------------
 
@@ -631,59 +632,8 @@ class EdgeStore(PointStore):
         candidates: int,
         fusion: Fusion,
     ) -> list[SearchHit]:
-        scope = to_filter(conditions)
-        # With a query vector, each hit's cosine to it comes back too: an absolute relevance signal
-        # that fusion's per-query normalised scores are not.
-        want_vectors: Any = [DENSE_VECTOR] if dense is not None else False
-        dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
-        # A query of stopwords only has no terms: it can match nothing, so it is not sent.
-        sparse_query = (
-            qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE_VECTOR)
-            if sparse is not None and sparse.indices
-            else None
-        )
-        if mode == "hybrid":
-            lanes = [
-                (q, w) for q, w in ((dense_query, fusion.dense_weight), (sparse_query, fusion.keyword_weight)) if q
-            ]
-            if not lanes:
-                return []
-            prefetches = [qe.Prefetch(candidates, query=q, filter=scope) for q, _ in lanes]
-            lane_size = candidates
-            if fusion.full_scores and len(lanes) > 1:
-                # Each lane rescores the union of both lanes' candidates.
-                union, lane_size = prefetches, 2 * candidates
-                prefetches = [qe.Prefetch(lane_size, prefetches=union, query=q, filter=scope) for q, _ in lanes]
-            weights = [w for _, w in lanes]
-            query: Any
-            if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
-                # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
-                normalise = _fusion(Fusion("dbsf"), [])
-                prefetches = [qe.Prefetch(lane_size, prefetches=[p], query=normalise) for p in prefetches]
-                query = _weighted_sum(weights)
-            else:
-                query = _fusion(fusion, weights)
-            request = qe.QueryRequest(
-                limit=limit,
-                prefetches=prefetches,
-                query=query,
-                filter=scope,
-                with_payload=True,
-                with_vector=want_vectors,
-            )
-        else:
-            query = dense_query if mode == "dense" else sparse_query
-            if query is None:
-                if mode == "dense":
-                    raise ValueError("dense search needs a dense query vector")
-                return []
-            request = qe.QueryRequest(
-                limit=limit, query=query, filter=scope, with_payload=True, with_vector=want_vectors
-            )
-        return [
-            pl.hit_from_payload(p.id, p.score, p.payload or {}, _similarity(dense, p.vector))
-            for p in self._s.query(request)
-        ]
+        request = query_request(mode, dense, sparse, conditions, limit=limit, candidates=candidates, fusion=fusion)
+        return [] if request is None else hits(self._s.query(request), dense)
 
 
 @dataclass(frozen=True, slots=True)
@@ -692,29 +642,3 @@ class _Staged:
 
     shard: qe.EdgeShard
     path: Path
-
-
-def _fusion(fusion: Fusion, weights: list[float]) -> Any:
-    """The engine's fusion of the lanes' prefetches; `weights` follows the prefetch order."""
-    if fusion.method == "dbsf":
-        return qe.Fusion.Dbsf()
-    return qe.Fusion.Rrf(k=fusion.rrf_k, weights=weights)
-
-
-def _weighted_sum(weights: list[float]) -> qe.Formula:
-    """sum(weight_i * score of prefetch i); a point a lane did not return scores 0 there."""
-    terms = [
-        qe.Expression.Mult([qe.Expression.Constant(w), qe.Expression.Variable(f"$score[{i}]")])
-        for i, w in enumerate(weights)
-    ]
-    return qe.Formula(qe.Expression.Sum(terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))})
-
-
-def _similarity(dense: list[float] | None, vectors: Any) -> float | None:
-    if dense is None or not isinstance(vectors, dict) or DENSE_VECTOR not in vectors:
-        return None
-    return pl.cosine(dense, _dense(vectors))
-
-
-def _dense(vectors: dict[str, Any]) -> list[float]:
-    return [float(x) for x in vectors[DENSE_VECTOR]]
