@@ -31,7 +31,7 @@ _LIST_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
 
 @dataclass(frozen=True, slots=True)
 class ListItem:
-    text: str  # the item's leading paragraphs (inline markdown), lines joined by spaces
+    text: str  # the item's own paragraphs (inline markdown), lines joined by spaces; not its nested items
     ordered: bool
     depth: int  # 0 for an item of the top-level list
     code: str | None = None  # the first code block of the item, as fenced markdown, dedented
@@ -134,7 +134,6 @@ class _OpenItem:
     text: list[str] = field(default_factory=list)
     code: str | None = None
     parsed: bool = False  # whether the parser gave it any content (it does not past its nesting limit)
-    lead: bool = True  # still in its leading paragraphs, before a nested list or block
 
 
 def _list_items(
@@ -166,8 +165,7 @@ def _list_items(
             )
         if stack and token.level == stack[-1].level + 1:
             stack[-1].parsed = True
-            stack[-1].lead = stack[-1].lead and token.type.startswith("paragraph_")
-        if stack and token.type == "inline" and token.level == stack[-1].level + 2 and stack[-1].lead:
+        if stack and token.type == "inline" and token.level == stack[-1].level + 2:
             stack[-1].text.append(_joined(token.content))
         elif stack and token.type in ("fence", "code_block") and token.level == stack[-1].level + 1:
             stack[-1].code = stack[-1].code or _fenced(token)

@@ -3,13 +3,14 @@
 Extractive answers keep a code block with the sentence that introduces it and a list item with its
 list. So every block carries its content in `text`: a paragraph's inline markdown (lines joined), a
 heading's text, a code block's markdown (fences included, dedented; one the chunk cuts off is
-closed), a table's rows, a list's markdown with its `items`. Block quotes and admonitions give their
-content's blocks; HTML, comments, rules and shortcodes are left out. `plain` (chunker/inline.py)
-turns inline markdown into text.
+closed), a table's rows, a list's markdown with its `items`. Block quotes, admonitions and indented
+blocks outside lists give their content's blocks; HTML, comments, rules and shortcodes are left
+out. `plain` (chunker/inline.py) turns inline markdown into text.
 
 Bounds: comments and shortcodes are removed by the bounded patterns of chunker/inline.py, the parse
-is markdown-it's block pass (linear, nesting capped), and a quote or admonition is read again
-without its markers at most MAX_DEPTH deep: at most MAX_DEPTH + 1 passes over any character.
+is markdown-it's block pass (linear, nesting capped), and a quote, admonition or indented block is
+read again without its markers or indentation at most MAX_DEPTH deep: at most MAX_DEPTH + 1 passes
+over any character.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kbsearch.chunker.inline import COMMENT, SHORTCODE, plain
 
 __all__ = ["Block", "ListItem", "markdown_blocks", "plain"]
 
-MAX_DEPTH = 8  # quotes and admonitions inside each other; deeper ones are read as their text
+MAX_DEPTH = 8  # quotes, admonitions and indented blocks inside each other; deeper ones are read as their text
 _KEPT = ("paragraph", "heading", "code", "list", "table")
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
 _QUOTE_MARKER = re.compile(r"[ \t]{0,3}>[ \t]?")
@@ -35,16 +36,18 @@ def markdown_blocks(markdown: str) -> list[Block]:
     Kinds: paragraph, heading, code, list, table. Offsets are into the text parsed, which has
     comments and shortcodes taken out, so they locate a block only roughly in `markdown`.
     """
-    text = SHORTCODE.sub("", COMMENT.sub("", markdown.replace("\r\n", "\n")))
-    return _read(_without_cut_indent(_without_cut_code(text)), 0)
+    # markdown-it ends a line at a lone CR too: normalised, so its line numbers are the text's lines.
+    text = markdown.replace("\r\n", "\n").replace("\r", "\n")
+    text = SHORTCODE.sub("", COMMENT.sub("", text))
+    return _read(_without_cut_code(text), 0)
 
 
 def _read(text: str, depth: int) -> list[Block]:
     found: list[Block] = []
     for block in parse_blocks(text):
         source = text[block.start : block.end]
-        if block.kind in ("quote", "admonition"):
-            inner = _unquoted(source) if block.kind == "quote" else _admonition_content(source)
+        if block.kind in ("quote", "admonition") or (block.kind == "code" and not block.fence):
+            inner = _unquoted(source) if block.kind == "quote" else _dedented(source, block.kind == "admonition")
             if depth < MAX_DEPTH:
                 found.extend(_read(inner, depth + 1))
             elif inner.strip():
@@ -69,10 +72,8 @@ def _joined(source: str) -> str:
 
 
 def _code(source: str, fence: str) -> str:
-    """A code block as fenced markdown, dedented by its fence's indent; an unterminated one is closed."""
+    """A fenced code block as markdown, dedented by its fence's indent; an unterminated one is closed."""
     lines = source.split("\n")
-    if not fence:  # an indented code block: given fences, so an answer shows it as code
-        return "\n".join(["```", *(line[4:] if line[:4].isspace() else line.lstrip() for line in lines), "```"])
     indent = len(lines[0]) - len(lines[0].lstrip())
     body = [line[indent:] if line[:indent].isspace() or not indent else line.lstrip() for line in lines]
     closing = _FENCE.fullmatch(lines[-1]) if len(lines) > 1 else None
@@ -88,10 +89,14 @@ def _unquoted(source: str) -> str:
     return "\n".join(lines)
 
 
-def _admonition_content(source: str) -> str:
-    """An admonition's content: the lines after its `!!! note "Title"` opener, out of their indentation."""
-    lines = source.split("\n")[1:]
-    return "\n".join(line[4:] if line[:4].isspace() else line.lstrip() for line in lines)
+def _dedented(source: str, admonition: bool) -> str:
+    """Indented content out of its indentation: an admonition's (after its `!!! note "Title"` opener), or
+    an indented block's. In the docs this reads, an indented block at the top of a chunk is the content
+    of a list item or admonition the chunk was cut from, rarely code (code is fenced).
+    """
+    lines = source.split("\n")[1:] if admonition else source.split("\n")
+    indent = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+    return "\n".join(line[indent:] for line in lines)
 
 
 def _without_cut_code(text: str) -> str:
@@ -107,19 +112,3 @@ def _without_cut_code(text: str) -> str:
     if first is not None and not first.group(2).strip() and any(line.strip() for line in lines[: fences[0]]):
         return "\n".join(lines[fences[0] + 1 :])
     return text
-
-
-def _without_cut_indent(text: str) -> str:
-    """The text with its leading indented lines dedented, when the chunk begins with some.
-
-    A chunk cut inside an admonition or a list item begins with its content's indentation, which
-    CommonMark would read as an indented code block: it is the text of the block cut, not code.
-    """
-    lines = text.split("\n")
-    run = 0
-    while run < len(lines) and (not lines[run].strip() or lines[run].startswith(("    ", "\t"))):
-        run += 1
-    if not any(line.strip() for line in lines[:run]):
-        return text
-    indent = min(len(line) - len(line.lstrip()) for line in lines[:run] if line.strip())
-    return "\n".join([line[indent:] for line in lines[:run]] + lines[run:])
