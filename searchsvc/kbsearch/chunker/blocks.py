@@ -16,7 +16,7 @@ from typing import Literal
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-__all__ = ["Block", "BlockKind", "ListItem", "parse_blocks"]
+__all__ = ["Block", "BlockKind", "ListItem", "join_lines", "parse_blocks"]
 
 BlockKind = Literal["heading", "paragraph", "code", "list", "table", "quote", "html", "comment", "admonition", "rule"]
 
@@ -159,14 +159,14 @@ def _list_items(
             item = stack.pop()
             if not item.parsed and item.lines is not None:  # past the nesting limit
                 start, end = span(*item.lines)
-                item.text.append(_LIST_MARKER.sub("", _joined(body[start:end]), count=1))
+                item.text.append(_LIST_MARKER.sub("", join_lines(body[start:end]), count=1))
             items[item.index] = ListItem(
                 " ".join(item.text), items[item.index].ordered, items[item.index].depth, item.code
             )
         if stack and token.level == stack[-1].level + 1:
             stack[-1].parsed = True
         if stack and token.type == "inline" and token.level == stack[-1].level + 2:
-            stack[-1].text.append(_joined(token.content))
+            stack[-1].text.append(join_lines(token.content))
         elif stack and token.type in ("fence", "code_block") and token.level == stack[-1].level + 1:
             stack[-1].code = stack[-1].code or _fenced(token)
     return tuple(items)
@@ -178,7 +178,8 @@ def _fenced(token: Token) -> str:
     return f"{fence}{token.info}\n{token.content}{fence}"
 
 
-def _joined(lines: str) -> str:
+def join_lines(lines: str) -> str:
+    """Non-blank lines, stripped and joined by spaces: a paragraph as one line."""
     return " ".join(line.strip() for line in lines.split("\n") if line.strip())
 
 

@@ -18,13 +18,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from kbsearch.chunker.blocks import Block, ListItem, parse_blocks
+from kbsearch.chunker.blocks import Block, ListItem, join_lines, parse_blocks
 from kbsearch.chunker.inline import COMMENT, SHORTCODE, plain
 
 __all__ = ["Block", "ListItem", "markdown_blocks", "plain"]
 
 MAX_DEPTH = 8  # quotes, admonitions and indented blocks inside each other; deeper ones are read as their text
-_KEPT = ("paragraph", "heading", "code", "list", "table")
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
 _QUOTE_MARKER = re.compile(r"[ \t]{0,3}>[ \t]?")
 _ALERT = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION|INFO|DANGER)\][ \t]*", re.IGNORECASE)
@@ -51,24 +50,22 @@ def _read(text: str, depth: int) -> list[Block]:
             if depth < MAX_DEPTH:
                 found.extend(_read(inner, depth + 1))
             elif inner.strip():
-                found.append(replace(block, kind="paragraph", text=_joined(inner)))
+                found.append(replace(block, kind="paragraph", text=join_lines(inner)))
         elif block.kind == "paragraph" and not _rows(source):
-            found.append(replace(block, text=_joined(source)))
+            found.append(replace(block, text=join_lines(source)))
         elif block.kind == "code":
             found.append(replace(block, text=_code(source, block.fence)))
         elif block.kind in ("table", "paragraph"):  # a paragraph of rows: a table the chunk cut its header off
             found.append(replace(block, kind="table", text="\n".join(line.strip() for line in source.split("\n"))))
-        elif block.kind in _KEPT:  # a heading keeps its text, a list its markdown and items
-            found.append(block if block.kind == "heading" else replace(block, text=source))
+        elif block.kind == "heading":  # its text is already the heading's
+            found.append(block)
+        elif block.kind == "list":  # its markdown, beside the items the parser gave it
+            found.append(replace(block, text=source))
     return found
 
 
 def _rows(source: str) -> bool:
     return all(line.lstrip().startswith("|") and line.count("|") >= 2 for line in source.split("\n"))
-
-
-def _joined(source: str) -> str:
-    return " ".join(line.strip() for line in source.split("\n") if line.strip())
 
 
 def _code(source: str, fence: str) -> str:
