@@ -15,7 +15,8 @@ from pydantic.json_schema import SkipJsonSchema
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import MetadataValue, SearchOrigin, chunk_point_id
 from kbsearch.presenters import validation_message
-from kbsearch.schemas import PutDocumentRequest, SearchRequest
+from kbsearch.schemas.documents import PutDocumentRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.search import SearchService

@@ -15,16 +15,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from kbsearch.models import FileIssue, Freshness, SyncStatus
-from kbsearch.schemas import (
-    FileIssueInfo,
-    FreshnessInfo,
-    SearchRequest,
-    SearchResponse,
-    SearchResult,
-    SourceInfo,
-    SourceList,
-    SyncStatusInfo,
-)
+from kbsearch.schemas.search import SearchRequest, SearchResponse, SearchResult
+from kbsearch.schemas.sources import FileIssueInfo, FreshnessInfo, SourceInfo, SourceList, SyncStatusInfo
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.document_reads import DocumentPage, DocumentReads
 from kbsearch.services.search import SearchOutcome

@@ -11,20 +11,17 @@ from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPre
 from kbsearch.deps import DocumentReadsDep, DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
 from kbsearch.presenters import document_page_fields, source_list, sync_status_info
-from kbsearch.schemas import (
+from kbsearch.schemas.documents import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
     DocumentInfo,
     DocumentList,
     DocumentText,
-    ErrorResponse,
     PutDocumentRequest,
     PutDocumentResponse,
-    SourceList,
-    SourceStatusInfo,
-    SyncStatusRequest,
-    SyncStatusResponse,
 )
+from kbsearch.schemas.sources import SourceList, SourceStatusInfo, SyncStatusRequest, SyncStatusResponse
+from kbsearch.schemas.system import ErrorResponse
 
 ERROR_STATUSES = (401, 403, 409, 413, 422, 429, 503)
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in ERROR_STATUSES}

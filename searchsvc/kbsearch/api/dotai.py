@@ -34,7 +34,8 @@ from kbsearch.dotai import DotAiArgumentError, ManageKnowledgeArguments, manage_
 from kbsearch.errors import ServiceError
 from kbsearch.logging import request_id
 from kbsearch.presenters import validation_message
-from kbsearch.schemas import AskCitation, AskRequest, AskResponse, AskSearchEvent, AskSource, ErrorResponse
+from kbsearch.schemas.ask import AskCitation, AskRequest, AskResponse, AskSearchEvent, AskSource
+from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.ask import AskService
 from kbsearch.services.document_reads import DocumentReads

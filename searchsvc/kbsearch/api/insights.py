@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from kbsearch.api.auth import ReaderDep
 from kbsearch.deps import InsightsDep
-from kbsearch.schemas import ErrorResponse, InsightsResponse, QueryCountInfo, QueryScoreInfo
+from kbsearch.schemas.system import ErrorResponse, InsightsResponse, QueryCountInfo, QueryScoreInfo
 
 router = APIRouter(
     prefix="/api/v1", tags=["insights"], responses={code: {"model": ErrorResponse} for code in (401, 422, 503)}

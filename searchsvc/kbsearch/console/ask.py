@@ -16,7 +16,7 @@ from kbsearch.console.session import CSRF_FIELD, check_csrf, console_caller
 from kbsearch.deps import AskDep
 from kbsearch.errors import ServiceError
 from kbsearch.presenters import validation_message
-from kbsearch.schemas import AskCitation, AskRequest
+from kbsearch.schemas.ask import AskCitation, AskRequest
 from kbsearch.services.access.scope import Caller
 
 router = APIRouter(prefix="/ui", include_in_schema=False)

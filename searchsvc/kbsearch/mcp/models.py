@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kbsearch.schemas import MetadataValue, SourceInfo
+from kbsearch.schemas.fields import MetadataValue
+from kbsearch.schemas.sources import SourceInfo
 
 # Bounds of the tools' paging arguments; the tools refuse anything outside them by name.
 MAX_FETCH_CHARS = 100_000

@@ -5,14 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kbsearch.mcp.models import ChunkContext, DocumentText, SourcesOverview
-from kbsearch.schemas import (
-    AskResponse,
-    DeleteDocumentResponse,
-    PutDocumentResponse,
-    SearchResponse,
-    SearchResult,
-    SourceInfo,
-)
+from kbsearch.schemas.ask import AskResponse
+from kbsearch.schemas.documents import DeleteDocumentResponse, PutDocumentResponse
+from kbsearch.schemas.search import SearchResponse, SearchResult
+from kbsearch.schemas.sources import SourceInfo
 
 SEPARATOR = " \u203a "  # a right-pointing angle quote, between a title and its headings
 

@@ -31,21 +31,13 @@ from kbsearch.mcp.models import (
 )
 from kbsearch.models import MetadataValue, SearchMode
 from kbsearch.presenters import document_page_fields, search_response, source_list
-from kbsearch.schemas import (
-    MAX_QUESTION_CHARS,
-    AskRequest,
-    AskResponse,
-    AskSearchEvent,
-    DeleteDocumentResponse,
-    ErrorResponse,
-    PutDocumentRequest,
-    PutDocumentResponse,
-    SearchRequest,
-    SearchResponse,
-)
+from kbsearch.schemas.ask import MAX_QUESTION_CHARS, AskRequest, AskResponse, AskSearchEvent
+from kbsearch.schemas.documents import DeleteDocumentResponse, PutDocumentRequest, PutDocumentResponse
+from kbsearch.schemas.search import SearchRequest, SearchResponse
+from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.answers.ask import AskEvent
 
-MAX_URI_CHARS = 2048  # kbsearch.schemas.Uri
+MAX_URI_CHARS = 2048  # kbsearch.schemas.fields.Uri
 # Seconds without any progress after which a long ask sends one anyway.
 PROGRESS_HEARTBEAT_S = 10.0
 

@@ -36,7 +36,7 @@ from kbsearch.models import (
     ParsedDocument,
     StoredBody,
 )
-from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
+from kbsearch.schemas.documents import PutDocumentRequest, PutDocumentResponse
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer, source_partition
 from kbsearch.services.batching import EmbeddingBatcher
 from kbsearch.services.budget import DocumentWork, writer_of

@@ -12,7 +12,7 @@ from kbsearch.aio.runtime import embed_call, store_call
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
 from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
 from kbsearch.services.pageweights import PathWeights
 from kbsearch.services.querylog import QueryLog

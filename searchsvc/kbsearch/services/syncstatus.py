@@ -7,7 +7,7 @@ import time
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import FileIssue, Freshness, SyncStatus
-from kbsearch.schemas import FileIssueBody, FreshnessBody, SyncStatusRequest
+from kbsearch.schemas.sources import FileIssueBody, FreshnessBody, SyncStatusRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.store.base import VectorStore
 

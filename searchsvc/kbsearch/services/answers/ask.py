@@ -32,8 +32,7 @@ from kbsearch.errors import LLMUnavailableError, ServiceError
 from kbsearch.llm.chat import ChatClient, ChatMessage, TextPiece, ToolCall, ToolSpec, parse_arguments
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchHit
-from kbsearch.schemas import (
-    MAX_QUERY_CHARS,
+from kbsearch.schemas.ask import (
     AskCitation,
     AskDeltaEvent,
     AskRequest,
@@ -42,10 +41,9 @@ from kbsearch.schemas import (
     AskSearchEvent,
     AskSource,
     AskUsage,
-    ErrorDetail,
-    ErrorResponse,
-    SearchRequest,
 )
+from kbsearch.schemas.search import MAX_QUERY_CHARS, SearchRequest
+from kbsearch.schemas.system import ErrorDetail, ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
 from kbsearch.services.answers.extractive import answer_pieces, extract
@@ -333,7 +331,7 @@ def _citation(n: int, hit: SearchHit, citing: str) -> AskCitation:
 
 
 def _chunk_ref(n: int, hit: SearchHit) -> dict[str, Any]:
-    """The fields of schemas.ChunkRef, from a hit."""
+    """The fields of schemas.ask.ChunkRef, from a hit."""
     return {
         "n": n,
         "id": hit.id,

@@ -41,7 +41,7 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConflictError
 from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, CollectionSignature, DocumentChunk, DocumentRecord
-from kbsearch.schemas import PutDocumentRequest
+from kbsearch.schemas.documents import PutDocumentRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, SourceScope
 from kbsearch.services.document_reads import join_chunks
 from kbsearch.services.documents import DocumentService, now
