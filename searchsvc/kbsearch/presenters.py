@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from kbsearch.models import FileIssue, Freshness, SyncStatus
+from kbsearch.schemas.documents import DocumentText
 from kbsearch.schemas.search import SearchRequest, SearchResponse, SearchResult
 from kbsearch.schemas.sources import FileIssueInfo, FreshnessInfo, SourceInfo, SourceList, SyncStatusInfo
 from kbsearch.services.access.scope import Caller
@@ -164,19 +165,19 @@ def _issue(issue: FileIssue) -> FileIssueInfo:
     return FileIssueInfo(path=issue.path, reason=issue.reason, code=issue.code)
 
 
-def document_page_fields(page: DocumentPage) -> dict[str, Any]:
-    """A page of a document's text as the fields of REST's and MCP's DocumentText."""
+def text_page(page: DocumentPage) -> DocumentText:
+    """A page of a document's text: REST's body and the MCP fetch tool's structured output."""
     record = page.record
-    return {
-        "uri": record.uri,
-        "title": record.title,
-        "sourceIdentifier": record.source_identifier,
-        "checksum": record.checksum,
-        "metadata": record.metadata,
-        "ingestedAt": record.ingested_at,
-        "totalChars": page.total_chars,
-        "start": page.start,
-        "end": page.end,
-        "nextStart": page.next_start,
-        "text": page.text,
-    }
+    return DocumentText(
+        uri=record.uri,
+        title=record.title,
+        source_identifier=record.source_identifier,
+        checksum=record.checksum,
+        metadata=record.metadata,
+        ingested_at=record.ingested_at,
+        total_chars=page.total_chars,
+        start=page.start,
+        end=page.end,
+        next_start=page.next_start,
+        text=page.text,
+    )

@@ -10,7 +10,7 @@ from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
 from kbsearch.deps import DocumentReadsDep, DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
-from kbsearch.presenters import document_page_fields, source_list, sync_status_info
+from kbsearch.presenters import source_list, sync_status_info, text_page
 from kbsearch.schemas.documents import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -46,7 +46,7 @@ async def delete_document(
     With `sourceIdentifier`, the document is deleted only if it belongs to that source. A
     document of a source the caller may not see is answered like an absent one.
     """
-    return DeleteDocumentResponse(uri=uri, chunksDeleted=await service.delete(uri, sourceIdentifier, caller))
+    return DeleteDocumentResponse(uri=uri, chunks_deleted=await service.delete(uri, sourceIdentifier, caller))
 
 
 @router.get("/documents", tags=["documents"])
@@ -62,11 +62,8 @@ async def list_documents(
     records, next_cursor = await service.list(
         source_identifier=sourceIdentifier, uri_prefix=uriPrefix, limit=limit, cursor=cursor, caller=caller
     )
-    documents = [
-        DocumentInfo(uri=r.uri, checksum=r.checksum, chunks=r.chunks, metadata=r.metadata, ingestedAt=r.ingested_at)
-        for r in records
-    ]
-    return DocumentList(documents=documents, nextCursor=next_cursor)
+    documents = [DocumentInfo.model_validate(r, from_attributes=True) for r in records]
+    return DocumentList(documents=documents, next_cursor=next_cursor)
 
 
 # Pages of document text: large enough for most documents in one call, small enough to bound a response.
@@ -89,7 +86,7 @@ async def document_text(
     page = await service.page(uri, caller, start, maxChars)
     if page is None:
         raise NotFoundError(f"no document {uri!r}", code="DOCUMENT_NOT_FOUND")
-    return DocumentText(**document_page_fields(page))
+    return text_page(page)
 
 
 @router.put(f"/sources/{SOURCE_PATH}/status", tags=["sources"])
@@ -112,7 +109,7 @@ async def delete_source(
 ) -> DeleteSourceResponse:
     """Delete every document of one source, however many chunks it has, and its sync status."""
     documents, chunks = await service.delete_source(sourceIdentifier, caller)
-    return DeleteSourceResponse(sourceIdentifier=sourceIdentifier, documentsDeleted=documents, chunksDeleted=chunks)
+    return DeleteSourceResponse(source_identifier=sourceIdentifier, documents_deleted=documents, chunks_deleted=chunks)
 
 
 @router.get(f"/sources/{SOURCE_PATH}", tags=["sources"])

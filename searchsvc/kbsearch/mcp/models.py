@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kbsearch.schemas.fields import MetadataValue
 from kbsearch.schemas.sources import SourceInfo
 
 # Bounds of the tools' paging arguments; the tools refuse anything outside them by name.
@@ -19,22 +18,6 @@ MAX_CONTEXT_WINDOW = 10
 
 class Output(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class DocumentText(Output):
-    """One page of a document's body text, in order; `nextStart` is null on the last page."""
-
-    uri: str
-    title: str | None
-    sourceIdentifier: str | None
-    checksum: str
-    metadata: dict[str, MetadataValue]
-    ingestedAt: str
-    totalChars: int = Field(description="Characters in the whole body (front matter excluded).")
-    start: int = Field(description="Offset of this page's first character.")
-    end: int = Field(description="Offset just past this page's last character.")
-    nextStart: int | None = Field(description="Pass as `start` to read on; null when this page reaches the end.")
-    text: str
 
 
 class ContextChunk(Output):

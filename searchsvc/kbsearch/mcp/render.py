@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kbsearch.mcp.models import ChunkContext, DocumentText, SourcesOverview
+from kbsearch.mcp.models import ChunkContext, SourcesOverview
 from kbsearch.schemas.ask import AskResponse
-from kbsearch.schemas.documents import DeleteDocumentResponse, PutDocumentResponse
+from kbsearch.schemas.documents import DeleteDocumentResponse, DocumentText, PutDocumentResponse
 from kbsearch.schemas.search import SearchResponse, SearchResult
 from kbsearch.schemas.sources import SourceInfo
 
@@ -49,8 +49,8 @@ def search_text(response: SearchResponse) -> str:
 
 def document_text(page: DocumentText) -> str:
     label = page.title or page.uri
-    where = f"characters {page.start} to {page.end} of {page.totalChars}"
-    more = f"; continue with start={page.nextStart}" if page.nextStart is not None else "; end of document"
+    where = f"characters {page.start} to {page.end} of {page.total_chars}"
+    more = f"; continue with start={page.next_start}" if page.next_start is not None else "; end of document"
     return f"{label} — {page.uri} ({where}{more})\n\n{page.text}"
 
 
@@ -97,13 +97,13 @@ def sources_text(overview: SourcesOverview) -> str:
 
 def put_text(response: PutDocumentResponse) -> str:
     return (
-        f"{response.status}: {response.uri} ({response.chunks} chunks, {response.chunksEmbedded} embedded, "
+        f"{response.status}: {response.uri} ({response.chunks} chunks, {response.chunks_embedded} embedded, "
         f"checksum {response.checksum})"
     )
 
 
 def delete_text(response: DeleteDocumentResponse) -> str:
-    return f"deleted: {response.uri} ({response.chunksDeleted} chunks)"
+    return f"deleted: {response.uri} ({response.chunks_deleted} chunks)"
 
 
 def ask_text(response: AskResponse) -> str:

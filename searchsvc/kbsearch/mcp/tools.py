@@ -26,13 +26,12 @@ from kbsearch.mcp.models import (
     MAX_FETCH_CHARS,
     ChunkContext,
     ContextChunk,
-    DocumentText,
     SourcesOverview,
 )
 from kbsearch.models import MetadataValue, SearchMode
-from kbsearch.presenters import document_page_fields, search_response, source_list
+from kbsearch.presenters import search_response, source_list, text_page
 from kbsearch.schemas.ask import MAX_QUESTION_CHARS, AskRequest, AskResponse, AskSearchEvent
-from kbsearch.schemas.documents import DeleteDocumentResponse, PutDocumentRequest, PutDocumentResponse
+from kbsearch.schemas.documents import DeleteDocumentResponse, DocumentText, PutDocumentRequest, PutDocumentResponse
 from kbsearch.schemas.search import SearchRequest, SearchResponse
 from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.answers.ask import AskEvent
@@ -209,7 +208,7 @@ async def fetch_document(
             raise ToolError(f"INVALID_ARGUMENT: {exc.message}") from None
     if found is None:
         raise not_found(uri)
-    page = DocumentText(**document_page_fields(found))
+    page = text_page(found)
     return tool_result(render.document_text(page), page)
 
 
@@ -313,8 +312,8 @@ async def ingest_document(
             uri=uri,
             content=content,
             metadata=metadata or {},
-            contentType=content_type,
-            contentEncoding=content_encoding,
+            content_type=content_type,
+            content_encoding=content_encoding,
         )
         response = await tools.app.documents.put(request, tools.caller)
     return tool_result(render.put_text(response), response)
@@ -327,6 +326,6 @@ async def delete_document(ctx: Context, uri: DocumentUri) -> Annotated[CallToolR
         if await tools.app.document_reads.document(uri, tools.caller) is None:
             raise not_found(uri)
         response = DeleteDocumentResponse(
-            uri=uri, chunksDeleted=await tools.app.documents.delete(uri, None, tools.caller)
+            uri=uri, chunks_deleted=await tools.app.documents.delete(uri, None, tools.caller)
         )
     return tool_result(render.delete_text(response), response)

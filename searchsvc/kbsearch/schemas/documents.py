@@ -15,10 +15,10 @@ class PutDocumentRequest(Body):
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     # The document's format: a media type ("application/pdf") or a format name ("pdf", "rst"); by
     # default the URI's extension decides, and a URI without a known one is markdown.
-    contentType: Annotated[StrictStr, Field(min_length=1, max_length=255)] | None = None
+    content_type: Annotated[StrictStr, Field(min_length=1, max_length=255)] | None = None
     # "base64": `content` is the file's bytes, base64-encoded (required for pdf and docx; allowed for
     # every format, so a client need not decode text it cannot vouch for).
-    contentEncoding: Literal["utf-8", "base64"] = "utf-8"
+    content_encoding: Literal["utf-8", "base64"] = "utf-8"
 
     @field_validator("content")
     @classmethod
@@ -59,18 +59,18 @@ class PutDocumentResponse(Body):
     status: Literal["created", "updated", "unchanged"]
     checksum: str
     chunks: int
-    chunksEmbedded: int
+    chunks_embedded: int
 
 
 class DeleteDocumentResponse(Body):
     uri: str
-    chunksDeleted: int
+    chunks_deleted: int
 
 
 class DeleteSourceResponse(Body):
-    sourceIdentifier: str
-    documentsDeleted: int
-    chunksDeleted: int
+    source_identifier: str
+    documents_deleted: int
+    chunks_deleted: int
 
 
 class DocumentInfo(Body):
@@ -78,7 +78,7 @@ class DocumentInfo(Body):
     checksum: str
     chunks: int
     metadata: dict[str, MetadataValue]
-    ingestedAt: str
+    ingested_at: str
 
 
 class DocumentText(Body):
@@ -86,17 +86,17 @@ class DocumentText(Body):
 
     uri: str
     title: str | None
-    sourceIdentifier: str | None
+    source_identifier: str | None
     checksum: str
     metadata: dict[str, MetadataValue]
-    ingestedAt: str
-    totalChars: int
-    start: int
-    end: int
-    nextStart: int | None
+    ingested_at: str
+    total_chars: int = Field(description="Characters in the whole body (front matter excluded).")
+    start: int = Field(description="Offset of this page's first character.")
+    end: int = Field(description="Offset just past this page's last character.")
+    next_start: int | None = Field(description="Pass as `start` to read on; null when this page reaches the end.")
     text: str
 
 
 class DocumentList(Body):
     documents: list[DocumentInfo]
-    nextCursor: str | None
+    next_cursor: str | None

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic.alias_generators import to_camel
 
 # Keys become Qdrant JSON paths (quoted), so keep them to a safe alphabet.
 METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
@@ -72,7 +73,14 @@ Uri = Annotated[StrictStr, Field(min_length=1, max_length=2048), AfterValidator(
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    """A wire body: snake_case attributes, camelCase keys on the wire (`alias_generator=to_camel`).
+
+    FastAPI reads and writes the keys; anything else that writes a body's JSON dumps it `by_alias=True`.
+    A request may spell a key either way (populate_by_name), never both: the second spelling is an
+    unknown key, which `extra="forbid"` refuses like any other.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", populate_by_name=True)
 
 
 def check_metadata(metadata: Mapping[str, object]) -> None:

@@ -207,7 +207,7 @@ class DocumentService:
                 del self._pending_by_writer[writer]
         self.catalog.wrote(request.source_identifier)
         self.metrics.documents_written.labels(response.status).inc()
-        self.metrics.chunks_embedded.inc(response.chunksEmbedded)
+        self.metrics.chunks_embedded.inc(response.chunks_embedded)
         return response
 
     async def _require_writable(self) -> None:
@@ -221,9 +221,9 @@ class DocumentService:
 
     def _source(self, request: PutDocumentRequest) -> _Source:
         """The request's bytes and format, checked before any work: size, encoding, type (413/422)."""
-        fmt = resolve_format(request.contentType, request.uri)
+        fmt = resolve_format(request.content_type, request.uri)
         converter = fmt.converter
-        if request.contentEncoding == "base64":
+        if request.content_encoding == "base64":
             try:
                 raw = base64.b64decode(request.content, validate=True)
             except (binascii.Error, ValueError):
@@ -243,11 +243,11 @@ class DocumentService:
                 f"content is {len(raw)} bytes; the limit is {limit} bytes",
                 details={"bytes": len(raw), "limit": limit},
             )
-        if request.contentEncoding == "base64":
+        if request.content_encoding == "base64":
             check_bytes(fmt, raw)
         text: str | None = None
         if converter is None:  # markdown and plain text go to the chunker as they are
-            text = request.content if request.contentEncoding == "utf-8" else decode_utf8(raw, "content")
+            text = request.content if request.content_encoding == "utf-8" else decode_utf8(raw, "content")
         fingerprint = self.chunker.fingerprint
         if converter is not None:  # a new converter version re-converts the format's documents
             fingerprint += f";format={fmt.name}-v{converter.version}"
@@ -300,7 +300,11 @@ class DocumentService:
             ):  # the same content: at most the metadata changed
                 if canonical(existing.metadata) == canonical(request.metadata):
                     return PutDocumentResponse(
-                        uri=request.uri, status="unchanged", checksum=checksum, chunks=existing.chunks, chunksEmbedded=0
+                        uri=request.uri,
+                        status="unchanged",
+                        checksum=checksum,
+                        chunks=existing.chunks,
+                        chunks_embedded=0,
                     )
                 if owner == request.source_identifier:
                     # Only the metadata changed, and it lives on the record alone: one conditional write.
@@ -324,7 +328,7 @@ class DocumentService:
         request: PutDocumentRequest, status: str, record: DocumentRecord, embedded: int
     ) -> PutDocumentResponse:
         return PutDocumentResponse(
-            uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunksEmbedded=embedded
+            uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunks_embedded=embedded
         )
 
     async def _prepare(self, request: PutDocumentRequest, source: _Source, writer: str) -> _Prepared:
@@ -411,8 +415,8 @@ class DocumentService:
                 version=claim.version,
                 content=request.content,
                 body=prepared.body,
-                content_type=request.contentType,
-                content_encoding=request.contentEncoding,
+                content_type=request.content_type,
+                content_encoding=request.content_encoding,
             )
             await store_call(self.store.put_body, body)
             # Everything older than this write: the previous content's tail, or leftovers.
