@@ -14,10 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from kbsearch.models import FileIssue, Freshness, SyncStatus
 from kbsearch.schemas.documents import DocumentText
 from kbsearch.schemas.search import SearchRequest, SearchResponse, SearchResult
-from kbsearch.schemas.sources import FileIssueInfo, FreshnessInfo, SourceInfo, SourceList, SyncStatusInfo
+from kbsearch.schemas.sources import SourceInfo, SourceList
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.document_reads import DocumentPage, DocumentReads
 from kbsearch.services.search import SearchOutcome
@@ -118,51 +117,8 @@ def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchRes
 
 async def source_list(service: DocumentReads, caller: Caller) -> SourceList:
     """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
-    sources = [
-        SourceInfo(
-            sourceIdentifier=s.source_identifier,
-            documents=s.documents,
-            chunks=s.chunks,
-            lastIngestedAt=s.last_ingested_at,
-            sync=sync_status_info(s.sync) if s.sync else None,
-        )
-        for s in await service.sources(caller)
-    ]
+    sources = [SourceInfo.model_validate(s, from_attributes=True) for s in await service.sources(caller)]
     return SourceList(sources=sources)
-
-
-def sync_status_info(status: SyncStatus) -> SyncStatusInfo:
-    return SyncStatusInfo(
-        commit=status.commit,
-        phase=status.phase,
-        documents=status.documents,
-        failed=status.failed,
-        skipped=status.skipped,
-        added=status.added,
-        modified=status.modified,
-        deleted=status.deleted,
-        unchanged=status.unchanged,
-        failedFiles=[_issue(i) for i in status.failed_files],
-        skippedFiles=[_issue(i) for i in status.skipped_files],
-        syncedAt=status.synced_at,
-        nextSyncAt=status.next_sync_at,
-        message=status.message,
-        lastSuccessAt=status.last_success_at,
-        freshness=_freshness(status.freshness) if status.freshness else None,
-    )
-
-
-def _freshness(fresh: Freshness) -> FreshnessInfo:
-    return FreshnessInfo(
-        remoteCommit=fresh.remote_commit,
-        seenAt=fresh.seen_at,
-        searchableAt=fresh.searchable_at,
-        lagSeconds=fresh.lag_seconds,
-    )
-
-
-def _issue(issue: FileIssue) -> FileIssueInfo:
-    return FileIssueInfo(path=issue.path, reason=issue.reason, code=issue.code)
 
 
 def text_page(page: DocumentPage) -> DocumentText:

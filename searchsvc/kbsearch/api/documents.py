@@ -10,7 +10,7 @@ from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
 from kbsearch.deps import DocumentReadsDep, DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
-from kbsearch.presenters import source_list, sync_status_info, text_page
+from kbsearch.presenters import source_list, text_page
 from kbsearch.schemas.documents import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -20,7 +20,13 @@ from kbsearch.schemas.documents import (
     PutDocumentRequest,
     PutDocumentResponse,
 )
-from kbsearch.schemas.sources import SourceList, SourceStatusInfo, SyncStatusRequest, SyncStatusResponse
+from kbsearch.schemas.sources import (
+    SourceList,
+    SourceStatusInfo,
+    SyncStatusInfo,
+    SyncStatusRequest,
+    SyncStatusResponse,
+)
 from kbsearch.schemas.system import ErrorResponse
 
 ERROR_STATUSES = (401, 403, 409, 413, 422, 429, 503)
@@ -100,7 +106,8 @@ async def put_sync_status(
     as `sync` by GET /api/v1/sources. A source whose every file failed is listed all the same.
     """
     status, stored = await service.report(sourceIdentifier, body, caller)
-    return SyncStatusResponse(sourceIdentifier=sourceIdentifier, stored=stored, sync=sync_status_info(status))
+    sync = SyncStatusInfo.model_validate(status, from_attributes=True)
+    return SyncStatusResponse(source_identifier=sourceIdentifier, stored=stored, sync=sync)
 
 
 @router.delete(f"/sources/{SOURCE_PATH}", tags=["sources"])
@@ -124,13 +131,13 @@ async def source_status(
     """
     status, epoch = await service.source_status(sourceIdentifier, caller)
     return SourceStatusInfo(
-        sourceIdentifier=status.source_identifier,
+        source_identifier=status.source_identifier,
         documents=status.documents,
         chunks=status.chunks,
-        incompleteDocuments=status.incomplete_documents,
-        lastIngestedAt=status.last_ingested_at,
-        collectionEpoch=epoch,
-        sync=sync_status_info(status.sync) if status.sync else None,
+        incomplete_documents=status.incomplete_documents,
+        last_ingested_at=status.last_ingested_at,
+        collection_epoch=epoch,
+        sync=SyncStatusInfo.model_validate(status.sync, from_attributes=True) if status.sync else None,
     )
 
 

@@ -65,12 +65,12 @@ def context_text(context: ChunkContext) -> str:
 
 def _source_line(source: SourceInfo) -> str:
     line = (
-        f"{source.sourceIdentifier}: {source.documents} documents, {source.chunks} chunks, "
-        f"last ingest {source.lastIngestedAt or 'never'}"
+        f"{source.source_identifier}: {source.documents} documents, {source.chunks} chunks, "
+        f"last ingest {source.last_ingested_at or 'never'}"
     )
     # Fields REST adds to a source later (the operator's sync status) show up here without a change.
     known = {"sourceIdentifier", "documents", "chunks", "lastIngestedAt"}
-    extra = {k: v for k, v in source.model_dump(mode="json").items() if k not in known and v is not None}
+    extra = {k: v for k, v in source.model_dump(mode="json", by_alias=True).items() if k not in known and v is not None}
     return line + "".join(f"; {key}: {_compact(value)}" for key, value in extra.items())
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, Field, StrictStr, model_validator
 
-from kbsearch.schemas.fields import Body, Count, one_line, rfc3339, text_lines
+from kbsearch.schemas.fields import Body, Count, one_line, text_lines
 
 # A sync status report: bounded so that one source's failures cannot bloat the store or a page.
 MAX_REPORTED_FILES = 100
@@ -29,25 +29,17 @@ class FreshnessBody(Body):
     """How fresh the source's index is: the newest commit seen on the remote, when it was first
     seen (a webhook's push, else the sync's start), when it became searchable, and the lag between."""
 
-    remoteCommit: Annotated[StrictStr, Field(min_length=1, max_length=MAX_COMMIT), AfterValidator(one_line)]
-    seenAt: AwareDatetime
-    searchableAt: AwareDatetime
-    lagSeconds: Annotated[float, Field(ge=0, le=10**9, allow_inf_nan=False)]
-
-    @property
-    def seen_at(self) -> str:
-        return rfc3339(self.seenAt)
-
-    @property
-    def searchable_at(self) -> str:
-        return rfc3339(self.searchableAt)
+    remote_commit: Annotated[StrictStr, Field(min_length=1, max_length=MAX_COMMIT), AfterValidator(one_line)]
+    seen_at: AwareDatetime
+    searchable_at: AwareDatetime
+    lag_seconds: Annotated[float, Field(ge=0, le=10**9, allow_inf_nan=False)]
 
 
 class FreshnessInfo(Body):
-    remoteCommit: str
-    seenAt: str
-    searchableAt: str
-    lagSeconds: float
+    remote_commit: str
+    seen_at: str
+    searchable_at: str
+    lag_seconds: float
 
 
 class SyncStatusRequest(Body):
@@ -66,39 +58,26 @@ class SyncStatusRequest(Body):
     modified: Count = 0
     deleted: Count = 0
     unchanged: Count = 0
-    failedFiles: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
-    skippedFiles: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
-    syncedAt: AwareDatetime
-    nextSyncAt: AwareDatetime | None = None
+    failed_files: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
+    skipped_files: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
+    synced_at: AwareDatetime
+    next_sync_at: AwareDatetime | None = None
     message: Annotated[StrictStr, Field(max_length=MAX_SYNC_MESSAGE), AfterValidator(text_lines)] | None = None
     # Freshness, sent with every report (a failed one too): the service keeps only the latest.
-    lastSuccessAt: AwareDatetime | None = None
+    last_success_at: AwareDatetime | None = None
     freshness: FreshnessBody | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> SyncStatusRequest:
-        for count, files in (("failed", "failedFiles"), ("skipped", "skippedFiles")):
-            listed = len(getattr(self, files))
-            total = getattr(self, count)
+        for count, files in (("failed", self.failed_files), ("skipped", self.skipped_files)):
+            total, listed = getattr(self, count), len(files)
             if total is None:
                 setattr(self, count, listed)
             elif total < listed:
-                raise ValueError(f"{count} is {total} but {files} lists {listed} files; {count} is the full count")
+                raise ValueError(f"{count} is {total} but {count}Files lists {listed} files; {count} is the full count")
         if self.phase == "ok" and self.failed:
             raise ValueError(f"phase is ok but {self.failed} files failed; report phase partial")
         return self
-
-    @property
-    def synced_at(self) -> str:
-        return rfc3339(self.syncedAt)
-
-    @property
-    def next_sync_at(self) -> str | None:
-        return rfc3339(self.nextSyncAt) if self.nextSyncAt is not None else None
-
-    @property
-    def last_success_at(self) -> str | None:
-        return rfc3339(self.lastSuccessAt) if self.lastSuccessAt is not None else None
 
 
 class FileIssueInfo(Body):
@@ -119,26 +98,26 @@ class SyncStatusInfo(Body):
     modified: int
     deleted: int
     unchanged: int
-    failedFiles: list[FileIssueInfo]
-    skippedFiles: list[FileIssueInfo]
-    syncedAt: str
-    nextSyncAt: str | None
+    failed_files: list[FileIssueInfo]
+    skipped_files: list[FileIssueInfo]
+    synced_at: str
+    next_sync_at: str | None
     message: str | None
-    lastSuccessAt: str | None = None
+    last_success_at: str | None = None
     freshness: FreshnessInfo | None = None
 
 
 class SyncStatusResponse(Body):
-    sourceIdentifier: str
+    source_identifier: str
     stored: bool  # false: a report with a later syncedAt is already stored, and stays
     sync: SyncStatusInfo
 
 
 class SourceInfo(Body):
-    sourceIdentifier: str
+    source_identifier: str
     documents: int
     chunks: int
-    lastIngestedAt: str | None
+    last_ingested_at: str | None
     sync: SyncStatusInfo | None = None
 
 
@@ -149,10 +128,10 @@ class SourceList(Body):
 class SourceStatusInfo(Body):
     """One source's counts: what the operator compares with what it synced (drift)."""
 
-    sourceIdentifier: str
+    source_identifier: str
     documents: int
     chunks: int
-    incompleteDocuments: int
-    lastIngestedAt: str | None
-    collectionEpoch: str
+    incomplete_documents: int
+    last_ingested_at: str | None
+    collection_epoch: str
     sync: SyncStatusInfo | None = None
