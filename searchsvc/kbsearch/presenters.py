@@ -8,6 +8,7 @@ Nothing here reaches the app's context: each function is given what it shows.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from fastapi.exceptions import RequestValidationError
@@ -85,33 +86,17 @@ def _plain(message: str) -> str:
 
 def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchResponse:
     """The response body of a search: REST's, and the MCP search tool's structured output."""
+    # A hit's fields are the result's, by the same names; a hit without a calibrated relevance shows 0.
     results = [
-        SearchResult(
-            id=h.id,
-            uri=h.uri,
-            chunkIndex=h.chunk_index,
-            totalChunks=h.total_chunks,
-            content=h.content,
-            score=h.score,
-            relevance=h.relevance or 0.0,
-            title=h.title,
-            headings=h.headings,
-            metadata=h.metadata,
-            sourceIdentifier=h.source_identifier,
-            version=h.version,
-            otherVersions=h.other_versions,
-            moreMatches=h.more_matches,
-            page=h.page,
-            cell=h.cell,
-        )
+        SearchResult.model_validate(replace(h, relevance=h.relevance or 0.0), from_attributes=True)
         for h in outcome.hits
     ]
     return SearchResponse(
         query=request.query,
         mode=request.mode,
         results=results,
-        tookMs=round(outcome.took_ms, 3),
-        nothingRelevant=outcome.nothing_relevant,
+        took_ms=round(outcome.took_ms, 3),
+        nothing_relevant=outcome.nothing_relevant,
     )
 
 

@@ -22,7 +22,7 @@ def heading_path(title: str | None, headings: Iterable[str]) -> str:
 def hit_line(n: int, hit: SearchResult) -> str:
     label = heading_path(hit.title, hit.headings) or hit.uri
     version = f", version {hit.version}" if hit.version else ""
-    others = f"; also in {', '.join(hit.otherVersions)}" if hit.otherVersions else ""
+    others = f"; also in {', '.join(hit.other_versions)}" if hit.other_versions else ""
     return f"[{n}] {label} — {located(hit.uri, hit.page, hit.cell)} (relevance {hit.relevance:.2f}{version}{others})"
 
 
@@ -38,7 +38,7 @@ def located(uri: str, page: int | None, cell: int | None) -> str:
 def search_text(response: SearchResponse) -> str:
     if not response.results:
         return f"No results ({response.mode} search) among the sources you may read."
-    if response.nothingRelevant:
+    if response.nothing_relevant:
         best = max(h.relevance for h in response.results)
         note = f"Nothing relevant found (the best relevance is {best:.2f}); the closest results follow.\n\n"
     else:

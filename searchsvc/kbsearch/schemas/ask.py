@@ -36,7 +36,7 @@ class AskRequest(Body):
     @model_validator(mode="after")
     def _one_source_list(self) -> AskRequest:
         # Two lists would have to be intersected, and an empty intersection has no filter to say it.
-        if self.sources is not None and self.filter.sourceIdentifier is not None:
+        if self.sources is not None and self.filter.source_identifier is not None:
             raise ValueError("give the sources to ask in 'sources' or in 'filter.sourceIdentifier', not both")
         return self
 
@@ -44,7 +44,7 @@ class AskRequest(Body):
         """The filter every search of this ask runs with: `filter`, with `sources` folded in."""
         if self.sources is None:
             return self.filter
-        return self.filter.model_copy(update={"sourceIdentifier": self.sources})
+        return self.filter.model_copy(update={"source_identifier": self.sources})
 
 
 class ChunkRef(Body):

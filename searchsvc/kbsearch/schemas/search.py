@@ -19,8 +19,8 @@ from kbsearch.schemas.fields import (
 
 class SearchFilterBody(Body):
     # Checked in _sources, not by the SourceIdentifier type, so that errors name this field, not a union branch.
-    sourceIdentifier: StrictStr | list[StrictStr] | None = None
-    uriPrefix: Uri | None = None
+    source_identifier: StrictStr | list[StrictStr] | None = None
+    uri_prefix: Uri | None = None
     metadata: dict[str, Scalar] = Field(default_factory=dict)
     # Only documents of this documentation version (e.g. "2.21"); without it, the newest version of each page.
     version: Annotated[StrictStr, Field(min_length=1, max_length=64, pattern=r"^[\w.+-]+$")] | None = None
@@ -31,7 +31,7 @@ class SearchFilterBody(Body):
         check_metadata(metadata)
         return metadata
 
-    @field_validator("sourceIdentifier")
+    @field_validator("source_identifier")
     @classmethod
     def _sources(cls, value: str | list[str] | None) -> str | list[str] | None:
         if isinstance(value, list) and not 1 <= len(value) <= 100:
@@ -63,18 +63,18 @@ class SearchRequest(Body):
 class SearchResult(Body):
     id: str
     uri: str
-    chunkIndex: int
-    totalChunks: int
+    chunk_index: int
+    total_chunks: int
     content: str
     score: float  # the fusion's score: orders results within one response, means nothing across queries
     relevance: float  # calibrated in [0, 1]: comparable across queries (see docs/user/api.md)
     title: str | None
     headings: list[str]
     metadata: dict[str, MetadataValue]
-    sourceIdentifier: str | None
+    source_identifier: str | None
     version: str | None = None  # the documentation version of the page shown
-    otherVersions: list[str] = Field(default_factory=list)  # other versions of the page that matched, newest first
-    moreMatches: int = 0  # more chunks of this document that matched (collapsed into this result)
+    other_versions: list[str] = Field(default_factory=list)  # other versions of the page that matched, newest first
+    more_matches: int = 0  # more chunks of this document that matched (collapsed into this result)
     # Where in the original file the chunk starts: a PDF's page (link `uri#page=N`) or a
     # notebook's cell, both 1-based; null for other formats.
     page: int | None = None
@@ -85,7 +85,7 @@ class SearchResponse(Body):
     query: str
     mode: str
     results: list[SearchResult]
-    tookMs: float
+    took_ms: float
     # True when no result reaches the relevance threshold (SEARCHSVC_RELEVANCE_THRESHOLD): the
     # results are the closest there are, not answers.
-    nothingRelevant: bool = False
+    nothing_relevant: bool = False

@@ -277,7 +277,7 @@ class AskService:
         """
         search_filter = run.request.search_filter()
         if within is not None:
-            search_filter = search_filter.model_copy(update={"uriPrefix": within})
+            search_filter = search_filter.model_copy(update={"uri_prefix": within})
         request = SearchRequest(
             query=query,
             limit=self.results_per_search if within is None else PAGE_CHUNKS,
