@@ -161,7 +161,7 @@ def _sources(citations: list[AskCitation]) -> list[dict[str, str]]:
 async def _chunks(documents: DocumentReads, caller: Caller, sources: list[AskSource]) -> list[dict[str, Any]]:
     chunks = []
     for source in sources:
-        stored = await documents.chunks(source.uri, caller, first=source.chunkIndex, last=source.chunkIndex + 1)
+        stored = await documents.chunks(source.uri, caller, first=source.chunk_index, last=source.chunk_index + 1)
         if stored:  # deleted since the ask read it: leave it out
             chunks.append(
                 {
@@ -169,7 +169,7 @@ async def _chunks(documents: DocumentReads, caller: Caller, sources: list[AskSou
                     "uri": source.uri,
                     # dot-ai's UI shows `score` as a percentage: the calibrated relevance, never the fusion's.
                     "score": source.relevance,
-                    "chunkIndex": source.chunkIndex,
+                    "chunkIndex": source.chunk_index,
                 }
             )
     return chunks

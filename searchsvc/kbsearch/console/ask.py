@@ -57,7 +57,7 @@ def _prose_with_chips(answer: str, citations: list[AskCitation]) -> Markup:
         title = citation.title or citation.uri
         pieces.append(
             Markup('<a class="chip" href="{}" title="{}">{}</a>').format(
-                chunk_link(citation.uri, citation.chunkIndex), title, citation.n
+                chunk_link(citation.uri, citation.chunk_index), title, citation.n
             )
         )
         position = match.end()

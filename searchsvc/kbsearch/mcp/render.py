@@ -115,6 +115,6 @@ def ask_text(response: AskResponse) -> str:
         label = heading_path(citation.title, citation.headings) or citation.uri
         where = located(citation.uri, citation.page, citation.cell)
         version = f", version {citation.version}" if citation.version else ""
-        lines.append(f"[{citation.n}] {label} — {where} (chunk {citation.chunkIndex}{version})")
+        lines.append(f"[{citation.n}] {label} — {where} (chunk {citation.chunk_index}{version})")
         lines.append(f'    "{citation.quote}"')
     return "\n".join(lines)

@@ -18,7 +18,7 @@ class AskRequest(Body):
     sources: list[StrictStr] | None = Field(None, min_length=1, max_length=100)
     # The same filter as a search's, applied to every search of the ask; `sources` is its older spelling.
     filter: SearchFilterBody = Field(default_factory=SearchFilterBody)
-    maxSearches: Annotated[StrictInt, Field(ge=1, le=5)] = 3
+    max_searches: Annotated[StrictInt, Field(ge=1, le=5)] = 3
     stream: StrictBool = False
 
     @field_validator("question")
@@ -56,8 +56,8 @@ class ChunkRef(Body):
     uri: str
     title: str | None
     headings: list[str]
-    chunkIndex: int
-    sourceIdentifier: str | None
+    chunk_index: int
+    source_identifier: str | None
     page: int | None = None
     cell: int | None = None
     version: str | None = None
@@ -84,8 +84,8 @@ class AskSearch(Body):
 
 
 class AskUsage(Body):
-    promptTokens: int = 0
-    completionTokens: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class AskResponse(Body):
@@ -93,9 +93,9 @@ class AskResponse(Body):
     mode: Literal["llm", "extractive"]
     grounded: bool
     citations: list[AskCitation]
-    sourcesRetrieved: list[AskSource]
+    sources_retrieved: list[AskSource]
     searches: list[AskSearch]
-    droppedCitations: int
+    dropped_citations: int
     usage: AskUsage
 
 

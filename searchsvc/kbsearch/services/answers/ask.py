@@ -87,7 +87,7 @@ class AskEvent:
 
     def server_sent(self) -> str:
         """The event as one text/event-stream frame; every face that streams an ask sends exactly this."""
-        return f"event: {self.event}\ndata: {self.data.model_dump_json()}\n\n"
+        return f"event: {self.event}\ndata: {self.data.model_dump_json(by_alias=True)}\n\n"
 
 
 @dataclass(slots=True)
@@ -188,7 +188,7 @@ class AskService:
     async def _llm(self, run: _Run) -> AsyncGenerator[AskEvent]:
         assert self.chat is not None
         deadline = time.monotonic() + self.timeout_s
-        budget = run.request.maxSearches
+        budget = run.request.max_searches
         messages = [
             ChatMessage("system", SYSTEM_PROMPT.format(searches=budget)),
             ChatMessage("user", run.request.question),
@@ -210,8 +210,8 @@ class AskService:
                             yield AskEvent("delta", AskDeltaEvent(text=out))
                         separator = ""
                     else:
-                        run.usage.promptTokens += piece.prompt_tokens
-                        run.usage.completionTokens += piece.completion_tokens
+                        run.usage.prompt_tokens += piece.prompt_tokens
+                        run.usage.completion_tokens += piece.completion_tokens
                         tool_calls = piece.tool_calls
             if not tool_calls:
                 return
@@ -315,9 +315,9 @@ class AskService:
             # Grounded: at least one cited passage is relevant by the calibrated measure, not merely cited.
             grounded=any(self._relevant(run.ledger.hit(n)) for n in cited),
             citations=self._citations(run),
-            sourcesRetrieved=[_source(n, hit) for n, hit in run.ledger.numbered() if n not in cited],
+            sources_retrieved=[_source(n, hit) for n, hit in run.ledger.numbered() if n not in cited],
             searches=run.searches,
-            droppedCitations=run.citations.dropped,
+            dropped_citations=run.citations.dropped,
             usage=run.usage,
         )
 
@@ -338,8 +338,8 @@ def _chunk_ref(n: int, hit: SearchHit) -> dict[str, Any]:
         "uri": hit.uri,
         "title": hit.title,
         "headings": hit.headings,
-        "chunkIndex": hit.chunk_index,
-        "sourceIdentifier": hit.source_identifier,
+        "chunk_index": hit.chunk_index,
+        "source_identifier": hit.source_identifier,
         "page": hit.page,
         "cell": hit.cell,
         "version": hit.version,
