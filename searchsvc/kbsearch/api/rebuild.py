@@ -32,7 +32,7 @@ async def reindex(
     """
     if not caller.scope.unrestricted:
         raise ForbiddenError(f"{caller.name!r} may write only some sources; a rebuild touches every one")
-    if body is not None and body.forceSwap:
+    if body is not None and body.force_swap:
         service.force_swap()
     elif not service.request("requested by a writer (POST /api/v1/reindex)"):
         status = service.status()

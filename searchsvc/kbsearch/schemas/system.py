@@ -20,19 +20,19 @@ class ErrorResponse(Body):
 
 
 class ReindexRequest(Body):
-    forceSwap: StrictBool = False
+    force_swap: StrictBool = False
 
 
 class QueryCountInfo(Body):
     query: str
     count: int
-    lastAt: str
+    last_at: str
 
 
 class QueryScoreInfo(Body):
     query: str
     count: int
-    topScore: float
+    top_score: float
 
 
 class InsightsResponse(Body):
@@ -41,9 +41,9 @@ class InsightsResponse(Body):
     window: Literal["24h", "7d", "30d"]
     enabled: bool  # false: the query log is switched off (SEARCHSVC_QUERY_LOG=off)
     total: int
-    topQueries: list[QueryCountInfo]
-    zeroResult: list[QueryCountInfo]
-    lowScore: list[QueryScoreInfo]
-    byOrigin: dict[str, int]
-    latencyP50Ms: float | None
-    latencyP95Ms: float | None
+    top_queries: list[QueryCountInfo]
+    zero_result: list[QueryCountInfo]
+    low_score: list[QueryScoreInfo]
+    by_origin: dict[str, int]
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
