@@ -7,6 +7,7 @@ so an agent and a program read the same records; the models here are for what RE
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from kbsearch.schemas.sources import SourceInfo
 
@@ -17,11 +18,12 @@ MAX_CONTEXT_WINDOW = 10
 
 
 class Output(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # As the REST bodies (schemas.fields.Body): snake_case attributes, camelCase keys in the JSON.
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", populate_by_name=True)
 
 
 class ContextChunk(Output):
-    chunkIndex: int
+    chunk_index: int
     headings: list[str]
     content: str
     start: int | None = Field(description="Character offset of the chunk in the body; null for older documents.")
@@ -33,9 +35,9 @@ class ChunkContext(Output):
 
     uri: str
     title: str | None
-    sourceIdentifier: str | None
-    chunkIndex: int = Field(description="The chunk asked for.")
-    totalChunks: int
+    source_identifier: str | None
+    chunk_index: int = Field(description="The chunk asked for.")
+    total_chunks: int
     chunks: list[ContextChunk]
 
 

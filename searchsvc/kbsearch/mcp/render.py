@@ -57,9 +57,9 @@ def document_text(page: DocumentText) -> str:
 def context_text(context: ChunkContext) -> str:
     blocks = []
     for chunk in context.chunks:
-        marker = " (asked for)" if chunk.chunkIndex == context.chunkIndex else ""
+        marker = " (asked for)" if chunk.chunk_index == context.chunk_index else ""
         label = heading_path(context.title, chunk.headings) or context.uri
-        blocks.append(f"[chunk {chunk.chunkIndex}/{context.totalChunks}{marker}] {label}\n{chunk.content}")
+        blocks.append(f"[chunk {chunk.chunk_index}/{context.total_chunks}{marker}] {label}\n{chunk.content}")
     return f"{context.uri}\n\n" + "\n\n".join(blocks)
 
 

@@ -243,11 +243,11 @@ async def get_chunk_context(
     context = ChunkContext(
         uri=first.uri,
         title=first.title,
-        sourceIdentifier=first.source_identifier,
-        chunkIndex=chunk_index,
-        totalChunks=first.total_chunks,
+        source_identifier=first.source_identifier,
+        chunk_index=chunk_index,
+        total_chunks=first.total_chunks,
         chunks=[
-            ContextChunk(chunkIndex=c.chunk_index, headings=c.headings, content=c.content, start=c.start, end=c.end)
+            ContextChunk(chunk_index=c.chunk_index, headings=c.headings, content=c.content, start=c.start, end=c.end)
             for c in chunks
         ],
     )
