@@ -26,6 +26,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic.alias_generators import to_camel
 
 from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath
@@ -101,11 +102,11 @@ async def delete_knowledge_source(
 
 
 class KnowledgeAskBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(alias_generator=to_camel, extra="ignore", populate_by_name=True)
 
     query: StrictStr
     limit: Annotated[StrictInt, Field(ge=1, le=100)] | None = None
-    uriFilter: StrictStr | None = None
+    uri_filter: StrictStr | None = None
 
 
 @router.post("/knowledge/ask")
@@ -120,7 +121,7 @@ async def knowledge_ask(
     try:
         try:
             ask_body = KnowledgeAskBody.model_validate(body)
-            request = AskRequest(question=ask_body.query, filter={"uriPrefix": ask_body.uriFilter or None})
+            request = AskRequest(question=ask_body.query, filter={"uriPrefix": ask_body.uri_filter or None})
         except ValidationError as exc:
             raise DotAiArgumentError(
                 validation_message(exc, {"question": "query", "filter.uriPrefix": "uriFilter"}, style="all"),
