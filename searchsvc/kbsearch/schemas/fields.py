@@ -20,7 +20,7 @@ MAX_METADATA_STRING = 4096
 MAX_METADATA_BYTES = 16_384
 MAX_METADATA_LIST_ITEMS = 256
 
-# Numbers must survive a round trip through the store unchanged (see also _int64 below).
+# Numbers must survive a round trip through the store unchanged (see also PutDocumentRequest._int64).
 FiniteFloat = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 Scalar = StrictStr | StrictBool | StrictInt | FiniteFloat
 MetadataValue = Scalar | list[StrictStr]
