@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from kbsearch.deps import context_of
-from kbsearch.schemas import MAX_METADATA_BYTES, MAX_METADATA_LIST_ITEMS
+from kbsearch.schemas.fields import MAX_METADATA_BYTES, MAX_METADATA_LIST_ITEMS
 from tests.searchsvc.api_fixtures import counts, list_all, put, sections, sha
 from tests.support.service import running_service
 

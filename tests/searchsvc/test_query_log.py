@@ -20,7 +20,7 @@ import pytest
 from kbsearch.deps import context_of, parts_of
 from kbsearch.errors import StoreUnavailableError
 from kbsearch.models import QueryLogEntry
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 from kbsearch.store.factory import query_log_beside
 from kbsearch.store.querylog import QueryLogStore

@@ -12,7 +12,8 @@ from kbsearch.api.params import SourceIdListQuery, UriPrefixQuery
 from kbsearch.deps import SearchDep
 from kbsearch.errors import InvalidRequestError
 from kbsearch.presenters import field_problems, search_response, validation_message
-from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse
+from kbsearch.schemas.search import SearchRequest, SearchResponse
+from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.search import SearchService
 

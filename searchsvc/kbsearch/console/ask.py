@@ -17,7 +17,7 @@ from kbsearch.console.session import CSRF_FIELD, check_csrf, console_caller
 from kbsearch.deps import AskDep
 from kbsearch.errors import ServiceError
 from kbsearch.presenters import validation_message
-from kbsearch.schemas import AskCitation, AskRequest
+from kbsearch.schemas.ask import AskCitation, AskRequest
 from kbsearch.services.access.scope import Caller
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -58,7 +58,7 @@ def _prose_with_chips(answer: str, citations: list[AskCitation]) -> Markup:
         title = citation.title or citation.uri
         pieces.append(
             Markup('<a class="chip" href="{}" title="{}">{}</a>').format(
-                chunk_link(citation.uri, citation.chunkIndex), title, citation.n
+                chunk_link(citation.uri, citation.chunk_index), title, citation.n
             )
         )
         position = match.end()

@@ -15,7 +15,7 @@ from kbsearch.deps import context as app_context
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SearchMode
 from kbsearch.presenters import validation_message
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 
 router = APIRouter(prefix="/ui", include_in_schema=False)

@@ -81,5 +81,5 @@ def tool_result(text: str, structured: BaseModel | None = None) -> CallToolResul
     """Compact text for the model, and the full records as structuredContent (validated by the SDK)."""
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
-        structured_content=structured.model_dump(mode="json") if structured is not None else None,
+        structured_content=structured.model_dump(mode="json", by_alias=True) if structured is not None else None,
     )

@@ -19,7 +19,7 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import DocumentTooLargeError, InvalidRequestError
 from kbsearch.metrics import Metrics
 from kbsearch.models import ChunkPoint, ParsedDocument
-from kbsearch.schemas import PutDocumentRequest
+from kbsearch.schemas.documents import PutDocumentRequest
 from kbsearch.services.access.scope import source_partition
 from kbsearch.services.batching import EmbeddingBatcher
 from kbsearch.services.budget import DocumentWork
@@ -63,9 +63,9 @@ class DocumentPreparer:
 
     def source(self, request: PutDocumentRequest) -> Source:
         """The request's bytes and format, checked before any work: size, encoding, type (413/422)."""
-        fmt = resolve_format(request.contentType, request.uri)
+        fmt = resolve_format(request.content_type, request.uri)
         converter = fmt.converter
-        if request.contentEncoding == "base64":
+        if request.content_encoding == "base64":
             try:
                 raw = base64.b64decode(request.content, validate=True)
             except (binascii.Error, ValueError):
@@ -85,11 +85,11 @@ class DocumentPreparer:
                 f"content is {len(raw)} bytes; the limit is {limit} bytes",
                 details={"bytes": len(raw), "limit": limit},
             )
-        if request.contentEncoding == "base64":
+        if request.content_encoding == "base64":
             check_bytes(fmt, raw)
         text: str | None = None
         if converter is None:  # markdown and plain text go to the chunker as they are
-            text = request.content if request.contentEncoding == "utf-8" else decode_utf8(raw, "content")
+            text = request.content if request.content_encoding == "utf-8" else decode_utf8(raw, "content")
         fingerprint = self.chunker.fingerprint
         if converter is not None:  # a new converter version re-converts the format's documents
             fingerprint += f";format={fmt.name}-v{converter.version}"

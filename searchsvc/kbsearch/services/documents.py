@@ -28,7 +28,7 @@ from kbsearch.models import (
     DocumentRecord,
     StoredBody,
 )
-from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
+from kbsearch.schemas.documents import PutDocumentRequest, PutDocumentResponse
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.services.budget import DocumentWork, writer_of
 from kbsearch.services.document_prep import DocumentPreparer, Prepared, Source
@@ -203,7 +203,7 @@ class DocumentService:
                 del self._pending_by_writer[writer]
         self.catalog.wrote(request.source_identifier)
         self.metrics.documents_written.labels(response.status).inc()
-        self.metrics.chunks_embedded.inc(response.chunksEmbedded)
+        self.metrics.chunks_embedded.inc(response.chunks_embedded)
         return response
 
     async def _require_writable(self) -> None:
@@ -243,7 +243,11 @@ class DocumentService:
             ):  # the same content: at most the metadata changed
                 if canonical(existing.metadata) == canonical(request.metadata):
                     return PutDocumentResponse(
-                        uri=request.uri, status="unchanged", checksum=checksum, chunks=existing.chunks, chunksEmbedded=0
+                        uri=request.uri,
+                        status="unchanged",
+                        checksum=checksum,
+                        chunks=existing.chunks,
+                        chunks_embedded=0,
                     )
                 if owner == request.source_identifier:
                     # Only the metadata changed, and it lives on the record alone: one conditional write.
@@ -267,7 +271,7 @@ class DocumentService:
         request: PutDocumentRequest, status: str, record: DocumentRecord, embedded: int
     ) -> PutDocumentResponse:
         return PutDocumentResponse(
-            uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunksEmbedded=embedded
+            uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunks_embedded=embedded
         )
 
     async def _write(
@@ -311,8 +315,8 @@ class DocumentService:
                 version=claim.version,
                 content=request.content,
                 body=prepared.body,
-                content_type=request.contentType,
-                content_encoding=request.contentEncoding,
+                content_type=request.content_type,
+                content_encoding=request.content_encoding,
             )
             await store_call(self.store.put_body, body)
             # Everything older than this write: the previous content's tail, or leftovers.

@@ -12,7 +12,7 @@ from kbsearch.aio.runtime import embed_call, store_call
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
 from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
 from kbsearch.services.pageweights import PathWeights
 from kbsearch.services.querylog import QueryLog
@@ -140,7 +140,7 @@ class SearchService:
     async def _search_held(self, request: SearchRequest, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         started = time.perf_counter()
         raw = request.filter
-        requested = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier
+        requested = [raw.source_identifier] if isinstance(raw.source_identifier, str) else raw.source_identifier
         # The caller's scope is part of the engine filter, so `limit` is filled from what it may see.
         sources = narrow(requested, await caller.scope.resolve(self.catalog))
         if sources == []:
@@ -155,7 +155,7 @@ class SearchService:
         embedded = time.perf_counter()
 
         search_filter = SearchFilter(
-            source_identifiers=sources, uri_prefix=raw.uriPrefix, metadata=raw.metadata, version=raw.version
+            source_identifiers=sources, uri_prefix=raw.uri_prefix, metadata=raw.metadata, version=raw.version
         )
         # Collapsing needs more chunks than pages: several chunks and versions of one page compete.
         fetch = (
