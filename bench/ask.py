@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
 
     from bench.vectors import scifact_chunks
+    from kbsearch.deps import context_of
     from kbsearch.settings import Settings
     from kbsearch.store.edge.store import EdgeStore
 
@@ -137,14 +138,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"  corpus: {corpus}")
     with tempfile.TemporaryDirectory(prefix="bench-ask-") as tmp:
         settings = Settings(data_dir=Path(tmp), collection="bench", api_token=None, read_token=None)
-        assert settings.llm_model is None, "unset SEARCHSVC_LLM_MODEL: this measures extractive mode"
+        assert settings.chat.llm_model is None, "unset SEARCHSVC_LLM_MODEL: this measures extractive mode"
         with run_service(settings, store=EdgeStore(Path(tmp), "bench"), embedder=embedder) as svc:
-            load_s = load_store(svc.app.state.context.store, chunk_set)
+            load_s = load_store(context_of(svc.app).store, chunk_set)
             with http_client(svc.base_url) as client:
                 status = client.get("/api/v1/status").json()["store"]
             print(f"  loaded {status['chunks']} chunks in {load_s:.1f} s; asking ...", flush=True)
             load_before = load_average()
-            run = measure(svc.base_url, queries, settings.ask_results_per_search)
+            run = measure(svc.base_url, queries, settings.answers.ask_results_per_search)
             run.update(chunks=status["chunks"], loadBefore=load_before, loadAfter=load_average())
     print(
         f"  ask p50 {run['askMs']['p50']:.1f} ms p95 {run['askMs']['p95']:.1f} ms; same-limit search p50 "
@@ -155,9 +156,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {
         "corpus": corpus,
         "mode": "extractive",
-        "resultsPerSearch": settings.ask_results_per_search,
-        "minSimilarity": settings.ask_min_similarity,
-        "answerSentences": settings.ask_answer_sentences,
+        "resultsPerSearch": settings.answers.ask_results_per_search,
+        "minSimilarity": settings.answers.ask_min_similarity,
+        "answerSentences": settings.answers.ask_answer_sentences,
         "run": run,
     }
     write_result(NAME, result)

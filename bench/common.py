@@ -340,7 +340,7 @@ def run_service(settings=None, *, store=None, embedder=None, timeout_s: float = 
 def service_cache(inner, max_entries: int):
     """The service's own CachedEmbedder around `inner`, safe to hand to create_app.
 
-    create_app does `embedder or build_embedder(settings)`, and CachedEmbedder defines __len__,
+    create_app does `embedder or build_embedder(settings.embedding, ...)`, and CachedEmbedder defines __len__,
     so an EMPTY cache is falsy: create_app silently drops it and builds (and loads) a new
     embedder of its own. This subclass is always truthy, so the app uses the cache it is given.
     """
@@ -359,7 +359,7 @@ def model_tag(model: str | None = None) -> str:
     from kbsearch.embedders.catalog import BUNDLED_MODEL
     from kbsearch.settings import Settings
 
-    model = model or Settings().local_model
+    model = model or Settings().embedding.local_model
     return "" if model == BUNDLED_MODEL else re.sub(r"[^A-Za-z0-9_.-]+", "-", model) + "-"
 
 
@@ -374,7 +374,8 @@ def local_embedder(backend: str | None = None):
     from kbsearch.settings import Settings
 
     chosen = {"local_backend": backend} if backend else {}
-    embedder = build_embedder(Settings(embed_cache_size=0, onnx_dir=CACHE_DIR / "onnx", **chosen))
+    settings = Settings(embed_cache_size=0, onnx_dir=CACHE_DIR / "onnx", **chosen)
+    embedder = build_embedder(settings.embedding, settings.storage.data_dir)
     embedder.load()
     return embedder
 

@@ -104,9 +104,10 @@ def search_pages(base_url: str, queries: int) -> dict[str, Any]:
 
 def fill_query_log(app: Any, entries: int) -> float:
     """`entries` log entries over the last 30 days, written straight into the log's store."""
+    from kbsearch.deps import context_of
     from kbsearch.models import QueryLogEntry
 
-    store = app.state.context.query_log.store
+    store = context_of(app).query_log.store
     rng = random.Random(5)
     now = time.time()
     vocabulary = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3))) for _ in range(5000)]

@@ -205,7 +205,7 @@ def chunk_sizes(repo: Path, include_root: str) -> dict[str, Any]:
     from kbsearch.settings import Settings
 
     settings = Settings()
-    chunker = MarkdownChunker(*settings.chunk_range, settings.chunk_overlap_chars)
+    chunker = MarkdownChunker(*settings.chunk_range, settings.chunking.chunk_overlap_chars)
     sizes = [
         len(chunk.text)
         for path in sorted((repo / include_root).rglob("*.md"))

@@ -60,7 +60,7 @@ def make_embedder(label: str, threads: int = 0):
         onnx_dir=CACHE_DIR / "onnx",
         local_threads=threads,
     )
-    embedder = build_embedder(settings)
+    embedder = build_embedder(settings.embedding, settings.storage.data_dir)
     embedder.load()
     return embedder
 
@@ -72,7 +72,7 @@ def chunk_corpus(data, docs: int) -> tuple[list[str], list[str], str]:
 
     settings = Settings()
     lo, hi = settings.chunk_range
-    chunker = MarkdownChunker(lo, hi, settings.chunk_overlap_chars)
+    chunker = MarkdownChunker(lo, hi, settings.chunking.chunk_overlap_chars)
     corpus = data.corpus[:docs] if docs else data.corpus
     texts, doc_ids = [], []
     for doc in corpus:
@@ -195,7 +195,7 @@ def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> 
     from kbsearch.store.edge.store import EdgeStore
 
     settings = Settings()
-    fusion = configured_fusion(settings)
+    fusion = configured_fusion(settings.search)
     bm25 = Bm25Encoder()
     by_doc: dict[str, list[int]] = {}
     for row, doc in enumerate(doc_ids):
@@ -252,7 +252,7 @@ def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> 
                         sparse=bm25.encode_query(data.queries[qid]),
                         filter=SearchFilter(),
                         limit=100,
-                        candidates=settings.search_candidates,
+                        candidates=settings.search.search_candidates,
                         fusion=fusion,
                     )
                     best: dict[str, float] = {}

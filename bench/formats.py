@@ -65,8 +65,8 @@ def conversion_throughput(pages: Path, fmt: str) -> dict[str, float]:
 
     settings = Settings()
     worker = ConversionWorker(
-        ConversionLimits(settings.convert_memory_mb * 1_048_576, settings.convert_cpu_seconds,
-                         settings.convert_wall_seconds),
+        ConversionLimits(settings.conversion.convert_memory_mb * 1_048_576, settings.conversion.convert_cpu_seconds,
+                         settings.conversion.convert_wall_seconds),
         concurrency=1,
     )  # fmt: skip
     files = _files(pages, fmt)
@@ -153,9 +153,9 @@ def real_world(folder: Path) -> dict[str, dict[str, Any]]:
     from kbsearch.convert import ConversionError, ConversionLimits, ConversionWorker
     from kbsearch.settings import Settings
 
-    settings = Settings()
-    limits = ConversionLimits(settings.convert_memory_mb * 1_048_576, settings.convert_cpu_seconds,
-                              settings.convert_wall_seconds)  # fmt: skip
+    conversion = Settings().conversion
+    limits = ConversionLimits(conversion.convert_memory_mb * 1_048_576, conversion.convert_cpu_seconds,
+                              conversion.convert_wall_seconds)  # fmt: skip
     worker = ConversionWorker(limits, concurrency=1)
     chunker = MarkdownChunker()  # the default chunk sizes: only the title is read from it
     rows: dict[str, dict[str, Any]] = {}

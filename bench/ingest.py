@@ -57,7 +57,7 @@ def chunk_texts(docs: list[tuple[str, str]], settings) -> list[list[str]]:
     from kbsearch.chunker import MarkdownChunker
 
     lo, hi = settings.chunk_range
-    chunker = MarkdownChunker(lo, hi, settings.chunk_overlap_chars)
+    chunker = MarkdownChunker(lo, hi, settings.chunking.chunk_overlap_chars)
     return [[c.embed_text for c in chunker.chunk(text).chunks] for _, text in docs]
 
 
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"    {raw['chunksPerSecond']} chunks/s ({load_text()})")
 
         print(f"  pipeline, fresh app, empty embed cache (cold), {args.workers} workers ...", flush=True)
-        cache = service_cache(embedder, settings.embed_cache_size)  # as the service builds it by default
+        cache = service_cache(embedder, settings.embedding.embed_cache_size)  # as the service builds it by default
         with run_service(settings, embedder=cache) as svc:
             cold = pipeline(svc.base_url, docs, args.workers, svc.times)
         print(
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"  {args.big_kb} KB file: fresh ingest, then a 1-line edit (fresh app, empty cache) ...", flush=True)
         big_text = large_markdown(data, args.big_kb * 1000)
         with run_service(
-            settings_for(Path(tmp) / "big"), embedder=service_cache(embedder, settings.embed_cache_size)
+            settings_for(Path(tmp) / "big"), embedder=service_cache(embedder, settings.embedding.embed_cache_size)
         ) as svc:
             big = big_file(svc.base_url, big_text, svc.times)
 

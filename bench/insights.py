@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         settings = Settings(
             data_dir=folder / "data", tokens_file=tokens_file(folder), query_log_max_entries=max(args.entries, 1)
         )
-        fill_s = fill_log(settings.data_dir, settings.collection, args.entries)
+        fill_s = fill_log(settings.storage.data_dir, settings.storage.collection, args.entries)
         load_insights = load_text()
         with run_service(settings, embedder=HashingEmbedder()) as service:  # insights embed nothing
             insights = measure_insights(service.base_url, args.repeats)

@@ -175,7 +175,7 @@ def fusions_to_compare():
 
     s = Settings()
     return {
-        "default": configured_fusion(s),
+        "default": configured_fusion(s.search),
         "rrf k=2": Fusion("rrf", 2),
         "rrf k=2, full scores": Fusion("rrf", 2, full_scores=True),
         "rrf k=60": Fusion("rrf", 60),

@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from qdrant_client import QdrantClient
 
     from bench.vectors import scifact_chunks
+    from kbsearch.deps import context_of
     from kbsearch.settings import Settings
     from kbsearch.store.edge.store import EdgeStore
     from kbsearch.store.qdrant_server import QdrantServerStore
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             stores["qdrant-local"] = lambda: QdrantServerStore(QdrantClient(":memory:"), "bench")
         for name, make in stores.items():
             with run_service(settings, store=make(), embedder=embedder) as svc:
-                load_s = load_store(svc.app.state.context.store, chunk_set)
+                load_s = load_store(context_of(svc.app).store, chunk_set)
                 with http_client(svc.base_url) as client:
                     status = client.get("/api/v1/status").json()["store"]
                 print(
@@ -156,8 +157,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "corpus": corpus,
         "mode": "hybrid",
         "limit": 10,
-        "candidates": Settings().search_candidates,
-        "rrf_k": Settings().rrf_k,
+        "candidates": Settings().search.search_candidates,
+        "rrf_k": Settings().search.rrf_k,
         "queriesPerStore": len(queries) - WARMUP,
         "runs": runs,
         "target": {"edgeEngineP95MsMax": 20, "met": edge_p95 <= 20},

@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             return SyncSpec(source_id=SOURCE_ID, repo=RepoSpec(url=str(repo), ref="main"), allow_local=True)
 
         settings = Settings(data_dir=tmp / "data", collection="bench", api_token=None, read_token=None)
-        cache = service_cache(embedder, settings.embed_cache_size)  # as the service builds it; empty
+        cache = service_cache(embedder, settings.embedding.embed_cache_size)  # as the service builds it; empty
         runs: dict[str, Any] = {}
         with run_service(settings, embedder=cache) as svc:
 

@@ -48,7 +48,9 @@ def signature(backend: str | None = None):
     from kbsearch.store.bm25 import Bm25Encoder
 
     settings = Settings()
-    return CollectionSignature("local", settings.local_model, 384, Bm25Encoder.name, backend or settings.local_backend)
+    return CollectionSignature(
+        "local", settings.embedding.local_model, 384, Bm25Encoder.name, backend or settings.embedding.local_backend
+    )
 
 
 def scifact_chunks(
@@ -65,7 +67,7 @@ def scifact_chunks(
 
     settings = Settings()
     lo, hi = settings.chunk_range
-    chunker = MarkdownChunker(lo, hi, settings.chunk_overlap_chars)
+    chunker = MarkdownChunker(lo, hi, settings.chunking.chunk_overlap_chars)
     parsed = [(doc, chunker.chunk(scifact_markdown(doc))) for doc in data.corpus]
     embed_texts = [c.embed_text for _, p in parsed for c in p.chunks]
     ids = [chunk_point_id(f"scifact:{doc['_id']}", c.index) for doc, p in parsed for c in p.chunks]
@@ -73,7 +75,7 @@ def scifact_chunks(
 
     salt = chunker.fingerprint + (f"\nbackend={backend}" if backend else "") + model_tag()
     # int8 vectors depend a little on their run-mates, so the runs' limits are part of the key.
-    salt += f"\nbatch={settings.local_batch_size},{settings.local_batch_tokens}"
+    salt += f"\nbatch={settings.embedding.local_batch_size},{settings.embedding.local_batch_tokens}"
     key = hashlib.sha256((salt + "\n" + "\n".join(embed_texts)).encode()).hexdigest()[:16]
     dense, origin = _dense_vectors(ids, embed_texts, key, embedder, backend)
 

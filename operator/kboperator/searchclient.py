@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import tenacity
 
 from kboperator import __version__
 from kboperator.errors import DocumentRejectedError, ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
@@ -205,52 +206,79 @@ class SearchClient:
     async def _call(
         self, method: str, path: str, *, document: bool = False, attempts: int | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        """Send with retries; return the decoded JSON body of a 2xx answer.
+        """Send with retries (tenacity); return the decoded JSON body of a 2xx answer.
 
         `document`: the request carries one document, which a 409/413/422 rejects for good.
         `attempts`: fewer tries than the client's own max_attempts.
         """
-        tries = attempts or self.max_attempts
-        for attempt in range(1, tries + 1):
-            last = attempt == tries
-            try:
-                response = await self._http.request(method, path, **kwargs)
-            except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                if last:
-                    raise ServiceUnavailableError(
-                        f"{method} {path}: the search service is unreachable ({problem})"
-                    ) from None
-                await self._backoff(attempt, None, f"{method} {path}: {problem}")
-                continue
-            status = response.status_code
-            if 200 <= status < 300:
-                return _json_body(response, method, path)
-            code, message, details = _error_of(response)
-            # A 409 with Retry-After (WRITE_CONFLICT) lost a race with another replica: retry it.
-            if status == 429 or status >= 500 or (status == 409 and "Retry-After" in response.headers):
-                if last:
-                    raise ServiceUnavailableError(
-                        f"{method} {path}: the search service answered {status} {code}: {message}",
-                        status=status, code=code, details=details,
-                    )  # fmt: skip
-                await self._backoff(attempt, _retry_after(response) if status != 503 else None, f"{status} {code}")
-                continue
-            error: type[ServiceRejectedError | ServiceAuthError] = ServiceRejectedError
-            if status in (401, 403):
-                error = ServiceAuthError
-            elif document and status in _DOCUMENT_REJECTIONS:
-                error = DocumentRejectedError
-            raise error(f"{status} {code}: {message}", status=status, code=code, details=details)
-        raise AssertionError("unreachable")  # the loop always returns or raises
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type(_Transient),
+            stop=tenacity.stop_after_attempt(attempts or self.max_attempts),
+            wait=self._wait,
+            sleep=self._sleep,
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        try:
+            return await retrying(self._attempt, method, path, document, kwargs)
+        except _Transient as exc:
+            raise exc.error from None
 
-    async def _backoff(self, attempt: int, retry_after: float | None, why: str) -> None:
-        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+    async def _attempt(self, method: str, path: str, document: bool, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """One request: the JSON body of a 2xx answer, or _Transient for a failure worth another try."""
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise _Transient(
+                ServiceUnavailableError(f"{method} {path}: the search service is unreachable ({problem})"),
+                None,
+                f"{method} {path}: {problem}",
+            ) from None
+        status = response.status_code
+        if 200 <= status < 300:
+            return _json_body(response, method, path)
+        code, message, details = _error_of(response)
+        # A 409 with Retry-After (WRITE_CONFLICT) lost a race with another replica: retry it.
+        if status == 429 or status >= 500 or (status == 409 and "Retry-After" in response.headers):
+            raise _Transient(
+                ServiceUnavailableError(
+                    f"{method} {path}: the search service answered {status} {code}: {message}",
+                    status=status, code=code, details=details,
+                ),
+                _retry_after(response) if status != 503 else None,
+                f"{status} {code}",
+            )  # fmt: skip
+        error: type[ServiceRejectedError | ServiceAuthError] = ServiceRejectedError
+        if status in (401, 403):
+            error = ServiceAuthError
+        elif document and status in _DOCUMENT_REJECTIONS:
+            error = DocumentRejectedError
+        raise error(f"{status} {code}: {message}", status=status, code=code, details=details)
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (state.attempt_number - 1))
         delay = self._rng.uniform(0, ceiling)  # full jitter: spreads clients that failed together
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, _RETRY_AFTER_CAP_S))
-        log.warning("search service call failed (%s); retry %d in %.2fs", why, attempt, delay)
-        await self._sleep(delay)
+        failure = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(failure, _Transient) and failure.retry_after is not None:
+            delay = max(delay, min(failure.retry_after, _RETRY_AFTER_CAP_S))
+        return delay
+
+
+class _Transient(Exception):
+    """A failure worth another try (no connection, 429, 5xx, a lost write race), with its final error."""
+
+    def __init__(self, error: ServiceUnavailableError, retry_after: float | None, why: str) -> None:
+        super().__init__(why)
+        self.error = error
+        self.retry_after = retry_after
+        self.why = why
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    failure = state.outcome.exception() if state.outcome is not None else None
+    why = failure.why if isinstance(failure, _Transient) else repr(failure)
+    log.warning("search service call failed (%s); retry %d in %.2fs", why, state.attempt_number, state.upcoming_sleep)
 
 
 @contextlib.contextmanager

@@ -20,15 +20,17 @@ def main() -> int:
         # describe() names each variable and never echoes a value: a token must not reach the log.
         sys.stderr.write(f"invalid SEARCHSVC_* configuration:\n{describe(exc)}\n")
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.http.log_level)
     log = logging.getLogger(__name__)
-    if settings.writes_open:
+    if settings.auth.writes_open:
         log.warning(
             "writes are open: none of SEARCHSVC_API_TOKEN, SEARCHSVC_TOKENS_FILE or Kubernetes mode is set",
-            extra={"host": settings.host},
+            extra={"host": settings.http.host},
         )
-    log.info("starting", extra={"host": settings.host, "port": settings.port, "store": settings.store})
-    build_server(settings, create_app(settings)).run()
+    log.info(
+        "starting", extra={"host": settings.http.host, "port": settings.http.port, "store": settings.storage.store}
+    )
+    build_server(settings.http, create_app(settings)).run()
     return 0
 
 

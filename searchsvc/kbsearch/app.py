@@ -17,6 +17,8 @@ from kbsearch.api.hosts import HostAllowList
 from kbsearch.api.middleware import RequestContextMiddleware
 from kbsearch.console import install_console
 from kbsearch.context import build_context
+from kbsearch.deps import AppParts
+from kbsearch.deps import install as install_parts
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
 from kbsearch.llm.chat import ChatClient
@@ -28,7 +30,7 @@ from kbsearch.services.access.tokens import StaticTokens, legacy_entries
 
 if TYPE_CHECKING:
     from kbsearch.services.access.kubernetes import KubernetesAuth
-from kbsearch.settings import Settings
+from kbsearch.settings import AuthSettings, Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.querylog import QueryLogStore
 
@@ -49,7 +51,9 @@ def create_app(
     settings would build (tests)."""
     settings = settings or Settings()
     metrics = Metrics()
-    authenticator = build_authenticator(settings)  # a malformed tokens file stops start-up here
+    authenticator = build_authenticator(settings.auth)  # a malformed tokens file stops start-up here
+
+    parts = AppParts(settings=settings, metrics=metrics, authenticator=authenticator)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -63,9 +67,8 @@ def create_app(
             query_log_store=query_log_store,
             embedder_for=embedder_for,
         )
-        app.state.context = context
-        app.state.ready = True
-        if context.pending_rebuild is not None and settings.rebuild == "auto":
+        parts.context = context  # ready: the faces reach it from here on
+        if context.pending_rebuild is not None and settings.rebuilds.rebuild == "auto":
             context.rebuild.start(context.pending_rebuild)
         log.info(
             "ready",
@@ -76,11 +79,10 @@ def create_app(
             },
         )
         try:
-            mcp: McpFace = app.state.mcp
             async with mcp.running():  # MCP's session manager lives as long as the services it calls
                 yield
         finally:
-            app.state.ready = False
+            parts.context = None  # not ready: new requests get NOT_READY while it closes
             await context.aclose()
 
     app = FastAPI(
@@ -89,10 +91,7 @@ def create_app(
         description="One-document ingest, hybrid search and bulk delete over Qdrant.",
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.authenticator = authenticator
-    app.state.metrics = metrics
-    app.state.ready = False
+    install_parts(app, parts)
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(resource_metadata.router)
@@ -101,48 +100,48 @@ def create_app(
     app.include_router(ask.router)
     app.include_router(insights.router)
     app.include_router(rebuild.router)
-    if settings.dotai_api:
+    if settings.compat.dotai_api:
         app.include_router(dotai.router)
-    app.state.mcp = McpFace(app, settings, authenticator)  # the exact path /mcp, beside the REST routes
+    mcp = McpFace(app, settings.http, settings.compat, authenticator)  # the exact path /mcp, beside the REST routes
     install_console(app)
     app.add_middleware(AuthGate)  # inside the request context, so a 401 gets a request id and a log line
     if not (authenticator.reads_need_token and authenticator.writes_need_token):
         # Open: a browser page could reach us under a rebound name; it cannot when every call needs a token.
-        app.add_middleware(HostAllowList, allowed=settings.allowed_host_names)
+        app.add_middleware(HostAllowList, allowed=settings.http.allowed_host_names)
     app.add_middleware(
         RequestContextMiddleware,
         metrics=metrics,
-        max_body_bytes=settings.max_body_bytes,
-        body_timeout_s=settings.request_body_timeout_s,
+        max_body_bytes=settings.http.max_body_bytes,
+        body_timeout_s=settings.http.request_body_timeout_s,
     )
     return app
 
 
-def build_authenticator(settings: Settings) -> Authenticator:
-    secret = settings.api_token.get_secret_value() if settings.api_token else None
-    read = settings.read_token.get_secret_value() if settings.read_token else None
-    tokens = StaticTokens(settings.tokens_file, legacy_entries(secret, read))
+def build_authenticator(auth: AuthSettings) -> Authenticator:
+    secret = auth.api_token.get_secret_value() if auth.api_token else None
+    read = auth.read_token.get_secret_value() if auth.read_token else None
+    tokens = StaticTokens(auth.tokens_file, legacy_entries(secret, read))
     return Authenticator(
         tokens,
-        reads_need_token=settings.authenticates or read is not None,
-        writes_need_token=not settings.writes_open,
-        kubernetes=_kubernetes_auth(settings) if settings.auth_mode == "kubernetes" else None,
+        reads_need_token=auth.authenticates or read is not None,
+        writes_need_token=not auth.writes_open,
+        kubernetes=_kubernetes_auth(auth) if auth.auth_mode == "kubernetes" else None,
     )
 
 
-def _kubernetes_auth(settings: Settings) -> KubernetesAuth:
+def _kubernetes_auth(auth: AuthSettings) -> KubernetesAuth:
     from kbsearch.services.access.kubernetes import KubernetesAuth  # the client is slow to import; tokens mode skips it
 
     try:
         return KubernetesAuth.from_environment(
-            audiences=settings.audiences,
-            writers=settings.writers,
-            cache_seconds=settings.auth_cache_seconds,
-            cache_size=settings.auth_cache_size,
-            timeout_s=settings.auth_timeout_seconds,
-            negative_cache_seconds=settings.auth_negative_cache_seconds,
-            max_reviews_in_flight=settings.auth_max_reviews_in_flight,
-            max_reviews_per_client=settings.auth_max_reviews_per_client,
+            audiences=auth.audiences,
+            writers=auth.writers,
+            cache_seconds=auth.auth_cache_seconds,
+            cache_size=auth.auth_cache_size,
+            timeout_s=auth.auth_timeout_seconds,
+            negative_cache_seconds=auth.auth_negative_cache_seconds,
+            max_reviews_in_flight=auth.auth_max_reviews_in_flight,
+            max_reviews_per_client=auth.auth_max_reviews_per_client,
         )
     except Exception as exc:  # noqa: BLE001 - the client's configuration errors have no common base
         raise ConfigurationError(

@@ -1,9 +1,9 @@
 """The application context: every service the faces call, built once at start-up and closed at shutdown.
 
 `build_context` is the whole start-up (open the store, load the embedder, wire the services);
-`AppContext.aclose` the whole shutdown. The app's lifespan (kbsearch.app) keeps the result as
-`app.state.context`; the faces (REST, MCP, the console) reach it through kbsearch.deps, and the
-services never do: each gets what it needs as arguments.
+`AppContext.aclose` the whole shutdown. The app's lifespan (kbsearch.app) keeps the result in the
+app's parts (kbsearch.deps.AppParts); the faces (REST, MCP, the console) reach it through kbsearch.deps,
+and the services never do: each gets what it needs as arguments.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kbsearch.aio.fairness import FairTurns
 from kbsearch.aio.runtime import in_thread
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.convert import ConversionLimits, ConversionWorker
 from kbsearch.embedders.base import EmbeddingProvider
-from kbsearch.errors import ConfigurationError, NotReadyError
+from kbsearch.errors import ConfigurationError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
@@ -40,14 +39,23 @@ from kbsearch.services.repair import repair
 from kbsearch.services.rerank import ListwiseChat, RerankStage
 from kbsearch.services.search import SearchService, configured_fusion
 from kbsearch.services.syncstatus import SyncStatusService
-from kbsearch.settings import Settings
+from kbsearch.settings import (
+    AskSettings,
+    ChunkSettings,
+    ConversionSettings,
+    DocumentSettings,
+    PeerSettings,
+    QueryLogSettings,
+    RebuildSettings,
+    RerankSettings,
+    SearchSettings,
+    Settings,
+)
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
+from kbsearch.store.factory import build_store, query_log_beside
 from kbsearch.store.querylog import QueryLogStore
 from kbsearch.store.signature import compatible
-
-if TYPE_CHECKING:
-    from starlette.datastructures import State
 
 log = logging.getLogger(__name__)
 
@@ -96,31 +104,6 @@ class AppContext:
                 await self.search.peers.aclose()
 
 
-def context_of(state: State) -> AppContext:
-    """The app's context (`request.app.state`), or NOT_READY (503) while it starts or stops."""
-    context: AppContext | None = getattr(state, "context", None)
-    if context is None or not getattr(state, "ready", False):
-        raise NotReadyError("the service is still starting: store or embedder not loaded yet")
-    return context
-
-
-def document_work(settings: Settings, chunker: MarkdownChunker, converter: ConversionWorker) -> DocumentWork:
-    """Conversions and chunking in their own pools, shared by writer, within the per-document budget."""
-    return DocumentWork(
-        chunker,
-        converter,
-        budget=DocumentBudget(
-            max_chunks=settings.max_document_chunks,
-            max_chunk_chars=settings.max_document_chunk_chars,
-            chunk_seconds=settings.chunk_seconds,
-        ),
-        convert_slots=settings.convert_concurrency,
-        chunk_slots=settings.chunk_concurrency,
-        share=settings.writer_share,
-        per_writer=settings.max_pending_writes_per_writer,
-    )
-
-
 async def build_context(
     settings: Settings,
     metrics: Metrics,
@@ -135,120 +118,59 @@ async def build_context(
     """Open the store, load the embedders and wire the services; the arguments override what the settings build."""
     from kbsearch.embedders.factory import build_embedder, build_embedder_for, relevance_calibration
     from kbsearch.llm.factory import build_chat
-    from kbsearch.store.factory import build_store, query_log_beside
 
-    active_embedder = embedder if embedder is not None else build_embedder(settings)
+    configured = embedder if embedder is not None else build_embedder(settings.embedding, settings.storage.data_dir)
     # Before anything is opened: a chat model with no key stops start-up with nothing to clean up.
-    active_chat = chat(metrics) if chat is not None else build_chat(settings, metrics)
-    rerank = _rerank_stage(settings, metrics, active_chat)
+    active_chat = chat(metrics) if chat is not None else build_chat(settings.chat, metrics)
+    rerank = rerank_stage(settings.reranking, settings.embedding.local_threads, metrics, active_chat)
     # A bad peers file or token stops start-up before anything is opened.
-    peers = load_peers(settings.peers_file, settings.store_name) if settings.peers_file is not None else []
-    active_store = store if store is not None else build_store(settings)
-    await in_thread(active_embedder.load)
+    peering = settings.peering
+    peers = load_peers(peering.peers_file, peering.store_name) if peering.peers_file is not None else []
+    active_store = store if store is not None else build_store(settings.storage)
+    await in_thread(configured.load)
     sparse = Bm25Encoder()
-    signature = CollectionSignature(
-        embedder_provider=active_embedder.provider,
-        embedder_model=active_embedder.model,
-        dimensions=active_embedder.dimensions,
-        sparse_encoder=sparse.name,
-        embedder_backend=active_embedder.backend,
+    chunker = markdown_chunker(settings.chunking, settings.embedding.embedder)
+    collection = await open_collection(
+        active_store,
+        configured,
+        sparse,
+        chunker,
+        check=settings.rebuilds.rebuild == "off",
+        embedder_for=embedder_for
+        or (lambda stored: build_embedder_for(settings.embedding, settings.storage.data_dir, stored)),
     )
-    min_chars, max_chars = settings.chunk_range
-    chunker = MarkdownChunker(min_chars, max_chars, settings.chunk_overlap_chars)
-    try:
-        # With rebuilds on, a collection built otherwise opens as it is and is rebuilt in the background.
-        await in_thread(lambda: active_store.open(signature, check=settings.rebuild == "off"))
-    except ConfigurationError as exc:
-        log.error("cannot open the collection", extra={"reason": str(exc)})
-        raise
-    stored = await in_thread(active_store.stored_signature)
-    rebuild_why = rebuild_reason(
-        stored, signature, await in_thread(active_store.collection_chunker), chunker.fingerprint
-    )
-    serving_embedder = active_embedder
-    retired: list[EmbeddingProvider] = []  # closed at shutdown: a request may still hold one
-    if stored is not None and not compatible(stored, signature):
-        # Searches need query vectors from the model that made the collection until the swap.
-        try:
-            serving_embedder = (embedder_for or (lambda s: build_embedder_for(settings, s)))(stored)
-            await in_thread(serving_embedder.load)
-        except BaseException:
-            await in_thread(active_store.close)  # opened as it is; nothing was served from it
-            raise
-        retired.append(serving_embedder)
-        if stored.sparse_encoder != sparse.name:
-            log.warning(
-                "the collection's keyword vectors come from another encoder: keyword results are degraded "
-                "until the rebuild is swapped in",
-                extra={"stored": stored.sparse_encoder, "configured": sparse.name},
-            )
+    serving = collection.serving
     # Before the first request: what a killed process left half-written is emptied now.
     await in_thread(repair, active_store)
     catalog = SourceCatalog(active_store)
-    converter = ConversionWorker(
-        ConversionLimits(
-            memory_bytes=settings.convert_memory_mb * 1_048_576,
-            cpu_seconds=settings.convert_cpu_seconds,
-            wall_seconds=settings.convert_wall_seconds,
-        ),
-        settings.convert_concurrency,
+    documents = document_service(
+        settings.documents,
+        metrics,
+        active_store,
+        serving,
+        sparse,
+        chunker,
+        catalog,
+        conversion_worker(settings.conversion, metrics),
     )
-    for layer, active in converter.sandbox.in_force().items():
-        metrics.conversion_sandbox.labels(layer).set(int(active))
-    documents = DocumentService(
-        store=active_store,
-        embedder=serving_embedder,
-        sparse=sparse,
-        chunker=chunker,
-        metrics=metrics,
-        max_document_bytes=settings.max_document_bytes,
-        max_pending_writes=settings.max_pending_writes,
-        catalog=catalog,
-        max_source_bytes=settings.max_source_bytes,
-        work=document_work(settings, chunker, converter),
-        max_pending_writes_per_writer=settings.max_pending_writes_per_writer,
-    )
-    sync_status = SyncStatusService(
-        store=active_store, catalog=catalog, max_clock_skew_s=settings.sync_status_max_clock_skew_s
-    )
-    query_log = QueryLog(
-        (query_log_store or query_log_beside(active_store)) if settings.query_log == "on" else None,
-        metrics=metrics,
-        guard=active_store,
-        queue_size=settings.query_log_queue_size,
-        retention_days=settings.query_log_retention_days,
-        max_entries=settings.query_log_max_entries,
-        prune_interval_s=settings.query_log_prune_interval_s,
-    )
+    query_log = query_log_service(settings.insights, metrics, active_store, query_log_store)
     await query_log.start()
-    insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights_low_score)
-    search = SearchService(
-        store=active_store,
-        embedder=serving_embedder,
-        sparse=sparse,
-        metrics=metrics,
-        fusion=configured_fusion(settings),
-        candidates=settings.search_candidates,
-        catalog=catalog,
-        query_log=query_log,
-        relevance=Relevance(*relevance_calibration(settings)),
-        relevant_at=settings.relevance_threshold,
-        turns=FairTurns(settings.search_slots, settings.max_searches_per_caller),
-        rerank=rerank,
-        default_path_weights=settings.default_path_weights,
-        peers=_peer_router(settings, metrics, peers),
-        store_name=settings.store_name,
+    insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights.insights_low_score)
+    relevance = Relevance(*relevance_calibration(settings.embedding, settings.search))
+    search = search_service(
+        settings.search,
+        relevance,
+        metrics,
+        active_store,
+        serving,
+        sparse,
+        catalog,
+        query_log,
+        rerank,
+        peers=peer_router(settings.peering, metrics, peers),
+        store_name=settings.peering.store_name,
     )
-    ask = AskService(
-        search=search,
-        embedder=serving_embedder,
-        chat=active_chat,
-        metrics=metrics,
-        results_per_search=settings.ask_results_per_search,
-        min_similarity=settings.ask_min_similarity,
-        answer_sentences=settings.ask_answer_sentences,
-        timeout_s=settings.ask_timeout_s,
-    )
+    ask = ask_service(settings.answers, metrics, search, serving, active_chat)
 
     def switch_embedder(embedder: EmbeddingProvider) -> None:
         """After a swap: every service embeds with the configured embedder (the search gate is held)."""
@@ -257,21 +179,20 @@ async def build_context(
         ask.embedder = embedder
         context.embedder = embedder
 
-    rebuild = RebuildService(
-        live=active_store,
-        documents=documents,
-        search=search,
-        insights=insights,
-        metrics=metrics,
-        target_embedder=active_embedder,
-        target_signature=signature,
-        sparse=sparse,
-        chunker=chunker,
+    rebuild = rebuild_service(
+        settings.rebuilds,
+        metrics,
+        active_store,
+        documents,
+        search,
+        insights,
+        configured,
+        collection.signature,
+        sparse,
+        chunker,
         on_swap=switch_embedder,
-        pause_s=settings.rebuild_pause_ms / 1000,
-        margin=settings.rebuild_check_margin,
-        check_queries=settings.rebuild_check_queries,
     )
+    rebuild_why = collection.rebuild_why
     if rebuild_why is None and await in_thread(active_store.shadow_exists):
         rebuild_why = "resuming an unfinished rebuild"
     context = AppContext(
@@ -279,53 +200,266 @@ async def build_context(
         metrics=metrics,
         authenticator=authenticator,
         store=active_store,
-        embedder=serving_embedder,
+        embedder=serving,
         sparse=sparse,
         chunker=chunker,
         catalog=catalog,
         documents=documents,
         document_reads=DocumentReads(store=active_store, catalog=catalog),
-        sync_status=sync_status,
+        sync_status=SyncStatusService(
+            store=active_store, catalog=catalog, max_clock_skew_s=settings.documents.sync_status_max_clock_skew_s
+        ),
         query_log=query_log,
         insights=insights,
         search=search,
         ask=ask,
         rebuild=rebuild,
         pending_rebuild=rebuild_why,
-        configured_embedder=active_embedder,
+        configured_embedder=configured,
         chat=active_chat,
-        retired=retired,
+        retired=collection.retired,
     )
     return context
 
 
-def _rerank_stage(settings: Settings, metrics: Metrics, chat: ChatClient | None) -> RerankStage | None:
+@dataclass(frozen=True, slots=True)
+class OpenedCollection:
+    """The store's collection, open, and who serves it until a rebuild swaps."""
+
+    signature: CollectionSignature  # what the configured embedder, encoder and chunker would make
+    serving: EmbeddingProvider  # the embedder that made the stored vectors (the configured one if they agree)
+    retired: list[EmbeddingProvider]  # closed at shutdown: a request may still hold one
+    rebuild_why: str | None  # why the collection needs rebuilding, if it does
+
+
+async def open_collection(
+    store: VectorStore,
+    configured: EmbeddingProvider,
+    sparse: Bm25Encoder,
+    chunker: MarkdownChunker,
+    *,
+    check: bool,
+    embedder_for: Callable[[CollectionSignature], EmbeddingProvider],
+) -> OpenedCollection:
+    """Open the collection; with `check` off one built otherwise opens as it is, to be rebuilt in the background."""
+    signature = CollectionSignature(
+        embedder_provider=configured.provider,
+        embedder_model=configured.model,
+        dimensions=configured.dimensions,
+        sparse_encoder=sparse.name,
+        embedder_backend=configured.backend,
+    )
+    try:
+        await in_thread(lambda: store.open(signature, check=check))
+    except ConfigurationError as exc:
+        log.error("cannot open the collection", extra={"reason": str(exc)})
+        raise
+    stored = await in_thread(store.stored_signature)
+    why = rebuild_reason(stored, signature, await in_thread(store.collection_chunker), chunker.fingerprint)
+    if stored is None or compatible(stored, signature):
+        return OpenedCollection(signature, configured, [], why)
+    # Searches need query vectors from the model that made the collection until the swap.
+    try:
+        serving = embedder_for(stored)
+        await in_thread(serving.load)
+    except BaseException:
+        await in_thread(store.close)  # opened as it is; nothing was served from it
+        raise
+    if stored.sparse_encoder != sparse.name:
+        log.warning(
+            "the collection's keyword vectors come from another encoder: keyword results are degraded "
+            "until the rebuild is swapped in",
+            extra={"stored": stored.sparse_encoder, "configured": sparse.name},
+        )
+    return OpenedCollection(signature, serving, [serving], why)
+
+
+def markdown_chunker(chunking: ChunkSettings, embedder: str) -> MarkdownChunker:
+    min_chars, max_chars = chunking.range_for(embedder)
+    return MarkdownChunker(min_chars, max_chars, chunking.chunk_overlap_chars)
+
+
+def conversion_worker(conversion: ConversionSettings, metrics: Metrics) -> ConversionWorker:
+    """The sandboxed child processes that turn PDF, Word, notebooks... into text; its layers are exported."""
+    converter = ConversionWorker(
+        ConversionLimits(
+            memory_bytes=conversion.convert_memory_mb * 1_048_576,
+            cpu_seconds=conversion.convert_cpu_seconds,
+            wall_seconds=conversion.convert_wall_seconds,
+        ),
+        conversion.convert_concurrency,
+    )
+    for layer, active in converter.sandbox.in_force().items():
+        metrics.conversion_sandbox.labels(layer).set(int(active))
+    return converter
+
+
+def document_work(documents: DocumentSettings, chunker: MarkdownChunker, converter: ConversionWorker) -> DocumentWork:
+    """Conversions and chunking in their own pools, shared by writer, within the per-document budget."""
+    return DocumentWork(
+        chunker,
+        converter,
+        budget=DocumentBudget(
+            max_chunks=documents.max_document_chunks,
+            max_chunk_chars=documents.max_document_chunk_chars,
+            chunk_seconds=documents.chunk_seconds,
+        ),
+        convert_slots=converter.concurrency,
+        chunk_slots=documents.chunk_concurrency,
+        share=documents.writer_share,
+        per_writer=documents.max_pending_writes_per_writer,
+    )
+
+
+def document_service(
+    documents: DocumentSettings,
+    metrics: Metrics,
+    store: VectorStore,
+    embedder: EmbeddingProvider,
+    sparse: Bm25Encoder,
+    chunker: MarkdownChunker,
+    catalog: SourceCatalog,
+    converter: ConversionWorker,
+) -> DocumentService:
+    return DocumentService(
+        store=store,
+        embedder=embedder,
+        sparse=sparse,
+        chunker=chunker,
+        metrics=metrics,
+        max_document_bytes=documents.max_document_bytes,
+        max_pending_writes=documents.max_pending_writes,
+        catalog=catalog,
+        max_source_bytes=documents.max_source_bytes,
+        work=document_work(documents, chunker, converter),
+        max_pending_writes_per_writer=documents.max_pending_writes_per_writer,
+    )
+
+
+def query_log_service(
+    insights: QueryLogSettings, metrics: Metrics, store: VectorStore, query_log_store: QueryLogStore | None
+) -> QueryLog:
+    """The query log beside the store's collection (or `query_log_store`); with SEARCHSVC_QUERY_LOG=off, none."""
+    return QueryLog(
+        (query_log_store or query_log_beside(store)) if insights.query_log == "on" else None,
+        metrics=metrics,
+        guard=store,
+        queue_size=insights.query_log_queue_size,
+        retention_days=insights.query_log_retention_days,
+        max_entries=insights.query_log_max_entries,
+        prune_interval_s=insights.query_log_prune_interval_s,
+    )
+
+
+def search_service(
+    search: SearchSettings,
+    relevance: Relevance,
+    metrics: Metrics,
+    store: VectorStore,
+    embedder: EmbeddingProvider,
+    sparse: Bm25Encoder,
+    catalog: SourceCatalog,
+    query_log: QueryLog,
+    rerank: RerankStage | None,
+    *,
+    peers: PeerRouter | None = None,
+    store_name: str = "local",
+) -> SearchService:
+    return SearchService(
+        store=store,
+        embedder=embedder,
+        sparse=sparse,
+        metrics=metrics,
+        fusion=configured_fusion(search),
+        candidates=search.search_candidates,
+        catalog=catalog,
+        query_log=query_log,
+        relevance=relevance,
+        relevant_at=search.relevance_threshold,
+        turns=FairTurns(search.search_slots, search.max_searches_per_caller),
+        rerank=rerank,
+        default_path_weights=search.default_path_weights,
+        peers=peers,
+        store_name=store_name,
+    )
+
+
+def ask_service(
+    answers: AskSettings, metrics: Metrics, search: SearchService, embedder: EmbeddingProvider, chat: ChatClient | None
+) -> AskService:
+    return AskService(
+        search=search,
+        embedder=embedder,
+        chat=chat,
+        metrics=metrics,
+        results_per_search=answers.ask_results_per_search,
+        min_similarity=answers.ask_min_similarity,
+        answer_sentences=answers.ask_answer_sentences,
+        timeout_s=answers.ask_timeout_s,
+    )
+
+
+def rebuild_service(
+    rebuilds: RebuildSettings,
+    metrics: Metrics,
+    store: VectorStore,
+    documents: DocumentService,
+    search: SearchService,
+    insights: InsightsService,
+    target_embedder: EmbeddingProvider,
+    target_signature: CollectionSignature,
+    sparse: Bm25Encoder,
+    chunker: MarkdownChunker,
+    *,
+    on_swap: Callable[[EmbeddingProvider], None],
+) -> RebuildService:
+    """Background rebuilds into a shadow collection made by the configured embedder, encoder and chunker."""
+    return RebuildService(
+        live=store,
+        documents=documents,
+        search=search,
+        insights=insights,
+        metrics=metrics,
+        target_embedder=target_embedder,
+        target_signature=target_signature,
+        sparse=sparse,
+        chunker=chunker,
+        on_swap=on_swap,
+        pause_s=rebuilds.rebuild_pause_ms / 1000,
+        margin=rebuilds.rebuild_check_margin,
+        check_queries=rebuilds.rebuild_check_queries,
+    )
+
+
+def rerank_stage(
+    reranking: RerankSettings, threads: int, metrics: Metrics, chat: ChatClient | None
+) -> RerankStage | None:
     """The second stage SEARCHSVC_RERANK names, or None (off)."""
     from kbsearch.rerank.factory import build_reranker
 
     reranker: Reranker | None
-    if settings.rerank == "llm":
+    if reranking.rerank == "llm":
         assert chat is not None  # the settings' validator: rerank=llm needs SEARCHSVC_LLM_MODEL
-        reranker = ListwiseChat(chat, timeout_s=settings.rerank_timeout_ms / 1000)
+        reranker = ListwiseChat(chat, timeout_s=reranking.rerank_timeout_ms / 1000)
     else:
-        reranker = build_reranker(settings)
+        reranker = build_reranker(reranking, threads)
     if reranker is None:
         return None
     return RerankStage(
-        reranker, metrics=metrics, candidates=settings.rerank_candidates, budget_s=settings.rerank_timeout_ms / 1000
+        reranker, metrics=metrics, candidates=reranking.rerank_candidates, budget_s=reranking.rerank_timeout_ms / 1000
     )
 
 
-def _peer_router(settings: Settings, metrics: Metrics, peers: list[Peer]) -> PeerRouter | None:
+def peer_router(peering: PeerSettings, metrics: Metrics, peers: list[Peer]) -> PeerRouter | None:
     """The router over the peers of SEARCHSVC_PEERS_FILE, or None (no file, or a file with no peers)."""
     if not peers:
         return None
     log.info("peers configured", extra={"peers": [p.name for p in peers]})
     return PeerRouter(
         peers,
-        PeerClient(settings.peer_max_response_bytes),
+        PeerClient(peering.peer_max_response_bytes),
         metrics,
-        timeout_s=settings.peer_timeout_seconds,
-        breaker_failures=settings.peer_breaker_failures,
-        breaker_reset_s=settings.peer_breaker_reset_seconds,
+        timeout_s=peering.peer_timeout_seconds,
+        breaker_failures=peering.peer_breaker_failures,
+        breaker_reset_s=peering.peer_breaker_reset_seconds,
     )

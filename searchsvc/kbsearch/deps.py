@@ -1,7 +1,8 @@
-"""What a face's handler gets: the app's context and its services, each alias written once.
+"""What a face's handler gets: the app's parts and its services, each alias written once.
 
-REST routes and console pages declare `search: SearchDep`, `documents: DocumentsDep` and so on;
-an MCP tool gets the same context through `context(request)` (kbsearch.mcp.context). Before the
+The app factory (kbsearch.app) keeps one `AppParts` on the app, installed here; nothing else touches
+`app.state`. REST routes and console pages declare `search: SearchDep`, `documents: DocumentsDep` and
+so on; an MCP tool gets the same context through `context(request)` (kbsearch.mcp.context). Before the
 lifespan has built the context, and while it closes it, every one of them is NOT_READY (503).
 The caller is each face's own: REST's `ReaderDep`/`WriterDep` (kbsearch.api.auth), the console's
 session cookie, MCP's endpoint.
@@ -9,13 +10,17 @@ session cookie, MCP's endpoint.
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends
+from starlette.applications import Starlette
 from starlette.requests import HTTPConnection
 
-from kbsearch.context import AppContext, context_of
-from kbsearch.services.access.auth import KnownSources
+from kbsearch.context import AppContext
+from kbsearch.errors import NotReadyError
+from kbsearch.metrics import Metrics
+from kbsearch.services.access.auth import Authenticator, KnownSources
 from kbsearch.services.answers.ask import AskService
 from kbsearch.services.document_reads import DocumentReads
 from kbsearch.services.documents import DocumentService
@@ -23,11 +28,76 @@ from kbsearch.services.insights import InsightsService
 from kbsearch.services.rebuild.rebuild import RebuildService
 from kbsearch.services.search import SearchService
 from kbsearch.services.syncstatus import SyncStatusService
+from kbsearch.settings import Settings
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True, eq=False)
+class AppParts:
+    """Everything one app holds for its whole life, in one typed place (Gafaelfawr's ProcessContext).
+
+    `settings`, `metrics` and `authenticator` are made with the app; `context` is set by the lifespan
+    once the store and embedder are ready and cleared before it closes them. `faces` holds a face's own
+    state by its type (the console's templates and sessions), as this layer cannot name the faces' types.
+    """
+
+    settings: Settings
+    metrics: Metrics
+    authenticator: Authenticator
+    context: AppContext | None = None
+    faces: dict[type[Any], Any] = field(default_factory=dict)
+
+    def add_face(self, state: object) -> None:
+        self.faces[type(state)] = state
+
+
+def install(app: Starlette, parts: AppParts) -> None:
+    app.state.parts = parts
+
+
+def parts_of(app: Starlette) -> AppParts:
+    parts: AppParts = app.state.parts
+    return parts
+
+
+def context_of(app: Starlette) -> AppContext:
+    """The app's context, or NOT_READY (503) while it starts or stops."""
+    context = parts_of(app).context
+    if context is None:
+        raise NotReadyError("the service is still starting: store or embedder not loaded yet")
+    return context
+
+
+def parts(request: HTTPConnection) -> AppParts:
+    return parts_of(request.app)
 
 
 def context(request: HTTPConnection) -> AppContext:
     """The app's context, or NOT_READY while it starts or stops."""
-    return context_of(request.app.state)
+    return context_of(request.app)
+
+
+def is_ready(request: HTTPConnection) -> bool:
+    return parts(request).context is not None
+
+
+def settings(request: HTTPConnection) -> Settings:
+    return parts(request).settings
+
+
+def metrics(request: HTTPConnection) -> Metrics:
+    return parts(request).metrics
+
+
+def authenticator(request: HTTPConnection) -> Authenticator:
+    return parts(request).authenticator
+
+
+def face_state(request: HTTPConnection, kind: type[T]) -> T:
+    """A face's own state, as the face installed it (`AppParts.add_face`)."""
+    state: T = parts(request).faces[kind]
+    return state
 
 
 def client_address(request: HTTPConnection) -> str | None:

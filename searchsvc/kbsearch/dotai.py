@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import MetadataValue, SearchOrigin, chunk_point_id
 from kbsearch.presenters import validation_message
-from kbsearch.schemas import PutDocumentRequest, SearchRequest
+from kbsearch.schemas.documents import PutDocumentRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.documents import DocumentService
 from kbsearch.services.search import SearchService
@@ -32,18 +34,19 @@ class DotAiArgumentError(InvalidRequestError):
 
 
 class _Output(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # dot-ai's keys are camelCase; the attributes are snake_case, as in kbsearch.schemas.
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", populate_by_name=True)
 
 
 class DotAiChunk(_Output):
     id: str
     content: str
     score: float
-    matchType: Literal["hybrid", "semantic", "keyword"]
+    match_type: Literal["hybrid", "semantic", "keyword"]
     uri: str
     metadata: dict[str, MetadataValue]
-    chunkIndex: int
-    totalChunks: int
+    chunk_index: int
+    total_chunks: int
 
 
 class DotAiResult(_Output):
@@ -57,21 +60,21 @@ class DotAiResult(_Output):
     operation: Literal["ingest", "search", "deleteByUri"]
     message: str
     uri: str | SkipJsonSchema[None] = None
-    chunksCreated: int | SkipJsonSchema[None] = None
-    chunkIds: list[str] | SkipJsonSchema[None] = None
+    chunks_created: int | SkipJsonSchema[None] = None
+    chunk_ids: list[str] | SkipJsonSchema[None] = None
     chunks: list[DotAiChunk] | SkipJsonSchema[None] = None
-    totalMatches: int | SkipJsonSchema[None] = None
+    total_matches: int | SkipJsonSchema[None] = None
     query: str | SkipJsonSchema[None] = None
-    chunksDeleted: int | SkipJsonSchema[None] = None
+    chunks_deleted: int | SkipJsonSchema[None] = None
 
     def answer(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class ManageKnowledgeArguments(BaseModel):
     """The tool's arguments; dot-ai ignores fields it does not know, and so does this."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(alias_generator=to_camel, extra="ignore", populate_by_name=True)
 
     operation: StrictStr
     content: StrictStr | None = None
@@ -79,8 +82,8 @@ class ManageKnowledgeArguments(BaseModel):
     metadata: dict[str, MetadataValue] | None = None
     query: StrictStr | None = None
     limit: StrictInt | None = None
-    uriFilter: StrictStr | None = None
-    interaction_id: StrictStr | None = None
+    uri_filter: StrictStr | None = None
+    interaction_id: StrictStr | None = Field(None, alias="interaction_id")  # dot-ai's own spelling
 
 
 def _required(value: str | None, name: str, operation: str) -> str:
@@ -105,7 +108,7 @@ async def manage_knowledge(
             request = SearchRequest(
                 query=text,
                 limit=DEFAULT_LIMIT if arguments.limit is None else arguments.limit,
-                filter={"uriPrefix": arguments.uriFilter},
+                filter={"uriPrefix": arguments.uri_filter},
             )
         except ValidationError as exc:
             raise DotAiArgumentError(validation_message(exc, {"filter.uriPrefix": "uriFilter"}, style="all")) from None
@@ -115,16 +118,16 @@ async def manage_knowledge(
                 id=h.id,
                 content=h.content,
                 score=h.relevance or 0.0,  # calibrated [0, 1]: dot-ai shows it as a percentage
-                matchType="hybrid",
+                match_type="hybrid",
                 uri=h.uri,
                 metadata=h.metadata,
-                chunkIndex=h.chunk_index,
-                totalChunks=h.total_chunks,
+                chunk_index=h.chunk_index,
+                total_chunks=h.total_chunks,
             )
             for h in outcome.hits
         ]
         message = f"Found {len(chunks)} matching chunks" if chunks else "No matching documents found"
-        return DotAiResult(operation="search", message=message, chunks=chunks, totalMatches=len(chunks), query=text)
+        return DotAiResult(operation="search", message=message, chunks=chunks, total_matches=len(chunks), query=text)
     if operation not in OPERATIONS:
         raise DotAiArgumentError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
     target = _required(arguments.uri, "uri", operation)
@@ -139,9 +142,9 @@ async def manage_knowledge(
             operation="ingest",
             message=f"Document {put.status}: {put.chunks} chunks",
             uri=target,
-            chunksCreated=put.chunks,
-            chunkIds=[chunk_point_id(target, i) for i in range(put.chunks)],
+            chunks_created=put.chunks,
+            chunk_ids=[chunk_point_id(target, i) for i in range(put.chunks)],
         )
     deleted = await documents.delete(target, None, caller)
     message = f"Deleted {deleted} chunks for URI" if deleted else "No chunks found for URI (or not visible to you)"
-    return DotAiResult(operation="deleteByUri", message=message, uri=target, chunksDeleted=deleted)
+    return DotAiResult(operation="deleteByUri", message=message, uri=target, chunks_deleted=deleted)

@@ -8,24 +8,16 @@ Nothing here reaches the app's context: each function is given what it shows.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from kbsearch.models import FileIssue, Freshness, SyncStatus
-from kbsearch.schemas import (
-    FileIssueInfo,
-    FreshnessInfo,
-    SearchRequest,
-    SearchResponse,
-    SearchResult,
-    SourceInfo,
-    SourceList,
-    SyncStatusInfo,
-    UnansweredPeer,
-)
+from kbsearch.schemas.documents import DocumentText
+from kbsearch.schemas.search import SearchRequest, SearchResponse, SearchResult, UnansweredPeer
+from kbsearch.schemas.sources import SourceInfo, SourceList
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.document_reads import DocumentPage, DocumentReads
 from kbsearch.services.search import SearchOutcome
@@ -94,25 +86,10 @@ def _plain(message: str) -> str:
 
 def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchResponse:
     """The response body of a search: REST's, and the MCP search tool's structured output."""
+    # A hit's fields are the result's, by the same names; a hit without a calibrated relevance shows 0.
     results = [
-        SearchResult(
-            id=h.id,
-            uri=h.uri,
-            chunkIndex=h.chunk_index,
-            totalChunks=h.total_chunks,
-            content=h.content,
-            score=h.score,
-            relevance=h.relevance or 0.0,
-            title=h.title,
-            headings=h.headings,
-            metadata=h.metadata,
-            sourceIdentifier=h.source_identifier,
-            version=h.version,
-            otherVersions=h.other_versions,
-            moreMatches=h.more_matches,
-            page=h.page,
-            cell=h.cell,
-            stores=list(h.stores) or [outcome.store],
+        SearchResult.model_validate(
+            replace(h, relevance=h.relevance or 0.0, stores=h.stores or (outcome.store,)), from_attributes=True
         )
         for h in outcome.hits
     ]
@@ -120,8 +97,8 @@ def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchRes
         query=request.query,
         mode=request.mode,
         results=results,
-        tookMs=round(outcome.took_ms, 3),
-        nothingRelevant=outcome.nothing_relevant,
+        took_ms=round(outcome.took_ms, 3),
+        nothing_relevant=outcome.nothing_relevant,
         partial=outcome.partial,
         unanswered_peers=[UnansweredPeer(name=u.name, reason=u.reason) for u in outcome.unanswered],
     )
@@ -129,66 +106,23 @@ def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchRes
 
 async def source_list(service: DocumentReads, caller: Caller) -> SourceList:
     """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
-    sources = [
-        SourceInfo(
-            sourceIdentifier=s.source_identifier,
-            documents=s.documents,
-            chunks=s.chunks,
-            lastIngestedAt=s.last_ingested_at,
-            sync=sync_status_info(s.sync) if s.sync else None,
-        )
-        for s in await service.sources(caller)
-    ]
+    sources = [SourceInfo.model_validate(s, from_attributes=True) for s in await service.sources(caller)]
     return SourceList(sources=sources)
 
 
-def sync_status_info(status: SyncStatus) -> SyncStatusInfo:
-    return SyncStatusInfo(
-        commit=status.commit,
-        phase=status.phase,
-        documents=status.documents,
-        failed=status.failed,
-        skipped=status.skipped,
-        added=status.added,
-        modified=status.modified,
-        deleted=status.deleted,
-        unchanged=status.unchanged,
-        failedFiles=[_issue(i) for i in status.failed_files],
-        skippedFiles=[_issue(i) for i in status.skipped_files],
-        syncedAt=status.synced_at,
-        nextSyncAt=status.next_sync_at,
-        message=status.message,
-        lastSuccessAt=status.last_success_at,
-        freshness=_freshness(status.freshness) if status.freshness else None,
-    )
-
-
-def _freshness(fresh: Freshness) -> FreshnessInfo:
-    return FreshnessInfo(
-        remoteCommit=fresh.remote_commit,
-        seenAt=fresh.seen_at,
-        searchableAt=fresh.searchable_at,
-        lagSeconds=fresh.lag_seconds,
-    )
-
-
-def _issue(issue: FileIssue) -> FileIssueInfo:
-    return FileIssueInfo(path=issue.path, reason=issue.reason, code=issue.code)
-
-
-def document_page_fields(page: DocumentPage) -> dict[str, Any]:
-    """A page of a document's text as the fields of REST's and MCP's DocumentText."""
+def text_page(page: DocumentPage) -> DocumentText:
+    """A page of a document's text: REST's body and the MCP fetch tool's structured output."""
     record = page.record
-    return {
-        "uri": record.uri,
-        "title": record.title,
-        "sourceIdentifier": record.source_identifier,
-        "checksum": record.checksum,
-        "metadata": record.metadata,
-        "ingestedAt": record.ingested_at,
-        "totalChars": page.total_chars,
-        "start": page.start,
-        "end": page.end,
-        "nextStart": page.next_start,
-        "text": page.text,
-    }
+    return DocumentText(
+        uri=record.uri,
+        title=record.title,
+        source_identifier=record.source_identifier,
+        checksum=record.checksum,
+        metadata=record.metadata,
+        ingested_at=record.ingested_at,
+        total_chars=page.total_chars,
+        start=page.start,
+        end=page.end,
+        next_start=page.next_start,
+        text=page.text,
+    )

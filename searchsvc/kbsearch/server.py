@@ -19,7 +19,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from kbsearch.settings import Settings
+from kbsearch.settings import HttpSettings
 
 log = logging.getLogger(__name__)
 
@@ -81,22 +81,20 @@ class BoundedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def build_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:
+def build_server(http: HttpSettings, app: ASGIApp) -> uvicorn.Server:
     """The uvicorn server `python -m kbsearch` runs, with the configured timeouts."""
-    protocol = type(
-        "BoundedH11Protocol", (BoundedH11Protocol,), {"header_timeout_s": settings.request_header_timeout_s}
-    )
+    protocol = type("BoundedH11Protocol", (BoundedH11Protocol,), {"header_timeout_s": http.request_header_timeout_s})
     config = uvicorn.Config(
         app,
-        host=settings.host,
-        port=settings.port,
+        host=http.host,
+        port=http.port,
         http=protocol,
         log_config=None,
         access_log=False,
         # The console marks its cookies Secure when the request's scheme is https, which a
         # TLS-terminating proxy reports in X-Forwarded-Proto; only these addresses are believed.
         proxy_headers=True,
-        forwarded_allow_ips=settings.trusted_proxies,
+        forwarded_allow_ips=http.trusted_proxies,
     )
     return KnowledgeServer(config)
 

@@ -474,7 +474,7 @@ def test_local_backend_is_passed_and_defaults_to_the_services_default() -> None:
     from kbsearch.settings import Settings
 
     env = env_of(container(render("default"), "Deployment", SEARCH, "search"))
-    assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == Settings.model_fields["local_backend"].default
+    assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == Settings.variables()["local_backend"].default
     fp32 = render_ok(*values_args("default"), "--set", "embeddings.local.backend=onnx")
     env = env_of(container(fp32, "Deployment", SEARCH, "search"))
     assert env["SEARCHSVC_LOCAL_BACKEND"]["value"] == "onnx"

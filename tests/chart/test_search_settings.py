@@ -40,7 +40,7 @@ def resolved_env(scenario: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_the_chart_sets_only_variables_the_service_reads(scenario):
-    known = {f"SEARCHSVC_{name.upper()}" for name in Settings.model_fields}
+    known = {f"SEARCHSVC_{name.upper()}" for name in Settings.variables()}
     unknown = {name for name in resolved_env(scenario) if name.startswith("SEARCHSVC_")} - known
     assert not unknown, f"the chart sets variables the search service does not read: {sorted(unknown)}"
 
@@ -55,7 +55,7 @@ def test_the_chart_gives_the_search_service_settings_it_starts_with(scenario, mo
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     settings = Settings()
-    assert settings.api_token is not None and not settings.allow_unauthenticated_writes
+    assert settings.auth.api_token is not None and not settings.auth.allow_unauthenticated_writes
 
 
 def test_the_query_log_values_reach_the_service() -> None:
@@ -92,9 +92,11 @@ def test_the_fusion_and_proxy_values_reach_the_service(monkeypatch) -> None:
     for name, value in default.items():
         monkeypatch.setenv(name, value)
     settings = Settings()
-    defaults = {name: Settings.model_fields[name].default for name in ("fusion", "rrf_k", "search_candidates")}
-    assert (settings.fusion, settings.rrf_k, settings.search_candidates) == tuple(defaults.values())
-    assert settings.fusion_full_scores is True and settings.trusted_proxies == "127.0.0.1"
+    defaults = {name: Settings.variables()[name].default for name in ("fusion", "rrf_k", "search_candidates")}
+    assert (settings.search.fusion, settings.search.rrf_k, settings.search.search_candidates) == tuple(
+        defaults.values()
+    )
+    assert settings.search.fusion_full_scores is True and settings.http.trusted_proxies == "127.0.0.1"
     assert all(f"SEARCHSVC_{n}" in default for n in names)
 
     tuned = render_ok(
@@ -115,11 +117,11 @@ def test_the_fusion_and_proxy_values_reach_the_service(monkeypatch) -> None:
     assert env["SEARCHSVC_TRUSTED_PROXIES"]["value"] == "10.0.0.7,10.0.0.8"
     for n in names:
         monkeypatch.setenv(f"SEARCHSVC_{n}", env[f"SEARCHSVC_{n}"]["value"])
-    settings = Settings()
-    assert (settings.fusion, settings.rrf_k, settings.fusion_dense_weight, settings.fusion_keyword_weight) == (
+    search = Settings().search
+    assert (search.fusion, search.rrf_k, search.fusion_dense_weight, search.fusion_keyword_weight) == (
         "rrf", 5, 1.5, 0.0,
     )  # fmt: skip
-    assert settings.fusion_full_scores is False and settings.search_candidates == 200
+    assert search.fusion_full_scores is False and search.search_candidates == 200
 
 
 @pytest.mark.parametrize(

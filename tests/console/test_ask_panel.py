@@ -65,7 +65,7 @@ async def test_an_answer_cites_chunks_with_chips_that_open_them(tmp_path: Path) 
 
 def test_only_verified_markers_become_chips_and_the_answer_is_escaped() -> None:
     from kbsearch.console.ask import answer_with_chips
-    from kbsearch.schemas import AskCitation
+    from kbsearch.schemas.ask import AskCitation
 
     cited = AskCitation(
         n=2,
@@ -73,8 +73,8 @@ def test_only_verified_markers_become_chips_and_the_answer_is_escaped() -> None:
         uri="https://git.example.com/a b.md",
         title="<b>A</b>",
         headings=[],
-        chunkIndex=4,
-        sourceIdentifier=None,
+        chunk_index=4,
+        source_identifier=None,
         quote="q",
     )
     html = str(answer_with_chips("Use <script>x</script> [2] but not [7].", [cited]))
@@ -128,7 +128,7 @@ async def test_a_bad_uri_prefix_in_the_ask_panel_is_said_plainly(tmp_path: Path)
 
 def test_code_in_an_answer_is_shown_as_code_and_its_brackets_are_not_chips() -> None:
     from kbsearch.console.ask import answer_with_chips
-    from kbsearch.schemas import AskCitation
+    from kbsearch.schemas.ask import AskCitation
 
     cited = AskCitation(
         n=1,
@@ -136,8 +136,8 @@ def test_code_in_an_answer_is_shown_as_code_and_its_brackets_are_not_chips() -> 
         uri="https://git.example.com/a.md",
         title="A",
         headings=[],
-        chunkIndex=0,
-        sourceIdentifier=None,
+        chunk_index=0,
+        source_identifier=None,
         quote="q",
     )
     answer = "Add the option [1]:\n\n```yaml\nitems[1]: <b>\n```\n\nThen sync [1]."

@@ -10,6 +10,8 @@ from pathlib import Path
 import httpx
 import yaml
 
+from kbsearch.console.rendering import ConsoleTemplates
+from kbsearch.deps import parts_of
 from tests.console.corpus import XSS_CONTENT, XSS_MARKER, XSS_URI
 from tests.support.console import csrf_in
 from tests.support.service import running_service
@@ -66,7 +68,7 @@ async def test_every_console_response_carries_the_csp(tmp_path: Path) -> None:
             assert response.headers["cache-control"] == "no-store"
             # No inline script, handler or style: the one script is the vendored htmx file.
             assert not re.search(r"<[^>]+\son[a-z]+=", response.text) and " style=" not in response.text
-            version = open_service.app.state.console.versions["htmx.min.js"]
+            version = parts_of(open_service.app).faces[ConsoleTemplates].versions["htmx.min.js"]
             scripts = re.findall(r"<script[^>]*>", response.text)
             assert scripts == [f'<script src="/ui/static/htmx.min.js?v={version}" defer>']
         assert "content-security-policy" not in (await open_service.get("/api/v1/sources")).headers
@@ -74,7 +76,7 @@ async def test_every_console_response_carries_the_csp(tmp_path: Path) -> None:
 
 async def test_static_files_are_cached_by_version(tmp_path: Path) -> None:
     async with open_app(tmp_path) as open_service:
-        version = open_service.app.state.console.versions["htmx.min.js"]
+        version = parts_of(open_service.app).faces[ConsoleTemplates].versions["htmx.min.js"]
         response = await open_service.get(f"/ui/static/htmx.min.js?v={version}")
         assert response.status_code == 200 and response.text.startswith("/*! htmx 2.0.11")
         assert response.headers["cache-control"] == "public, max-age=31536000, immutable"

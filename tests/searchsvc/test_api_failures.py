@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.deps import context_of
 from kbsearch.settings import Settings
 from tests.searchsvc.api_fixtures import counts, list_all, put, sections
 from tests.support.hashing import HashingEmbedder
@@ -48,7 +49,7 @@ def fail_commit_once(store):
 
 
 async def test_a_store_failure_is_a_503_and_a_new_document_leaves_no_orphans(api):
-    fail_commit_once(api.app.state.context.store)
+    fail_commit_once(context_of(api.app).store)
     response = await api.put("/api/v1/documents", json={"uri": "new.md", "content": sections(3)})
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "STORE_UNAVAILABLE"
@@ -60,7 +61,7 @@ async def test_a_store_failure_is_a_503_and_a_new_document_leaves_no_orphans(api
 async def test_an_interrupted_replacement_is_never_reported_unchanged(api):
     old = sections(2, tag="old")
     await put(api, "doc.md", old)
-    fail_commit_once(api.app.state.context.store)
+    fail_commit_once(context_of(api.app).store)
     response = await api.put("/api/v1/documents", json={"uri": "doc.md", "content": sections(4, tag="new")})
     assert response.status_code == 503
     [listed] = await list_all(api)
@@ -74,13 +75,13 @@ async def test_an_interrupted_replacement_is_never_reported_unchanged(api):
 async def test_vectors_are_reused_only_for_the_text_they_were_made_from(api):
     first = sections(2, tag="a")
     await put(api, "doc.md", first)
-    fail_commit_once(api.app.state.context.store)
+    fail_commit_once(context_of(api.app).store)
     shifted = sections(1, tag="b") + "\n" + first  # new text moves the old chunks to other indexes
     assert (await api.put("/api/v1/documents", json={"uri": "doc.md", "content": shifted})).status_code == 503
     done = await put(api, "doc.md", shifted)
     assert done["chunks"] == 3
 
-    store, reference = api.app.state.context.store, HashingEmbedder()
+    store, reference = context_of(api.app).store, HashingEmbedder()
     texts = [c.embed_text for c in MarkdownChunker().chunk(shifted).chunks]
     import hashlib
 
@@ -91,17 +92,17 @@ async def test_vectors_are_reused_only_for_the_text_they_were_made_from(api):
 
 
 async def test_an_embedder_failure_is_a_503_on_writes_and_searches(api):
-    fail_once(api.app.state.context.embedder, "embed_documents")
+    fail_once(context_of(api.app).embedder, "embed_documents")
     response = await api.put("/api/v1/documents", json={"uri": "a.md", "content": "hello there"})
     assert response.status_code == 503 and response.json()["error"]["code"] == "EMBEDDER_UNAVAILABLE"
     assert await counts(api) == (0, 0)
-    fail_once(api.app.state.context.embedder, "embed_query")
+    fail_once(context_of(api.app).embedder, "embed_query")
     search = await api.post("/api/v1/search", json={"query": "hello", "mode": "dense"})
     assert search.status_code == 503 and search.json()["error"]["code"] == "EMBEDDER_UNAVAILABLE"
 
 
 async def test_a_bulk_delete_waits_for_a_write_in_flight_to_its_source(api):
-    store = api.app.state.context.store
+    store = context_of(api.app).store
     original = store.upsert_chunks
     writing, proceed = threading.Event(), threading.Event()
 

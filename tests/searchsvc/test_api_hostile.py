@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -50,7 +51,20 @@ BAD_DOCUMENTS = {
         "VALIDATION_ERROR",
     ),
     "unknown field": (json.dumps({"uri": "a.md", "content": "x", "extra": 1}).encode(), "VALIDATION_ERROR"),
+    # Either spelling of a key is read (see the next test), never both: the second is an unknown key.
+    "one key spelled both ways": (
+        json.dumps({"uri": "a.md", "content": "x", "contentType": "md", "content_type": "pdf"}).encode(),
+        "VALIDATION_ERROR",
+    ),
 }
+
+
+async def test_a_key_in_snake_case_reads_as_its_camel_case_name(seeded):
+    body = {"uri": "snake.md", "content": base64.b64encode(b"# Snake\n\nsnake case key").decode()}
+    response = await seeded.put("/api/v1/documents", json=body | {"content_encoding": "base64"})
+    assert response.status_code == 200, response.text
+    text = await seeded.get("/api/v1/documents/text", params={"uri": "snake.md"})
+    assert text.json()["text"] == "# Snake\n\nsnake case key"
 
 
 @pytest.mark.parametrize("case", sorted(BAD_DOCUMENTS))

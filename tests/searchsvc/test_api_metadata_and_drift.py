@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from kbsearch.schemas import MAX_METADATA_BYTES, MAX_METADATA_LIST_ITEMS
+from kbsearch.deps import context_of
+from kbsearch.schemas.fields import MAX_METADATA_BYTES, MAX_METADATA_LIST_ITEMS
 from tests.searchsvc.api_fixtures import counts, list_all, put, sections, sha
 from tests.support.service import running_service
 
@@ -113,7 +114,7 @@ async def test_one_source_is_counted_by_its_own_endpoint(api):
 
 async def test_incomplete_documents_are_counted(api):
     await put(api, "a.md", sections(2), sourceIdentifier="s")
-    store = api.app.state.context.store
+    store = context_of(api.app).store
     original = store.write_document
 
     def fail_commit(record, expected):
@@ -145,7 +146,7 @@ async def test_a_cancelled_write_still_finishes_before_its_locks_are_released(ap
     """A client that disconnects mid-write cancels its task; the store writes must not stop halfway."""
     old, new = sections(300, tag="old"), sections(300, tag="new")
     await put(api, "big.md", old)
-    store = api.app.state.context.store
+    store = context_of(api.app).store
     original = store.upsert_chunks
     entered, release = threading.Event(), threading.Event()
 

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from kbsearch.app import create_app
+from kbsearch.deps import context_of
 from kbsearch.errors import ConfigurationError
 from kbsearch.settings import Settings
 from tests.searchsvc.api_fixtures import list_all, put, sections
@@ -193,7 +194,7 @@ async def test_writes_beyond_the_queue_bound_get_429_with_retry_after(tmp_path):
 
     async with running_service("edge", tmp_path / "d", embedder=GatedEmbedder(), max_pending_writes=1) as client:
         first = asyncio.create_task(client.put("/api/v1/documents", json={"uri": "a", "content": "one two"}))
-        while client.app.state.context.documents._pending == 0:  # noqa: ASYNC110 - a counter, not an event
+        while context_of(client.app).documents._pending == 0:  # noqa: ASYNC110 - a counter, not an event
             await asyncio.sleep(0.01)
         refused = await client.put("/api/v1/documents", json={"uri": "b", "content": "three"})
         gate.set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kbsearch.deps import context_of
 from kbsearch.services.answers.ask import NOTHING_FOUND
 from tests.searchsvc.ask_support import DOCS, put_docs, server_sent_events
 from tests.support.service import running_service
@@ -72,7 +73,7 @@ async def test_sources_narrow_the_search(tmp_path):
 async def test_every_search_of_an_ask_names_its_origin(tmp_path):
     async with running_service("edge", tmp_path / "data") as client:
         await put_docs(client)
-        search = client.app.state.context.search
+        search = context_of(client.app).search
         origins: list[str] = []
         real_search = search.search
 

@@ -11,11 +11,12 @@ import pytest
 
 from kbsearch.embedders.cache import CachedEmbedder
 from kbsearch.embedders.catalog import BGE_SMALL, spec_for
-from kbsearch.embedders.factory import build_embedder, build_embedder_for, relevance_calibration
+from kbsearch.embedders.factory import build_embedder_for
 from kbsearch.embedders.onnx import OnnxEmbedder
 from kbsearch.errors import ConfigurationError
 from kbsearch.models import CollectionSignature
 from kbsearch.settings import Settings
+from tests.support.settings import calibration_of, embedder_of
 
 REPO = Path(__file__).resolve().parents[2]
 # Where `make bge-model` puts it; `make test` exports SEARCHSVC_MODELS_DIR pointing there.
@@ -93,16 +94,16 @@ def test_the_vector_is_the_normalised_cls_token_of_the_graphs_output(bge):
 
 def test_settings_choose_bge_with_its_folder_and_only_on_int8(tmp_path):
     # models_dir=None: the default under the data directory, whatever SEARCHSVC_MODELS_DIR `make test` sets.
-    chosen = build_embedder(Settings(local_model=BGE_SMALL, data_dir=tmp_path, models_dir=None, embed_cache_size=0))
+    chosen = embedder_of(Settings(local_model=BGE_SMALL, data_dir=tmp_path, models_dir=None, embed_cache_size=0))
     assert isinstance(chosen, OnnxEmbedder)
     assert (chosen.models_dir, chosen.query_prefix, chosen.backend) == (tmp_path / ".models", PREFIX, "onnx-int8")
-    elsewhere = build_embedder(Settings(local_model=BGE_SMALL, models_dir=tmp_path / "m"))
+    elsewhere = embedder_of(Settings(local_model=BGE_SMALL, models_dir=tmp_path / "m"))
     assert elsewhere.query_prefix == PREFIX  # seen through the cache the service puts in front
     assert elsewhere.inner.models_dir == tmp_path / "m"  # type: ignore[attr-defined]
     for backend in ("torch", "onnx"):
         with pytest.raises(ConfigurationError, match="SEARCHSVC_LOCAL_BACKEND=onnx-int8"):
-            build_embedder(Settings(local_model=BGE_SMALL, local_backend=backend))
-    minilm = build_embedder(Settings(data_dir=tmp_path, embed_cache_size=0))
+            embedder_of(Settings(local_model=BGE_SMALL, local_backend=backend))
+    minilm = embedder_of(Settings(data_dir=tmp_path, embed_cache_size=0))
     assert minilm.query_prefix == ""
 
 
@@ -114,11 +115,11 @@ def test_without_the_fetched_files_loading_says_how_to_get_them(tmp_path):
 
 
 def test_each_model_gets_its_own_relevance_curve_unless_one_is_set():
-    minilm, bge = relevance_calibration(Settings()), relevance_calibration(Settings(local_model=BGE_SMALL))
+    minilm, bge = calibration_of(Settings()), calibration_of(Settings(local_model=BGE_SMALL))
     assert minilm == (0.35, 12.0)
     assert bge == spec_for(BGE_SMALL).relevance and bge[0] > minilm[0]  # bge's cosines sit higher
-    assert relevance_calibration(Settings(local_model=BGE_SMALL, relevance_midpoint=0.5)) == (0.5, bge[1])
-    assert relevance_calibration(Settings(embedder="openai", local_model=BGE_SMALL)) == minilm
+    assert calibration_of(Settings(local_model=BGE_SMALL, relevance_midpoint=0.5)) == (0.5, bge[1])
+    assert calibration_of(Settings(embedder="openai", local_model=BGE_SMALL)) == minilm
 
 
 def test_a_collection_of_the_other_model_is_served_by_it_while_it_is_rebuilt(tmp_path):
@@ -126,9 +127,11 @@ def test_a_collection_of_the_other_model_is_served_by_it_while_it_is_rebuilt(tmp
     (queries with its own instruction) until the background rebuild swaps in the new one."""
     settings = Settings(data_dir=tmp_path, models_dir=tmp_path / "m", embed_cache_size=0)
     bge_collection = CollectionSignature("local", BGE_SMALL, 384, "qdrant-edge-bm25", "onnx-int8")
-    serving = build_embedder_for(settings, bge_collection)
+    serving = build_embedder_for(settings.embedding, tmp_path, bge_collection)
     assert isinstance(serving, OnnxEmbedder)
     assert (serving.model, serving.query_prefix, serving.models_dir) == (BGE_SMALL, PREFIX, tmp_path / "m")
     minilm_collection = CollectionSignature("local", "all-MiniLM-L6-v2", 384, "qdrant-edge-bm25", "onnx-int8")
-    back = build_embedder_for(settings.model_copy(update={"local_model": BGE_SMALL}), minilm_collection)
+    back = build_embedder_for(
+        settings.embedding.model_copy(update={"local_model": BGE_SMALL}), tmp_path, minilm_collection
+    )
     assert (back.model, back.query_prefix) == ("all-MiniLM-L6-v2", "")

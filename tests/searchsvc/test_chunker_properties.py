@@ -20,7 +20,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.chunker.inline import plain, readable
 from kbsearch.chunker.markdown import OUTPUT_FACTOR
+from kbsearch.chunker.mdblocks import markdown_blocks
 from kbsearch.models import ParsedDocument
 from tests.support.properties import properties, within
 
@@ -116,7 +118,7 @@ def documents(draw: st.DrawFn) -> tuple[str, list[str]]:
     return text.replace("\n", newline), markers
 
 
-# min_chars >= 50, max_chars >= 100, min <= max, 0 <= overlap < min: settings.py's bounds.
+# min_chars >= 50, max_chars >= 100, min <= max, 0 <= overlap < min: ChunkSettings' bounds.
 @st.composite
 def chunk_settings(draw: st.DrawFn) -> tuple[int, int, int]:
     high = draw(st.integers(100, 4000))
@@ -187,3 +189,49 @@ def test_the_hang_detector_fails_a_call_that_does_not_return() -> None:
     with pytest.raises(AssertionError, match="did not finish"):
         within(0.2, lambda: time.sleep(5))
     assert time.monotonic() - started < 5
+
+
+@properties(max_examples=60)
+@given(documents())
+def test_the_answer_reader_of_generated_markdown_is_bounded(document: tuple[str, list[str]]) -> None:
+    # mdblocks, the view extractive answers and citations read chunks through, over the same documents.
+    text, _ = document
+    budget = HANG_BASE_S + HANG_PER_MIB_S * len(text) / (1 << 20)
+    blocks = within(budget, lambda: markdown_blocks(text))
+    # A block's text is its own source plus at most two fences; a list repeats its items' text.
+    out = sum(len(b.text) + sum(len(i.text) + len(i.code or "") for i in b.items) for b in blocks)
+    assert out <= 3 * len(text) + 16 * len(blocks)
+    assert [(b.kind, b.text, b.items) for b in markdown_blocks(text)] == [(b.kind, b.text, b.items) for b in blocks]
+
+
+INLINE_PIECES = [
+    *"ab `*_~[]()<>!&;#{}%-/:\n\\",
+    "&amp;",
+    "&#1;",
+    "<!--",
+    "-->",
+    "](",
+    "**",
+    "<b>",
+    "{{<",
+    ">}}",
+    "\x00",
+]
+INLINE_TEXT = st.lists(st.sampled_from(INLINE_PIECES), max_size=400).map("".join)
+
+
+@properties(max_examples=200)
+@given(INLINE_TEXT)
+def test_the_inline_stripper_never_grows_its_input(text: str) -> None:
+    assert len(plain(text)) <= len(text)
+    assert len(readable(text)) <= len(text)
+    assert plain(text) == plain(text)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["[" * 200_000, "*a" * 100_000, "_a" * 100_000, "`" * 200_000, "[a](" * 50_000, "<a " * 70_000, "~~a" * 70_000],
+)
+def test_the_inline_stripper_is_linear_on_openers_never_closed(shape: str) -> None:
+    # Bounded patterns: about MAX_SPAN steps per start position, so 200 KB take well under a second.
+    assert len(within(HANG_BASE_S, lambda: plain(shape))) <= len(shape)

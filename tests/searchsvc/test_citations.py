@@ -86,6 +86,6 @@ def test_the_citing_sentence_and_the_quote():
 def test_sentences_leave_out_headings_code_and_fragments():
     text = (
         "# Title\n\nFirst real sentence is here. Second one follows it!\n\n"
-        "```\ncode is not a sentence at all\n```\n\n- a list item counts as one\n- tiny\n| a | table | row | here |\n"
-    )
+        "```\ncode is not a sentence at all\n```\n\n- a list item counts as one\n- tiny\n\n| a | table | row | here |\n"
+    )  # the row after a blank line: right after the item, CommonMark reads it as the item's text
     assert sentences(text) == ["First real sentence is here.", "Second one follows it!", "a list item counts as one"]

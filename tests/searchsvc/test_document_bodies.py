@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from kbsearch.deps import context_of
 from kbsearch.models import StoredBody
 from kbsearch.store.base import VectorStore
 from tests.support.mcpclient import mcp_client, text_of
@@ -103,7 +104,7 @@ async def test_a_document_read_back_page_by_page_is_what_was_put(store_kind: str
 @pytest.mark.parametrize("store_kind", STORE_KINDS)
 async def test_a_new_version_replaces_the_body_and_a_delete_removes_it(store_kind: str, tmp_path: Path):
     async with running_service(store_kind, tmp_path) as client:
-        store: VectorStore = client.app.state.context.store  # type: ignore[attr-defined]
+        store: VectorStore = context_of(client.app).store  # type: ignore[attr-defined]
         await put(client)
         edited = CONTENT.replace("Read this page", "Read this whole page")
         await put(client, content=edited)
@@ -128,7 +129,7 @@ async def test_a_new_version_replaces_the_body_and_a_delete_removes_it(store_kin
 async def test_a_body_that_is_not_the_records_is_never_served(store_kind: str, tmp_path: Path):
     """A document written before bodies were kept (or whose body write was interrupted) reads from its chunks."""
     async with running_service(store_kind, tmp_path) as client:
-        store: VectorStore = client.app.state.context.store  # type: ignore[attr-defined]
+        store: VectorStore = context_of(client.app).store  # type: ignore[attr-defined]
         await put(client)
         record = store.get_document(URI)
         assert record is not None

@@ -12,6 +12,7 @@ import pytest
 
 from kbsearch.aio.deadline import DeadlineExceeded, call_with_deadline
 from kbsearch.aio.pool import WorkPool
+from kbsearch.deps import context_of
 from kbsearch.errors import OverloadedError
 from kbsearch.services.access.scope import Caller, SourceScope
 from kbsearch.services.budget import writer_of
@@ -136,11 +137,11 @@ async def test_one_teams_queued_writes_past_its_bound_get_429_and_another_teams_
     settings = {"max_pending_writes": 10, "max_pending_writes_per_writer": 2}
     async with running_service("edge", tmp_path / "d", embedder=GatedEmbedder(), **settings) as client:
         held = [asyncio.create_task(client.put("/api/v1/documents", json=body(f"a{n}", "team-a/docs"))) for n in (0, 1)]
-        while client.app.state.context.documents._pending < 2:  # noqa: ASYNC110 - a counter, not an event
+        while context_of(client.app).documents._pending < 2:  # noqa: ASYNC110 - a counter, not an event
             await asyncio.sleep(0.01)
         refused = await client.put("/api/v1/documents", json=body("a2", "team-a/handbook"))  # the same team
         other = asyncio.create_task(client.put("/api/v1/documents", json=body("b0", "team-b/docs")))
-        while client.app.state.context.documents._pending < 3:  # noqa: ASYNC110 - team b's write was taken
+        while context_of(client.app).documents._pending < 3:  # noqa: ASYNC110 - team b's write was taken
             await asyncio.sleep(0.01)
         gate.set()
         assert [r.status_code for r in await asyncio.gather(*held, other)] == [200, 200, 200]

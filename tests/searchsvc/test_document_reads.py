@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from kbsearch.deps import context_of
 from kbsearch.models import DocumentChunk
 from kbsearch.services.access.scope import Caller, SourceScope
 from kbsearch.services.document_reads import DocumentReads, join_chunks
@@ -40,7 +41,7 @@ async def test_a_document_reads_back_in_order_without_the_overlap(store_kind: st
     ) as client:
         body = {"uri": "doc://a", "content": BODY, "metadata": {"sourceIdentifier": "team-a/docs"}}
         assert (await client.put("/api/v1/documents", json=body)).status_code == 200
-        service: DocumentReads = client.app.state.context.document_reads  # type: ignore[attr-defined]
+        service: DocumentReads = context_of(client.app).document_reads  # type: ignore[attr-defined]
 
         record = await service.document("doc://a", TEAM_A)
         assert record is not None and record.chunks > 3
@@ -60,7 +61,7 @@ async def test_another_teams_document_reads_like_a_missing_one(store_kind: str, 
     async with running_service(store_kind, tmp_path) as client:
         body = {"uri": "doc://a", "content": BODY, "metadata": {"sourceIdentifier": "team-a/docs"}}
         assert (await client.put("/api/v1/documents", json=body)).status_code == 200
-        service: DocumentReads = client.app.state.context.document_reads  # type: ignore[attr-defined]
+        service: DocumentReads = context_of(client.app).document_reads  # type: ignore[attr-defined]
 
         assert await service.document("doc://a", TEAM_B) is None
         assert await service.chunks("doc://a", TEAM_B) == []

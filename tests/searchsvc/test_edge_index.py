@@ -318,7 +318,7 @@ def test_the_indexer_builds_on_its_own_once_enough_vectors_are_unindexed(tmp_pat
 
 def test_the_service_settings_configure_the_background_build(tmp_path: Path):
     settings = Settings(data_dir=tmp_path, edge_index_threshold=5_000, edge_index_threads=2)
-    store = build_store(settings)
+    store = build_store(settings.storage)
     assert isinstance(store, EdgeStore)
     assert store.indexer.options == IndexOptions(threshold=5_000, threads=2)
     store.open(TEST_SIGNATURE)

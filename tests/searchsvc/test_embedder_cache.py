@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from array import array
+from pathlib import Path
 
 import pydantic
 import pytest
@@ -14,8 +15,9 @@ from kbsearch.embedders.local import LocalEmbedder
 from kbsearch.embedders.onnx import OnnxEmbedder
 from kbsearch.embedders.openai import OpenAIEmbedder
 from kbsearch.errors import ConfigurationError
-from kbsearch.settings import Settings
+from kbsearch.settings import EmbedderSettings, Settings
 from tests.support.hashing import HashingEmbedder
+from tests.support.settings import embedder_of
 
 
 def f32(vector: list[float]) -> list[float]:
@@ -145,7 +147,7 @@ def clean_env(monkeypatch):
 
 
 def test_factory_builds_a_cached_local_embedder_without_loading_it(clean_env):
-    embedder = build_embedder(Settings(local_batch_size=8, embed_cache_size=123, local_backend="torch"))
+    embedder = embedder_of(Settings(local_batch_size=8, embed_cache_size=123, local_backend="torch"))
     assert isinstance(embedder, CachedEmbedder) and embedder.max_entries == 123
     inner = embedder.inner
     assert isinstance(inner, LocalEmbedder)
@@ -154,7 +156,7 @@ def test_factory_builds_a_cached_local_embedder_without_loading_it(clean_env):
 
 
 def test_factory_builds_the_default_onnx_embedder_without_loading_it(clean_env, tmp_path):
-    embedder = build_embedder(Settings(local_batch_size=8, data_dir=tmp_path))
+    embedder = embedder_of(Settings(local_batch_size=8, data_dir=tmp_path))
     assert isinstance(embedder, CachedEmbedder)
     inner = embedder.inner
     assert isinstance(inner, OnnxEmbedder)
@@ -174,7 +176,7 @@ def test_factory_builds_an_openai_embedder(clean_env):
         openai_max_retries=2,
         embed_cache_size=0,
     )
-    embedder = build_embedder(settings)
+    embedder = embedder_of(settings)
     try:
         assert isinstance(embedder, OpenAIEmbedder)
         assert (embedder.model, embedder.dimensions, embedder.batch_size, embedder.max_retries) == ("m", 256, 7, 2)
@@ -185,14 +187,14 @@ def test_factory_builds_an_openai_embedder(clean_env):
 def test_only_real_providers_are_reachable_from_settings(clean_env):
     with pytest.raises(pydantic.ValidationError):
         Settings(embedder="hashing")
-    forced = Settings.model_construct(embedder="hashing", embed_cache_size=0)
+    forced = EmbedderSettings.model_construct(embedder="hashing", embed_cache_size=0)
     with pytest.raises(ConfigurationError):
-        build_embedder(forced)
+        build_embedder(forced, Path("data"))
 
 
 def test_openai_without_a_key_is_a_configuration_error(clean_env):
     with pytest.raises(ConfigurationError, match="SEARCHSVC_OPENAI_API_KEY"):
-        build_embedder(Settings(embedder="openai", embed_cache_size=0))
+        embedder_of(Settings(embedder="openai", embed_cache_size=0))
 
 
 def test_a_text_one_partition_embedded_is_a_miss_for_every_other():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import kbsearch
-from kbsearch.errors import LLMUnavailableError
+from kbsearch.errors import LLMTimeoutError, LLMUnavailableError
 from kbsearch.llm.chat import ChatClient, ChatMessage, TextPiece, ToolCall, TurnEnd
 from kbsearch.services.answers.ask import SEARCH_TOOL
 from tests.support.chatstub import Answer, CallTools, Fail, chat_stub
@@ -118,3 +118,14 @@ def test_an_endpoint_or_key_without_a_model_is_refused():
     with pytest.raises(ValidationError, match="SEARCHSVC_LLM_MODEL is not") as caught:
         Settings(llm_api_key="sk-secret-value")
     assert "sk-secret-value" not in str(caught.value)
+
+
+async def test_a_retry_that_would_outlive_the_ask_is_not_made():
+    sleeps = Sleeps()
+    with chat_stub([Fail(500)] * 4 + [Answer("hi")]) as stub:
+        chat = client(stub.url, sleeps, backoff_base=10.0, max_wait=100.0, max_retries=4)
+        with pytest.raises(LLMTimeoutError, match="out of time retrying"):
+            # Waits of 10, 20 and 40 s each fit the 60 s left (the recorded sleeps take no time); 80 does not.
+            await anext(chat.turn(MESSAGES, [], deadline=time.monotonic() + 60))
+        await chat.close()
+    assert sleeps.waits == [10.0, 20.0, 40.0]

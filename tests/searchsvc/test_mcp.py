@@ -17,6 +17,7 @@ import pytest
 from starlette.requests import Request
 
 from kbsearch.api.resource_metadata import metadata
+from kbsearch.deps import context_of
 from kbsearch.settings import Settings
 from tests.searchsvc.api_fixtures import sections
 from tests.searchsvc.test_scoped_access import (
@@ -112,7 +113,7 @@ async def test_tools_list_has_typed_tools_and_write_tools_only_for_writers(servi
 def test_compatibility_tools_are_off_by_default():
     from kbsearch.mcp.server import tool_specs
 
-    names = {spec.tool_name for spec in tool_specs(Settings())}
+    names = {spec.tool_name for spec in tool_specs(Settings().compat)}
     assert names == CORE_READ_TOOLS | WRITE_TOOLS
 
 
@@ -473,8 +474,8 @@ async def test_mcp_searches_are_logged_with_origin_mcp(tmp_path):
             )
             assert not response.json()["result"]["isError"], response.text
         await client.get("/api/v1/search", params={"q": "helm"})
-        await client.app.state.context.query_log.flush()
-        entries = sorted(client.app.state.context.query_log.store.entries(since=0, allowed=None), key=lambda e: e["at"])
+        await context_of(client.app).query_log.flush()
+        entries = sorted(context_of(client.app).query_log.store.entries(since=0, allowed=None), key=lambda e: e["at"])
     assert [(e["origin"], e["query"]) for e in entries] == [
         ("mcp", "rollback helm"),
         ("mcp", "helm"),

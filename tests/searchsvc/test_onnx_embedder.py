@@ -16,13 +16,13 @@ import pytest
 import kbsearch
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.embedders import onnx_export
-from kbsearch.embedders.factory import build_embedder
 from kbsearch.embedders.local import BUNDLED_MODEL, LocalEmbedder
 from kbsearch.embedders.onnx import MAX_TOKENS, OnnxEmbedder
 from kbsearch.embedders.onnx_export import _quantiser_quiet, quantize_int8
 from kbsearch.embedders.onnx_files import ensure_exports, is_valid, manifest_path, model_slug
 from kbsearch.errors import ConfigurationError
 from kbsearch.settings import Settings
+from tests.support.settings import embedder_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -274,7 +274,8 @@ def test_the_onnx_backend_never_imports_torch(export_dir):
         "import sys\n"
         "from kbsearch.embedders.factory import build_embedder\n"
         "from kbsearch.settings import Settings\n"
-        "embedder = build_embedder(Settings())\n"
+        "settings = Settings()\n"
+        "embedder = build_embedder(settings.embedding, settings.storage.data_dir)\n"
         "embedder.load()\n"
         "assert len(embedder.embed_query('hello')) == 384\n"
         "heavy = sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules)\n"
@@ -293,12 +294,12 @@ def test_the_onnx_backend_never_imports_torch(export_dir):
 
 
 def test_settings_choose_the_backend(tmp_path):
-    torch_backend = build_embedder(Settings(local_backend="torch", embed_cache_size=0))
+    torch_backend = embedder_of(Settings(local_backend="torch", embed_cache_size=0))
     assert isinstance(torch_backend, LocalEmbedder) and torch_backend.backend == "torch"
-    int8 = build_embedder(Settings(local_backend="onnx-int8", data_dir=tmp_path, embed_cache_size=0, local_threads=1))
+    int8 = embedder_of(Settings(local_backend="onnx-int8", data_dir=tmp_path, embed_cache_size=0, local_threads=1))
     assert isinstance(int8, OnnxEmbedder)
     assert (int8.backend, int8.variant, int8.export_dir, int8.threads) == ("onnx-int8", "int8", tmp_path / ".onnx", 1)
-    cached = build_embedder(Settings(local_backend="onnx", onnx_dir=tmp_path / "elsewhere"))
+    cached = embedder_of(Settings(local_backend="onnx", onnx_dir=tmp_path / "elsewhere"))
     assert cached.backend == "onnx"
     assert cached.inner.export_dir == tmp_path / "elsewhere"  # type: ignore[attr-defined]
 

@@ -171,7 +171,7 @@ def scifact_texts() -> list[str]:
     from kbsearch.settings import Settings
 
     folder = EVAL / "scifact-train"
-    chunker = MarkdownChunker(*Settings().chunk_range, Settings().chunk_overlap_chars)
+    chunker = MarkdownChunker(*Settings().chunk_range, Settings().chunking.chunk_overlap_chars)
     texts = []
     for line in (folder / "corpus.jsonl").read_text().splitlines():
         doc = json.loads(line)
@@ -187,7 +187,7 @@ def argocd_texts(tmp_path: Path) -> list[str]:
 
     folder = EVAL / "argocd-docs"
     subprocess.run(["git", "clone", "-q", str(folder / "corpus.bundle"), str(tmp_path / "argocd")], check=True)
-    chunker = MarkdownChunker(*Settings().chunk_range, Settings().chunk_overlap_chars)
+    chunker = MarkdownChunker(*Settings().chunk_range, Settings().chunking.chunk_overlap_chars)
     texts = [
         c.embed_text
         for page in sorted((tmp_path / "argocd" / "docs").rglob("*.md"))

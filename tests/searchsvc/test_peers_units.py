@@ -14,7 +14,7 @@ from kbsearch.peers.breaker import CircuitBreaker
 from kbsearch.peers.client import PeerClient, parse_answer
 from kbsearch.peers.config import Peer, PeerConfig, TokenFile, load_peers, parse_peers
 from kbsearch.peers.router import PeerRouter, Unanswered, covers, merge
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 
 
 def hit(uri: str, relevance: float, *, store: str = "", version: str | None = None, chunk: int = 0) -> SearchHit:

@@ -17,9 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from kbsearch.deps import context_of, parts_of
 from kbsearch.errors import StoreUnavailableError
 from kbsearch.models import QueryLogEntry
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 from kbsearch.store.factory import query_log_beside
 from kbsearch.store.querylog import QueryLogStore
@@ -37,16 +38,18 @@ TOKENS = tokens_yaml(
 
 
 def dropped(app: Any, reason: str) -> float:
-    return app.state.metrics.registry.get_sample_value("searchsvc_query_log_dropped_total", {"reason": reason}) or 0.0
+    return (
+        parts_of(app).metrics.registry.get_sample_value("searchsvc_query_log_dropped_total", {"reason": reason}) or 0.0
+    )
 
 
 def written(app: Any) -> float:
-    return app.state.metrics.registry.get_sample_value("searchsvc_query_log_written_total") or 0.0
+    return parts_of(app).metrics.registry.get_sample_value("searchsvc_query_log_written_total") or 0.0
 
 
 def logged(app: Any) -> list[dict[str, Any]]:
     """Every stored entry's full payload, oldest first."""
-    return sorted(app.state.context.query_log.store.entries(since=0, allowed=None), key=lambda p: p["at"])
+    return sorted(context_of(app).query_log.store.entries(since=0, allowed=None), key=lambda p: p["at"])
 
 
 async def search(client: httpx.AsyncClient, query: str, token: str | None = None, **params: Any) -> dict[str, Any]:
@@ -58,11 +61,11 @@ async def search(client: httpx.AsyncClient, query: str, token: str | None = None
 async def test_every_face_is_recorded_with_its_origin(api: httpx.AsyncClient) -> None:
     await put(api, "https://x/a.md", "# Deploys\n\nrollback a deploy with helm", sourceIdentifier="team-a/docs")
     found = await search(api, "Rollback  HELM", mode="keyword")
-    service = api.app.state.context.search  # type: ignore[attr-defined]
+    service = context_of(api.app).search  # type: ignore[attr-defined]
     for origin in ("mcp", "ui", "ask"):
         await service.search(SearchRequest(query=f"{origin} question"), Caller.anonymous(), origin=origin)
     await search(api, "nothing-matches-this", mode="keyword", sourceIdentifier="team-a/docs")
-    await api.app.state.context.query_log.flush()  # type: ignore[attr-defined]
+    await context_of(api.app).query_log.flush()  # type: ignore[attr-defined]
 
     entries = logged(api.app)  # type: ignore[attr-defined]
     assert [e["origin"] for e in entries] == ["api", "mcp", "ui", "ask", "api"]
@@ -100,7 +103,7 @@ async def test_the_log_keeps_the_callers_name_never_its_token(scoped: httpx.Asyn
         await search(scoped, "shared words", token)
     post = await scoped.post("/api/v1/search", json={"query": "posted"}, headers=bearer(TEAM_A))
     assert post.status_code == 200
-    await scoped.app.state.context.query_log.flush()  # type: ignore[attr-defined]
+    await context_of(scoped.app).query_log.flush()  # type: ignore[attr-defined]
     entries = logged(scoped.app)  # type: ignore[attr-defined]
     assert [e["caller"] for e in entries] == ["admin", "team-a-agent", "team-b-agent", "nobody", "team-a-agent"]
     stored = json.dumps(entries)
@@ -122,7 +125,7 @@ async def test_a_team_sees_only_its_own_queries(scoped: httpx.AsyncClient) -> No
     await search(scoped, "admin-everywhere", ADMIN)
     await search(scoped, "admin-on-a", ADMIN, sourceIdentifier="team-a/docs")
     await search(scoped, "admin-on-both", ADMIN, sourceIdentifier=["team-a/docs", "team-b/docs"])
-    await scoped.app.state.context.query_log.flush()  # type: ignore[attr-defined]
+    await context_of(scoped.app).query_log.flush()  # type: ignore[attr-defined]
 
     def queries(response: httpx.Response) -> set[str]:
         return {q["query"] for q in response.json()["topQueries"]}
@@ -151,7 +154,7 @@ async def test_switched_off_nothing_is_recorded_or_created(kind: str, tmp_path: 
         await search(client, "alpha")
         insights = (await client.get("/api/v1/insights")).json()
         assert insights["enabled"] is False and insights["total"] == 0
-        assert client.app.state.context.query_log.store is None  # type: ignore[attr-defined]
+        assert context_of(client.app).query_log.store is None  # type: ignore[attr-defined]
         assert written(client.app) == 0 and dropped(client.app, "queue_full") == 0  # type: ignore[attr-defined]
         if kind == "edge":
             assert not (tmp_path / "data" / "test_querylog").exists()
@@ -175,7 +178,7 @@ async def test_a_failing_log_store_never_fails_a_search_and_is_counted(
         with caplog.at_level(logging.WARNING, logger="kbsearch.services.querylog"):
             for _ in range(3):
                 await search(client, "alpha")
-                await client.app.state.context.query_log.flush()  # type: ignore[attr-defined]
+                await context_of(client.app).query_log.flush()  # type: ignore[attr-defined]
         assert dropped(client.app, "store_error") == 3  # type: ignore[attr-defined]
         assert len([r for r in caplog.records if "cannot be written" in r.getMessage()]) == 1  # once per streak
         assert (await client.get("/api/v1/insights")).json()["total"] == 0
@@ -202,7 +205,7 @@ async def test_a_full_queue_drops_entries_and_counts_them_while_searches_go_on(k
             assert dropped(app, "queue_full") >= 7  # one batch stuck in the store, two queued
         finally:
             release.set()
-        await app.state.context.query_log.flush()
+        await context_of(app).query_log.flush()
         assert written(app) + dropped(app, "queue_full") == 10
         assert len(logged(app)) == written(app)
 
@@ -214,7 +217,7 @@ async def test_nothing_is_written_while_the_store_refuses_writes(kind: str, tmp_
         refusal = StoreUnavailableError("the data volume is full")
         store.write_problem = lambda: refusal  # type: ignore[method-assign]
         await search(client, "alpha")
-        await client.app.state.context.query_log.flush()  # type: ignore[attr-defined]
+        await context_of(client.app).query_log.flush()  # type: ignore[attr-defined]
         assert dropped(client.app, "store_unwritable") == 1 and written(client.app) == 0  # type: ignore[attr-defined]
 
 
@@ -228,7 +231,7 @@ def old_entry(at: float, query: str) -> QueryLogEntry:
 async def test_retention_by_age_and_count(kind: str, tmp_path: Path) -> None:
     settings = {"query_log_retention_days": 30, "query_log_max_entries": 5}
     async with running_service(kind, tmp_path / "data", **settings) as client:
-        log = client.app.state.context.query_log  # type: ignore[attr-defined]
+        log = context_of(client.app).query_log  # type: ignore[attr-defined]
         store: QueryLogStore = log.store
         now = time.time()
         store.append([old_entry(now - 31 * 86_400, "too old"), old_entry(now - 29 * 86_400, "kept a while")])
@@ -238,13 +241,13 @@ async def test_retention_by_age_and_count(kind: str, tmp_path: Path) -> None:
         assert store.count() == 7
         assert await log.prune() == 2  # "too old" by age, then "kept a while" as the oldest beyond 5
         assert [e["query"] for e in logged(client.app)] == [f"fresh {i}" for i in range(5)]  # type: ignore[attr-defined]
-        assert client.app.state.metrics.registry.get_sample_value("searchsvc_query_log_pruned_total") == 2  # type: ignore[attr-defined]
+        assert parts_of(client.app).metrics.registry.get_sample_value("searchsvc_query_log_pruned_total") == 2  # type: ignore[attr-defined]
 
 
 async def test_retention_runs_in_the_background(tmp_path: Path) -> None:
     settings = {"query_log_max_entries": 2, "query_log_prune_interval_s": 0.05}
     async with running_service("edge", tmp_path / "data", **settings) as client:
-        log = client.app.state.context.query_log  # type: ignore[attr-defined]
+        log = context_of(client.app).query_log  # type: ignore[attr-defined]
         for i in range(6):
             await search(client, f"q{i}")
         await log.flush()
@@ -269,5 +272,5 @@ async def test_the_log_is_written_by_the_app_it_was_started_in(tmp_path: Path) -
         )
         async with serve(app) as client:
             await search(client, f"round {round_}")
-            await app.state.context.query_log.flush()
+            await context_of(app).query_log.flush()
             assert [e["query"] for e in logged(app)] == [f"round {r}" for r in range(round_ + 1)]

@@ -20,6 +20,7 @@ import pytest
 from qdrant_client import QdrantClient
 
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.deps import context_of
 from kbsearch.store.base import VectorStore
 from kbsearch.store.qdrant_server import QdrantServerStore
 from tests.fixtures.upgrade.make_fixture import HERE as FIXTURE_DIR
@@ -170,7 +171,7 @@ async def test_an_upgrade_from_the_previous_release_serves_searches_throughout_a
         assert done["message"] == "swapped in" and done["check"]["passed"] is True
         assert done["documents"]["done"] == done["documents"]["total"] == len(documents)
 
-        store: VectorStore = client.app.state.context.store  # type: ignore[attr-defined]
+        store: VectorStore = context_of(client.app).store  # type: ignore[attr-defined]
         assert store.collection_chunker() == new_chunker
         records, _ = store.list_documents(source_identifier=None, uri_prefix=None, limit=100, cursor=None)
         assert {r.uri for r in records} == set(documents)
@@ -343,7 +344,7 @@ async def test_a_worse_rebuild_is_refused_by_the_self_check_until_a_writer_force
             await put(client, uri_of(i), page(i, topic))
         for _ in range(3):  # a frequent query in the log joins the check
             assert await search_uris(client, "scaling on redis streams")
-        await client.app.state.context.query_log.flush()  # type: ignore[attr-defined]
+        await context_of(client.app).query_log.flush()  # type: ignore[attr-defined]
     # A broken embedder setting: the real OpenAI embedder, pointed at a model that knows nothing.
     with RandomEmbeddings() as endpoint:
         store = shared.store() if shared is not None else make_store(store_kind, data_dir)

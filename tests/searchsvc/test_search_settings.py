@@ -22,10 +22,10 @@ def problems(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
 
 def test_defaults_are_the_best_measured_fusion():
     settings = Settings()
-    assert (settings.fusion, settings.rrf_k) == ("dbsf", 2)
-    assert (settings.fusion_dense_weight, settings.fusion_keyword_weight) == (1.0, 1.0)
-    assert settings.fusion_full_scores is True
-    assert configured_fusion(settings) == Fusion("dbsf", 2, 1.0, 1.0, full_scores=True)
+    assert (settings.search.fusion, settings.search.rrf_k) == ("dbsf", 2)
+    assert (settings.search.fusion_dense_weight, settings.search.fusion_keyword_weight) == (1.0, 1.0)
+    assert settings.search.fusion_full_scores is True
+    assert configured_fusion(settings.search) == Fusion("dbsf", 2, 1.0, 1.0, full_scores=True)
 
 
 def test_fusion_and_weights_come_from_the_environment(monkeypatch):
@@ -34,8 +34,12 @@ def test_fusion_and_weights_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("SEARCHSVC_FUSION_KEYWORD_WEIGHT", "2")
     monkeypatch.setenv("SEARCHSVC_FUSION_FULL_SCORES", "false")
     settings = Settings()
-    assert (settings.fusion, settings.fusion_dense_weight, settings.fusion_keyword_weight) == ("rrf", 0.5, 2.0)
-    assert configured_fusion(settings) == Fusion("rrf", 2, 0.5, 2.0, full_scores=False)
+    assert (settings.search.fusion, settings.search.fusion_dense_weight, settings.search.fusion_keyword_weight) == (
+        "rrf",
+        0.5,
+        2.0,
+    )
+    assert configured_fusion(settings.search) == Fusion("rrf", 2, 0.5, 2.0, full_scores=False)
 
 
 def test_a_bad_full_scores_switch_is_refused_naming_the_variable(monkeypatch):
@@ -66,7 +70,7 @@ def test_a_bad_lane_weight_is_refused_naming_the_variable(monkeypatch, lane, val
 
 
 def test_one_lane_may_be_switched_off_but_not_both(monkeypatch):
-    assert Settings(fusion_dense_weight=0).fusion_keyword_weight == 1.0
+    assert Settings(fusion_dense_weight=0).search.fusion_keyword_weight == 1.0
     message = problems(monkeypatch, SEARCHSVC_FUSION_DENSE_WEIGHT="0", SEARCHSVC_FUSION_KEYWORD_WEIGHT="0")
     assert "both 0" in message and "SEARCHSVC_FUSION_DENSE_WEIGHT" in message
 
@@ -77,7 +81,7 @@ def test_a_bad_rrf_k_is_refused(monkeypatch, value):
 
 
 def test_search_turns_default_to_two_per_usable_cpu_and_at_least_four():
-    assert Settings(max_concurrent_searches=3).search_slots == 3
-    assert Settings().search_slots == max(4, 2 * len(os.sched_getaffinity(0)))
+    assert Settings(max_concurrent_searches=3).search.search_slots == 3
+    assert Settings().search.search_slots == max(4, 2 * len(os.sched_getaffinity(0)))
     with pytest.raises(ValidationError):
         Settings(max_searches_per_caller=0)

@@ -41,14 +41,14 @@ def test_a_reachable_address_without_a_write_token_stops_start_up(tmp_path, host
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.53", "::1", "localhost"])
 def test_loopback_addresses_may_run_with_open_writes(host):
-    assert Settings(host=host).api_token is None
+    assert Settings(host=host).auth.api_token is None
 
 
 def test_open_writes_on_a_reachable_address_need_an_explicit_yes():
     with pytest.raises(ValidationError):
         Settings(host="0.0.0.0")
-    assert Settings(host="0.0.0.0", allow_unauthenticated_writes=True).api_token is None
-    assert Settings(host="0.0.0.0", api_token="a-good-write-token").api_token is not None
+    assert Settings(host="0.0.0.0", allow_unauthenticated_writes=True).auth.api_token is None
+    assert Settings(host="0.0.0.0", api_token="a-good-write-token").auth.api_token is not None
 
 
 def test_validation_errors_never_show_a_token(monkeypatch):

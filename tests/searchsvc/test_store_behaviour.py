@@ -1024,7 +1024,7 @@ def test_qdrant_client_errors_are_not_store_unavailable(failing_server):
 
 
 def test_factory_builds_the_configured_backend(tmp_path: Path):
-    edge = build_store(Settings(store="edge", data_dir=tmp_path, collection="kb"))
+    edge = build_store(Settings(store="edge", data_dir=tmp_path, collection="kb").storage)
     assert isinstance(edge, EdgeStore) and edge.backend == "edge" and edge.collection == "kb"
     edge.open(TEST_SIGNATURE)
     edge.close()
@@ -1032,7 +1032,7 @@ def test_factory_builds_the_configured_backend(tmp_path: Path):
 
     settings = Settings(store="qdrant", qdrant_url="http://127.0.0.1:6333", qdrant_api_key="k", collection="kb")
     with pytest.warns(UserWarning, match="Api key is used"):  # the key reached the client
-        server = build_store(settings)
+        server = build_store(settings.storage)
     assert isinstance(server, QdrantServerStore) and server.backend == "qdrant" and server.collection == "kb"
     server.close()
 

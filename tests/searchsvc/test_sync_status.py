@@ -8,7 +8,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from kbsearch.schemas import MAX_REPORTED_FILES
+from kbsearch.schemas.sources import MAX_REPORTED_FILES
 from tests.searchsvc.api_fixtures import put
 from tests.searchsvc.test_scoped_access import bearer, entry, tokens_yaml
 from tests.support.service import STORE_KINDS, running_service

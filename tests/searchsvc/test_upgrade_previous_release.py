@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.deps import context_of
 from kbsearch.store.base import VectorStore
 from tests.fixtures.upgrade.make_fixture import HERE as FIXTURE_DIR
 from tests.searchsvc.test_rebuild import rebuild_status, search_uris, wait_for
@@ -149,7 +150,7 @@ async def test_todays_release_on_the_previous_releases_versioned_data_rebuilds_a
         logged = [r for r in caplog.records if r.getMessage() == "rebuild self-check"]
         assert logged and logged[-1].check == check  # type: ignore[attr-defined]
 
-        live: VectorStore = client.app.state.context.store  # type: ignore[attr-defined]
+        live: VectorStore = context_of(client.app).store  # type: ignore[attr-defined]
         assert live.collection_chunker() == MarkdownChunker().fingerprint
         assert (await client.get("/api/v1/status")).json()["store"]["documents"] == len(DOCUMENTS)
         # Rebuilt documents know their versions: one result per page, its newest version first.

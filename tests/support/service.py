@@ -80,7 +80,7 @@ async def running_service(
         embedder_for=hashing_embedder_for,
     )
     async with serve(app) as client:
-        client.app = app  # type: ignore[attr-defined]  # lets tests reach app.state
+        client.app = app  # type: ignore[attr-defined]  # lets tests reach the app (kbsearch.deps.context_of)
         yield client
 
 
@@ -94,7 +94,7 @@ async def configured_service(
     """
     app = create_app(Settings(data_dir=data_dir, **settings), store=store, embedder_for=hashing_embedder_for)  # type: ignore[arg-type]
     async with serve(app) as client:
-        client.app = app  # type: ignore[attr-defined]  # lets tests reach app.state
+        client.app = app  # type: ignore[attr-defined]  # lets tests reach the app (kbsearch.deps.context_of)
         yield client
 
 

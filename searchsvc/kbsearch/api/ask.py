@@ -11,7 +11,8 @@ from fastapi.responses import Response, StreamingResponse
 from kbsearch.api.auth import ReaderDep
 from kbsearch.deps import AskDep
 from kbsearch.presenters import error_response
-from kbsearch.schemas import AskRequest, AskResponse, ErrorResponse
+from kbsearch.schemas.ask import AskRequest, AskResponse
+from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.answers.ask import AskEvent
 
 router = APIRouter(

@@ -13,18 +13,19 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kbsearch.deps import client_address, known_sources
+from kbsearch.deps import authenticator, client_address, known_sources
 from kbsearch.errors import ForbiddenError
-from kbsearch.services.access.auth import Authenticator, refuse_url_token
+from kbsearch.services.access.auth import refuse_url_token
 from kbsearch.services.access.scope import Caller
 
 
 async def authenticate(request: Request, *, write: bool) -> Caller:
     """The Caller of a request's Authorization header; a token in its URL is refused."""
     refuse_url_token(request.query_params)
-    authenticator: Authenticator = request.app.state.authenticator
     header = request.headers.get("authorization")
-    return await authenticator.caller_of(header, known_sources(request), write=write, client=client_address(request))
+    return await authenticator(request).caller_of(
+        header, known_sources(request), write=write, client=client_address(request)
+    )
 
 
 async def _resolve(request: Request, *, write: bool) -> Caller:

@@ -10,21 +10,24 @@ from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
 from kbsearch.deps import DocumentReadsDep, DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
-from kbsearch.presenters import document_page_fields, source_list, sync_status_info
-from kbsearch.schemas import (
+from kbsearch.presenters import source_list, text_page
+from kbsearch.schemas.documents import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
     DocumentInfo,
     DocumentList,
     DocumentText,
-    ErrorResponse,
     PutDocumentRequest,
     PutDocumentResponse,
+)
+from kbsearch.schemas.sources import (
     SourceList,
     SourceStatusInfo,
+    SyncStatusInfo,
     SyncStatusRequest,
     SyncStatusResponse,
 )
+from kbsearch.schemas.system import ErrorResponse
 
 ERROR_STATUSES = (401, 403, 409, 413, 422, 429, 503)
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in ERROR_STATUSES}
@@ -49,7 +52,7 @@ async def delete_document(
     With `sourceIdentifier`, the document is deleted only if it belongs to that source. A
     document of a source the caller may not see is answered like an absent one.
     """
-    return DeleteDocumentResponse(uri=uri, chunksDeleted=await service.delete(uri, sourceIdentifier, caller))
+    return DeleteDocumentResponse(uri=uri, chunks_deleted=await service.delete(uri, sourceIdentifier, caller))
 
 
 @router.get("/documents", tags=["documents"])
@@ -65,11 +68,8 @@ async def list_documents(
     records, next_cursor = await service.list(
         source_identifier=sourceIdentifier, uri_prefix=uriPrefix, limit=limit, cursor=cursor, caller=caller
     )
-    documents = [
-        DocumentInfo(uri=r.uri, checksum=r.checksum, chunks=r.chunks, metadata=r.metadata, ingestedAt=r.ingested_at)
-        for r in records
-    ]
-    return DocumentList(documents=documents, nextCursor=next_cursor)
+    documents = [DocumentInfo.model_validate(r, from_attributes=True) for r in records]
+    return DocumentList(documents=documents, next_cursor=next_cursor)
 
 
 # Pages of document text: large enough for most documents in one call, small enough to bound a response.
@@ -92,7 +92,7 @@ async def document_text(
     page = await service.page(uri, caller, start, maxChars)
     if page is None:
         raise NotFoundError(f"no document {uri!r}", code="DOCUMENT_NOT_FOUND")
-    return DocumentText(**document_page_fields(page))
+    return text_page(page)
 
 
 @router.put(f"/sources/{SOURCE_PATH}/status", tags=["sources"])
@@ -106,7 +106,8 @@ async def put_sync_status(
     as `sync` by GET /api/v1/sources. A source whose every file failed is listed all the same.
     """
     status, stored = await service.report(sourceIdentifier, body, caller)
-    return SyncStatusResponse(sourceIdentifier=sourceIdentifier, stored=stored, sync=sync_status_info(status))
+    sync = SyncStatusInfo.model_validate(status, from_attributes=True)
+    return SyncStatusResponse(source_identifier=sourceIdentifier, stored=stored, sync=sync)
 
 
 @router.delete(f"/sources/{SOURCE_PATH}", tags=["sources"])
@@ -115,7 +116,7 @@ async def delete_source(
 ) -> DeleteSourceResponse:
     """Delete every document of one source, however many chunks it has, and its sync status."""
     documents, chunks = await service.delete_source(sourceIdentifier, caller)
-    return DeleteSourceResponse(sourceIdentifier=sourceIdentifier, documentsDeleted=documents, chunksDeleted=chunks)
+    return DeleteSourceResponse(source_identifier=sourceIdentifier, documents_deleted=documents, chunks_deleted=chunks)
 
 
 @router.get(f"/sources/{SOURCE_PATH}", tags=["sources"])
@@ -130,13 +131,13 @@ async def source_status(
     """
     status, epoch = await service.source_status(sourceIdentifier, caller)
     return SourceStatusInfo(
-        sourceIdentifier=status.source_identifier,
+        source_identifier=status.source_identifier,
         documents=status.documents,
         chunks=status.chunks,
-        incompleteDocuments=status.incomplete_documents,
-        lastIngestedAt=status.last_ingested_at,
-        collectionEpoch=epoch,
-        sync=sync_status_info(status.sync) if status.sync else None,
+        incomplete_documents=status.incomplete_documents,
+        last_ingested_at=status.last_ingested_at,
+        collection_epoch=epoch,
+        sync=SyncStatusInfo.model_validate(status.sync, from_attributes=True) if status.sync else None,
     )
 
 

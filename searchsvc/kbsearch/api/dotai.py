@@ -26,6 +26,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic.alias_generators import to_camel
 
 from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath
@@ -34,7 +35,8 @@ from kbsearch.dotai import DotAiArgumentError, ManageKnowledgeArguments, manage_
 from kbsearch.errors import ServiceError
 from kbsearch.logging import request_id
 from kbsearch.presenters import validation_message
-from kbsearch.schemas import AskCitation, AskRequest, AskResponse, AskSearchEvent, AskSource, ErrorResponse
+from kbsearch.schemas.ask import AskCitation, AskRequest, AskResponse, AskSearchEvent, AskSource
+from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.ask import AskService
 from kbsearch.services.document_reads import DocumentReads
@@ -100,11 +102,11 @@ async def delete_knowledge_source(
 
 
 class KnowledgeAskBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(alias_generator=to_camel, extra="ignore", populate_by_name=True)
 
     query: StrictStr
     limit: Annotated[StrictInt, Field(ge=1, le=100)] | None = None
-    uriFilter: StrictStr | None = None
+    uri_filter: StrictStr | None = None
 
 
 @router.post("/knowledge/ask")
@@ -119,7 +121,7 @@ async def knowledge_ask(
     try:
         try:
             ask_body = KnowledgeAskBody.model_validate(body)
-            request = AskRequest(question=ask_body.query, filter={"uriPrefix": ask_body.uriFilter or None})
+            request = AskRequest(question=ask_body.query, filter={"uriPrefix": ask_body.uri_filter or None})
         except ValidationError as exc:
             raise DotAiArgumentError(
                 validation_message(exc, {"question": "query", "filter.uriPrefix": "uriFilter"}, style="all"),
@@ -160,7 +162,7 @@ def _sources(citations: list[AskCitation]) -> list[dict[str, str]]:
 async def _chunks(documents: DocumentReads, caller: Caller, sources: list[AskSource]) -> list[dict[str, Any]]:
     chunks = []
     for source in sources:
-        stored = await documents.chunks(source.uri, caller, first=source.chunkIndex, last=source.chunkIndex + 1)
+        stored = await documents.chunks(source.uri, caller, first=source.chunk_index, last=source.chunk_index + 1)
         if stored:  # deleted since the ask read it: leave it out
             chunks.append(
                 {
@@ -168,7 +170,7 @@ async def _chunks(documents: DocumentReads, caller: Caller, sources: list[AskSou
                     "uri": source.uri,
                     # dot-ai's UI shows `score` as a percentage: the calibrated relevance, never the fusion's.
                     "score": source.relevance,
-                    "chunkIndex": source.chunkIndex,
+                    "chunkIndex": source.chunk_index,
                 }
             )
     return chunks

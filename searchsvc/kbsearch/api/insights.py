@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from kbsearch.api.auth import ReaderDep
 from kbsearch.deps import InsightsDep
-from kbsearch.schemas import ErrorResponse, InsightsResponse, QueryCountInfo, QueryScoreInfo
+from kbsearch.schemas.system import ErrorResponse, InsightsResponse
 
 router = APIRouter(
     prefix="/api/v1", tags=["insights"], responses={code: {"model": ErrorResponse} for code in (401, 422, 503)}
@@ -25,15 +25,5 @@ async def insights(
 
     Only the searches the caller's scope covers are counted (see docs/user/sync-status-and-insights.md).
     """
-    found = await service.insights(caller, window)
-    return InsightsResponse(
-        window=found.window,
-        enabled=found.enabled,
-        total=found.total,
-        topQueries=[QueryCountInfo(query=c.query, count=c.count, lastAt=c.last_at) for c in found.top_queries],
-        zeroResult=[QueryCountInfo(query=c.query, count=c.count, lastAt=c.last_at) for c in found.zero_result],
-        lowScore=[QueryScoreInfo(query=s.query, count=s.count, topScore=s.top_score) for s in found.low_score],
-        byOrigin=found.by_origin,
-        latencyP50Ms=found.latency_p50_ms,
-        latencyP95Ms=found.latency_p95_ms,
-    )
+    # The aggregate's fields are the body's, by the same names.
+    return InsightsResponse.model_validate(await service.insights(caller, window), from_attributes=True)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Path, Query
 from starlette.convertors import Convertor, register_url_convertor
 
-from kbsearch.schemas import SourceIdentifier, Uri
+from kbsearch.schemas.fields import SourceIdentifier, Uri
 
 
 class _AnyConvertor(Convertor[str]):

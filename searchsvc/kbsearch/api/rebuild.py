@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from kbsearch.api.auth import WriterDep
 from kbsearch.deps import RebuildDep
 from kbsearch.errors import ConflictError, ForbiddenError
-from kbsearch.schemas import ErrorResponse, ReindexRequest
+from kbsearch.schemas.system import ErrorResponse, ReindexRequest
 
 router = APIRouter(prefix="/api/v1", tags=["system"])
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (401, 403, 409, 503)}
@@ -32,7 +32,7 @@ async def reindex(
     """
     if not caller.scope.unrestricted:
         raise ForbiddenError(f"{caller.name!r} may write only some sources; a rebuild touches every one")
-    if body is not None and body.forceSwap:
+    if body is not None and body.force_swap:
         service.force_swap()
     elif not service.request("requested by a writer (POST /api/v1/reindex)"):
         status = service.status()

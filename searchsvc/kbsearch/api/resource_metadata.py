@@ -28,6 +28,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from kbsearch.api.hosts import host_allowed
+from kbsearch.deps import settings as app_settings
 from kbsearch.presenters import error_response
 from kbsearch.settings import Settings
 
@@ -46,10 +47,10 @@ _UNCACHED = {"Cache-Control": "no-store", "Vary": "Host"}
 
 def _base(request: Request, settings: Settings) -> str | None:
     """This service's URL: the configured one, else the request's (None for a Host it does not answer to)."""
-    if settings.public_url is not None:
-        return settings.public_url
+    if settings.http.public_url is not None:
+        return settings.http.public_url
     host = request.headers.get("host", "")
-    if settings.allowed_hosts is not None and not host_allowed(host, settings.allowed_host_names):
+    if settings.http.allowed_hosts is not None and not host_allowed(host, settings.http.allowed_host_names):
         return None
     # Behind a trusted proxy, uvicorn has already put the client-facing scheme and host here.
     return str(request.base_url).rstrip("/")
@@ -58,7 +59,7 @@ def _base(request: Request, settings: Settings) -> str | None:
 def challenge_headers(request: Request, *, invalid: bool) -> dict[str, str]:
     """The headers of a 401: `WWW-Authenticate` (Bearer, where the metadata is, RFC 6750's error), and
     what a cache may do with it."""
-    settings: Settings = request.app.state.settings
+    settings = app_settings(request)
     base = _base(request, settings)
     value = f'Bearer resource_metadata="{base}{METADATA_PATH}"' if base is not None else "Bearer"
     if invalid:
@@ -67,10 +68,10 @@ def challenge_headers(request: Request, *, invalid: bool) -> dict[str, str]:
 
 
 def metadata(request: Request, settings: Settings, base: str | None = None) -> dict[str, Any]:
-    if settings.auth_mode == "kubernetes":
+    if settings.auth.auth_mode == "kubernetes":
         how: dict[str, Any] = {
             "tokens": "kubernetes-serviceaccount",
-            "audiences": settings.audiences,
+            "audiences": settings.auth.audiences,
             "description": (
                 "Send a Kubernetes ServiceAccount token as 'Authorization: Bearer <token>' (kubectl create token "
                 "<serviceaccount> --audience <one of audiences>); the service checks it with a TokenReview."
@@ -96,7 +97,7 @@ def metadata(request: Request, settings: Settings, base: str | None = None) -> d
 @router.get(METADATA_PATH + MCP_PATH, include_in_schema=False)
 async def protected_resource(request: Request) -> JSONResponse:
     """RFC 9728 metadata of the /mcp resource (and of the REST API, which takes the same tokens)."""
-    settings: Settings = request.app.state.settings
+    settings = app_settings(request)
     base = _base(request, settings)
     if base is None:
         return error_response(
@@ -105,5 +106,5 @@ async def protected_resource(request: Request) -> JSONResponse:
             "this service does not answer to that Host; add it to SEARCHSVC_ALLOWED_HOSTS if it is yours",
             headers=_UNCACHED,
         )
-    headers = _CACHED if settings.public_url is not None else _UNCACHED
+    headers = _CACHED if settings.http.public_url is not None else _UNCACHED
     return JSONResponse(metadata(request, settings, base), headers=headers)

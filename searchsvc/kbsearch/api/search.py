@@ -13,7 +13,8 @@ from kbsearch.deps import SearchDep
 from kbsearch.errors import InvalidRequestError
 from kbsearch.peers.client import PEER_SEARCH_HEADER
 from kbsearch.presenters import field_problems, search_response, validation_message
-from kbsearch.schemas import ErrorResponse, SearchRequest, SearchResponse
+from kbsearch.schemas.search import SearchRequest, SearchResponse
+from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.search import SearchService
 

@@ -11,7 +11,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from kbsearch import __version__
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.api.auth import ReaderDep
-from kbsearch.deps import ContextDep, context
+from kbsearch.deps import ContextDep, context, is_ready
+from kbsearch.deps import metrics as app_metrics
 from kbsearch.presenters import error_response
 from kbsearch.store.health import DATA_DIR_GONE
 
@@ -33,7 +34,7 @@ async def readyz(request: Request) -> JSONResponse:
     read of a single replica too. A vanished data directory is not ready (503): nothing
     written can be kept until a restart.
     """
-    if not getattr(request.app.state, "ready", False):
+    if not is_ready(request):
         return error_response(503, "NOT_READY", "store or embedder not loaded yet")
     problem = await in_thread(context(request).store.write_problem)
     if problem is None:
@@ -46,7 +47,7 @@ async def readyz(request: Request) -> JSONResponse:
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(app_metrics(request).registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/api/v1/status")
@@ -82,22 +83,22 @@ async def status(caller: ReaderDep, state: ContextDep) -> dict[str, Any]:
         "chunker": {
             "minChars": min_chars,
             "maxChars": max_chars,
-            "overlapChars": settings.chunk_overlap_chars,
+            "overlapChars": settings.chunking.chunk_overlap_chars,
             "fingerprint": state.chunker.fingerprint,
         },
         "search": {
-            "fusion": settings.fusion,
-            "rrfK": settings.rrf_k,
-            "denseWeight": settings.fusion_dense_weight,
-            "keywordWeight": settings.fusion_keyword_weight,
-            "fullScores": settings.fusion_full_scores,
-            "candidates": settings.search_candidates,
+            "fusion": settings.search.fusion,
+            "rrfK": settings.search.rrf_k,
+            "denseWeight": settings.search.fusion_dense_weight,
+            "keywordWeight": settings.search.fusion_keyword_weight,
+            "fullScores": settings.search.fusion_full_scores,
+            "candidates": settings.search.search_candidates,
         },
         "rebuild": rebuild,
         "auth": {
             "writeTokenRequired": state.authenticator.writes_need_token,
-            "readTokenRequired": settings.read_token is not None or settings.authenticates,
-            "mode": settings.auth_mode,
+            "readTokenRequired": settings.auth.read_token is not None or settings.auth.authenticates,
+            "mode": settings.auth.auth_mode,
             "caller": caller.name,
         },
     }

@@ -34,7 +34,8 @@ from semantic_text_splitter import TextSplitter
 from kbsearch.chunker.blocks import Block, parse_blocks
 from kbsearch.chunker.embedtext import MAX_HEADING_CHARS, clip_heading, embed_text, readable_name
 from kbsearch.chunker.frontmatter import front_matter_tags, front_matter_title, split_front_matter
-from kbsearch.chunker.sentences import split_sentences
+from kbsearch.chunker.spans import line_spans, pack_spans, rstrip_end, windowed
+from kbsearch.chunker.units import Unit, units
 from kbsearch.models import Chunk, ParsedDocument
 
 __all__ = ["ALGORITHM_VERSION", "FLOOR_CHARS", "MarkdownChunker"]
@@ -43,8 +44,6 @@ __all__ = ["ALGORITHM_VERSION", "FLOOR_CHARS", "MarkdownChunker"]
 ALGORITHM_VERSION = 3  # 3: a frame wider than half a chunk is not repeated
 # No chunk is shorter unless its whole section is (a lone "```yaml" or "> **Notice:**" says nothing).
 FLOOR_CHARS = 150
-# A paragraph this short before a code block, list or table is its lead-in even without a colon.
-LEAD_IN_CHARS = 240
 
 # The bound on all chunk text over the body (see the module's docstring; tests/searchsvc/test_chunker_properties.py).
 OUTPUT_FACTOR = 3
@@ -52,23 +51,6 @@ _WORDS = re.compile(r"\w+")
 # The prose splitter's cost grows with the square of a run of text without structure (one 1 MB
 # line: 15 s); it is fed windows of this many chunks, so its work is linear in the body.
 PROSE_WINDOW_CHUNKS = 8
-
-
-@dataclass(slots=True)
-class _Unit:
-    """Blocks that stay together: [start, end) of the body, and the block that gives its shape."""
-
-    start: int
-    end: int
-    main: Block
-    lead_in: str = ""  # the sentence that introduces `main` (a code block, list or table)
-    lead_end: int = -1  # where the lead-in paragraph ends, when the unit holds one
-    headings: tuple[str, ...] = ()
-    section: int = 0
-    opens_section: bool = False  # starts with its section's heading
-    heading_starts: tuple[int, ...] = ()  # where the headings it starts with begin, outermost first
-    level: int = 7  # that heading's level
-    visible: bool = True  # False for raw HTML and comments: nothing worth embedding
 
 
 @dataclass(slots=True)
@@ -115,7 +97,7 @@ class MarkdownChunker:
         title = front_matter_title(meta) or first_heading or readable_name(name)
         tags = front_matter_tags(meta)
 
-        pieces = self._merge_fragments(body, list(self._pack(body, self._units(body, blocks))))
+        pieces = self._merge_fragments(body, list(self._pack(body, units(body, blocks, self.max_chars))))
         chunks: list[Chunk] = []
         for piece in pieces:
             embedded = embed_text(title, list(piece.headings), tags, piece.text, lead_in=piece.context)
@@ -133,74 +115,11 @@ class MarkdownChunker:
             )
         return ParsedDocument(title=title, tags=tags, body=body, chunks=chunks)
 
-    # --- units -------------------------------------------------------------------------------
-
-    def _units(self, body: str, blocks: list[Block]) -> list[_Unit]:
-        units: list[_Unit] = []
-        stack: list[tuple[int, str]] = []
-        section = 0
-        pending: list[Block] = []  # the heading(s) waiting for the section's first block
-        previous: Block | None = None
-        for block in blocks:
-            if block.kind == "heading":
-                if pending and block.end - pending[0].start > self.max_chars:
-                    # Empty sections running longer than a chunk stand alone: the run would keep
-                    # only its last heading's words (the others are not in its path).
-                    units.append(self._headings_unit(pending, section, stack))
-                    pending = []
-                while stack and stack[-1][0] >= block.level:
-                    stack.pop()
-                stack.append((block.level, clip_heading(block.text)))
-                section += 1
-                pending.append(block)
-                previous = block
-                continue
-            headings = tuple(text for _, text in stack if text)
-            last = units[-1] if units else None
-            if (
-                block.kind in ("code", "list", "table")
-                and last is not None
-                and previous is not None
-                and previous.kind == "paragraph"
-                and last.end == previous.end
-                and last.main is previous
-                and _introduces(body[previous.start : previous.end])
-            ):
-                # The sentence that introduces a code block, list or table stays with it.
-                last.lead_in = _last_sentence(body[previous.start : previous.end])
-                last.lead_end, last.end, last.main = last.end, block.end, block
-                previous = block
-                continue
-            unit = _Unit(
-                start=block.start,
-                end=block.end,
-                main=block,
-                headings=headings,
-                section=section,
-                visible=block.kind not in ("html", "comment"),
-            )
-            if pending:
-                unit.start, unit.opens_section, unit.level = pending[0].start, True, pending[0].level
-                unit.heading_starts = tuple(b.start for b in pending)
-                pending = []
-            units.append(unit)
-            previous = block
-        if pending:  # headings with nothing after them still say what the document will hold
-            units.append(self._headings_unit(pending, section, []))
-        return units
-
-    @staticmethod
-    def _headings_unit(pending: list[Block], section: int, stack: list[tuple[int, str]]) -> _Unit:
-        tail = pending[-1]
-        return _Unit(pending[0].start, tail.end, tail, headings=tuple(text for _, text in stack if text),
-                     section=section, opens_section=True, level=pending[0].level,
-                     heading_starts=tuple(b.start for b in pending))  # fmt: skip
-
     # --- packing -----------------------------------------------------------------------------
 
-    def _pack(self, body: str, units: list[_Unit]) -> Iterator[_Piece]:
+    def _pack(self, body: str, grouped: list[Unit]) -> Iterator[_Piece]:
         current: _Piece | None = None
-        for unit in units:
+        for unit in grouped:
             size = unit.end - unit.start
             if current is not None:
                 joined = unit.end - current.start
@@ -224,7 +143,7 @@ class MarkdownChunker:
         if current is not None:
             yield current
 
-    def _cut_before(self, current: _Piece, unit: _Unit) -> bool:
+    def _cut_before(self, current: _Piece, unit: Unit) -> bool:
         """Whether a new section starts a new chunk: yes, unless what came before is a fragment.
 
         A fragment (a section shorter than the floor) runs on into the next section when that one is
@@ -234,7 +153,7 @@ class MarkdownChunker:
             return True
         return len(unit.headings) < len(current.headings)
 
-    def _with_overlap(self, body: str, piece: _Piece, unit: _Unit) -> _Piece:
+    def _with_overlap(self, body: str, piece: _Piece, unit: Unit) -> _Piece:
         """Start up to `overlap` characters early, at a line or sentence start, within the same section."""
         if not self.overlap or unit.opens_section or piece.start == 0:
             return piece
@@ -247,7 +166,7 @@ class MarkdownChunker:
             return piece
         return _Piece(start, piece.end, body[start : piece.end], piece.headings, piece.section)
 
-    def _split(self, body: str, unit: _Unit) -> Iterator[_Piece]:
+    def _split(self, body: str, unit: Unit) -> Iterator[_Piece]:
         """A unit larger than max_chars, cut at its own boundaries."""
         main = unit.main
         head = ""
@@ -257,7 +176,7 @@ class MarkdownChunker:
             start = main.start
             if unit.lead_end < 0 and unit.heading_starts and main.end - unit.heading_starts[-1] <= self.max_chars:
                 start = unit.heading_starts[-1]  # the section's own heading still fits: it opens the chunk
-                unit = _Unit(unit.start, start, main, headings=unit.headings, section=unit.section,
+                unit = Unit(unit.start, start, main, headings=unit.headings, section=unit.section,
                              heading_starts=unit.heading_starts[:-1])  # fmt: skip
             if unit.start < start:
                 yield from self._lead(body, unit)
@@ -286,7 +205,7 @@ class MarkdownChunker:
         else:
             yield from self._prose_with_heading(body, unit)
 
-    def _lead(self, body: str, unit: _Unit) -> Iterator[_Piece]:
+    def _lead(self, body: str, unit: Unit) -> Iterator[_Piece]:
         """What precedes a unit's main block, alone: a lead-in paragraph as prose; headings only when
         their text is longer than the heading path keeps (otherwise the path says it all)."""
         end = unit.lead_end if unit.lead_end >= 0 else min(unit.end, unit.main.start)
@@ -299,11 +218,11 @@ class MarkdownChunker:
         ):
             yield from self._prose_pieces(body, unit.start, end, unit)
 
-    def _prose_with_heading(self, body: str, unit: _Unit) -> Iterator[_Piece]:
+    def _prose_with_heading(self, body: str, unit: Unit) -> Iterator[_Piece]:
         """Prose pieces whose first one starts with as many of the section's headings as fit."""
         main = unit.main
         if unit.heading_starts and unit.lead_end < 0:
-            outer = _Unit(unit.start, unit.heading_starts[-1], main, headings=unit.headings, section=unit.section,
+            outer = Unit(unit.start, unit.heading_starts[-1], main, headings=unit.headings, section=unit.section,
                           heading_starts=unit.heading_starts[:-1])  # fmt: skip
             if outer.start < outer.end:
                 yield from self._lead(body, outer)
@@ -331,7 +250,7 @@ class MarkdownChunker:
             return main.parts[1] - main.start + self.floor_chars
         return len(main.fence) * 2 + len(main.lang) + 2 + self.floor_chars
 
-    def _code_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
+    def _code_parts(self, body: str, unit: Unit, head: str) -> Iterator[_Piece]:
         main = unit.main
         opener_end = body.find("\n", main.start, main.end)
         opener = body[main.start : opener_end]
@@ -343,21 +262,21 @@ class MarkdownChunker:
             yield from self._unframed_parts(body, unit, head)
             return
         room = self.max_chars - frame
-        lines = _lines(body, opener_end + 1, closer_start - 1)
-        for n, (start, end) in enumerate(_pack_spans(body, lines, room - len(head), room)):
+        lines = line_spans(body, opener_end + 1, closer_start - 1)
+        for n, (start, end) in enumerate(pack_spans(body, lines, room - len(head), room)):
             text = f"{head if n == 0 else ''}{opener}\n{body[start:end]}\n{main.fence}"
             yield _Piece(unit.start if n == 0 and head else start, end, text, unit.headings, unit.section,
                          context=unit.lead_in if n else "", plain=False)  # fmt: skip
 
-    def _table_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
+    def _table_parts(self, body: str, unit: Unit, head: str) -> Iterator[_Piece]:
         main = unit.main
         header = body[main.start : main.parts[1]].rstrip("\n")
         if not self._repeats(len(header) + 1):
             yield from self._unframed_parts(body, unit, head)
             return
         room = self.max_chars - len(header) - 1
-        rows = [(s, e) for s, e in _lines(body, main.parts[1], main.end) if e > s]
-        for n, (start, end) in enumerate(_pack_spans(body, rows, room - len(head), room)):
+        rows = [(s, e) for s, e in line_spans(body, main.parts[1], main.end) if e > s]
+        for n, (start, end) in enumerate(pack_spans(body, rows, room - len(head), room)):
             text = f"{head if n == 0 else ''}{header}\n{body[start:end]}"
             yield _Piece(unit.start if n == 0 and head else start, end, text, unit.headings, unit.section,
                          context=unit.lead_in if n else "", plain=False)  # fmt: skip
@@ -371,26 +290,26 @@ class MarkdownChunker:
         """
         return frame <= self.max_chars // 2
 
-    def _unframed_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
+    def _unframed_parts(self, body: str, unit: Unit, head: str) -> Iterator[_Piece]:
         """A block whose frame does not fit twice in a chunk: its lines, frame included, cut like any
         others and never repeated (a table header padded wider than a chunk, a fence with a huge info)."""
         main = unit.main
-        lines = _lines(body, main.start, main.end)
-        for n, (start, end) in enumerate(_pack_spans(body, lines, self.max_chars - len(head), self.max_chars)):
+        lines = line_spans(body, main.start, main.end)
+        for n, (start, end) in enumerate(pack_spans(body, lines, self.max_chars - len(head), self.max_chars)):
             lead = head if n == 0 else ""
             while start < end and body[start].isspace():
                 start += 1
-            end = _rstrip_end(body, start, end)
+            end = rstrip_end(body, start, end)
             if start == end:
                 continue
             yield _Piece(unit.start if lead else start, end, lead + body[start:end], unit.headings, unit.section,
                          context=unit.lead_in if n else "", plain=not lead)  # fmt: skip
 
-    def _list_parts(self, body: str, unit: _Unit, head: str) -> Iterator[_Piece]:
+    def _list_parts(self, body: str, unit: Unit, head: str) -> Iterator[_Piece]:
         """Items grouped up to max_chars; an item larger than that is split as prose."""
         main = unit.main
         bounds = [*main.parts, main.end + 1]
-        items = [(bounds[i], _rstrip_end(body, bounds[i], bounds[i + 1] - 1)) for i in range(len(main.parts))]
+        items = [(bounds[i], rstrip_end(body, bounds[i], bounds[i + 1] - 1)) for i in range(len(main.parts))]
         group_start: int | None = unit.start if head else main.start
         group_end: int | None = None
         first = True
@@ -416,8 +335,8 @@ class MarkdownChunker:
             yield _Piece(group_start, group_end, body[group_start:group_end], unit.headings, unit.section,
                          context="" if first else unit.lead_in)  # fmt: skip
 
-    def _prose_pieces(self, body: str, start: int, end: int, unit: _Unit) -> Iterator[_Piece]:
-        for offset, piece in _windowed(self._prose, body[start:end], self.window):
+    def _prose_pieces(self, body: str, start: int, end: int, unit: Unit) -> Iterator[_Piece]:
+        for offset, piece in windowed(self._prose, body[start:end], self.window):
             stripped = piece.strip()
             if stripped:
                 at = start + offset + (len(piece) - len(piece.lstrip()))
@@ -451,85 +370,6 @@ class MarkdownChunker:
             and neighbour.section == piece.section
             and max(neighbour.end, piece.end) - min(neighbour.start, piece.start) <= self.max_chars
         )
-
-
-def _introduces(paragraph: str) -> bool:
-    text = paragraph.rstrip()
-    return text.endswith(":") or len(text) <= LEAD_IN_CHARS
-
-
-def _last_sentence(paragraph: str) -> str:
-    text = " ".join(paragraph.split())
-    parts = split_sentences(text.rstrip(":").rstrip())
-    sentence = parts[-1] if parts else text
-    return sentence[:LEAD_IN_CHARS]
-
-
-def _lines(body: str, start: int, end: int) -> list[tuple[int, int]]:
-    spans = []
-    pos = start
-    while pos < end:
-        nl = body.find("\n", pos, end)
-        line_end = end if nl < 0 else nl
-        spans.append((pos, line_end))
-        pos = line_end + 1
-    return spans
-
-
-def _pack_spans(body: str, spans: list[tuple[int, int]], first_room: int, room: int) -> Iterator[tuple[int, int]]:
-    """Consecutive line spans of `body` grouped into parts of at most `room` characters (the first `first_room`).
-
-    Parts are balanced (a block of 1.1 rooms becomes two halves, not a full part and a scrap), and
-    a line longer than the room is cut, at a space in the part's second half when there is one so
-    that no word is cut. Both rooms count as at least 1, so every step advances.
-    """
-    if not spans:
-        return
-    room = max(1, room)
-    total = spans[-1][1] - spans[0][0]
-    parts = -(-total // room)
-    target = max(1, min(room, total // max(1, parts) + total // (8 * max(1, parts)) + 1))
-    limit = max(1, min(first_room, target))
-    group: tuple[int, int] | None = None
-    for start, end in spans:
-        if group is not None and end - group[0] <= limit:
-            group = (group[0], end)
-            continue
-        if group is not None:
-            yield group
-            limit = target
-        # Variant: end - start, which falls by at least 1 on every turn (start < cut <= start + limit).
-        while end - start > limit:
-            space = body.rfind(" ", start + limit // 2 + 1, start + limit + 1)
-            cut = space if space > start else start + limit
-            yield start, cut
-            start, limit = cut, target
-        group = (start, end)
-    if group is not None:
-        yield group
-
-
-def _windowed(splitter: TextSplitter, text: str, window: int) -> Iterator[tuple[int, str]]:
-    """`splitter.chunk_indices(text)`, computed `window` characters at a time.
-
-    The last piece a window gives may be cut short by the window's end, so the next window starts
-    where that piece started. Variant: the next window starts after this one (the piece it starts
-    at is not the window's first), so `len(text) - start` falls on every turn.
-    """
-    start = 0
-    while start < len(text):
-        end = min(len(text), start + window)
-        found = list(splitter.chunk_indices(text[start:end]))
-        carry = end < len(text) and len(found) >= 2 and found[-1][0] > 0
-        for offset, piece in found[:-1] if carry else found:
-            yield start + offset, piece
-        start = start + found[-1][0] if carry else end
-
-
-def _rstrip_end(body: str, start: int, end: int) -> int:
-    while end > start and body[end - 1] in " \t\n":
-        end -= 1
-    return end
 
 
 def _normalise(content: str) -> str:

@@ -1,221 +1,111 @@
-"""The blocks of a markdown chunk, in order: prose paragraphs, lists, fenced code, tables and headings.
+"""The blocks of a markdown chunk as an answer reads them: a view over `parse_blocks` (markdown-it-py).
 
-Line-based, for the chunks the chunker makes (a few hundred to a few thousand characters): enough
-structure for an extractive answer to keep a code block with the sentence that introduces it and a
-list item with its list. Blockquote markers and mkdocs admonition lines are dropped (their content
-is parsed like any other text); HTML lines, HTML comments and shortcodes are left out. `plain`
-drops inline markdown syntax from prose and keeps inline code as written (chunker/inline.py).
+Extractive answers keep a code block with the sentence that introduces it and a list item with its
+list. So every block carries its content in `text`: a paragraph's inline markdown (lines joined), a
+heading's text, a code block's markdown (fences included, dedented; one the chunk cuts off is
+closed), a table's rows, a list's markdown with its `items`. Block quotes, admonitions and indented
+blocks outside lists give their content's blocks; HTML, comments, rules and shortcodes are left
+out. `plain` (chunker/inline.py) turns inline markdown into text.
+
+Bounds: comments and shortcodes are removed by the bounded patterns of chunker/inline.py, the parse
+is markdown-it's block pass (linear, nesting capped), and a quote, admonition or indented block is
+read again without its markers or indentation at most MAX_DEPTH deep: at most MAX_DEPTH + 1 passes
+over any character.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import replace
 
+from kbsearch.chunker.blocks import Block, ListItem, join_lines, parse_blocks
 from kbsearch.chunker.inline import COMMENT, SHORTCODE, plain
 
 __all__ = ["Block", "ListItem", "markdown_blocks", "plain"]
 
-BlockKind = Literal["prose", "list", "code", "table", "heading"]
-
-_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
-_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
-_LIST_ITEM = re.compile(r"^(\s*)([-*+]|\d{1,3}[.)])\s+(.*)$")
-_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
-_RULE = re.compile(r"^\s*([-*_=])(\s*\1){2,}\s*$")
-_ADMONITION = re.compile(r"^\s*(!!!|\?\?\?\+?)\s")
-_QUOTE = re.compile(r"^\s*(>\s?)+")
-_HTML_LINE = re.compile(r"^\s*</?[A-Za-z!][^>]*>\s*$")
-_ALERT = re.compile(r"^\s*\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION|INFO|DANGER)\]\s*", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class ListItem:
-    text: str  # the item's inline markdown, continuation lines joined
-    ordered: bool
-    depth: int  # 0 for a top-level item
-    code: str | None = None  # a fenced block inside the item, dedented
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    kind: BlockKind
-    text: str  # prose: the paragraph's inline markdown; heading: its text; list, code, table: the markdown
-    items: tuple[ListItem, ...] = field(default=())
+MAX_DEPTH = 8  # quotes, admonitions and indented blocks inside each other; deeper ones are read as their text
+_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
+_QUOTE_MARKER = re.compile(r"[ \t]{0,3}>[ \t]?")
+_ALERT = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION|INFO|DANGER)\][ \t]*", re.IGNORECASE)
 
 
 def markdown_blocks(markdown: str) -> list[Block]:
-    """The blocks of `markdown`, in document order."""
-    lines = _clean_lines(markdown)
-    blocks: list[Block] = []
-    paragraph: list[str] = []
+    """The blocks of `markdown` an answer can use, in document order, each with its content in `text`.
 
-    def flush() -> None:
-        if paragraph:
-            blocks.append(Block("prose", " ".join(paragraph)))
-            paragraph.clear()
-
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        stripped = line.strip()
-        if not stripped or _RULE.match(line):
-            flush()
-            i += 1
-            continue
-        if _FENCE.match(line):
-            flush()
-            code, i = _fenced(lines, i)
-            blocks.append(Block("code", code))
-            continue
-        heading = _HEADING.match(stripped)
-        if heading:
-            flush()
-            blocks.append(Block("heading", heading.group(1)))
-            i += 1
-            continue
-        if _is_table_start(lines, i):
-            flush()
-            start = i
-            while i < len(lines) and "|" in lines[i] and lines[i].strip():
-                i += 1
-            blocks.append(Block("table", "\n".join(s.strip() for s in lines[start:i])))
-            continue
-        item = _LIST_ITEM.match(line)
-        if item and not (paragraph and item.group(1)):  # an indented marker inside a paragraph is its text
-            flush()
-            block, i = _list(lines, i)
-            blocks.append(block)
-            continue
-        if _HTML_LINE.match(line):
-            flush()
-            i += 1
-            continue
-        paragraph.append(stripped)
-        i += 1
-    flush()
-    return blocks
+    Kinds: paragraph, heading, code, list, table. Offsets are into the text parsed, which has
+    comments and shortcodes taken out, so they locate a block only roughly in `markdown`.
+    """
+    # markdown-it ends a line at a lone CR too: normalised, so its line numbers are the text's lines.
+    text = markdown.replace("\r\n", "\n").replace("\r", "\n")
+    text = SHORTCODE.sub("", COMMENT.sub("", text))
+    return _read(_without_cut_code(text), 0)
 
 
-def _clean_lines(markdown: str) -> list[str]:
-    text = COMMENT.sub("", markdown.replace("\r\n", "\n"))
-    lines = []
-    for line in text.split("\n"):
-        if _ADMONITION.match(line):
-            lines.append("")  # `!!! note "Title"`: the marker, not content
-            continue
-        quote = _QUOTE.match(line)
-        if quote and not line.lstrip().startswith(">="):
-            line = _ALERT.sub("", line[quote.end() :])  # `> [!WARNING]`: GitHub's admonition marker
-        lines.append(SHORTCODE.sub("", line))
-    return _without_cut_code(lines)
+def _read(text: str, depth: int) -> list[Block]:
+    found: list[Block] = []
+    for block in parse_blocks(text):
+        source = text[block.start : block.end]
+        if block.kind in ("quote", "admonition") or (block.kind == "code" and not block.fence):
+            inner = _unquoted(source) if block.kind == "quote" else _dedented(source, block.kind == "admonition")
+            if depth < MAX_DEPTH:
+                found.extend(_read(inner, depth + 1))
+            elif inner.strip():
+                found.append(replace(block, kind="paragraph", text=join_lines(inner)))
+        elif block.kind == "paragraph" and not _rows(source):
+            found.append(replace(block, text=join_lines(source)))
+        elif block.kind == "code":
+            found.append(replace(block, text=_code(source, block.fence)))
+        elif block.kind in ("table", "paragraph"):  # a paragraph of rows: a table the chunk cut its header off
+            found.append(replace(block, kind="table", text="\n".join(line.strip() for line in source.split("\n"))))
+        elif block.kind == "heading":  # its text is already the heading's
+            found.append(block)
+        elif block.kind == "list":  # its markdown, beside the items the parser gave it
+            found.append(replace(block, text=source))
+    return found
 
 
-def _without_cut_code(lines: list[str]) -> list[str]:
-    """Lines without the tail of a code block the chunk begins inside of (its fence is in the chunk before).
+def _rows(source: str) -> bool:
+    return all(line.lstrip().startswith("|") and line.count("|") >= 2 for line in source.split("\n"))
+
+
+def _code(source: str, fence: str) -> str:
+    """A fenced code block as markdown, dedented by its fence's indent; an unterminated one is closed."""
+    lines = source.split("\n")
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    body = [line[indent:] if line[:indent].isspace() or not indent else line.lstrip() for line in lines]
+    closing = _FENCE.fullmatch(lines[-1]) if len(lines) > 1 else None
+    if closing is None or not closing.group(1).startswith(fence) or closing.group(2).strip():
+        body.append(fence)  # the chunk ends inside the code: closed here, so the answer stays well-formed
+    return "\n".join(body)
+
+
+def _unquoted(source: str) -> str:
+    """A block quote's content: one level of `>` markers off each line, GitHub's `[!NOTE]` marker off its first."""
+    lines = [line[m.end() :] if (m := _QUOTE_MARKER.match(line)) else line for line in source.split("\n")]
+    lines[0] = _ALERT.sub("", lines[0], count=1)
+    return "\n".join(lines)
+
+
+def _dedented(source: str, admonition: bool) -> str:
+    """Indented content out of its indentation: an admonition's (after its `!!! note "Title"` opener), or
+    an indented block's. In the docs this reads, an indented block at the top of a chunk is the content
+    of a list item or admonition the chunk was cut from, rarely code (code is fenced).
+    """
+    lines = source.split("\n")[1:] if admonition else source.split("\n")
+    indent = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+    return "\n".join(line[indent:] for line in lines)
+
+
+def _without_cut_code(text: str) -> str:
+    """The text without the tail of a code block the chunk begins inside of (its fence is in the chunk before).
 
     Told by an odd number of fences whose first is a bare closing one after text: that text is code.
     """
-    fences = [i for i, line in enumerate(lines) if _FENCE.match(line)]
+    lines = text.split("\n")
+    fences = [i for i, line in enumerate(lines) if _FENCE.fullmatch(line)]
     if not fences or len(fences) % 2 == 0:
-        return lines
-    first = _FENCE.match(lines[fences[0]])
-    if first is not None and not first.group(3).strip() and any(line.strip() for line in lines[: fences[0]]):
-        return lines[fences[0] + 1 :]
-    return lines
-
-
-def _fenced(lines: list[str], i: int) -> tuple[str, int]:
-    """The fenced block opening at line i (verbatim, dedented by its fence's indent) and the line after it."""
-    opening = _FENCE.match(lines[i])
-    assert opening is not None
-    indent, fence = len(opening.group(1)), opening.group(2)
-    body = [lines[i][indent:]]
-    i += 1
-    while i < len(lines):
-        line = lines[i]
-        body.append(line[indent:] if line[:indent].strip() == "" else line.lstrip())
-        i += 1
-        closing = _FENCE.match(line)
-        if closing and closing.group(2).startswith(fence[0] * len(fence)) and not closing.group(3).strip():
-            return "\n".join(body), i
-    body.append(fence)  # unterminated: closed here, so the answer stays well-formed
-    return "\n".join(body), i
-
-
-def _is_table_start(lines: list[str], i: int) -> bool:
-    line = lines[i].strip()
-    if line.startswith("|") and line.count("|") >= 2:
-        return True
-    return "|" in line and i + 1 < len(lines) and bool(_TABLE_SEPARATOR.match(lines[i + 1]))
-
-
-def _list(lines: list[str], i: int) -> tuple[Block, int]:
-    """The list starting at line i: its items (nested ones with their depth) and the line after it."""
-    items: list[ListItem] = []
-    raw: list[str] = []
-    indents: list[int] = []  # the marker indentation of each open nesting level
-    current: dict[str, object] | None = None
-
-    def close() -> None:
-        if current is not None:
-            items.append(
-                ListItem(
-                    text=" ".join(current["text"]),  # type: ignore[arg-type]
-                    ordered=bool(current["ordered"]),
-                    depth=int(current["depth"]),  # type: ignore[call-overload]
-                    code=current["code"],  # type: ignore[arg-type]
-                )
-            )
-
-    while i < len(lines):
-        line = lines[i]
-        marker = _LIST_ITEM.match(line)
-        if marker:
-            close()
-            indent = len(marker.group(1))
-            while indents and indent < indents[-1]:
-                indents.pop()
-            if not indents or indent > indents[-1] + 1:
-                indents.append(indent)
-            current = {
-                "text": [marker.group(3).strip()],
-                "ordered": marker.group(2)[0].isdigit(),
-                "depth": len(indents) - 1,
-                "code": None,
-            }
-            raw.append(line)
-            i += 1
-            continue
-        if not line.strip():
-            following = next((j for j in range(i + 1, len(lines)) if lines[j].strip()), None)
-            if following is None or not (_LIST_ITEM.match(lines[following]) or lines[following].startswith("  ")):
-                break
-            raw.append(line)
-            i += 1
-            continue
-        if _FENCE.match(line):
-            if not line.startswith(" ") or current is None:
-                break  # a fence at the margin ends the list
-            code, end = _fenced(lines, i)
-            if current["code"] is None:
-                current["code"] = code
-            raw.extend(lines[i:end])
-            i = end
-            continue
-        if (
-            _HEADING.match(line.strip())
-            or _is_table_start(lines, i)
-            or _HTML_LINE.match(line)
-            or (not line.startswith(" ") and raw and not raw[-1].strip())
-        ):
-            break  # a heading, a table, or an unindented line after a blank one: the list is over
-        assert current is not None
-        current["text"].append(line.strip())  # type: ignore[attr-defined]
-        raw.append(line)
-        i += 1
-    close()
-    while raw and not raw[-1].strip():
-        raw.pop()
-    return Block("list", "\n".join(raw), tuple(items)), i
+        return text
+    first = _FENCE.fullmatch(lines[fences[0]])
+    if first is not None and not first.group(2).strip() and any(line.strip() for line in lines[: fences[0]]):
+        return "\n".join(lines[fences[0] + 1 :])
+    return text

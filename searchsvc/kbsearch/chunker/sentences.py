@@ -56,7 +56,7 @@ def sentences(markdown: str) -> list[str]:
     """
     found: list[str] = []
     for block in markdown_blocks(markdown):
-        if block.kind == "prose":
+        if block.kind == "paragraph":
             found.extend(_kept(s) for s in split_sentences(plain(block.text)) if _statement(s))
         elif block.kind == "list":
             found.extend(_kept(plain(item.text)) for item in block.items if _statement(plain(item.text)))

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsearch.console import ask, login, pages
-from kbsearch.console.rendering import PAGE_HEADERS, ConsoleTemplates
+from kbsearch.console.rendering import PAGE_HEADERS, ConsoleTemplates, render
 from kbsearch.console.session import ConsoleSessions, CsrfRejected, LoginRequired, login_url
 from kbsearch.console.static import CachedStatic
+from kbsearch.deps import parts_of
 
 PREFIX = "/ui"
 
 
 def install_console(app: FastAPI) -> None:
-    app.state.console = ConsoleTemplates()
-    app.state.console_sessions = ConsoleSessions()
+    parts = parts_of(app)  # the console's own state, beside the app's other parts
+    parts.add_face(ConsoleTemplates())
+    parts.add_face(ConsoleSessions())
     app.include_router(login.router)
     app.include_router(pages.router)
     app.include_router(ask.router)
@@ -36,8 +38,7 @@ async def _to_login(request: Request, exc: LoginRequired) -> Response:
 
 async def _csrf_rejected(request: Request, exc: CsrfRejected) -> Response:
     context = {"title": "Request refused", "message": f"Refused: {exc}. Reload the page and try again."}
-    response: HTMLResponse = request.app.state.console.render(request, "error.html", context, 403)
-    return response
+    return render(request, "error.html", context, 403)
 
 
 class ConsoleHeaders:

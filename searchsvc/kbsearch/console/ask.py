@@ -12,11 +12,12 @@ from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
 from kbsearch.console.pages import MODES, source_names
+from kbsearch.console.rendering import render
 from kbsearch.console.session import CSRF_FIELD, check_csrf, console_caller
 from kbsearch.deps import AskDep
 from kbsearch.errors import ServiceError
 from kbsearch.presenters import validation_message
-from kbsearch.schemas import AskCitation, AskRequest
+from kbsearch.schemas.ask import AskCitation, AskRequest
 from kbsearch.services.access.scope import Caller
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -57,7 +58,7 @@ def _prose_with_chips(answer: str, citations: list[AskCitation]) -> Markup:
         title = citation.title or citation.uri
         pieces.append(
             Markup('<a class="chip" href="{}" title="{}">{}</a>').format(
-                chunk_link(citation.uri, citation.chunkIndex), title, citation.n
+                chunk_link(citation.uri, citation.chunk_index), title, citation.n
             )
         )
         position = match.end()
@@ -100,10 +101,8 @@ async def ask_panel(
         "ask_error": ask_error,
     }
     if request.headers.get("hx-request") == "true":
-        response: HTMLResponse = request.app.state.console.render(request, "_ask.html", context)
-        return response
+        return render(request, "_ask.html", context)
     # Without JavaScript: the search page again, with the answer in its panel.
     sources = await source_names(request, caller)
     page = {"q": "", "mode": "hybrid", "hits": [], "took_ms": None, "error": None, "sources": sources, "ask": True}
-    rendered: HTMLResponse = request.app.state.console.render(request, "search.html", page | {"modes": MODES} | context)
-    return rendered
+    return render(request, "search.html", page | {"modes": MODES} | context)

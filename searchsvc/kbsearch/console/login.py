@@ -7,10 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from kbsearch.console.rendering import render
 from kbsearch.console.session import CSRF_FIELD, check_csrf, end_session, safe_next, start_session
+from kbsearch.deps import authenticator as app_authenticator
 from kbsearch.deps import client_address, known_sources
 from kbsearch.errors import UnauthenticatedError
-from kbsearch.services.access.auth import MAX_TOKEN_CHARS, Authenticator
+from kbsearch.services.access.auth import MAX_TOKEN_CHARS
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -18,8 +20,7 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 def _form(request: Request, *, next_path: str, error: str | None, status_code: int = 200) -> HTMLResponse:
     expired = request.query_params.get("expired") == "1" and error is None
     context = {"next": safe_next(next_path), "error": error, "expired": expired}
-    response: HTMLResponse = request.app.state.console.render(request, "login.html", context, status_code)
-    return response
+    return render(request, "login.html", context, status_code)
 
 
 @router.get("/login")
@@ -36,7 +37,7 @@ async def login(
 ) -> Response:
     check_csrf(request, csrf_token)
     token = token.strip()
-    authenticator: Authenticator = request.app.state.authenticator
+    authenticator = app_authenticator(request)
     try:
         caller = await authenticator.caller_of(
             f"Bearer {token}", known_sources(request), write=False, client=client_address(request)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
+from kbsearch.console.rendering import render
 from kbsearch.console.session import console_caller
 from kbsearch.deps import ContextDep, DocumentReadsDep, InsightsDep, SearchDep
 from kbsearch.deps import context as app_context
@@ -15,7 +16,7 @@ from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SearchMode
 from kbsearch.peers.router import Unanswered
 from kbsearch.presenters import validation_message
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -46,8 +47,7 @@ async def source_names(request: Request, caller: Caller) -> list[str]:
 
 
 def _render(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:
-    response: HTMLResponse = request.app.state.console.render(request, name, context, status_code)
-    return response
+    return render(request, name, context, status_code)
 
 
 @router.get("/")

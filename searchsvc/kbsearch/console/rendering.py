@@ -16,6 +16,8 @@ from starlette.responses import HTMLResponse
 
 from kbsearch.console.highlight import highlight, snippet
 from kbsearch.console.session import csrf_token, remember_csrf, signed_in
+from kbsearch.deps import authenticator as app_authenticator
+from kbsearch.deps import face_state
 
 PACKAGE = resources.files("kbsearch.console")
 TEMPLATES = Path(str(PACKAGE / "templates"))
@@ -111,7 +113,7 @@ class ConsoleTemplates:
         self.templates = Jinja2Templates(env=environment)
 
     def render(self, request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:
-        authenticator = request.app.state.authenticator
+        authenticator = app_authenticator(request)
         base = {
             "csrf_token": csrf_token(request),
             "signed_in": signed_in(request),
@@ -122,3 +124,8 @@ class ConsoleTemplates:
         response = self.templates.TemplateResponse(request, name, base | context, status_code=status_code)
         remember_csrf(request, response)
         return response
+
+
+def render(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:
+    """A page or fragment rendered by this app's templates (installed with the console)."""
+    return face_state(request, ConsoleTemplates).render(request, name, context, status_code)

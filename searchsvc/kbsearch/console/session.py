@@ -28,9 +28,10 @@ from urllib.parse import quote
 from fastapi import Request
 from starlette.responses import Response
 
-from kbsearch.deps import client_address, context, known_sources
+from kbsearch.deps import authenticator as app_authenticator
+from kbsearch.deps import client_address, context, face_state, known_sources
 from kbsearch.errors import UnauthenticatedError
-from kbsearch.services.access.auth import Authenticator, refuse_url_token
+from kbsearch.services.access.auth import refuse_url_token
 from kbsearch.services.access.scope import Caller
 
 SESSION_COOKIE = "kb_console_session"
@@ -103,8 +104,7 @@ def _cookie_path(request: Request) -> str:
 
 
 def _sessions(request: Request) -> ConsoleSessions:
-    sessions: ConsoleSessions = request.app.state.console_sessions
-    return sessions
+    return face_state(request, ConsoleSessions)
 
 
 def current_path(request: Request) -> str:
@@ -117,10 +117,9 @@ async def console_caller(request: Request) -> Caller:
     refuse_url_token(request.query_params, "sign in through the form")
     session_id = request.cookies.get(cookie_name(request, SESSION_COOKIE))
     token = _sessions(request).token(session_id)
-    authenticator: Authenticator = request.app.state.authenticator
     try:
         header = f"Bearer {token}" if token else None
-        caller = await authenticator.caller_of(
+        caller = await app_authenticator(request).caller_of(
             header, known_sources(request), write=False, client=client_address(request)
         )
     except UnauthenticatedError:

@@ -116,6 +116,7 @@ class ConversionWorker:
 
     def __init__(self, limits: ConversionLimits, concurrency: int = 2) -> None:
         self.limits = limits
+        self.concurrency = concurrency
         self.sandbox = sandbox.probe()
         self.readable = parser_data_dirs()
         if self.sandbox.missing:

@@ -197,15 +197,15 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> None:
     """Export the bundled model (or SEARCHSVC_LOCAL_MODEL) into DIR, as the service would at first start."""
-    from kbsearch.settings import Settings
+    from kbsearch.settings import EmbedderSettings
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("directory", type=Path, help="where the .onnx files go (SEARCHSVC_ONNX_DIR at run time)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
-    settings = Settings()
+    embedding = EmbedderSettings()  # SEARCHSVC_LOCAL_MODEL and the rest of its section only
     for variant in ("fp32", "int8"):
-        path = ensure_exports(settings.local_model, args.directory, variant)
+        path = ensure_exports(embedding.local_model, args.directory, variant)
         log.info("ONNX %s export ready at %s", variant, path)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
+import tenacity
 
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError, EmbedderUnavailableError
@@ -21,9 +22,9 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 class OpenAIEmbedder(EmbeddingProvider):
     """Embeds through the real `openai` client, `batch_size` texts per request.
 
-    Retries are done here, not by the client (its `max_retries` is 0). The client's own retries
+    Retries are done here with tenacity, not by the client (its `max_retries` is 0). The client's own retries
     (openai 3.x) pick the same statuses and read the same Retry-After headers, but they lack what
-    this loop is for: a Retry-After above 120 s makes the client give up at once, where this waits
+    these are for: a Retry-After above 120 s makes the client give up at once, where this waits
     the capped `backoff_max` and tries again; its backoff cap is a fixed 8 s; its sleeps cannot be
     replaced (the tests record them instead of sleeping); and the error it raises does not say how
     many attempts were made (`details.attempts`). A request is retried on 408, 409, 429, any 5xx,
@@ -111,35 +112,43 @@ class OpenAIEmbedder(EmbeddingProvider):
         extra: dict[str, Any] = {}
         if self._requested_dimensions is not None:
             extra["dimensions"] = self._requested_dimensions
-        attempt = 0
-        while True:
-            try:
-                response = self._client.embeddings.create(
-                    input=batch, model=self.model, encoding_format="float", **extra
-                )
-                return self._vectors(response, len(batch), startup)
-            except openai.APIConnectionError as exc:  # includes timeouts
-                failure: Exception = exc
-                retry_after = None
-            except openai.APIStatusError as exc:
-                if exc.status_code not in _RETRYABLE_STATUS and exc.status_code < 500:
-                    raise self._rejected(exc, startup) from exc
-                failure = exc
-                retry_after = _retry_after(exc)
-            except openai.OpenAIError as exc:  # an answer the client cannot parse
-                raise self._fail(f"unexpected answer from the embedding endpoint: {exc}", startup) from exc
-            if attempt >= self.max_retries:
-                raise EmbedderUnavailableError(
-                    f"the embedding endpoint failed {attempt + 1} times in a row: {failure}",
-                    details={"attempts": attempt + 1, "reason": type(failure).__name__},
-                ) from failure
-            self._sleep(self._backoff(attempt, retry_after))
-            attempt += 1
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_Transient),
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._request, batch, extra, startup)
+        except _Transient as exc:
+            attempts = retrying.statistics["attempt_number"]
+            raise EmbedderUnavailableError(
+                f"the embedding endpoint failed {attempts} times in a row: {exc.failure}",
+                details={"attempts": attempts, "reason": type(exc.failure).__name__},
+            ) from exc.failure
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+    def _request(self, batch: list[str], extra: dict[str, Any], startup: bool) -> list[list[float]]:
+        """One request: the vectors, or _Transient for a failure worth another try."""
+        try:
+            response = self._client.embeddings.create(input=batch, model=self.model, encoding_format="float", **extra)
+        except openai.APIConnectionError as exc:  # includes timeouts
+            raise _Transient(exc, None) from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code not in _RETRYABLE_STATUS and exc.status_code < 500:
+                raise self._rejected(exc, startup) from exc
+            raise _Transient(exc, _retry_after(exc)) from exc
+        except openai.OpenAIError as exc:  # an answer the client cannot parse
+            raise self._fail(f"unexpected answer from the embedding endpoint: {exc}", startup) from exc
+        return self._vectors(response, len(batch), startup)
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """Exponential backoff with jitter, or the server's Retry-After when longer; capped at backoff_max."""
+        attempt = state.attempt_number - 1
         delay: float = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
-        if retry_after is not None:
-            delay = max(delay, retry_after)
+        failure = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(failure, _Transient) and failure.retry_after is not None:
+            delay = max(delay, failure.retry_after)
         return min(delay, self.backoff_max)
 
     def _vectors(self, response: Any, expected_count: int, startup: bool) -> list[list[float]]:
@@ -180,6 +189,15 @@ class OpenAIEmbedder(EmbeddingProvider):
     @staticmethod
     def _fail(message: str, startup: bool) -> Exception:
         return ConfigurationError(message) if startup else EmbedderUnavailableError(message)
+
+
+class _Transient(Exception):
+    """A failure worth another try (408, 409, 429, 5xx, no connection), with the wait the server asked for."""
+
+    def __init__(self, failure: openai.OpenAIError, retry_after: float | None) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+        self.retry_after = retry_after
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:

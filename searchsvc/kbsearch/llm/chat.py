@@ -9,6 +9,7 @@ code path reads the wire.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import openai
+import tenacity
 
 from kbsearch.errors import ConfigurationError, LLMTimeoutError, LLMUnavailableError
 from kbsearch.metrics import Metrics
@@ -69,7 +71,7 @@ class TurnEnd:
 
 
 class ChatClient:
-    """An OpenAI-compatible chat model through the real `openai` client, with our own retries.
+    """An OpenAI-compatible chat model through the real `openai` client, with our own retries (tenacity).
 
     The client's own retries are off (`max_retries=0`): they choose the same statuses and read the
     same Retry-After, but they know nothing of the ask's deadline (a retry would outlive it), cannot
@@ -178,55 +180,71 @@ class ChatClient:
         }
         if tools:
             request["tools"] = [_wire_tool(t) for t in tools]
-        attempt = 0
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._failed("timeout", LLMTimeoutError("the ask ran out of time waiting for the chat model"))
-            retry_after: float | None = None
-            try:
-                stream = await self._client.chat.completions.create(**request, timeout=min(self.timeout, remaining))
-                return cast(openai.AsyncStream[Any], stream)
-            except openai.APITimeoutError as exc:
-                raise self._failed(
-                    "timeout",
-                    LLMTimeoutError(f"the chat model did not answer within {min(self.timeout, remaining):g} s"),
-                ) from exc
-            except openai.APIConnectionError as exc:
-                failure: LLMUnavailableError = LLMUnavailableError(
-                    f"cannot reach the chat endpoint: {_reason(exc)}", details={"reason": "connection"}
-                )
-                reason = "connection"
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                failure = LLMUnavailableError(
-                    f"the chat endpoint answered HTTP {status}{_hint(status)}", details={"status": status}
-                )
-                reason = f"http_{status // 100}xx" if status != 429 else "http_429"
-                if status not in _RETRYABLE_STATUS and status < 500:
-                    raise self._failed(reason, failure) from exc
-                retry_after = _retry_after(exc)
-            except openai.OpenAIError as exc:
-                raise self._failed("bad_reply", LLMUnavailableError(f"unusable chat reply: {_reason(exc)}")) from exc
-            self._count(reason)
-            if retry_after is not None and retry_after > self.max_wait:
-                failure.details["retryAfterSeconds"] = retry_after
-                raise failure  # waiting less than the server asks would only meet another refusal
-            if attempt >= self.max_retries:
-                failure.details["attempts"] = attempt + 1
-                raise failure
-            delay = self._backoff(attempt, retry_after)
-            if time.monotonic() + delay >= deadline:
-                raise self._failed("timeout", LLMTimeoutError("the ask ran out of time retrying the chat model"))
-            log.info("retrying the chat model", extra={"attempt": attempt + 1, "delay_s": round(delay, 3)})
-            await self._sleep(delay)
-            attempt += 1
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception(self._worth_retrying),
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            sleep=self._sleep,
+            before_sleep=functools.partial(self._before_sleep, deadline),
+            reraise=True,
+        )
+        try:
+            return await retrying(self._request, request, deadline)
+        except _Transient as exc:
+            if not self._worth_retrying(exc):  # waiting less than the server asks would only meet another refusal
+                exc.failure.details["retryAfterSeconds"] = exc.retry_after
+            else:
+                exc.failure.details["attempts"] = retrying.statistics["attempt_number"]
+            raise exc.failure from exc.__cause__
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+    async def _request(self, request: dict[str, Any], deadline: float) -> openai.AsyncStream[Any]:
+        """One request: the stream, or _Transient for a failure worth another try."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._failed("timeout", LLMTimeoutError("the ask ran out of time waiting for the chat model"))
+        try:
+            stream = await self._client.chat.completions.create(**request, timeout=min(self.timeout, remaining))
+            return cast(openai.AsyncStream[Any], stream)
+        except openai.APITimeoutError as exc:
+            raise self._failed(
+                "timeout", LLMTimeoutError(f"the chat model did not answer within {min(self.timeout, remaining):g} s")
+            ) from exc
+        except openai.APIConnectionError as exc:
+            self._count("connection")
+            failure = LLMUnavailableError(
+                f"cannot reach the chat endpoint: {_reason(exc)}", details={"reason": "connection"}
+            )
+            raise _Transient(failure, None) from exc
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            failure = LLMUnavailableError(
+                f"the chat endpoint answered HTTP {status}{_hint(status)}", details={"status": status}
+            )
+            reason = f"http_{status // 100}xx" if status != 429 else "http_429"
+            if status not in _RETRYABLE_STATUS and status < 500:
+                raise self._failed(reason, failure) from exc
+            self._count(reason)
+            raise _Transient(failure, _retry_after(exc)) from exc
+        except openai.OpenAIError as exc:
+            raise self._failed("bad_reply", LLMUnavailableError(f"unusable chat reply: {_reason(exc)}")) from exc
+
+    def _worth_retrying(self, exc: BaseException) -> bool:
+        return isinstance(exc, _Transient) and (exc.retry_after is None or exc.retry_after <= self.max_wait)
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """Exponential backoff with jitter, or the server's Retry-After when longer; capped at max_wait."""
+        attempt = state.attempt_number - 1
         delay: float = min(self.max_wait, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
-        if retry_after is not None:
-            delay = max(delay, retry_after)
+        failure = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(failure, _Transient) and failure.retry_after is not None:
+            delay = max(delay, failure.retry_after)
         return min(delay, self.max_wait)
+
+    def _before_sleep(self, deadline: float, state: tenacity.RetryCallState) -> None:
+        delay = state.upcoming_sleep
+        if time.monotonic() + delay >= deadline:  # a retry would outlive the ask
+            raise self._failed("timeout", LLMTimeoutError("the ask ran out of time retrying the chat model"))
+        log.info("retrying the chat model", extra={"attempt": state.attempt_number, "delay_s": round(delay, 3)})
 
     def _count(self, reason: str) -> None:
         if self._metrics is not None:
@@ -278,6 +296,15 @@ def _tool_calls(calls: dict[int, dict[str, str]]) -> tuple[ToolCall, ...]:
         # Some servers send no id; the next turn must still pair the result with its call.
         result.append(ToolCall(call["id"] or f"call_{index}", call["name"], call["arguments"] or "{}"))
     return tuple(result)
+
+
+class _Transient(Exception):
+    """A failure worth another try (408, 409, 429, 5xx, no connection), with the wait the server asked for."""
+
+    def __init__(self, failure: LLMUnavailableError, retry_after: float | None) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+        self.retry_after = retry_after
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:

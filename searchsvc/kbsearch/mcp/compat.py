@@ -69,7 +69,7 @@ async def manage_knowledge(
         metadata=metadata,
         query=query,
         limit=limit,
-        uriFilter=uriFilter,
+        uri_filter=uriFilter,
         interaction_id=interaction_id,
     )
     with tool_errors():
@@ -83,7 +83,7 @@ def _text(result: DotAiResult) -> str:
     if result.chunks is None:
         return f"{result.operation}: {result.message} ({result.uri})"
     lines = [
-        f"[{n}] {c.uri} #{c.chunkIndex} (score {c.score:.3f})\n{c.content}" for n, c in enumerate(result.chunks, 1)
+        f"[{n}] {c.uri} #{c.chunk_index} (score {c.score:.3f})\n{c.content}" for n, c in enumerate(result.chunks, 1)
     ]
     return "\n\n".join(lines) if lines else result.message
 

@@ -31,7 +31,7 @@ from kbsearch.deps import client_address, known_sources
 from kbsearch.mcp.server import build_server
 from kbsearch.presenters import error_response
 from kbsearch.services.access.auth import Authenticator, refuse_url_token
-from kbsearch.settings import Settings
+from kbsearch.settings import CompatSettings, HttpSettings
 
 PATH = "/mcp"
 ANY_HOST = "*"
@@ -136,16 +136,16 @@ class McpRoute(Route):
 class McpFace:
     """The MCP server as the app serves it; `running()` belongs in the app's lifespan."""
 
-    def __init__(self, app: FastAPI, settings: Settings, authenticator: Authenticator) -> None:
-        self.server = build_server(settings)
-        security = transport_security(settings.mcp_hosts)
+    def __init__(self, app: FastAPI, http: HttpSettings, compat: CompatSettings, authenticator: Authenticator) -> None:
+        self.server = build_server(compat)
+        security = transport_security(http.mcp_hosts)
         # Builds the session manager; the Starlette app it returns is not used (see the module docstring).
         self.server.streamable_http_app(
             streamable_http_path=PATH,
             stateless_http=True,
             json_response=True,
             transport_security=security,
-            max_request_body_size=settings.max_body_bytes,
+            max_request_body_size=http.max_body_bytes,
         )
         # The same server, answering as a stream: for the calls that asked for progress.
         self.streaming = StreamableHTTPSessionManager(
@@ -153,7 +153,7 @@ class McpFace:
             json_response=False,
             stateless=True,
             security_settings=security,
-            max_request_body_size=settings.max_body_bytes,
+            max_request_body_size=http.max_body_bytes,
         )
         endpoint = McpEndpoint(self.server, authenticator, self.streaming)
         app.router.routes.append(McpRoute(PATH, endpoint, include_in_schema=False))

@@ -7,8 +7,9 @@ so an agent and a program read the same records; the models here are for what RE
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
-from kbsearch.schemas import MetadataValue, SourceInfo
+from kbsearch.schemas.sources import SourceInfo
 
 # Bounds of the tools' paging arguments; the tools refuse anything outside them by name.
 MAX_FETCH_CHARS = 100_000
@@ -17,27 +18,12 @@ MAX_CONTEXT_WINDOW = 10
 
 
 class Output(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class DocumentText(Output):
-    """One page of a document's body text, in order; `nextStart` is null on the last page."""
-
-    uri: str
-    title: str | None
-    sourceIdentifier: str | None
-    checksum: str
-    metadata: dict[str, MetadataValue]
-    ingestedAt: str
-    totalChars: int = Field(description="Characters in the whole body (front matter excluded).")
-    start: int = Field(description="Offset of this page's first character.")
-    end: int = Field(description="Offset just past this page's last character.")
-    nextStart: int | None = Field(description="Pass as `start` to read on; null when this page reaches the end.")
-    text: str
+    # As the REST bodies (schemas.fields.Body): snake_case attributes, camelCase keys in the JSON.
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", populate_by_name=True)
 
 
 class ContextChunk(Output):
-    chunkIndex: int
+    chunk_index: int
     headings: list[str]
     content: str
     start: int | None = Field(description="Character offset of the chunk in the body; null for older documents.")
@@ -49,9 +35,9 @@ class ChunkContext(Output):
 
     uri: str
     title: str | None
-    sourceIdentifier: str | None
-    chunkIndex: int = Field(description="The chunk asked for.")
-    totalChunks: int
+    source_identifier: str | None
+    chunk_index: int = Field(description="The chunk asked for.")
+    total_chunks: int
     chunks: list[ContextChunk]
 
 

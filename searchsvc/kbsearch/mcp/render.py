@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kbsearch.mcp.models import ChunkContext, DocumentText, SourcesOverview
-from kbsearch.schemas import (
-    AskResponse,
-    DeleteDocumentResponse,
-    PutDocumentResponse,
-    SearchResponse,
-    SearchResult,
-    SourceInfo,
-)
+from kbsearch.mcp.models import ChunkContext, SourcesOverview
+from kbsearch.schemas.ask import AskResponse
+from kbsearch.schemas.documents import DeleteDocumentResponse, DocumentText, PutDocumentResponse
+from kbsearch.schemas.search import SearchResponse, SearchResult
+from kbsearch.schemas.sources import SourceInfo
 
 SEPARATOR = " \u203a "  # a right-pointing angle quote, between a title and its headings
 
@@ -26,7 +22,7 @@ def heading_path(title: str | None, headings: Iterable[str]) -> str:
 def hit_line(n: int, hit: SearchResult) -> str:
     label = heading_path(hit.title, hit.headings) or hit.uri
     version = f", version {hit.version}" if hit.version else ""
-    others = f"; also in {', '.join(hit.otherVersions)}" if hit.otherVersions else ""
+    others = f"; also in {', '.join(hit.other_versions)}" if hit.other_versions else ""
     return f"[{n}] {label} — {located(hit.uri, hit.page, hit.cell)} (relevance {hit.relevance:.2f}{version}{others})"
 
 
@@ -43,7 +39,7 @@ def search_text(response: SearchResponse) -> str:
     partial = _partial_note(response)
     if not response.results:
         return partial + f"No results ({response.mode} search) among the sources you may read."
-    if response.nothingRelevant:
+    if response.nothing_relevant:
         best = max(h.relevance for h in response.results)
         note = f"Nothing relevant found (the best relevance is {best:.2f}); the closest results follow.\n\n"
     else:
@@ -70,28 +66,28 @@ def _stores(hit: SearchResult) -> str:
 
 def document_text(page: DocumentText) -> str:
     label = page.title or page.uri
-    where = f"characters {page.start} to {page.end} of {page.totalChars}"
-    more = f"; continue with start={page.nextStart}" if page.nextStart is not None else "; end of document"
+    where = f"characters {page.start} to {page.end} of {page.total_chars}"
+    more = f"; continue with start={page.next_start}" if page.next_start is not None else "; end of document"
     return f"{label} — {page.uri} ({where}{more})\n\n{page.text}"
 
 
 def context_text(context: ChunkContext) -> str:
     blocks = []
     for chunk in context.chunks:
-        marker = " (asked for)" if chunk.chunkIndex == context.chunkIndex else ""
+        marker = " (asked for)" if chunk.chunk_index == context.chunk_index else ""
         label = heading_path(context.title, chunk.headings) or context.uri
-        blocks.append(f"[chunk {chunk.chunkIndex}/{context.totalChunks}{marker}] {label}\n{chunk.content}")
+        blocks.append(f"[chunk {chunk.chunk_index}/{context.total_chunks}{marker}] {label}\n{chunk.content}")
     return f"{context.uri}\n\n" + "\n\n".join(blocks)
 
 
 def _source_line(source: SourceInfo) -> str:
     line = (
-        f"{source.sourceIdentifier}: {source.documents} documents, {source.chunks} chunks, "
-        f"last ingest {source.lastIngestedAt or 'never'}"
+        f"{source.source_identifier}: {source.documents} documents, {source.chunks} chunks, "
+        f"last ingest {source.last_ingested_at or 'never'}"
     )
     # Fields REST adds to a source later (the operator's sync status) show up here without a change.
     known = {"sourceIdentifier", "documents", "chunks", "lastIngestedAt"}
-    extra = {k: v for k, v in source.model_dump(mode="json").items() if k not in known and v is not None}
+    extra = {k: v for k, v in source.model_dump(mode="json", by_alias=True).items() if k not in known and v is not None}
     return line + "".join(f"; {key}: {_compact(value)}" for key, value in extra.items())
 
 
@@ -118,13 +114,13 @@ def sources_text(overview: SourcesOverview) -> str:
 
 def put_text(response: PutDocumentResponse) -> str:
     return (
-        f"{response.status}: {response.uri} ({response.chunks} chunks, {response.chunksEmbedded} embedded, "
+        f"{response.status}: {response.uri} ({response.chunks} chunks, {response.chunks_embedded} embedded, "
         f"checksum {response.checksum})"
     )
 
 
 def delete_text(response: DeleteDocumentResponse) -> str:
-    return f"deleted: {response.uri} ({response.chunksDeleted} chunks)"
+    return f"deleted: {response.uri} ({response.chunks_deleted} chunks)"
 
 
 def ask_text(response: AskResponse) -> str:
@@ -139,6 +135,6 @@ def ask_text(response: AskResponse) -> str:
         where = located(citation.uri, citation.page, citation.cell)
         version = f", version {citation.version}" if citation.version else ""
         store = f", from {', '.join(citation.stores)}" if named else ""
-        lines.append(f"[{citation.n}] {label} — {where} (chunk {citation.chunkIndex}{version}{store})")
+        lines.append(f"[{citation.n}] {label} — {where} (chunk {citation.chunk_index}{version}{store})")
         lines.append(f'    "{citation.quote}"')
     return "\n".join(lines)

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from kbsearch import __version__
 from kbsearch.mcp import compat, tools
 from kbsearch.mcp.context import caller_of, invalid_arguments
-from kbsearch.settings import Settings
+from kbsearch.settings import CompatSettings
 
 INSTRUCTIONS = (
     "A knowledge base of documents (mostly markdown from git repositories), searchable by meaning and keywords. "
@@ -76,11 +76,11 @@ OPENAI_TOOLS = (
 )
 
 
-def tool_specs(settings: Settings) -> list[ToolSpec]:
+def tool_specs(compat: CompatSettings) -> list[ToolSpec]:
     specs = list(TOOLS)
-    if settings.mcp_compat_dotai:
+    if compat.mcp_compat_dotai:
         specs.extend(DOTAI_TOOLS)
-    if settings.mcp_compat_openai:
+    if compat.mcp_compat_openai:
         specs.extend(OPENAI_TOOLS)
     return specs
 
@@ -114,7 +114,7 @@ class KnowledgeServer(MCPServer):
             raise
 
 
-def build_server(settings: Settings) -> MCPServer:
+def build_server(compat: CompatSettings) -> MCPServer:
     """The tools the settings switch on; transport and authentication are kbsearch.mcp.http's job."""
     with _logging_left_alone():
         # No subscriptions/listen: the tool list never changes while the service runs.
@@ -128,7 +128,7 @@ def build_server(settings: Settings) -> MCPServer:
     handlers = server._lowlevel_server._request_handlers
     for method in UNSERVED:
         handlers.pop(method, None)
-    specs = tool_specs(settings)
+    specs = tool_specs(compat)
     for spec in specs:
         server.add_tool(spec.fn, name=spec.tool_name, title=spec.title, annotations=spec.annotations)
     server.middleware.append(HideWriteTools([s.tool_name for s in specs if s.writes]))

@@ -26,26 +26,17 @@ from kbsearch.mcp.models import (
     MAX_FETCH_CHARS,
     ChunkContext,
     ContextChunk,
-    DocumentText,
     SourcesOverview,
 )
 from kbsearch.models import MetadataValue, SearchMode
-from kbsearch.presenters import document_page_fields, search_response, source_list
-from kbsearch.schemas import (
-    MAX_QUESTION_CHARS,
-    AskRequest,
-    AskResponse,
-    AskSearchEvent,
-    DeleteDocumentResponse,
-    ErrorResponse,
-    PutDocumentRequest,
-    PutDocumentResponse,
-    SearchRequest,
-    SearchResponse,
-)
+from kbsearch.presenters import search_response, source_list, text_page
+from kbsearch.schemas.ask import MAX_QUESTION_CHARS, AskRequest, AskResponse, AskSearchEvent
+from kbsearch.schemas.documents import DeleteDocumentResponse, DocumentText, PutDocumentRequest, PutDocumentResponse
+from kbsearch.schemas.search import SearchRequest, SearchResponse
+from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.answers.ask import AskEvent
 
-MAX_URI_CHARS = 2048  # kbsearch.schemas.Uri
+MAX_URI_CHARS = 2048  # kbsearch.schemas.fields.Uri
 # Seconds without any progress after which a long ask sends one anyway.
 PROGRESS_HEARTBEAT_S = 10.0
 
@@ -217,7 +208,7 @@ async def fetch_document(
             raise ToolError(f"INVALID_ARGUMENT: {exc.message}") from None
     if found is None:
         raise not_found(uri)
-    page = DocumentText(**document_page_fields(found))
+    page = text_page(found)
     return tool_result(render.document_text(page), page)
 
 
@@ -252,11 +243,11 @@ async def get_chunk_context(
     context = ChunkContext(
         uri=first.uri,
         title=first.title,
-        sourceIdentifier=first.source_identifier,
-        chunkIndex=chunk_index,
-        totalChunks=first.total_chunks,
+        source_identifier=first.source_identifier,
+        chunk_index=chunk_index,
+        total_chunks=first.total_chunks,
         chunks=[
-            ContextChunk(chunkIndex=c.chunk_index, headings=c.headings, content=c.content, start=c.start, end=c.end)
+            ContextChunk(chunk_index=c.chunk_index, headings=c.headings, content=c.content, start=c.start, end=c.end)
             for c in chunks
         ],
     )
@@ -321,8 +312,8 @@ async def ingest_document(
             uri=uri,
             content=content,
             metadata=metadata or {},
-            contentType=content_type,
-            contentEncoding=content_encoding,
+            content_type=content_type,
+            content_encoding=content_encoding,
         )
         response = await tools.app.documents.put(request, tools.caller)
     return tool_result(render.put_text(response), response)
@@ -335,6 +326,6 @@ async def delete_document(ctx: Context, uri: DocumentUri) -> Annotated[CallToolR
         if await tools.app.document_reads.document(uri, tools.caller) is None:
             raise not_found(uri)
         response = DeleteDocumentResponse(
-            uri=uri, chunksDeleted=await tools.app.documents.delete(uri, None, tools.caller)
+            uri=uri, chunks_deleted=await tools.app.documents.delete(uri, None, tools.caller)
         )
     return tool_result(render.delete_text(response), response)

@@ -22,7 +22,7 @@ from kbsearch.models import SearchHit
 from kbsearch.peers.breaker import STATE_VALUE, CircuitBreaker
 from kbsearch.peers.client import FailureReason, PeerClient, PeerFailure
 from kbsearch.peers.config import Peer
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 
 log = logging.getLogger(__name__)
 

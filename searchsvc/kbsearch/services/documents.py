@@ -1,12 +1,9 @@
-"""Document writes: idempotent upsert, chunk-vector reuse, deletes (the reads are in document_reads)."""
+"""Document writes: the claim-and-commit protocol and deletes (prepared in document_prep; reads: document_reads)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import time
@@ -18,29 +15,23 @@ from typing import Any, Protocol
 from kbsearch.aio.locks import KeyedLocks, SharedExclusiveLocks
 from kbsearch.aio.runtime import in_thread, run_to_completion, store_call
 from kbsearch.chunker import MarkdownChunker
-from kbsearch.convert import Anchor, ConversionError, ConversionWorker, Converted, Format, check_bytes, resolve_format
-from kbsearch.convert.base import decode_utf8
+from kbsearch.convert import ConversionWorker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import (
     ConflictError,
-    DocumentTooLargeError,
-    InvalidRequestError,
     OverloadedError,
     WriteConflictError,
 )
 from kbsearch.metrics import Metrics
 from kbsearch.models import (
     INCOMPLETE,
-    ChunkPoint,
     DocumentRecord,
-    ParsedDocument,
     StoredBody,
 )
-from kbsearch.schemas import PutDocumentRequest, PutDocumentResponse
-from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer, source_partition
-from kbsearch.services.batching import EmbeddingBatcher
+from kbsearch.schemas.documents import PutDocumentRequest, PutDocumentResponse
+from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.services.budget import DocumentWork, writer_of
-from kbsearch.services.versions import detect_version
+from kbsearch.services.document_prep import DocumentPreparer, Prepared, Source
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 
@@ -59,10 +50,6 @@ __all__ = ["INCOMPLETE", "DocumentService", "WriteMirror"]
 def canonical(metadata: Mapping[str, Any]) -> str:
     """Metadata as typed JSON: `true` and `1`, or `1` and `1.0`, are different values here."""
     return json.dumps(metadata, sort_keys=True)
-
-
-def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def next_version(previous: DocumentRecord | None) -> int:
@@ -151,14 +138,23 @@ class DocumentService:
         self._uri_locks = KeyedLocks()
         self._source_gates = SharedExclusiveLocks()
         self._pending = 0
-        self._batcher = EmbeddingBatcher(embedder)
+        self._prep = DocumentPreparer(
+            store=store,
+            embedder=embedder,
+            sparse=sparse,
+            chunker=chunker,
+            metrics=metrics,
+            work=self.work,
+            max_document_bytes=self.max_document_bytes,
+            max_source_bytes=self.max_source_bytes,
+        )
         self._writes = SharedExclusiveLocks()
         self.mirror: WriteMirror | None = None
 
     def use_embedder(self, embedder: EmbeddingProvider) -> None:
         """Embed with `embedder` from now on (a rebuilt collection was swapped in)."""
         self.embedder = embedder
-        self._batcher = EmbeddingBatcher(embedder)
+        self._prep.use_embedder(embedder)
 
     @contextlib.asynccontextmanager
     async def holding(self, uri: str, source_identifier: str | None) -> AsyncIterator[None]:
@@ -174,7 +170,7 @@ class DocumentService:
 
     async def put(self, request: PutDocumentRequest, caller: Caller) -> PutDocumentResponse:
         require_writer(caller, request.source_identifier)
-        document = self._source(request)
+        document = self._prep.source(request)
         writer = writer_of(caller, request.source_identifier)
         if self._pending >= self.max_pending_writes:
             raise OverloadedError(
@@ -207,7 +203,7 @@ class DocumentService:
                 del self._pending_by_writer[writer]
         self.catalog.wrote(request.source_identifier)
         self.metrics.documents_written.labels(response.status).inc()
-        self.metrics.chunks_embedded.inc(response.chunksEmbedded)
+        self.metrics.chunks_embedded.inc(response.chunks_embedded)
         return response
 
     async def _require_writable(self) -> None:
@@ -219,64 +215,11 @@ class DocumentService:
     def _source_gate(self, source: str | None) -> contextlib.AbstractAsyncContextManager[None]:
         return self._source_gates.shared(source) if source else contextlib.nullcontext()
 
-    def _source(self, request: PutDocumentRequest) -> _Source:
-        """The request's bytes and format, checked before any work: size, encoding, type (413/422)."""
-        fmt = resolve_format(request.contentType, request.uri)
-        converter = fmt.converter
-        if request.contentEncoding == "base64":
-            try:
-                raw = base64.b64decode(request.content, validate=True)
-            except (binascii.Error, ValueError):
-                raise ConversionError(
-                    "content is not valid base64 (contentEncoding is base64)", code="INVALID_BASE64"
-                ) from None
-        elif fmt.binary:
-            raise InvalidRequestError(
-                f"{fmt.name} documents are binary: send their bytes base64-encoded with contentEncoding: base64",
-                code="BASE64_REQUIRED",
-            )
-        else:
-            raw = request.content.encode("utf-8")
-        limit = self.max_document_bytes if converter is None else self.max_source_bytes
-        if len(raw) > limit:
-            raise DocumentTooLargeError(
-                f"content is {len(raw)} bytes; the limit is {limit} bytes",
-                details={"bytes": len(raw), "limit": limit},
-            )
-        if request.contentEncoding == "base64":
-            check_bytes(fmt, raw)
-        text: str | None = None
-        if converter is None:  # markdown and plain text go to the chunker as they are
-            text = request.content if request.contentEncoding == "utf-8" else decode_utf8(raw, "content")
-        fingerprint = self.chunker.fingerprint
-        if converter is not None:  # a new converter version re-converts the format's documents
-            fingerprint += f";format={fmt.name}-v{converter.version}"
-        return _Source(fmt, raw, text, "sha256:" + hashlib.sha256(raw).hexdigest(), fingerprint)
-
-    async def _convert(self, source: _Source, writer: str) -> tuple[str, Converted | None]:
-        """The text the chunker reads, with the conversion's anchors when there was one."""
-        if source.text is not None:
-            return source.text, None
-        try:
-            converted = await self.work.convert(writer, source.format.name, source.raw)
-        except ConversionError as exc:
-            self.metrics.documents_converted.labels(source.format.name, exc.code).inc()
-            raise
-        size = len(converted.text.encode("utf-8"))
-        if size > self.max_document_bytes:
-            raise DocumentTooLargeError(
-                f"the {source.format.name} file converts to {size} bytes of text; the limit is "
-                f"{self.max_document_bytes} bytes",
-                details={"bytes": size, "limit": self.max_document_bytes},
-            )
-        self.metrics.documents_converted.labels(source.format.name, "ok").inc()
-        return converted.text, converted
-
     async def _put_locked(
-        self, request: PutDocumentRequest, source: _Source, caller: Caller, writer: str
+        self, request: PutDocumentRequest, source: Source, caller: Caller, writer: str
     ) -> PutDocumentResponse:
         checksum = source.checksum
-        prepared: _Prepared | None = None
+        prepared: Prepared | None = None
         for _ in range(CLAIM_ATTEMPTS):
             existing = await store_call(self.store.get_document, request.uri)
             owner = existing.source_identifier if existing is not None else None
@@ -300,7 +243,11 @@ class DocumentService:
             ):  # the same content: at most the metadata changed
                 if canonical(existing.metadata) == canonical(request.metadata):
                     return PutDocumentResponse(
-                        uri=request.uri, status="unchanged", checksum=checksum, chunks=existing.chunks, chunksEmbedded=0
+                        uri=request.uri,
+                        status="unchanged",
+                        checksum=checksum,
+                        chunks=existing.chunks,
+                        chunks_embedded=0,
                     )
                 if owner == request.source_identifier:
                     # Only the metadata changed, and it lives on the record alone: one conditional write.
@@ -311,7 +258,7 @@ class DocumentService:
                         return self._response(request, "updated", record, 0)
                     continue
             if prepared is None:
-                prepared = await self._prepare(request, source, writer)
+                prepared = await self._prep.prepare(request, source, writer)
             outcome = await run_to_completion(self._write(request, prepared, existing))
             if outcome is not None:
                 return self._response(request, "created" if existing is None else "updated", outcome, prepared.embedded)
@@ -324,54 +271,11 @@ class DocumentService:
         request: PutDocumentRequest, status: str, record: DocumentRecord, embedded: int
     ) -> PutDocumentResponse:
         return PutDocumentResponse(
-            uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunksEmbedded=embedded
-        )
-
-    async def _prepare(self, request: PutDocumentRequest, source: _Source, writer: str) -> _Prepared:
-        """Chunks and vectors, before anything is written: a cancellation or a refusal here leaves no trace."""
-        text, converted = await self._convert(source, writer)
-        located = detect_version(request.uri, request.metadata)
-        path = request.metadata.get("path")
-        parsed = await self.work.chunk(writer, text, path if isinstance(path, str) else request.uri)
-        # Chunk offsets count from the body (after any front matter); anchors from the whole text.
-        shift = len(text) - len(parsed.body)
-        hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
-        dense, embedded = await self._dense_vectors(parsed, hashes, request.source_identifier)
-        sparse = await in_thread(self.sparse.encode_chunks, [c.embed_text for c in parsed.chunks])
-        total = len(parsed.chunks)
-        points = [
-            ChunkPoint(
-                uri=request.uri,
-                source_identifier=request.source_identifier,
-                chunk_index=chunk.index,
-                total_chunks=total,
-                text=chunk.text,
-                text_hash=hashes[i],
-                title=parsed.title,
-                tags=parsed.tags,
-                headings=chunk.headings,
-                dense=dense[i],
-                sparse=sparse[i],
-                start=chunk.start,
-                end=chunk.end,
-                doc_version=located.version,
-                page_key=located.page,
-                page=_located(converted, chunk.start, shift).page,
-                cell=_located(converted, chunk.start, shift).cell,
-            )
-            for i, chunk in enumerate(parsed.chunks)
-        ]
-        return _Prepared(
-            checksum=source.checksum,
-            title=parsed.title,
-            points=points,
-            embedded=embedded,
-            chunker=source.fingerprint,
-            body=parsed.body,
+            uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunks_embedded=embedded
         )
 
     async def _write(
-        self, request: PutDocumentRequest, prepared: _Prepared, existing: DocumentRecord | None
+        self, request: PutDocumentRequest, prepared: Prepared, existing: DocumentRecord | None
     ) -> DocumentRecord | None:
         """The store writes of one PUT; the final record, or None when the claim was lost at once."""
         uri, total = request.uri, len(prepared.points)
@@ -411,8 +315,8 @@ class DocumentService:
                 version=claim.version,
                 content=request.content,
                 body=prepared.body,
-                content_type=request.contentType,
-                content_encoding=request.contentEncoding,
+                content_type=request.content_type,
+                content_encoding=request.content_encoding,
             )
             await store_call(self.store.put_body, body)
             # Everything older than this write: the previous content's tail, or leftovers.
@@ -474,23 +378,6 @@ class DocumentService:
         except Exception:  # the original failure is what the client must see
             log.warning("could not mark an interrupted write", extra={"uri": claim.uri}, exc_info=True)
 
-    async def _dense_vectors(
-        self, parsed: ParsedDocument, hashes: list[str], source_identifier: str | None
-    ) -> tuple[list[list[float]], int]:
-        """Vectors for every chunk: a stored vector of the same text in the same source, else embedded in one batch.
-
-        Only the writer's own source is looked in, and only its cache partition: `chunksEmbedded`
-        and the write's duration must not tell a writer that another source holds a text.
-        """
-        unique = list(dict.fromkeys(hashes))
-        by_hash = await store_call(self.store.vectors_by_text_hash, unique, source_identifier)
-        missing = [h for h in unique if h not in by_hash]
-        if missing:
-            text_of = {hashes[i]: chunk.embed_text for i, chunk in enumerate(parsed.chunks)}
-            vectors = await self._batcher.embed([text_of[h] for h in missing], source_partition(source_identifier))
-            by_hash.update(zip(missing, vectors, strict=True))
-        return [by_hash[h] for h in hashes], len(missing)
-
     async def delete(self, uri: str, source_identifier: str | None, caller: Caller) -> int:
         """Delete one document; with a source given, only if the document belongs to it.
 
@@ -541,34 +428,3 @@ class DocumentService:
         self.metrics.chunks_deleted.inc(chunks)
         log.info("source deleted", extra={"sourceIdentifier": source_identifier, "documents": documents})
         return documents, chunks
-
-
-@dataclasses.dataclass(slots=True)
-class _Prepared:
-    checksum: str
-    title: str | None
-    points: list[ChunkPoint]
-    embedded: int
-    body: str  # the chunker's body: the content with its front matter aside
-    chunker: str  # the record's fingerprint: the chunker's, plus the format's converter version
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Source:
-    """A PUT's document as bytes: its format, and its text when it needs no conversion."""
-
-    format: Format
-    raw: bytes
-    text: str | None
-    checksum: str  # SHA-256 of the exact bytes: what a syncer computes from the file
-    fingerprint: str
-
-
-_NOWHERE = Anchor(0)
-
-
-def _located(converted: Converted | None, start: int | None, shift: int) -> Anchor:
-    """The page or cell a chunk starts in (an anchor without either when the format has none)."""
-    if converted is None or start is None:
-        return _NOWHERE
-    return converted.locate(start + shift) or _NOWHERE

@@ -14,13 +14,13 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
 from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
 from kbsearch.peers.router import PeerAnswers, PeerRouter, Unanswered, merge
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
 from kbsearch.services.pageweights import PathWeights
 from kbsearch.services.querylog import QueryLog
 from kbsearch.services.ranking import PageEvidence, Relevance, collapse_pages, with_relevance
 from kbsearch.services.rerank import RerankStage
-from kbsearch.settings import Settings
+from kbsearch.settings import SearchSettings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 
@@ -31,14 +31,14 @@ MAX_FETCH = 200
 DEFAULT_RELEVANCE = Relevance(midpoint=0.35, steepness=12.0)
 
 
-def configured_fusion(settings: Settings) -> Fusion:
+def configured_fusion(search: SearchSettings) -> Fusion:
     """Hybrid search's fusion as the SEARCHSVC_FUSION* settings describe it."""
     return Fusion(
-        settings.fusion,
-        settings.rrf_k,
-        settings.fusion_dense_weight,
-        settings.fusion_keyword_weight,
-        settings.fusion_full_scores,
+        search.fusion,
+        search.rrf_k,
+        search.fusion_dense_weight,
+        search.fusion_keyword_weight,
+        search.fusion_full_scores,
     )
 
 
@@ -183,7 +183,7 @@ class SearchService:
     async def _search_held(self, request: SearchRequest, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         started = time.perf_counter()
         raw = request.filter
-        requested = [raw.sourceIdentifier] if isinstance(raw.sourceIdentifier, str) else raw.sourceIdentifier
+        requested = [raw.source_identifier] if isinstance(raw.source_identifier, str) else raw.source_identifier
         # The caller's scope is part of the engine filter, so `limit` is filled from what it may see.
         sources = narrow(requested, await caller.scope.resolve(self.catalog))
         if sources == []:
@@ -201,7 +201,7 @@ class SearchService:
         embedded = time.perf_counter()
 
         search_filter = SearchFilter(
-            source_identifiers=sources, uri_prefix=raw.uriPrefix, metadata=raw.metadata, version=raw.version
+            source_identifiers=sources, uri_prefix=raw.uri_prefix, metadata=raw.metadata, version=raw.version
         )
         # Collapsing needs more chunks than pages: several chunks and versions of one page compete.
         fetch = (

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import FileIssue, Freshness, SyncStatus
-from kbsearch.schemas import FileIssueBody, FreshnessBody, SyncStatusRequest
+from kbsearch.schemas.fields import rfc3339
+from kbsearch.schemas.sources import FileIssueBody, FreshnessBody, SyncStatusRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.store.base import VectorStore
 
@@ -35,7 +37,7 @@ class SyncStatusService:
         # source's failures for good): refused beyond the allowed clock skew, and a stored one
         # dated that far ahead (written before this check) gives way to the next real report.
         trusted_until = time.time() + self.max_clock_skew_s
-        if request.syncedAt.timestamp() > trusted_until:
+        if request.synced_at.timestamp() > trusted_until:
             raise InvalidRequestError(
                 f"syncedAt is more than {self.max_clock_skew_s:g} seconds ahead of this service's clock",
                 code="SYNCED_AT_IN_FUTURE",
@@ -61,27 +63,31 @@ def to_status(source_identifier: str, request: SyncStatusRequest) -> SyncStatus:
         documents=request.documents,
         failed=request.failed or 0,
         skipped=request.skipped or 0,
-        failed_files=[_issue(i) for i in request.failedFiles],
-        skipped_files=[_issue(i) for i in request.skippedFiles],
-        synced_at=request.synced_at,
-        next_sync_at=request.next_sync_at,
+        failed_files=[_issue(i) for i in request.failed_files],
+        skipped_files=[_issue(i) for i in request.skipped_files],
+        synced_at=rfc3339(request.synced_at),
+        next_sync_at=_time(request.next_sync_at),
         message=request.message,
         added=request.added,
         modified=request.modified,
         deleted=request.deleted,
         unchanged=request.unchanged,
-        last_success_at=request.last_success_at,
+        last_success_at=_time(request.last_success_at),
         freshness=_freshness(request.freshness) if request.freshness else None,
     )
 
 
 def _freshness(body: FreshnessBody) -> Freshness:
     return Freshness(
-        remote_commit=body.remoteCommit,
-        seen_at=body.seen_at,
-        searchable_at=body.searchable_at,
-        lag_seconds=body.lagSeconds,
+        remote_commit=body.remote_commit,
+        seen_at=rfc3339(body.seen_at),
+        searchable_at=rfc3339(body.searchable_at),
+        lag_seconds=body.lag_seconds,
     )
+
+
+def _time(value: datetime | None) -> str | None:
+    return rfc3339(value) if value is not None else None
 
 
 def _issue(body: FileIssueBody) -> FileIssue:

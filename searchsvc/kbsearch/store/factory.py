@@ -3,34 +3,34 @@
 from __future__ import annotations
 
 from kbsearch.errors import ConfigurationError
-from kbsearch.settings import Settings
+from kbsearch.settings import StoreSettings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.querylog import QueryLogStore, querylog_collection
 
 
-def build_store(settings: Settings) -> VectorStore:
-    """An unopened store for `settings.store`; the caller opens it with the embedder's signature."""
-    if settings.store == "edge":
+def build_store(storage: StoreSettings) -> VectorStore:
+    """An unopened store for `storage.store`; the caller opens it with the embedder's signature."""
+    if storage.store == "edge":
         from kbsearch.store.edge.optimize import IndexOptions
         from kbsearch.store.edge.store import EdgeStore
 
         return EdgeStore(
-            settings.data_dir,
-            settings.collection,
-            flush_interval_s=settings.edge_flush_interval_s,
-            min_free_bytes=settings.min_free_disk_mb * 1024 * 1024,
-            index=IndexOptions(threshold=settings.edge_index_threshold, threads=settings.edge_index_threads),
+            storage.data_dir,
+            storage.collection,
+            flush_interval_s=storage.edge_flush_interval_s,
+            min_free_bytes=storage.min_free_disk_mb * 1024 * 1024,
+            index=IndexOptions(threshold=storage.edge_index_threshold, threads=storage.edge_index_threads),
         )
-    if settings.store == "qdrant":
+    if storage.store == "qdrant":
         from kbsearch.store.qdrant_server import QdrantServerStore
 
-        if not settings.qdrant_url:  # Settings validates this too; fail clearly if bypassed
+        if not storage.qdrant_url:  # StoreSettings validates this too; fail clearly if bypassed
             raise ConfigurationError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
-        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        api_key = storage.qdrant_api_key.get_secret_value() if storage.qdrant_api_key else None
         return QdrantServerStore.from_url(
-            settings.qdrant_url, api_key, settings.qdrant_timeout_s, collection=settings.collection
+            storage.qdrant_url, api_key, storage.qdrant_timeout_s, collection=storage.collection
         )
-    raise ConfigurationError(f"unknown store backend {settings.store!r}")
+    raise ConfigurationError(f"unknown store backend {storage.store!r}")
 
 
 def query_log_beside(store: VectorStore) -> QueryLogStore:

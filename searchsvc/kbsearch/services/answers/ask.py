@@ -32,8 +32,7 @@ from kbsearch.errors import LLMUnavailableError, ServiceError
 from kbsearch.llm.chat import ChatClient, ChatMessage, TextPiece, ToolCall, ToolSpec, parse_arguments
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchHit
-from kbsearch.schemas import (
-    MAX_QUERY_CHARS,
+from kbsearch.schemas.ask import (
     AskCitation,
     AskDeltaEvent,
     AskRequest,
@@ -42,11 +41,9 @@ from kbsearch.schemas import (
     AskSearchEvent,
     AskSource,
     AskUsage,
-    ErrorDetail,
-    ErrorResponse,
-    SearchRequest,
-    UnansweredPeer,
 )
+from kbsearch.schemas.search import MAX_QUERY_CHARS, SearchRequest, UnansweredPeer
+from kbsearch.schemas.system import ErrorDetail, ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
 from kbsearch.services.answers.extractive import answer_pieces, extract
@@ -192,7 +189,7 @@ class AskService:
     async def _llm(self, run: _Run) -> AsyncGenerator[AskEvent]:
         assert self.chat is not None
         deadline = time.monotonic() + self.timeout_s
-        budget = run.request.maxSearches
+        budget = run.request.max_searches
         messages = [
             ChatMessage("system", SYSTEM_PROMPT.format(searches=budget)),
             ChatMessage("user", run.request.question),
@@ -214,8 +211,8 @@ class AskService:
                             yield AskEvent("delta", AskDeltaEvent(text=out))
                         separator = ""
                     else:
-                        run.usage.promptTokens += piece.prompt_tokens
-                        run.usage.completionTokens += piece.completion_tokens
+                        run.usage.prompt_tokens += piece.prompt_tokens
+                        run.usage.completion_tokens += piece.completion_tokens
                         tool_calls = piece.tool_calls
             if not tool_calls:
                 return
@@ -281,7 +278,7 @@ class AskService:
         """
         search_filter = run.request.search_filter()
         if within is not None:
-            search_filter = search_filter.model_copy(update={"uriPrefix": within})
+            search_filter = search_filter.model_copy(update={"uri_prefix": within})
         request = SearchRequest(
             query=query,
             limit=self.results_per_search if within is None else PAGE_CHUNKS,
@@ -320,9 +317,9 @@ class AskService:
             # Grounded: at least one cited passage is relevant by the calibrated measure, not merely cited.
             grounded=any(self._relevant(run.ledger.hit(n)) for n in cited),
             citations=self._citations(run),
-            sourcesRetrieved=[_source(n, hit) for n, hit in run.ledger.numbered() if n not in cited],
+            sources_retrieved=[_source(n, hit) for n, hit in run.ledger.numbered() if n not in cited],
             searches=run.searches,
-            droppedCitations=run.citations.dropped,
+            dropped_citations=run.citations.dropped,
             usage=run.usage,
             partial=bool(run.unanswered),
             unanswered_peers=[UnansweredPeer(name=k, reason=v) for k, v in run.unanswered.items()],
@@ -338,15 +335,15 @@ def _citation(n: int, hit: SearchHit, citing: str) -> AskCitation:
 
 
 def _chunk_ref(n: int, hit: SearchHit) -> dict[str, Any]:
-    """The fields of schemas.ChunkRef, from a hit."""
+    """The fields of schemas.ask.ChunkRef, from a hit."""
     return {
         "n": n,
         "id": hit.id,
         "uri": hit.uri,
         "title": hit.title,
         "headings": hit.headings,
-        "chunkIndex": hit.chunk_index,
-        "sourceIdentifier": hit.source_identifier,
+        "chunk_index": hit.chunk_index,
+        "source_identifier": hit.source_identifier,
         "page": hit.page,
         "cell": hit.cell,
         "version": hit.version,

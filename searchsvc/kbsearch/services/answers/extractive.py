@@ -297,7 +297,7 @@ def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
         order += (
             1
             + (len(block.items) if block.kind == "list" else 0)
-            + (len(split_sentences(plain(block.text))) if block.kind == "prose" else 0)
+            + (len(split_sentences(plain(block.text))) if block.kind == "paragraph" else 0)
         )
     brought: set[int] = set()  # the orders the passages found so far bring with them, kept as they come
     counted = 0
@@ -310,7 +310,7 @@ def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
         base = block_order[index]
         if block.kind == "heading":
             heading = plain(block.text)
-        elif block.kind == "prose":
+        elif block.kind == "paragraph":
             found.extend(_prose(n, base, block, carried, block_order.get(index + 1), question_terms))
         elif block.kind == "list":
             whole = _list_markdown(list(block.items))
@@ -323,7 +323,7 @@ def passages(n: int, hit: SearchHit, question_terms: set[str]) -> list[Passage]:
         elif block.kind in ("code", "table"):
             previous = blocks[index - 1] if index > 0 else None
             caption = heading
-            if previous is not None and previous.kind == "prose":
+            if previous is not None and previous.kind == "paragraph":
                 last = split_sentences(plain(previous.text))[-1:]
                 if last and last[0].endswith(":") and word_count(last[0]) < MIN_WORDS:
                     caption = last[0].rstrip(":").strip()  # "Homebrew:", "Export to a backup:"

@@ -41,7 +41,7 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConflictError
 from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, CollectionSignature, DocumentChunk, DocumentRecord
-from kbsearch.schemas import PutDocumentRequest
+from kbsearch.schemas.documents import PutDocumentRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, SourceScope
 from kbsearch.services.document_reads import join_chunks
 from kbsearch.services.documents import DocumentService, now
@@ -329,14 +329,14 @@ class RebuildService:
                 uri=uri,
                 content=stored.content,
                 metadata=record.metadata,
-                contentType=stored.content_type,
-                contentEncoding="base64" if stored.content_encoding == "base64" else "utf-8",
+                content_type=stored.content_type,
+                content_encoding="base64" if stored.content_encoding == "base64" else "utf-8",
             )
         else:
             chunks = await store_call(self.live.document_chunks, uri, 0, record.chunks)
             # Earlier releases read every document as markdown, whatever its URI's extension.
             request = PutDocumentRequest(
-                uri=uri, content=legacy_content(record, chunks), metadata=record.metadata, contentType=MARKDOWN
+                uri=uri, content=legacy_content(record, chunks), metadata=record.metadata, content_type=MARKDOWN
             )
         response = await self._shadow_docs.put(request, REBUILDER)
         return response.status != "unchanged"

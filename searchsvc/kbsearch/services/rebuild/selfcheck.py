@@ -40,7 +40,7 @@ import numpy as np
 
 from kbsearch.aio.runtime import store_call
 from kbsearch.models import INCOMPLETE, DocumentRecord, SearchHit
-from kbsearch.schemas import SearchRequest
+from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.insights import InsightsService
 from kbsearch.services.search import SearchService

@@ -6,11 +6,7 @@ import contextlib
 import fcntl
 import logging
 import os
-import shutil
-import sys
 import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -53,8 +49,10 @@ from kbsearch.store.base import (
 from kbsearch.store.diskspace import MIB, ensure_space_to_open
 from kbsearch.store.edge.filters import bare_point, to_filter, where
 from kbsearch.store.edge.indexer import BackgroundIndexer
-from kbsearch.store.edge.layout import ShardLayout, read_into_page_cache, remove
+from kbsearch.store.edge.layout import ShardLayout, remove
 from kbsearch.store.edge.optimize import IndexOptions, edge_config
+from kbsearch.store.edge.query import dense_of, hits, query_request
+from kbsearch.store.edge.swaps import ShardSwaps
 from kbsearch.store.health import StoreWatch
 from kbsearch.store.points import PointStore
 
@@ -82,11 +80,9 @@ _INDEXES: dict[str, Any] = {
 
 # Writes logged while an index is built, to replay on the new shard; past this the build is dropped.
 _MAX_LOGGED_WRITES = 100_000
-# At most this many logged writes are replayed with writes held; the rest first, without.
-_REPLAY_UNDER_LOCK = 64
 
 
-class EdgeStore(PointStore):
+class EdgeStore(ShardSwaps, PointStore):
     """A collection stored at `data_dir/collection` (or a later generation of it, see
     store/edge/layout.py); only one process may open it at a time.
 
@@ -388,6 +384,7 @@ class EdgeStore(PointStore):
             self._apply(qe.UpdateOperation.upsert_points([bare_point(sg.SIGNATURE_POINT_ID, payload)]))
 
     # --- the rebuild's shadow: a directory beside the shard, adopted as its next generation ------
+    # (adopting it, and swapping in a built index: store/edge/swaps.py)
 
     @property
     def _shadow_name(self) -> str:
@@ -426,145 +423,6 @@ class EdgeStore(PointStore):
         remove(self._layout.data_dir / self._shadow_name)
         (self._layout.data_dir / f".{self._shadow_name}.lock").unlink(missing_ok=True)
 
-    def stage_adoption(self, shadow: VectorStore) -> object:
-        """Close the shadow, rename its directory to this shard's next generation and load it (the slow part).
-
-        Nothing is served from it yet; adopt() names it in the pointer file and switches. A crash before
-        that leaves the old shard live (the renamed directory is removed as stale at the next open, and
-        the rebuild starts again).
-        """
-        if not isinstance(shadow, EdgeStore) or shadow.path.parent != self._layout.data_dir:
-            raise ValueError("only a shadow made by open_shadow can be adopted")
-        source = shadow.path
-        shadow.close()
-        self.indexer.stop()  # a build of the old shard would be dropped anyway; it must not race for a name
-        try:
-            target = self._layout.next_generation()
-            os.rename(source, target)
-            (self._layout.data_dir / f".{self._shadow_name}.lock").unlink(missing_ok=True)
-            read_into_page_cache(target)  # without the interpreter lock; the load then reads no disk
-            return _Staged(qe.EdgeShard.load(str(target)), target)
-        except BaseException:
-            self.indexer.start()
-            raise
-
-    def adopt(self, staged: object) -> None:
-        """Name the staged generation in the pointer file (atomic, durable) and serve it; drop the old shard."""
-        if not isinstance(staged, _Staged):
-            raise ValueError("adopt takes what stage_adoption returned")
-        new, target = staged.shard, staged.path
-        try:
-            with self._lock:
-                try:
-                    self._layout.commit(target)  # from here a restart opens the rebuilt collection
-                except BaseException:
-                    new.close()
-                    raise
-                old, old_path = self._shard, self.path
-                self._shard, self.path = new, target
-                self._write_log = None
-                self._watch.moved_to(target)
-                self._dirty = False
-                found = new.retrieve([sg.SIGNATURE_POINT_ID], with_payload=True, with_vector=False)
-                if found:
-                    self.dimensions = sg.signature_from_payload(found[0].payload or {}).dimensions
-            # A search that took the old shard before the swap still holds a reference: close after it.
-            while old is not None and sys.getrefcount(old) > 2:
-                time.sleep(0.01)
-            if old is not None:
-                old.close()
-            # The old directory goes in the background: requests need not wait for the disk.
-            threading.Thread(target=remove, args=(old_path,), name="edge-remove-old", daemon=True).start()
-            log.info("swapped in the rebuilt collection", extra={"path": str(target)})
-        finally:
-            self.indexer.start()
-
-    # --- the background index build (store/edge/indexer.py) ----------------------------------
-
-    def unindexed_vectors(self) -> int:
-        """About how many dense vectors no HNSW index covers yet.
-
-        Edge counts a chunk's sparse vector as indexed wherever it is, and its dense vector only in
-        an indexed segment; deleted points stay counted until a build drops them.
-        """
-        chunks = self._count([cd.Match(KIND, KIND_CHUNK)])
-        return max(0, 2 * chunks - self._s.info().indexed_vectors_count)
-
-    def copy_for_index(self, destination: Path) -> bool:
-        """Copy the flushed shard to `destination` and log every write from now on; False if closed."""
-        with self._lock:
-            if self._shard is None:
-                return False
-            self._flush_locked()
-            # Writes wait for the copy (they would change files under it); reads go on.
-            shutil.copytree(self.path, destination)
-            self._write_log = []
-        return True
-
-    def drop_write_log(self) -> None:
-        with self._lock:
-            self._write_log = None
-
-    def _logged_since(self, start: int) -> list[qe.UpdateOperation] | None:
-        with self._lock:
-            return self._write_log[start:] if self._write_log is not None else None
-
-    def adopt_index(self, built: Path) -> bool:
-        """Swap in the optimized copy at `built`, with the writes logged since it was copied."""
-        # Edge holds the interpreter lock while it loads and closes a shard: these two stall every
-        # request, once per build; their times are kept for the log and the benchmark.
-        warming = time.perf_counter()
-        read_into_page_cache(built)  # without the interpreter lock; the load then reads no disk
-        started = time.perf_counter()
-        new = qe.EdgeShard.load(str(built))  # outside the lock: writes go on to the old shard, logged
-        loaded = time.perf_counter()
-        # Catch up outside the lock while writes go on (they keep being logged), then replay the
-        # short rest under it, so writes wait only for that.
-        replayed = 0
-        try:
-            while (behind := self._logged_since(replayed)) is not None and len(behind) > _REPLAY_UNDER_LOCK:
-                for operation in behind:
-                    new.update(operation)
-                replayed += len(behind)
-        except BaseException:
-            new.close()
-            raise
-        with self._lock:
-            logged, self._write_log = self._write_log, None
-            if logged is None or self._shard is None:
-                new.close()
-                return False
-            try:
-                for operation in logged[replayed:]:
-                    new.update(operation)
-                new.flush()
-                self._layout.commit(built)  # from here a restart opens `built`
-            except BaseException:
-                new.close()
-                raise
-            old, old_path = self._shard, self.path
-            self._shard, self.path = new, built
-            self._watch.moved_to(built)
-            self._dirty = False
-            swapped = time.perf_counter()
-        # A search that took the old shard before the swap still holds a reference: close after it.
-        while sys.getrefcount(old) > 2:
-            time.sleep(0.01)
-        closing = time.perf_counter()
-        old.close()
-        closed = time.perf_counter()
-        remove(old_path)
-        self.last_swap = {
-            "warmSeconds": round(started - warming, 3),
-            "loadSeconds": round(loaded - started, 3),
-            "replaySeconds": round(swapped - loaded, 3),  # all replayed writes; writes wait for the last
-            "replayedWrites": len(logged),
-            "replayedUnderLock": len(logged) - replayed,
-            "closeSeconds": round(closed - closing, 3),
-        }
-        log.info("swapped in the indexed shard", extra={"path": str(built), **self.last_swap})
-        return True
-
     # --- reads --------------------------------------------------------------------------
 
     def collection_epoch(self) -> str:
@@ -583,7 +441,7 @@ class EdgeStore(PointStore):
         if not point_ids:
             return {}
         found = self._s.retrieve(list[int | UUID | str](point_ids), with_payload=False, with_vector=[DENSE_VECTOR])
-        return {str(r.id): _dense(r.vector) for r in found if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector}
+        return {str(r.id): dense_of(r.vector) for r in found if isinstance(r.vector, dict) and DENSE_VECTOR in r.vector}
 
     # --- the primitives of the shared reads (store/points.py) -------------------------------
 
@@ -631,90 +489,5 @@ class EdgeStore(PointStore):
         candidates: int,
         fusion: Fusion,
     ) -> list[SearchHit]:
-        scope = to_filter(conditions)
-        # With a query vector, each hit's cosine to it comes back too: an absolute relevance signal
-        # that fusion's per-query normalised scores are not.
-        want_vectors: Any = [DENSE_VECTOR] if dense is not None else False
-        dense_query = qe.Query.Nearest(list(dense), using=DENSE_VECTOR) if dense is not None else None
-        # A query of stopwords only has no terms: it can match nothing, so it is not sent.
-        sparse_query = (
-            qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE_VECTOR)
-            if sparse is not None and sparse.indices
-            else None
-        )
-        if mode == "hybrid":
-            lanes = [
-                (q, w) for q, w in ((dense_query, fusion.dense_weight), (sparse_query, fusion.keyword_weight)) if q
-            ]
-            if not lanes:
-                return []
-            prefetches = [qe.Prefetch(candidates, query=q, filter=scope) for q, _ in lanes]
-            lane_size = candidates
-            if fusion.full_scores and len(lanes) > 1:
-                # Each lane rescores the union of both lanes' candidates.
-                union, lane_size = prefetches, 2 * candidates
-                prefetches = [qe.Prefetch(lane_size, prefetches=union, query=q, filter=scope) for q, _ in lanes]
-            weights = [w for _, w in lanes]
-            query: Any
-            if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
-                # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
-                normalise = _fusion(Fusion("dbsf"), [])
-                prefetches = [qe.Prefetch(lane_size, prefetches=[p], query=normalise) for p in prefetches]
-                query = _weighted_sum(weights)
-            else:
-                query = _fusion(fusion, weights)
-            request = qe.QueryRequest(
-                limit=limit,
-                prefetches=prefetches,
-                query=query,
-                filter=scope,
-                with_payload=True,
-                with_vector=want_vectors,
-            )
-        else:
-            query = dense_query if mode == "dense" else sparse_query
-            if query is None:
-                if mode == "dense":
-                    raise ValueError("dense search needs a dense query vector")
-                return []
-            request = qe.QueryRequest(
-                limit=limit, query=query, filter=scope, with_payload=True, with_vector=want_vectors
-            )
-        return [
-            pl.hit_from_payload(p.id, p.score, p.payload or {}, _similarity(dense, p.vector))
-            for p in self._s.query(request)
-        ]
-
-
-@dataclass(frozen=True, slots=True)
-class _Staged:
-    """A rebuilt generation, renamed into place and loaded, not yet named in the pointer file."""
-
-    shard: qe.EdgeShard
-    path: Path
-
-
-def _fusion(fusion: Fusion, weights: list[float]) -> Any:
-    """The engine's fusion of the lanes' prefetches; `weights` follows the prefetch order."""
-    if fusion.method == "dbsf":
-        return qe.Fusion.Dbsf()
-    return qe.Fusion.Rrf(k=fusion.rrf_k, weights=weights)
-
-
-def _weighted_sum(weights: list[float]) -> qe.Formula:
-    """sum(weight_i * score of prefetch i); a point a lane did not return scores 0 there."""
-    terms = [
-        qe.Expression.Mult([qe.Expression.Constant(w), qe.Expression.Variable(f"$score[{i}]")])
-        for i, w in enumerate(weights)
-    ]
-    return qe.Formula(qe.Expression.Sum(terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))})
-
-
-def _similarity(dense: list[float] | None, vectors: Any) -> float | None:
-    if dense is None or not isinstance(vectors, dict) or DENSE_VECTOR not in vectors:
-        return None
-    return pl.cosine(dense, _dense(vectors))
-
-
-def _dense(vectors: dict[str, Any]) -> list[float]:
-    return [float(x) for x in vectors[DENSE_VECTOR]]
+        request = query_request(mode, dense, sparse, conditions, limit=limit, candidates=candidates, fusion=fusion)
+        return [] if request is None else hits(self._s.query(request), dense)

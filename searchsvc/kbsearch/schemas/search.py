@@ -1,0 +1,104 @@
+"""Search: POST /api/v1/search, its filter (an ask's too) and its results."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
+
+from kbsearch.schemas.fields import (
+    Body,
+    MetadataValue,
+    Scalar,
+    Uri,
+    check_metadata,
+    check_source_identifier,
+    usable_text,
+)
+
+
+class SearchFilterBody(Body):
+    # Checked in _sources, not by the SourceIdentifier type, so that errors name this field, not a union branch.
+    source_identifier: StrictStr | list[StrictStr] | None = None
+    uri_prefix: Uri | None = None
+    metadata: dict[str, Scalar] = Field(default_factory=dict)
+    # Only documents of this documentation version (e.g. "2.21"); without it, the newest version of each page.
+    version: Annotated[StrictStr, Field(min_length=1, max_length=64, pattern=r"^[\w.+-]+$")] | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, metadata: dict[str, Scalar]) -> dict[str, Scalar]:
+        check_metadata(metadata)
+        return metadata
+
+    @field_validator("source_identifier")
+    @classmethod
+    def _sources(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and not 1 <= len(value) <= 100:
+            raise ValueError("sourceIdentifier list must hold 1 to 100 values")
+        for item in [value] if isinstance(value, str) else value or []:
+            check_source_identifier(item)
+        return value
+
+
+# A search query's length; an ask's question may be longer (MAX_QUESTION_CHARS), and an extractive
+# ask searches its first MAX_QUERY_CHARS characters (the embedder reads about as many).
+MAX_QUERY_CHARS = 1000
+
+
+class SearchRequest(Body):
+    query: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+    limit: Annotated[StrictInt, Field(ge=1, le=100)] = 10
+    mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
+    filter: SearchFilterBody = Field(default_factory=SearchFilterBody)
+    # One result per page (its best chunk, newest version first); false gives every matching chunk.
+    collapse: StrictBool = True
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, query: str) -> str:
+        return usable_text(query, "query")
+
+
+class SearchResult(Body):
+    id: str
+    uri: str
+    chunk_index: int
+    total_chunks: int
+    content: str
+    score: float  # the fusion's score: orders results within one response, means nothing across queries
+    relevance: float  # calibrated in [0, 1]: comparable across queries (see docs/user/api.md)
+    title: str | None
+    headings: list[str]
+    metadata: dict[str, MetadataValue]
+    source_identifier: str | None
+    version: str | None = None  # the documentation version of the page shown
+    other_versions: list[str] = Field(default_factory=list)  # other versions of the page that matched, newest first
+    more_matches: int = 0  # more chunks of this document that matched (collapsed into this result)
+    # Where in the original file the chunk starts: a PDF's page (link `uri#page=N`) or a
+    # notebook's cell, both 1-based; null for other formats.
+    page: int | None = None
+    cell: int | None = None
+    # The stores that returned this page: the local store's name (SEARCHSVC_STORE_NAME) and/or peers'.
+    stores: list[str] = Field(default_factory=list)
+
+
+class UnansweredPeer(Body):
+    """A peer in the caller's reach that is not in this response, and why: timeout, error, malformed,
+    oversized, open-circuit (its breaker is open) or scope-undecided."""
+
+    name: str
+    reason: str
+
+
+class SearchResponse(Body):
+    query: str
+    mode: str
+    results: list[SearchResult]
+    took_ms: float
+    # True when no result reaches the relevance threshold (SEARCHSVC_RELEVANCE_THRESHOLD): the
+    # results are the closest there are, not answers.
+    nothing_relevant: bool = False
+    # True when a peer in the caller's reach did not answer: the results are from the other stores.
+    partial: bool = False
+    unanswered_peers: list[UnansweredPeer] = Field(default_factory=list)

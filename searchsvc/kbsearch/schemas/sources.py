@@ -1,0 +1,137 @@
+"""Sources: a sync's status report (PUT /api/v1/sources/{sourceIdentifier}/status) and the sources listed."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, AwareDatetime, Field, StrictStr, model_validator
+
+from kbsearch.schemas.fields import Body, Count, one_line, text_lines
+
+# A sync status report: bounded so that one source's failures cannot bloat the store or a page.
+MAX_REPORTED_FILES = 100
+MAX_FILE_PATH = 1024
+MAX_ISSUE_REASON = 1000
+MAX_SYNC_MESSAGE = 2000
+MAX_COMMIT = 128
+ISSUE_CODE = r"^[A-Za-z0-9_.\-]{1,64}$"
+
+
+class FileIssueBody(Body):
+    """One file a sync skipped or failed: its path in the repository, why, and the service's code if any."""
+
+    path: Annotated[StrictStr, Field(min_length=1, max_length=MAX_FILE_PATH), AfterValidator(one_line)]
+    reason: Annotated[StrictStr, Field(max_length=MAX_ISSUE_REASON), AfterValidator(text_lines)]
+    code: Annotated[StrictStr, Field(pattern=ISSUE_CODE)] | None = None
+
+
+class FreshnessBody(Body):
+    """How fresh the source's index is: the newest commit seen on the remote, when it was first
+    seen (a webhook's push, else the sync's start), when it became searchable, and the lag between."""
+
+    remote_commit: Annotated[StrictStr, Field(min_length=1, max_length=MAX_COMMIT), AfterValidator(one_line)]
+    seen_at: AwareDatetime
+    searchable_at: AwareDatetime
+    lag_seconds: Annotated[float, Field(ge=0, le=10**9, allow_inf_nan=False)]
+
+
+class FreshnessInfo(Body):
+    remote_commit: str
+    seen_at: str
+    searchable_at: str
+    lag_seconds: float
+
+
+class SyncStatusRequest(Body):
+    """PUT /api/v1/sources/{sourceIdentifier}/status: the outcome of one sync, as its syncer saw it.
+
+    `failed` and `skipped` are the full counts and default to the length of their lists; the
+    lists hold at most MAX_REPORTED_FILES entries each (send the first ones and the full count).
+    """
+
+    commit: Annotated[StrictStr, Field(min_length=1, max_length=MAX_COMMIT), AfterValidator(one_line)] | None = None
+    phase: Literal["ok", "partial", "error"]
+    documents: Count = 0
+    failed: Count | None = None
+    skipped: Count | None = None
+    added: Count = 0
+    modified: Count = 0
+    deleted: Count = 0
+    unchanged: Count = 0
+    failed_files: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
+    skipped_files: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
+    synced_at: AwareDatetime
+    next_sync_at: AwareDatetime | None = None
+    message: Annotated[StrictStr, Field(max_length=MAX_SYNC_MESSAGE), AfterValidator(text_lines)] | None = None
+    # Freshness, sent with every report (a failed one too): the service keeps only the latest.
+    last_success_at: AwareDatetime | None = None
+    freshness: FreshnessBody | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SyncStatusRequest:
+        for count, files in (("failed", self.failed_files), ("skipped", self.skipped_files)):
+            total, listed = getattr(self, count), len(files)
+            if total is None:
+                setattr(self, count, listed)
+            elif total < listed:
+                raise ValueError(f"{count} is {total} but {count}Files lists {listed} files; {count} is the full count")
+        if self.phase == "ok" and self.failed:
+            raise ValueError(f"phase is ok but {self.failed} files failed; report phase partial")
+        return self
+
+
+class FileIssueInfo(Body):
+    path: str
+    reason: str
+    code: str | None
+
+
+class SyncStatusInfo(Body):
+    """A source's last reported sync (camelCase, like the rest of the API)."""
+
+    commit: str | None
+    phase: Literal["ok", "partial", "error"]
+    documents: int
+    failed: int
+    skipped: int
+    added: int
+    modified: int
+    deleted: int
+    unchanged: int
+    failed_files: list[FileIssueInfo]
+    skipped_files: list[FileIssueInfo]
+    synced_at: str
+    next_sync_at: str | None
+    message: str | None
+    last_success_at: str | None = None
+    freshness: FreshnessInfo | None = None
+
+
+class SyncStatusResponse(Body):
+    source_identifier: str
+    stored: bool  # false: a report with a later syncedAt is already stored, and stays
+    sync: SyncStatusInfo
+
+
+class SourceInfo(Body):
+    source_identifier: str
+    documents: int
+    chunks: int
+    last_ingested_at: str | None
+    sync: SyncStatusInfo | None = None
+
+
+class SourceList(Body):
+    sources: list[SourceInfo]
+
+
+class SourceStatusInfo(Body):
+    """One source's counts: what the operator compares with what it synced (drift)."""
+
+    source_identifier: str
+    documents: int
+    chunks: int
+    incomplete_documents: int
+    last_ingested_at: str | None
+    collection_epoch: str
+    sync: SyncStatusInfo | None = None
