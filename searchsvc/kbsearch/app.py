@@ -60,7 +60,6 @@ def create_app(
         context = await build_context(
             settings,
             metrics,
-            authenticator,
             store=store,
             embedder=embedder,
             chat=chat,

@@ -25,7 +25,6 @@ from kbsearch.peers.client import PeerClient
 from kbsearch.peers.config import Peer, load_peers
 from kbsearch.peers.router import PeerRouter
 from kbsearch.rerank.base import Reranker
-from kbsearch.services.access.auth import Authenticator
 from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.answers.ask import AskService
 from kbsearch.services.budget import DocumentBudget, DocumentWork
@@ -64,9 +63,6 @@ log = logging.getLogger(__name__)
 class AppContext:
     """What the faces call. Not frozen: after a rebuild's swap `embedder` follows the services' embedder."""
 
-    settings: Settings
-    metrics: Metrics
-    authenticator: Authenticator
     store: VectorStore
     embedder: EmbeddingProvider  # the one serving queries: the collection's until a rebuild swaps
     sparse: Bm25Encoder
@@ -107,7 +103,6 @@ class AppContext:
 async def build_context(
     settings: Settings,
     metrics: Metrics,
-    authenticator: Authenticator,
     *,
     store: VectorStore | None = None,
     embedder: EmbeddingProvider | None = None,
@@ -196,9 +191,6 @@ async def build_context(
     if rebuild_why is None and await in_thread(active_store.shadow_exists):
         rebuild_why = "resuming an unfinished rebuild"
     context = AppContext(
-        settings=settings,
-        metrics=metrics,
-        authenticator=authenticator,
         store=active_store,
         embedder=serving,
         sparse=sparse,

@@ -12,7 +12,9 @@ from kbsearch import __version__
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.api.auth import ReaderDep
 from kbsearch.deps import ContextDep, context, is_ready
+from kbsearch.deps import authenticator as app_authenticator
 from kbsearch.deps import metrics as app_metrics
+from kbsearch.deps import settings as app_settings
 from kbsearch.presenters import error_response
 from kbsearch.store.health import DATA_DIR_GONE
 
@@ -51,13 +53,13 @@ async def metrics(request: Request) -> Response:
 
 
 @router.get("/api/v1/status")
-async def status(caller: ReaderDep, state: ContextDep) -> dict[str, Any]:
+async def status(caller: ReaderDep, state: ContextDep, request: Request) -> dict[str, Any]:
     """Version, store, embedder and chunker settings, with live counts of what the caller may see.
 
     A rebuild's progress counts and message speak of every source's documents (its self-check, of
     the most asked queries): only a caller that sees every source gets them; others get its state.
     """
-    settings = state.settings
+    settings = app_settings(request)
     rebuild = state.rebuild.status()
     if not caller.scope.unrestricted:
         rebuild = {"state": rebuild["state"]}
@@ -96,7 +98,7 @@ async def status(caller: ReaderDep, state: ContextDep) -> dict[str, Any]:
         },
         "rebuild": rebuild,
         "auth": {
-            "writeTokenRequired": state.authenticator.writes_need_token,
+            "writeTokenRequired": app_authenticator(request).writes_need_token,
             "readTokenRequired": settings.auth.read_token is not None or settings.auth.authenticates,
             "mode": settings.auth.auth_mode,
             "caller": caller.name,
