@@ -149,6 +149,17 @@ def test_without_collapsing_chunks_of_one_page_stay_apart_and_ties_keep_the_loca
     assert len(merge(local, [eu], 2, collapse=False, local_store="local")) == 2
 
 
+def test_local_hits_alone_keep_their_order_when_no_peer_sent_any() -> None:
+    reranked = [hit("b", 0.4), hit("a", 0.9)]  # a reranker put b first
+    merged = merge(reranked, [[], []], 10, collapse=True, local_store="local")
+    assert [(h.uri, h.stores) for h in merged] == [("b", ("local",)), ("a", ("local",))]
+    assert [h.uri for h in merge(reranked, [[hit("c", 0.1, store="eu")]], 10, collapse=True, local_store="local")] == [
+        "a",
+        "b",
+        "c",
+    ]
+
+
 # --- the breaker ---------------------------------------------------------------------------------
 
 

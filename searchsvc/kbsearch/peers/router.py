@@ -72,9 +72,13 @@ def merge(
 ) -> list[SearchHit]:
     """One list by calibrated relevance (highest first; the local store first on a tie, then the peers in
     file order). The same page from two stores is one hit naming both (`stores`); the one kept is the
-    more relevant (the first on a tie), the other's version joins `otherVersions`."""
+    more relevant (the first on a tie), the other's version joins `otherVersions`. When no peer sent a
+    hit, the local hits keep their own order: a reranker's, which relevance alone would undo."""
+    from_peers = [h for hits in answers for h in hits]
+    if not from_peers:
+        return [_named(h, local_store) for h in local][:limit]
     merged: dict[tuple[Any, ...], SearchHit] = {}
-    for hit in [*(_named(h, local_store) for h in local), *(h for hits in answers for h in hits)]:
+    for hit in [*(_named(h, local_store) for h in local), *from_peers]:
         key = (hit.uri,) if collapse else (hit.uri, hit.version, hit.chunk_index)
         kept = merged.get(key)
         if kept is None:
