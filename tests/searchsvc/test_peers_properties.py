@@ -2,8 +2,8 @@
 
 The merge: its output is sorted by relevance (local hits alone keep their order), each hit names
 at least one store, and no hit is lost but by collapsing (every input page is in the output, under
-one of its stores). The validator: any JSON value, or any bytes, gives validated results or a clean `malformed` failure,
-never an exception.
+one of its stores). The validator: any JSON value, or any bytes, gives validated results or a clean
+`malformed` failure, never an exception.
 """
 
 from __future__ import annotations
