@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,11 @@ from kbsearch.errors import ConfigurationError
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchHit
 from kbsearch.peers.breaker import CircuitBreaker
-from kbsearch.peers.client import PeerClient, parse_answer
+from kbsearch.peers.client import PeerClient, PeerFailure, parse_answer
 from kbsearch.peers.config import Peer, PeerConfig, TokenFile, load_peers, parse_peers
 from kbsearch.peers.router import PeerRouter, Unanswered, covers, merge
 from kbsearch.schemas.search import SearchRequest
+from tests.support.localhttp import local_http, url_of
 
 
 def hit(uri: str, relevance: float, *, store: str = "", version: str | None = None, chunk: int = 0) -> SearchHit:
@@ -232,3 +234,63 @@ def test_the_service_refuses_to_start_with_a_peers_file_it_cannot_use_and_never_
     assert child.returncode != 0
     assert "must hold one printable ASCII token" in child.stderr + child.stdout
     assert "3f9a1c" not in child.stderr + child.stdout
+
+
+class _HostilePeer(BaseHTTPRequestHandler):
+    """A peer that streams past the cap without a length, declares a huge length, or redirects."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        shape = self.server.shape  # type: ignore[attr-defined]
+        self.seen.append(self.headers.get("authorization"))  # type: ignore[attr-defined]
+        if shape == "redirect":
+            self.send_response(307)
+            # To itself: a client that followed would be seen asking twice.
+            self.send_header("location", f"http://127.0.0.1:{self.server.server_address[1]}/api/v1/search")
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        if shape == "declared":
+            self.send_header("content-length", str(1 << 40))
+            self.end_headers()
+            return
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        piece = b'{"results": [' + b" " * 4096
+        for _ in range(64):  # 256 KiB, no length announced, against a 1 KiB cap
+            try:
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            except OSError:
+                return  # the client hung up, as it should
+        self.wfile.write(b"0\r\n\r\n")
+
+
+@pytest.mark.parametrize(
+    ("shape", "reason"), [("chunked", "oversized"), ("declared", "oversized"), ("redirect", "error")]
+)
+def test_a_peer_cannot_stream_past_the_cap_or_redirect_the_search(tmp_path: Path, shape: str, reason: str) -> None:
+    token_path = tmp_path / "token"
+    token_path.write_text("peer-token")
+    seen: list[str | None] = []
+    handler = type("Handler", (_HostilePeer,), {"seen": seen})
+    with local_http(handler) as server:
+        server.shape = shape  # type: ignore[attr-defined]
+        peer = Peer(
+            PeerConfig(name="eu", url=url_of(server), token_file=token_path, scopes=["*"]), TokenFile(token_path)
+        )
+
+        async def ask() -> None:
+            client = PeerClient(1024)
+            try:
+                with pytest.raises(PeerFailure) as failure:
+                    await client.search(peer, {"query": "q"}, 20)
+                assert failure.value.reason == reason
+            finally:
+                await client.aclose()
+
+        asyncio.run(ask())
+    assert seen == ["Bearer peer-token"]  # asked once; a redirect is not followed anywhere
