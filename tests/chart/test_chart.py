@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
+import shlex
 import textwrap
 
 import jsonschema
@@ -657,7 +659,19 @@ def test_notes_explain_the_next_steps() -> None:
     assert "kubectl apply -n team-a" in text
     assert f"curl -sS http://{SEARCH}.{NAMESPACE}.svc:8000/api/v1/search" in text
     assert "--labels=kb.knowledgebase.dev/search-client=true" in text
-    assert f"get secret {TOKENS}" in text and "read-token" in text
+    # The read token reaches the client pod from its Secret, never through the pod's spec or a shell variable.
+    assert "base64 -d" not in text and "get secret" not in text
+    (command,) = re.findall(r"kubectl -n \S+ run kb-search-client.*?'\n", text, re.S)
+    args = shlex.split(command.replace("\\\n", " "))
+    (overrides,) = [a.removeprefix("--overrides=") for a in args if a.startswith("--overrides=")]
+    (client,) = json.loads(overrides)["spec"]["containers"]
+    assert client["env"] == [
+        {"name": "READ_TOKEN", "valueFrom": {"secretKeyRef": {"name": TOKENS, "key": "read-token"}}}
+    ]
+    script = shlex.split(client["command"][2])
+    assert script[:3] == ["curl", "-sS", f"http://{SEARCH}.{NAMESPACE}.svc:8000/api/v1/search"]
+    assert "Authorization: Bearer $READ_TOKEN" in script
+    assert json.loads(script[script.index("-d") + 1]) == {"query": "how do pods get scheduled", "limit": 5}
     assert f"http://{SEARCH}.{NAMESPACE}.svc:8000/ui/" in text and "ask_knowledge" in text
     # The repository pages the notes point to exist.
     pages = re.findall(r"docs/[\w/.-]+\.md", text)

@@ -182,6 +182,29 @@ def test_topology_spread_gets_the_search_pods_selector_and_validates():
     assert constraint["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "search"
 
 
+def test_several_replicas_are_spread_over_nodes_and_kept_by_a_disruption_budget_by_default():
+    manifests = render_ok(*SERVER, "--set", "search.replicas=3")
+    validate_strictly(manifests)
+    template = pod_template(manifests, SEARCH)
+    (constraint,) = template["spec"]["topologySpreadConstraints"]
+    assert constraint["topologyKey"] == "kubernetes.io/hostname"
+    assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"  # a one-node cluster still schedules
+    assert constraint["labelSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    assert manifests.one("PodDisruptionBudget", SEARCH)["spec"]["maxUnavailable"] == 1
+
+
+def test_one_replica_gets_neither_a_spread_nor_a_budget_unless_asked():
+    manifests = render_ok()
+    assert "topologySpreadConstraints" not in pod_template(manifests, SEARCH)["spec"]
+    assert manifests.all("PodDisruptionBudget") == []
+    # An explicit choice wins either way.
+    assert render_ok("--set", "search.podDisruptionBudget.enabled=true").all("PodDisruptionBudget")
+    off = render_ok(*SERVER, "--set", "search.replicas=2", "--set", "search.podDisruptionBudget.enabled=false")
+    assert off.all("PodDisruptionBudget") == []
+    hard = render_ok(*SERVER, "--set", "search.replicas=2", "--set", "search.podAntiAffinity=hard")
+    assert "topologySpreadConstraints" not in pod_template(hard, SEARCH)["spec"]
+
+
 @pytest.mark.parametrize("preset", ["soft", "hard"])
 def test_pod_anti_affinity_keeps_replicas_on_different_nodes(preset):
     manifests = render_ok(*SERVER, "--set", "search.replicas=2", "--set", f"search.podAntiAffinity={preset}")
