@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
-from kbsearch.console.rendering import render
+from kbsearch.console.markdown import Passage, render_document
+from kbsearch.console.rendering import is_web, render
 from kbsearch.console.session import console_caller
 from kbsearch.deps import ContextDep, DocumentReadsDep, InsightsDep, SearchDep
 from kbsearch.deps import context as app_context
@@ -140,14 +141,31 @@ async def documents_page(
 
 
 @router.get("/document")
-async def document_page(request: Request, caller: Reader, documents: DocumentReadsDep, uri: Text) -> HTMLResponse:
+async def document_page(
+    request: Request,
+    caller: Reader,
+    documents: DocumentReadsDep,
+    uri: Text,
+    chunk: Annotated[int | None, Query(ge=0)] = None,
+) -> HTMLResponse:
     record = await documents.document(uri, caller)
     if record is None:  # absent and out of scope look the same
         return _render(request, "missing.html", {"uri": uri}, 404)
     found = await documents.text(uri, caller)
     chunks = await documents.chunks(uri, caller)
     text = found[1] if found is not None else ""
-    return _render(request, "document.html", {"record": record, "chunks": chunks, "text": text})
+    hit = next((c for c in chunks if c.chunk_index == chunk), None)
+    passage = Passage(hit.start, hit.end) if hit and hit.start is not None and hit.end is not None else None
+    base = record.uri if is_web(record.uri) else None
+    rendered = render_document(text, base=base, passage=passage, title=record.title)
+    context = {
+        "record": record,
+        "chunks": chunks,
+        "document_html": rendered.html,
+        # No passage in the text (chunks without offsets): the chunk itself is the link's target.
+        "target_chunk": hit.chunk_index if hit is not None and not rendered.has_passage else None,
+    }
+    return _render(request, "document.html", context)
 
 
 @router.get("/insights")
