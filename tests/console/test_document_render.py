@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbsearch.console.markdown import Passage, render_document
+from kbsearch.console.markdown import MAX_RAW_TAGS, Passage, render_document
 from tests.console.corpus import XSS_CONTENT, XSS_URI
 from tests.support.service import running_service
 
@@ -159,3 +159,21 @@ async def test_the_document_page_renders_the_hostile_page_safely_and_marks_the_h
         passage = passage[: passage.index("</div>")]  # its blocks have no div of their own
         assert "<h2>Setup</h2>" in passage and "<code>helm install</code>" in passage
         assert "<table>" not in passage and "<table>" in marked  # the next chunk's blocks are not marked
+
+
+def test_raw_html_past_the_cap_is_shown_as_text() -> None:
+    nested = "<div>" * (MAX_RAW_TAGS + 1) + "deep"
+    html = str(render_document(nested, base=None, passage=None, title=None).html)
+    assert "<div>" not in html and "&lt;div&gt;" in html and "deep" in html
+    kept = str(render_document("<kbd>Ctrl</kbd> " * 10, base=None, passage=None, title=None).html)
+    assert kept.count("<kbd>Ctrl</kbd>") == 10
+
+
+async def test_markdown_too_costly_to_render_is_shown_as_text_in_time(tmp_path: Path) -> None:
+    hostile = "[" * 400_000 + " needle"  # markdown-it's inline pass is superlinear on runs of brackets
+    async with running_service("edge", tmp_path / "data") as client:
+        response = await client.put("/api/v1/documents", json={"uri": URI, "content": hostile})
+        assert response.status_code == 200, response.text
+        page = await client.get("/ui/document", params={"uri": URI})
+        assert page.status_code == 200 and "too large or too complex to render" in page.text
+        assert '<pre class="document-text card">[[[' in page.text and "needle" in page.text

@@ -12,8 +12,10 @@ The hit's passage is the run of top-level blocks that its chunk's lines fall in:
 runs (before, passage, after) is rendered and sanitised on its own, and the passage is wrapped in
 the page's own markup, which no document can forge (the sanitiser drops ids and unknown classes).
 
-Bounds: the body is at most the service's document limit; markdown-it's block and inline passes
-are linear with nesting capped at MAX_NESTING, and nh3 is linear.
+Bounds: markdown nesting is capped at MAX_NESTING. Raw HTML is what could nest without bound, and
+html5ever (under nh3) is superlinear in nesting depth: a body with more than MAX_RAW_TAGS tags of
+raw HTML is rendered with its HTML shown as text. markdown-it's inline pass is superlinear on some
+hostile text (runs of brackets): the page runs the render under a CPU budget (pages.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from mdit_py_plugins.admon import admon_plugin
 __all__ = ["Passage", "RenderedDocument", "render_document"]
 
 MAX_NESTING = 20
+MAX_RAW_TAGS = 2000  # nh3 sanitises 2,000 nested raw tags in about 20 ms
 _ALERT = re.compile(r"\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(?:\n|$)", re.IGNORECASE)
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _ALIGN = re.compile(r"text-align:(left|right|center)")
@@ -111,8 +114,8 @@ def _images_as_links(self: Any, tokens: list[Token], idx: int, options: Any, env
     return f'<a class="image-link" href="{href}">Image: {escape_html(alt)}</a>'
 
 
-def _parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": True, "maxNesting": MAX_NESTING}).enable(["table", "strikethrough"])
+def _parser(html: bool) -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": html, "maxNesting": MAX_NESTING}).enable(["table", "strikethrough"])
     md.use(admon_plugin)
     md.core.ruler.after("block", "kb_alerts", _alerts)
     md.core.ruler.after("kb_alerts", "kb_alignment", _alignment)
@@ -120,7 +123,35 @@ def _parser() -> MarkdownIt:
     return md
 
 
-_MD: MarkdownIt | None = None
+_PARSERS: dict[bool, MarkdownIt] = {}
+
+
+def _parsed(text: str, env: dict[str, Any]) -> tuple[MarkdownIt, list[Token]]:
+    """The tokens, with raw HTML passed through unless it holds more than MAX_RAW_TAGS tags."""
+    md = _md(html=True)
+    tokens = md.parse(text, env)
+    if _raw_tags(tokens) > MAX_RAW_TAGS:
+        env.clear()
+        md = _md(html=False)
+        tokens = md.parse(text, env)
+    return md, tokens
+
+
+def _md(html: bool) -> MarkdownIt:
+    if html not in _PARSERS:
+        _PARSERS[html] = _parser(html)
+    return _PARSERS[html]
+
+
+def _raw_tags(tokens: list[Token]) -> int:
+    count = 0
+    for token in tokens:
+        if token.type == "html_block":
+            count += token.content.count("<")
+        for child in token.children or ():
+            if child.type == "html_inline":
+                count += 1
+    return count
 
 
 def _sanitiser(base: str | None) -> nh3.Cleaner:
@@ -159,12 +190,9 @@ def render_document(body: str, *, base: str | None, passage: Passage | None, tit
     `base` is the document's web address (relative links resolve against it; without one they are
     dropped). A first `# heading` equal to `title` is left out: the page shows the title already.
     """
-    global _MD
-    if _MD is None:
-        _MD = _parser()
     text = body.replace("\r\n", "\n").replace("\r", "\n")
     env: dict[str, Any] = {}
-    tokens = _MD.parse(text, env)
+    md, tokens = _parsed(text, env)
     blocks = _top_blocks(tokens)
     if blocks and title and _is_title(tokens, blocks[0], title):
         blocks = blocks[1:]
@@ -181,7 +209,7 @@ def render_document(body: str, *, base: str | None, passage: Passage | None, tit
     cleaner = _sanitiser(base)
 
     def html(run: list[Token]) -> str:
-        return cleaner.clean(_MD.renderer.render(run, _MD.options, env)) if run else ""
+        return cleaner.clean(md.renderer.render(run, md.options, env)) if run else ""
 
     before, inside, after = (html(run) for run in runs)
     marked = f'<div class="passage" id="passage" tabindex="-1">{inside}</div>' if inside else ""
