@@ -95,8 +95,6 @@ def _alerts(state: Any) -> None:
         title = Token("inline", "", 0, content=kind.capitalize(), level=token.level + 2, children=[])
         heading = [Token("paragraph_open", "p", 1, attrs={"class": "admonition-title"}), title]
         tokens[i + 1 : i + 1] = [*heading, Token("paragraph_close", "p", -1)]
-        if not inline.content.strip():  # `> [!NOTE]` alone on its first line: that paragraph is gone
-            inline.content = ""
 
 
 def _alignment(state: Any) -> None:
