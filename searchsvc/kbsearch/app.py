@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from kbsearch import __version__
 from kbsearch.api import ask, documents, dotai, insights, rebuild, resource_metadata, search, system
+from kbsearch.api.apidocs import install_api_docs
 from kbsearch.api.auth import AuthGate
 from kbsearch.api.errors import install_error_handlers
 from kbsearch.api.hosts import HostAllowList
@@ -89,8 +90,11 @@ def create_app(
         version=__version__,
         description="One-document ingest, hybrid search and bulk delete over Qdrant.",
         lifespan=lifespan,
+        docs_url=None,  # served from the service's own files instead of a CDN: install_api_docs
+        redoc_url=None,
     )
     install_parts(app, parts)
+    install_api_docs(app)
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(resource_metadata.router)

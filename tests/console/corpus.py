@@ -15,6 +15,11 @@ title: "<script>window.__xss = 'title'</script> {XSS_MARKER} notes"
 
 {XSS_MARKER} text with <script>window.__xss = 'body'; alert('xss')</script> inside,
 and a link <a href="javascript:window.__xss='link'">click</a> and <b onmouseover="window.__xss='b'">bold</b>.
+
+A [markdown link](javascript:window.__xss='md'), an ![image](https://tracker.example.com/pixel.png "x"),
+<svg onload="window.__xss='svg'"></svg><iframe src="javascript:window.__xss='frame'"></iframe>
+<style>body {{ display: none }}</style><form action="https://evil.example.com"><input name=q></form>
+<details open ontoggle="window.__xss='toggle'"><summary>More</summary>hidden</details>
 """
 
 PAGES = {
@@ -35,7 +40,24 @@ during an incident needs the incident commander's approval.
 
 Every service is deployed with a rolling update: `maxSurge: 25%` and `maxUnavailable: 0`, so
 capacity never drops. Readiness probes gate each new pod; a pod that is not ready within five
-minutes stops the rollout and pages the owning team.
+minutes stops the rollout and pages the owning team. See the [deployment guide](../guides/deploying.md)
+and the [Kubernetes docs](https://kubernetes.io/docs/concepts/workloads/controllers/deployment/).
+
+```yaml
+strategy:
+  type: RollingUpdate
+  rollingUpdate:
+    maxSurge: 25%
+    maxUnavailable: 0
+```
+
+| Setting | Value | Why |
+|---|--:|---|
+| maxSurge | 25% | room for new pods |
+| maxUnavailable | 0 | capacity never drops |
+
+!!! warning "Database migrations"
+    A rollout that changes the schema must stay backward compatible for one release.
 
 ## Rolling back
 

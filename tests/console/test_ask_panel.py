@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -53,11 +54,11 @@ async def test_an_answer_cites_chunks_with_chips_that_open_them(tmp_path: Path) 
         )
         assert fragment.status_code == 200 and fragment.text.lstrip().startswith('<div id="answer"')
         chips = re.findall(r'<a class="chip" href="([^"]+)"', fragment.text)
-        rollback = "/ui/document?uri=https%3A%2F%2Fgit.example.com%2Fops%2Frollback.md#chunk-"
-        assert chips and all(link.startswith(rollback) for link in chips)
+        rollback = "/ui/document?uri=https%3A%2F%2Fgit.example.com%2Fops%2Frollback.md&amp;chunk="
+        assert chips and all(link.startswith(rollback) and link.endswith("#passage") for link in chips)
         assert "<script>alert" not in fragment.text
-        page = await service.get(chips[0].split("#")[0])
-        assert page.status_code == 200 and f'id="{chips[0].split("#")[1]}"' in page.text
+        page = await service.get(html.unescape(chips[0]).split("#")[0])
+        assert page.status_code == 200 and '<div class="passage" id="passage"' in page.text
 
         whole = await service.post("/ui/ask", data={"question": question, "csrf_token": csrf})  # without JavaScript
         assert whole.status_code == 200 and "<!doctype html>" in whole.text and 'class="chip"' in whole.text
@@ -80,7 +81,7 @@ def test_only_verified_markers_become_chips_and_the_answer_is_escaped() -> None:
     html = str(answer_with_chips("Use <script>x</script> [2] but not [7].", [cited]))
     assert html == (
         "Use &lt;script&gt;x&lt;/script&gt; "
-        '<a class="chip" href="/ui/document?uri=https%3A%2F%2Fgit.example.com%2Fa%20b.md#chunk-4" '
+        '<a class="chip" href="/ui/document?uri=https%3A%2F%2Fgit.example.com%2Fa+b.md&amp;chunk=4#passage" '
         'title="&lt;b&gt;A&lt;/b&gt;">2</a> but not [7].'
     )
 
@@ -93,7 +94,7 @@ ARCHIVE_DOC = (
 
 
 def cited_uris(fragment: str) -> set[str]:
-    links = re.findall(r'<a class="chip" href="/ui/document\?uri=([^"#]+)#chunk-\d+"', fragment)
+    links = re.findall(r'<a class="chip" href="/ui/document\?uri=([^"&#]+)&amp;chunk=\d+#passage"', fragment)
     return {unquote(link) for link in links}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Form, Request
 from markupsafe import Markup, escape
@@ -12,7 +11,7 @@ from pydantic import ValidationError
 from starlette.responses import HTMLResponse
 
 from kbsearch.console.pages import MODES, source_names
-from kbsearch.console.rendering import render
+from kbsearch.console.rendering import chunk_link, render
 from kbsearch.console.session import CSRF_FIELD, check_csrf, console_caller
 from kbsearch.deps import AskDep
 from kbsearch.errors import ServiceError
@@ -25,10 +24,6 @@ Reader = Annotated[Caller, Depends(console_caller)]
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 # A fenced code block of an answer: its fence line, its text, and its closing fence (or the end).
 _FENCED = re.compile(r"^(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<code>.*?)(?:^(?P=fence)[`~]*[ \t]*$\n?|\Z)", re.M | re.S)
-
-
-def chunk_link(uri: str, chunk_index: int) -> str:
-    return f"/ui/document?uri={quote(uri, safe='')}#chunk-{chunk_index}"
 
 
 def answer_with_chips(answer: str, citations: list[AskCitation]) -> Markup:

@@ -99,6 +99,11 @@ def query_string(**params: Any) -> str:
     return "?" + urlencode(kept) if kept else ""
 
 
+def chunk_link(uri: str, chunk_index: int) -> str:
+    """The document page scrolled to a chunk's passage, which it highlights."""
+    return f"/ui/document{query_string(uri=uri, chunk=chunk_index)}#passage"
+
+
 class ConsoleTemplates:
     def __init__(self) -> None:
         environment = Environment(
@@ -107,7 +112,7 @@ class ConsoleTemplates:
         environment.filters.update(
             when=when, when_utc=when_utc, age=age, duration=duration, snippet=snippet, highlight=highlight
         )
-        environment.globals.update(is_web=is_web, query_string=query_string)
+        environment.globals.update(is_web=is_web, query_string=query_string, chunk_link=chunk_link)
         self.versions = asset_versions()
         environment.globals["asset"] = lambda name: f"/ui/static/{name}?v={self.versions.get(name, '0')}"
         self.templates = Jinja2Templates(env=environment)

@@ -77,7 +77,6 @@ def test_a_document_page_shows_metadata_and_chunks_in_order(handbook: Console, p
     assert ids == [f"chunk-{i}" for i in range(len(ids))]
     expect(page.locator("ol.chunks")).to_contain_text("ALTER ROLE app PASSWORD")
     expect(chunks.first.locator(".headings")).to_contain_text("Rotating database credentials")
-    shoot(page, "document")
 
 
 def test_a_hostile_document_is_inert_text(handbook: Console, page: Page) -> None:
@@ -88,13 +87,13 @@ def test_a_hostile_document_is_inert_text(handbook: Console, page: Page) -> None
     expect(hit.locator(".hit-title")).to_contain_text("<script>window.__xss = 'title'</script>")
     expect(hit.locator(".snippet")).to_contain_text("<script>window.__xss = 'body'; alert('xss')</script>")
     hit.locator(".hit-title").click()
+    # The chunks, for debugging, are the text as indexed: markup shown, not run (test_document_page renders it).
     expect(page.locator(".chunk-text").first).to_contain_text("<img src=x onerror=")
     expect(page.locator("table.meta")).to_contain_text("<script>window.__xss='meta'</script>")
-    assert page.locator("main script, main img, main b, main a[href^='javascript']").count() == 0
+    assert page.locator("main script, main img, main a[href^='javascript']").count() == 0
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert dialogs == []
     assert f"uri={quote(XSS_URI, safe='')}" in page.url
-    shoot(page, "hostile-document")
 
 
 def test_the_console_works_without_javascript(handbook: Console, browser: Browser) -> None:
@@ -281,7 +280,6 @@ def test_the_ask_panel_answers_with_chips_that_open_the_cited_chunk(handbook: Co
     href = chip.get_attribute("href")
     assert href is not None and href.startswith("/ui/document?uri=")
     chip.click()
-    target = page.locator(f"li#{href.rsplit('#', 1)[1]}")
-    expect(target).to_be_visible()
-    assert page.evaluate("location.hash") == "#" + href.rsplit("#", 1)[1]
+    expect(page.locator("article.doc .passage")).to_be_in_viewport()  # the cited chunk's passage, marked
+    assert page.evaluate("location.hash") == "#passage" and href.endswith("#passage")
     expect(page.locator("h1")).to_have_text("Rotating database credentials")
