@@ -523,7 +523,15 @@ def test_a_401_names_the_protected_resource_metadata_and_it_says_how_to_authenti
 
 def test_the_metadata_names_the_serviceaccount_audiences_in_kubernetes_mode(tmp_path):
     settings = Settings(data_dir=tmp_path, auth_mode="kubernetes", kubernetes_audiences="kb-search,other")
-    request = Request({"type": "http", "scheme": "http", "server": ("localhost", 80), "path": "/", "headers": []})
+    request = Request(
+        {
+            "type": "http",
+            "scheme": "http",
+            "server": ("localhost", 80),
+            "path": "/",
+            "headers": [(b"host", b"localhost")],
+        }
+    )
     body = metadata(request, settings)
     assert body["resource"] == f"{BASE_URL}/mcp"
     assert body["x-kb-authentication"]["tokens"] == "kubernetes-serviceaccount"
