@@ -106,8 +106,9 @@ def document(n: int) -> str:
 def measure_overhead(folder: Path, docs: int, queries: int) -> dict[str, Any]:
     from kbsearch.settings import Settings
     from tests.support.hashing import HashingEmbedder
+    from tests.support.service_process import free_port
 
-    on = Settings(data_dir=folder / "on", query_log="on")
+    on = Settings(data_dir=folder / "on", query_log="on", metrics_port=free_port())
     off = Settings(data_dir=folder / "off", query_log="off")
     times: dict[str, list[float]] = {"on": [], "off": []}
     with run_service(on, embedder=HashingEmbedder()) as s_on, run_service(off, embedder=HashingEmbedder()) as s_off:
@@ -126,7 +127,7 @@ def measure_overhead(folder: Path, docs: int, queries: int) -> dict[str, Any]:
                     clients[arm].post("/api/v1/search", json=query).raise_for_status()
                     if n >= WARMUP:
                         times[arm].append((time.perf_counter() - t0) * 1000)
-            metrics = c_on.get("/metrics").text
+            metrics = c_on.get(f"http://127.0.0.1:{on.http.metrics_port}/metrics").text
     dropped = sum(
         float(line.rsplit(" ", 1)[1])
         for line in metrics.splitlines()

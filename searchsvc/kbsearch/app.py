@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
@@ -24,7 +24,7 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError
 from kbsearch.llm.chat import ChatClient
 from kbsearch.mcp.http import McpFace
-from kbsearch.metrics import Metrics
+from kbsearch.metrics import Metrics, metrics_listener
 from kbsearch.models import CollectionSignature
 from kbsearch.services.access.auth import Authenticator
 from kbsearch.services.access.tokens import StaticTokens, legacy_entries
@@ -58,6 +58,17 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        with ExitStack() as listeners:
+            if settings.http.metrics_port is not None:  # its own port, never the API's (kbsearch.metrics)
+                port = listeners.enter_context(
+                    metrics_listener(metrics.registry, settings.http.host, settings.http.metrics_port)
+                )
+                log.info("metrics listener started", extra={"host": settings.http.host, "port": port})
+            async with serving(app):
+                yield
+
+    @asynccontextmanager
+    async def serving(app: FastAPI) -> AsyncIterator[None]:
         context = await build_context(
             settings,
             metrics,

@@ -1,8 +1,18 @@
-"""Prometheus metrics, on a registry owned by one app so tests never share counters."""
+"""Prometheus metrics, on a registry owned by one app so tests never share counters, and their listener.
+
+Metrics are served on a port of their own (SEARCHSVC_METRICS_PORT), never on the API's: they name
+every peer and count requests by route and peer, so a team that can reach the API would learn the
+peers' names and when other teams search. A separate port is what a NetworkPolicy can tell apart
+(the chart admits only networkPolicy.metricsFrom to it); a token on the API port would be one more
+secret for every Prometheus, and a path on a port every tenant reaches.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 
 class Metrics:
@@ -165,3 +175,19 @@ class Metrics:
             ["peer"],
             registry=self.registry,
         )
+
+
+@contextmanager
+def metrics_listener(registry: CollectorRegistry, host: str, port: int) -> Iterator[int]:
+    """Serve `registry` at http://host:port/metrics from a thread while the block runs; yields the port bound.
+
+    prometheus_client's own threaded server: scrapes never wait on the event loop, and nothing but
+    the registry is served there. OSError (the port is taken) propagates: start-up stops.
+    """
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

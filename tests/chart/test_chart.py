@@ -346,7 +346,13 @@ def test_search_service_listens_on_all_interfaces_with_probes() -> None:
     assert c["command"] == ["python", "-m", "kbsearch"]
     assert env["SEARCHSVC_HOST"]["value"] == "0.0.0.0"
     assert env["SEARCHSVC_PORT"]["value"] == "8000"
-    assert c["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
+    assert (
+        env["SEARCHSVC_METRICS_PORT"]["value"] == "9464"
+    )  # metrics apart from the API (docs/operations/monitoring.md)
+    assert c["ports"] == [
+        {"name": "http", "containerPort": 8000, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 9464, "protocol": "TCP"},
+    ]
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
@@ -585,8 +591,13 @@ def test_network_policy_admits_only_the_operator_and_chosen_namespaces() -> None
     pods = {name: meta["labels"] for name, meta, _ in manifests.pod_specs()}
     assert matches(policy["spec"]["podSelector"], pods[f"Deployment/{SEARCH}"])
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    (rule,) = policy["spec"]["ingress"]
+    rule, metrics = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    # The monitoring namespace reaches the metrics port alone, and nothing else does.
+    assert metrics == {
+        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+        "ports": [{"port": "metrics", "protocol": "TCP"}],
+    }
     peers = rule["from"]
     pod_peers = [p["podSelector"] for p in peers if set(p) == {"podSelector"}]
     ns_peers = [p["namespaceSelector"] for p in peers if set(p) == {"namespaceSelector"}]
@@ -600,11 +611,10 @@ def test_network_policy_admits_only_the_operator_and_chosen_namespaces() -> None
     assert {
         "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["apps", "team-a"]}]
     } in ns_peers
-    assert {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}} in ns_peers
-    assert len(ns_peers) == 2
-    # The named port exists on the search container.
+    assert len(ns_peers) == 1
+    # The named ports exist on the search container.
     ports = {p["name"] for p in container(manifests, "Deployment", SEARCH, "search")["ports"]}
-    assert "http" in ports
+    assert {"http", "metrics"} <= ports
 
 
 RELEASE_TEST_POD = "kb-knowledge-base-test-search"

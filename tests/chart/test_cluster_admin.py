@@ -73,7 +73,7 @@ def test_service_monitors_scrape_both_programs_and_turn_on_the_operators_metrics
     validate_strictly(manifests)
     monitors = {m["metadata"]["name"]: m for m in manifests.all("ServiceMonitor")}
     assert set(monitors) == {SEARCH, OPERATOR}
-    for name, port in ((SEARCH, "http"), (OPERATOR, "metrics")):
+    for name, port in ((SEARCH, "metrics"), (OPERATOR, "metrics")):
         spec = monitors[name]["spec"]
         assert monitors[name]["metadata"]["labels"]["release"] == "prom"
         assert spec["endpoints"] == [{"port": port, "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}]
@@ -93,7 +93,7 @@ def test_pod_monitors_select_each_programs_pods_by_their_port():
     manifests = render_ok("--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.podMonitor.interval=15s")
     monitors = {m["metadata"]["name"]: m["spec"] for m in manifests.all("PodMonitor")}
     assert set(monitors) == {SEARCH, OPERATOR}
-    for name, port in ((SEARCH, "http"), (OPERATOR, "metrics")):
+    for name, port in ((SEARCH, "metrics"), (OPERATOR, "metrics")):
         template = pod_template(manifests, name)
         assert monitors[name]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
         ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", [])}

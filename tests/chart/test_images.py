@@ -97,7 +97,7 @@ def test_entrypoint_matches_the_chart(name: str, module: str) -> None:
 def test_ports_match_the_chart() -> None:
     chart = values()
     (search_ports,) = [rest for key, rest in final_stage("search") if key == "EXPOSE"]
-    assert search_ports.split() == [str(chart["search"]["port"])]
+    assert search_ports.split() == [str(chart["search"]["port"]), str(chart["search"]["metrics"]["port"])]
     (operator_ports,) = [rest for key, rest in final_stage("operator") if key == "EXPOSE"]
     assert operator_ports.split() == [str(chart["operator"]["healthPort"]), str(chart["operator"]["metrics"]["port"])]
 

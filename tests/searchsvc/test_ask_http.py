@@ -3,6 +3,8 @@ arrive as they are produced, as server-sent events any SSE client can read."""
 
 from __future__ import annotations
 
+import httpx
+
 from tests.searchsvc.ask_support import DOCS, server_sent_events
 from tests.support.chatstub import Answer, CallTools, chat_stub
 from tests.support.service_process import ServiceProcess
@@ -23,7 +25,7 @@ def test_a_streamed_ask_arrives_as_server_sent_events_over_real_http(tmp_path):
             "SEARCHSVC_LLM_API_KEY": "sk-process-secret",
             "SEARCHSVC_ASK_RESULTS_PER_SEARCH": "1",
         }
-        process = ServiceProcess(tmp_path / "service.log", env).start()
+        process = ServiceProcess(tmp_path / "service.log", env, metrics=True).start()
         try:
             process.wait_ready()
             for uri, content in DOCS.items():
@@ -36,7 +38,7 @@ def test_a_streamed_ask_arrives_as_server_sent_events_over_real_http(tmp_path):
                 assert response.headers["cache-control"] == "no-cache"
                 assert "content-length" not in response.headers  # streamed, not buffered
                 frames = list(response.iter_text())
-            metrics = process.client.get("/metrics").text
+            metrics = httpx.get(process.metrics_url).text
         finally:
             process.stop()
         log = process.log_text()

@@ -14,7 +14,7 @@ from kbsearch.llm.chat import ChatClient
 from kbsearch.metrics import Metrics
 from tests.searchsvc.ask_support import DOCS, put_docs, server_sent_events, tool_result_uris
 from tests.support.chatstub import Answer, CallTools, Fail, Garbage, Hang, chat_stub
-from tests.support.service import running_service
+from tests.support.service import running_service, scraped
 from tests.support.service_process import free_port
 
 ROLLBACK, CANARY, _ = DOCS
@@ -123,7 +123,7 @@ async def test_rate_limits_and_server_errors_are_retried_then_answered(tmp_path)
         async with running_service("edge", tmp_path / "data", chat=fast_retrying_chat(stub.url), **settings) as client:
             await put_docs(client)
             response = await client.post("/api/v1/ask", json={"question": "How do I roll back?"})
-            metrics = (await client.get("/metrics")).text
+            metrics = scraped(client)
     assert response.status_code == 200, response.text
     assert response.json()["grounded"] is True
     assert len(stub.requests) == 4
@@ -161,7 +161,7 @@ async def test_a_chat_endpoint_that_is_down_is_a_502(tmp_path, stream):
     async with running_service("edge", tmp_path / "data", **llm_settings(down, llm_max_retries=0)) as client:
         await put_docs(client)
         response = await client.post("/api/v1/ask", json={"question": "How do I roll back?", "stream": stream})
-        metrics = (await client.get("/metrics")).text
+        metrics = scraped(client)
     assert response.status_code == 502, response.text  # streamed too: nothing was sent yet
     error = response.json()["error"]
     assert error["code"] == "LLM_UNAVAILABLE" and "cannot reach the chat endpoint" in error["message"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kbsearch.chunker import MarkdownChunker
@@ -320,6 +322,13 @@ def test_notebooks_of_older_and_future_format_versions_are_read():
         '[{"cell_type": "markdown", "metadata": {}, "source": "# Old\\n\\nA version 3 notebook."}]}]}'
     )
     assert convert("ipynb", v3).text == "# Old\n\nA version 3 notebook.\n"
+
+
+def test_a_kernel_language_that_is_not_one_word_cannot_end_the_code_fence():
+    for language in ("python\n```\n# Injected heading\n", "py`thon", "x" * 40):
+        data = notebook([code_cell("print('hi')")])
+        data = data.replace(b'"language": "python"', b'"language": ' + json.dumps(language).encode())
+        assert convert("ipynb", data).text == "```\nprint('hi')\n```\n", language  # one fence, no info string
 
 
 def test_a_notebook_that_is_not_json_or_not_a_notebook_is_refused_with_a_code():

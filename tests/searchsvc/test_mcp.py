@@ -49,6 +49,9 @@ COMPAT_READ_TOOLS = {"search", "fetch"}
 COMPAT_TOOLS = {"manageKnowledge"} | COMPAT_READ_TOOLS
 
 
+METRICS_URLS: dict[str, str] = {}  # the service's URL -> its metrics listener's
+
+
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root: Path = tmp_path_factory.mktemp("mcp")
@@ -60,7 +63,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "SEARCHSVC_MCP_COMPAT_DOTAI": "true",
         "SEARCHSVC_MCP_COMPAT_OPENAI": "true",
     }
-    process = ServiceProcess(root / "service.log", env).start()
+    process = ServiceProcess(root / "service.log", env, metrics=True).start()
+    METRICS_URLS[process.url] = process.metrics_url
     try:
         process.wait_ready()
         documents = {uri: (source, content(uri, source)) for uri, source in {**A_DOCS, **B_DOCS}.items()}
@@ -523,7 +527,15 @@ def test_a_401_names_the_protected_resource_metadata_and_it_says_how_to_authenti
 
 def test_the_metadata_names_the_serviceaccount_audiences_in_kubernetes_mode(tmp_path):
     settings = Settings(data_dir=tmp_path, auth_mode="kubernetes", kubernetes_audiences="kb-search,other")
-    request = Request({"type": "http", "scheme": "http", "server": ("localhost", 80), "path": "/", "headers": []})
+    request = Request(
+        {
+            "type": "http",
+            "scheme": "http",
+            "server": ("localhost", 80),
+            "path": "/",
+            "headers": [(b"host", b"localhost")],
+        }
+    )
     body = metadata(request, settings)
     assert body["resource"] == f"{BASE_URL}/mcp"
     assert body["x-kb-authentication"]["tokens"] == "kubernetes-serviceaccount"
@@ -608,6 +620,6 @@ def test_a_call_without_a_progress_token_is_answered_as_json(service):
 
 def test_mcp_requests_are_counted_under_their_own_route(service):
     post_mcp(service, TEAM_A)
-    metrics = httpx.get(f"{service}/metrics").text
+    metrics = httpx.get(METRICS_URLS[service]).text
     counted = [line for line in metrics.splitlines() if line.startswith("searchsvc_http_requests_total{")]
     assert any('route="/mcp"' in line and 'method="POST"' in line for line in counted), counted

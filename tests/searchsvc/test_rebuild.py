@@ -29,7 +29,7 @@ from tests.support.formatfiles import code_cell, docx_file, markdown_cell, noteb
 from tests.support.hashing import HashingEmbedder
 from tests.support.randomembed import MODEL as RANDOM_MODEL
 from tests.support.randomembed import RandomEmbeddings
-from tests.support.service import STORE_KINDS, configured_service, make_store, running_service, settings_of
+from tests.support.service import STORE_KINDS, configured_service, make_store, running_service, scraped, settings_of
 from tests.support.service_process import ServiceProcess
 
 NEW_MODEL = "hashing-v2"
@@ -184,7 +184,7 @@ async def test_an_upgrade_from_the_previous_release_serves_searches_throughout_a
         text = await client.get("/api/v1/documents/text", params={"uri": "git://widgets/docs/guides/install"})
         assert text.status_code == 200 and text.json()["title"] == "Installing the widget operator"
         assert "helm install widget-operator" in text.json()["text"]
-        metrics = (await client.get("/metrics")).text
+        metrics = scraped(client)
         assert 'searchsvc_rebuild_swaps_total{outcome="swapped"} 1.0' in metrics
         assert "searchsvc_rebuild_running 0.0" in metrics
 

@@ -29,7 +29,7 @@ from tokenizers.processors import TemplateProcessing
 from tests.support.chatstub import Answer, chat_stub
 from tests.support.localhttp import local_http, url_of
 from tests.support.mcpclient import ACCEPT, rpc
-from tests.support.service import running_service
+from tests.support.service import running_service, scraped
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "quokka", "rolling", "deploys", "deploy", "strategy", "the", "a"]
 MARKER = WORDS.index("quokka")
@@ -139,7 +139,7 @@ async def test_a_local_cross_encoder_reorders_every_face_and_keeps_the_relevance
         assert response.json()["result"]["structuredContent"]["results"][0]["uri"] == MARKED
         console = await client.get("/ui/", params={"q": QUERY})
         assert console.text.index(MARKED) < min(console.text.index(uri) for uri in PAGES if uri != MARKED)
-        metrics = (await client.get("/metrics")).text
+        metrics = scraped(client)
     assert _metric(metrics, "local", "ok") == 3
 
 
@@ -224,7 +224,7 @@ async def test_a_failing_reranker_serves_the_first_stage_order(tmp_path, answer,
             started = time.monotonic()
             results = await _search(client)
             took = time.monotonic() - started
-            metrics = (await client.get("/metrics")).text
+            metrics = scraped(client)
     assert [r["uri"] for r in results][-1] == MARKED  # the first stage's order, unchanged
     assert {r["uri"]: r["relevance"] for r in results} == first
     assert _metric(metrics, "remote", outcome) == 1

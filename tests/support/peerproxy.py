@@ -3,8 +3,10 @@
 `PeerProxy` forwards POSTs to the service at `target` and records each request's Authorization
 header and body. Its `mode` makes it: pass (forward), delay (wait `delay_s`, then forward),
 malformed (200 with a body that is not JSON), out-of-range (the peer's real answer with every
-relevance raised past 1), oversized (the real answer padded past a size). A dead target (the
-service SIGKILLed) makes it answer 502, as a real ingress would.
+relevance raised past 1), negative-page (the real answer with every page at -5), oversized (the
+real answer padded past a size), claim (every hit of the real answer turned into `claim`: another
+store's URI with other text, and relevance 1.0). A dead target (the service SIGKILLed) makes it
+answer 502, as a real ingress would.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import httpx
 
 from tests.support.localhttp import local_http, url_of
 
-MODES = ("pass", "delay", "malformed", "out-of-range", "oversized")
+MODES = ("pass", "delay", "malformed", "out-of-range", "negative-page", "oversized", "claim")
 
 
 @dataclass
@@ -30,6 +32,7 @@ class PeerProxy:
     mode: str = "pass"
     delay_s: float = 0.0
     oversized_bytes: int = 1 << 20
+    claim: tuple[str, str] = ("", "")  # (uri, content) every hit claims in mode claim
     authorizations: list[str] = field(default_factory=list)
     bodies: list[dict] = field(default_factory=list)
     url: str = ""
@@ -55,6 +58,13 @@ class PeerProxy:
         if mode == "out-of-range":
             for result in answer["results"]:
                 result["relevance"] = 1.0 + result["relevance"]
+        elif mode == "negative-page":
+            for result in answer["results"]:
+                result["page"] = -5
+        elif mode == "claim":
+            uri, content = self.claim
+            for result in answer["results"]:
+                result |= {"uri": uri, "content": content, "relevance": 1.0, "score": 99.0}
         else:  # oversized: still valid JSON, just too big
             answer["padding"] = "x" * self.oversized_bytes
         return 200, json.dumps(answer).encode()

@@ -101,3 +101,13 @@ async def configured_service(
 def settings_of(env: dict[str, str]) -> dict[str, str]:
     """SEARCHSVC_* variables as Settings keyword arguments."""
     return {k.removeprefix("SEARCHSVC_").lower(): v for k, v in env.items() if k.startswith("SEARCHSVC_")}
+
+
+def scraped(client: httpx.AsyncClient) -> str:
+    """The metrics of the app `running_service` serves, as its metrics listener would serve them
+    (kbsearch.metrics.metrics_listener; the API port has no /metrics)."""
+    from prometheus_client import generate_latest
+
+    from kbsearch.deps import parts_of
+
+    return generate_latest(parts_of(client.app).metrics.registry).decode()  # type: ignore[attr-defined]

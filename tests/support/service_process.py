@@ -95,8 +95,13 @@ class ServiceProcess:
         prefix: list[str] | None = None,
         real_model: bool = False,
         repo: Path = REPO,
+        metrics: bool = False,
     ) -> None:
         self.port = free_port()
+        # `metrics`: its metrics listener on a port of its own too (SEARCHSVC_METRICS_PORT), at `metrics_url`.
+        self.metrics_port = free_port() if metrics else None
+        if self.metrics_port is not None:
+            env = {"SEARCHSVC_METRICS_PORT": str(self.metrics_port), **env}
         self.log_path = log_path
         self._repo = repo
         self._env = service_env(repo, SEARCHSVC_HOST="127.0.0.1", SEARCHSVC_PORT=str(self.port), **env)
@@ -105,6 +110,7 @@ class ServiceProcess:
         self._log_read = 0  # how far wait_for_log has read
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{self.port}"
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port is not None else ""
         self.client = httpx.Client(base_url=self.url, timeout=60)
 
     def start(self) -> ServiceProcess:

@@ -6,8 +6,8 @@ reads or writes need no token, a request whose Host is not one of SEARCHSVC_ALLO
 421 MISDIRECTED_REQUEST before any route, REST, MCP or console, sees it. A service whose every
 call needs a token is not exposed this way (a page cannot present a token it does not have).
 
-The probe and scrape paths answer whatever the Host: a kubelet and Prometheus send the pod's IP,
-and those answers hold no documents.
+The probe paths answer whatever the Host: a kubelet sends the pod's IP, and those answers hold no
+documents. (Prometheus scrapes another port, kbsearch.metrics.)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kbsearch.presenters import error_response
 
 ANY_HOST = "*"
-UNCHECKED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+UNCHECKED_PATHS = frozenset({"/healthz", "/readyz"})
 
 __all__ = ["ANY_HOST", "HostAllowList", "host_allowed"]
 

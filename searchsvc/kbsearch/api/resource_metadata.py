@@ -15,9 +15,10 @@ authentication: it holds nothing secret.
 Both name this service's URL. With SEARCHSVC_PUBLIC_URL set, that is the URL, whatever Host a
 request names, and the document may be cached for an hour. Without it the URL comes from the
 request's Host, so neither answer may be kept by a cache (`no-store`, `Vary: Host`): a cache shared
-with other clients would otherwise hand them a URL an attacker's Host header chose. And with
-SEARCHSVC_ALLOWED_HOSTS set, a Host outside it is never reflected: the challenge names no metadata
-and the document answers 421.
+with other clients would otherwise hand them a URL an attacker's Host header chose. And a Host /mcp
+does not answer (SEARCHSVC_MCP_ALLOWED_HOSTS, loopback by default), or one outside
+SEARCHSVC_ALLOWED_HOSTS when that is set, is never reflected: the challenge names no metadata and
+the document answers 421.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def _base(request: Request, settings: Settings) -> str | None:
     if settings.http.public_url is not None:
         return settings.http.public_url
     host = request.headers.get("host", "")
+    # The document describes /mcp: it names no Host that /mcp itself would refuse.
+    if not host_allowed(host, settings.http.mcp_hosts):
+        return None
     if settings.http.allowed_hosts is not None and not host_allowed(host, settings.http.allowed_host_names):
         return None
     # Behind a trusted proxy, uvicorn has already put the client-facing scheme and host here.
@@ -103,7 +107,8 @@ async def protected_resource(request: Request) -> JSONResponse:
         return error_response(
             421,
             "MISDIRECTED_REQUEST",
-            "this service does not answer to that Host; add it to SEARCHSVC_ALLOWED_HOSTS if it is yours",
+            "this service does not answer to that Host; add it to SEARCHSVC_MCP_ALLOWED_HOSTS (and "
+            "SEARCHSVC_ALLOWED_HOSTS, when set) if it is yours",
             headers=_UNCACHED,
         )
     headers = _CACHED if settings.http.public_url is not None else _UNCACHED

@@ -1,19 +1,17 @@
-"""Liveness, readiness, Prometheus metrics and the service's status."""
+"""Liveness, readiness and the service's status. Metrics are served on a port of their own (kbsearch.metrics)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kbsearch import __version__
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.api.auth import ReaderDep
 from kbsearch.deps import ContextDep, context, is_ready
 from kbsearch.deps import authenticator as app_authenticator
-from kbsearch.deps import metrics as app_metrics
 from kbsearch.deps import settings as app_settings
 from kbsearch.presenters import error_response
 from kbsearch.store.health import DATA_DIR_GONE
@@ -45,11 +43,6 @@ async def readyz(request: Request) -> JSONResponse:
         return error_response(503, problem.code, problem.message, problem.details)
     writes = {"code": problem.code, "message": problem.message, "details": problem.details}
     return JSONResponse({"status": "degraded", "writes": writes})
-
-
-@router.get("/metrics")
-async def metrics(request: Request) -> Response:
-    return Response(generate_latest(app_metrics(request).registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/api/v1/status")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 import nbformat
@@ -21,6 +22,9 @@ __all__ = ["OUTPUT_CHARS", "NotebookConverter"]
 OUTPUT_CHARS = 1_000  # per output
 CELL_OUTPUT_CHARS = 2_000  # all outputs of one cell
 _TRUNCATED = "… (output truncated)"
+# A fence's info string is one word: a kernel language with a newline or a backtick would end the
+# fence early (or never open it) and let the cell's code run on as markdown.
+_LANGUAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+.#-]{0,31}")
 
 
 def _joined(value: Any) -> str:
@@ -80,7 +84,8 @@ class NotebookConverter:
             raise ConversionError(f"the notebook is not valid JSON: {exc}", code="CORRUPT_DOCUMENT") from None
         except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConversionError(f"the file is not a Jupyter notebook: {exc}", code="CORRUPT_DOCUMENT") from None
-        language = str((notebook.get("metadata") or {}).get("kernelspec", {}).get("language") or "python")
+        declared = str((notebook.get("metadata") or {}).get("kernelspec", {}).get("language") or "python")
+        language = declared if _LANGUAGE.fullmatch(declared) else ""
         parts: list[str] = []
         anchors: list[Anchor] = []
         offset = 0

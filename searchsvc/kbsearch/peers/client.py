@@ -1,7 +1,10 @@
 """The one module that talks HTTP to a peer: POST its /api/v1/search with the peer's own token.
 
 What a peer sends is untrusted: the body is read while streaming and refused past a byte cap,
-then validated against PeerAnswer (relevance must lie in [0, 1], or the merge would not be fair).
+then validated against PeerAnswer: relevance in [0, 1] (though the router re-scores it, see
+peers/rescore.py), pages and cells 1-based, a chunk index within its document's chunk count, and
+bounds on every list and count a face shows or the re-scoring reads. An answer with one result out
+of range is `malformed` as a whole: a peer that sends one is not trusted with the rest.
 Every way a peer can fail ends as PeerFailure with a reason; nothing else escapes `search`.
 """
 
@@ -11,7 +14,7 @@ import asyncio
 from typing import Annotated, Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kbsearch.models import MetadataValue, SearchHit
 from kbsearch.peers.config import Peer
@@ -30,6 +33,15 @@ class PeerFailure(Exception):
 
 
 Relevance = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+# Past these no document of any store goes: a count or index beyond them is not a peer's data.
+MAX_PEER_CHUNKS = 1_000_000  # chunks of one document (SEARCHSVC_MAX_DOCUMENT_CHUNKS is 5000 by default)
+MAX_PEER_PLACE = 1_000_000  # a PDF page or a notebook cell, 1-based
+MAX_HEADINGS = 32  # a heading path (markdown has six levels)
+MAX_LABEL_CHARS = 4096  # a title or one heading
+MAX_VERSIONS = 100
+ChunkCount = Annotated[int, Field(ge=0, le=MAX_PEER_CHUNKS)]
+Place = Annotated[int, Field(ge=1, le=MAX_PEER_PLACE)]
+Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
 
 
 class PeerResult(BaseModel):
@@ -39,20 +51,28 @@ class PeerResult(BaseModel):
 
     id: Annotated[str, Field(min_length=1, max_length=512)]
     uri: Annotated[str, Field(min_length=1, max_length=2048)]
-    chunk_index: Annotated[int, Field(ge=0, alias="chunkIndex")]
-    total_chunks: Annotated[int, Field(ge=0, alias="totalChunks")]
+    chunk_index: Annotated[ChunkCount, Field(alias="chunkIndex")]
+    total_chunks: Annotated[ChunkCount, Field(ge=1, alias="totalChunks")]
     content: str
     score: Annotated[float, Field(allow_inf_nan=False)]
     relevance: Relevance
-    title: str | None = None
-    headings: list[str] = Field(default_factory=list)
+    title: Label | None = None
+    headings: Annotated[list[Label], Field(max_length=MAX_HEADINGS)] = Field(default_factory=list)
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     source_identifier: Annotated[str | None, Field(alias="sourceIdentifier")] = None
-    version: str | None = None
-    other_versions: Annotated[list[str], Field(alias="otherVersions")] = Field(default_factory=list)
-    more_matches: Annotated[int, Field(ge=0, alias="moreMatches")] = 0
-    page: int | None = None
-    cell: int | None = None
+    version: Label | None = None
+    other_versions: Annotated[list[Label], Field(max_length=MAX_VERSIONS, alias="otherVersions")] = Field(
+        default_factory=list
+    )
+    more_matches: Annotated[ChunkCount, Field(alias="moreMatches")] = 0
+    page: Place | None = None
+    cell: Place | None = None
+
+    @model_validator(mode="after")
+    def _within_document(self) -> PeerResult:
+        if self.chunk_index >= self.total_chunks:
+            raise ValueError("chunkIndex must be below totalChunks")
+        return self
 
 
 class PeerAnswer(BaseModel):

@@ -5,6 +5,10 @@ declared with (`covers`). A peer it may not reach is not asked and not reported;
 check failed is skipped and reported `scope-undecided`. The caller's token never leaves this
 service: each peer gets its own. A peer that is slow, down or misbehaving is left out of that
 response, which names it; its circuit breaker stops asking it for a while after repeated failures.
+
+A peer is not trusted with another store's page: its hit joins another store's hit of the same
+page only when the two texts are the same, and then the local copy is the one shown. A peer's
+relevance is re-scored by this service before the merge (peers/rescore.py, from SearchService).
 """
 
 from __future__ import annotations
@@ -71,20 +75,26 @@ def merge(
     local: Sequence[SearchHit], answers: Iterable[Sequence[SearchHit]], limit: int, *, collapse: bool, local_store: str
 ) -> list[SearchHit]:
     """One list by calibrated relevance (highest first; the local store first on a tie, then the peers in
-    file order). The same page from two stores is one hit naming both (`stores`); the one kept is the
-    more relevant (the first on a tie), the other's version joins `otherVersions`. When no peer sent a
-    hit, the local hits keep their own order: a reranker's, which relevance alone would undo."""
+    file order). The same page with the same text from two stores is one hit naming both (`stores`): the
+    local copy if one is local, else the more relevant (the first on a tie); the other's version joins
+    `otherVersions`. The same page with another text stands apart: no store's text is shown under
+    another's name. When no peer sent a hit, the local hits keep their own order: a reranker's, which
+    relevance alone would undo."""
     from_peers = [h for hits in answers for h in hits]
     if not from_peers:
         return [_named(h, local_store) for h in local][:limit]
     merged: dict[tuple[Any, ...], SearchHit] = {}
     for hit in [*(_named(h, local_store) for h in local), *from_peers]:
-        key = (hit.uri,) if collapse else (hit.uri, hit.version, hit.chunk_index)
+        page = (hit.uri,) if collapse else (hit.uri, hit.version, hit.chunk_index)
+        key = (*page, hit.content)
         kept = merged.get(key)
         if kept is None:
             merged[key] = hit
             continue
-        better, other = (hit, kept) if (hit.relevance or 0.0) > (kept.relevance or 0.0) else (kept, hit)
+        if local_store in kept.stores or (kept.relevance or 0.0) >= (hit.relevance or 0.0):
+            better, other = kept, hit  # local hits come first: a local copy is never displaced
+        else:
+            better, other = hit, kept
         versions = [v for v in [*better.other_versions, other.version, *other.other_versions] if v is not None]
         merged[key] = replace(
             better,
@@ -149,7 +159,12 @@ class PeerRouter:
         body = request.model_dump(mode="json", by_alias=True)
         outcomes = await asyncio.gather(*(self._one(peer, body) for peer in asked))
         unanswered += [o for o in outcomes if isinstance(o, Unanswered)]
-        answered = [[h for h in o if allows(h.source_identifier)] for o in outcomes if not isinstance(o, Unanswered)]
+        # A peer asked for `limit` sends no more; the re-scoring embeds no more than that of any peer.
+        answered = [
+            [h for h in o if allows(h.source_identifier)][: request.limit]
+            for o in outcomes
+            if not isinstance(o, Unanswered)
+        ]
         return PeerAnswers(answered, unanswered)
 
     async def _one(self, peer: Peer, body: dict[str, Any]) -> list[SearchHit] | Unanswered:

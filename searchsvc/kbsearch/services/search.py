@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 import unicodedata
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
 
 from kbsearch.aio.fairness import FairTurns
 from kbsearch.aio.locks import SharedExclusiveLocks
@@ -13,6 +15,7 @@ from kbsearch.aio.runtime import embed_call, store_call
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
 from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
+from kbsearch.peers.rescore import rescored
 from kbsearch.peers.router import PeerAnswers, PeerRouter, Unanswered, merge
 from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
@@ -43,6 +46,14 @@ def configured_fusion(search: SearchSettings) -> Fusion:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbeddedQuery:
+    """A search's query vector and the embedder that made it (a rebuild's swap may change it)."""
+
+    embedder: EmbeddingProvider
+    vector: list[float]
+
+
+@dataclass(frozen=True, slots=True)
 class SearchOutcome:
     hits: list[SearchHit]
     embed_ms: float  # query embedding (dense and sparse)
@@ -51,7 +62,8 @@ class SearchOutcome:
     rerank_ms: float = 0.0  # the second stage, when one is configured
     store: str = "local"  # the local store's name: a hit with no `stores` of its own came from it
     unanswered: tuple[Unanswered, ...] = ()  # peers in the caller's reach that did not answer
-    peers_ms: float = 0.0  # waiting for peers after the local search was done
+    peers_ms: float = 0.0  # waiting for peers after the local search was done, and re-scoring their hits
+    query: EmbeddedQuery | None = field(default=None, repr=False)  # None: no local search ran
 
     @property
     def nothing_relevant(self) -> bool:
@@ -135,17 +147,14 @@ class SearchService:
         if self.peers is not None and ask_peers:
             asking = asyncio.create_task(self.peers.ask(request, caller.scope.patterns, caller.scope.allows))
         try:
-            if self.turns is None:
+            async with self._turn(caller):
                 outcome, sources = await self._search(request, caller)
-            else:
-                async with self.turns.turn(caller.name):  # one caller's burst waits behind others' turns
-                    outcome, sources = await self._search(request, caller)
         except BaseException:
             if asking is not None:
                 asking.cancel()
             raise
         if asking is not None:
-            outcome = await self._merged(request, outcome, asking)
+            outcome = await self._merged(request, caller, outcome, asking)
         if self.query_log is not None:
             self.query_log.record(
                 QueryLogEntry(
@@ -164,16 +173,45 @@ class SearchService:
         return outcome
 
     async def _merged(
-        self, request: SearchRequest, local: SearchOutcome, asking: asyncio.Task[PeerAnswers]
+        self, request: SearchRequest, caller: Caller, local: SearchOutcome, asking: asyncio.Task[PeerAnswers]
     ) -> SearchOutcome:
-        """The local outcome with the peers' hits merged in by relevance, naming the peers that did not answer."""
+        """The local outcome with the peers' hits merged in by relevance, naming the peers that did not answer.
+
+        A peer's relevance is its claim: its hits are re-scored here, by this service's model and
+        calibration, in the caller's turn (the embedding is local work) and under the gate (one model)."""
         assert self.peers is not None
         started = time.perf_counter()
         answers = await asking
-        hits = merge(local.hits, answers.hits, request.limit, collapse=request.collapse, local_store=self.store_name)
+        peer_hits = answers.hits
+        if any(peer_hits):
+            async with self._turn(caller), self.gate.shared(SERVING):
+                query = local.query
+                if query is None or query.embedder is not self.embedder:
+                    query = await self._embed_query(caller, request.query)
+                peer_hits = await rescored(
+                    peer_hits, query.vector, self.embedder.partition(caller.partition), self.relevance.of
+                )
+        hits = merge(local.hits, peer_hits, request.limit, collapse=request.collapse, local_store=self.store_name)
         self.peers.count_contributions(hits)
         waited = (time.perf_counter() - started) * 1000
         return replace(local, hits=hits, unanswered=tuple(answers.unanswered), peers_ms=waited)
+
+    @asynccontextmanager
+    async def _turn(self, caller: Caller) -> AsyncIterator[None]:
+        if self.turns is None:
+            yield
+        else:
+            async with self.turns.turn(caller.name):  # one caller's burst waits behind others' turns
+                yield
+
+    async def _embed_query(self, caller: Caller, query: str) -> EmbeddedQuery:
+        """The query's vector, in the caller's own cache partition: a hit on another caller's query would
+        show in the timing. NFKC as the keyword lane and the PDF text have it: "ﬂow" asks for "flow"."""
+        embedder = self.embedder
+        vector = await embed_call(
+            embedder.partition(caller.partition).embed_query, unicodedata.normalize("NFKC", query)
+        )
+        return EmbeddedQuery(embedder, vector)
 
     async def _search(self, request: SearchRequest, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         """The outcome, and the sources the search was scoped to (None: every source)."""
@@ -192,11 +230,9 @@ class SearchService:
                 hits=[], embed_ms=0.0, engine_ms=elapsed, relevant_at=self.relevant_at, store=self.store_name
             )
             return empty, sources
-        # The caller's own cache partition: a hit on another caller's query would show in the timing.
         # Keyword mode embeds the query too: not to rank, but for every hit's relevance.
-        embedder = self.embedder.partition(caller.partition)
-        # NFKC as the keyword lane and the PDF text have it: "ﬂow" asks for "flow".
-        dense = await embed_call(embedder.embed_query, unicodedata.normalize("NFKC", request.query))
+        query = await self._embed_query(caller, request.query)
+        dense = query.vector
         sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
 
@@ -237,6 +273,7 @@ class SearchService:
             relevant_at=self.relevant_at,
             rerank_ms=(finished - ranked) * 1000,
             store=self.store_name,
+            query=query,
         )
         self.metrics.search_seconds.labels(request.mode, "embed").observe(outcome.embed_ms / 1000)
         self.metrics.search_seconds.labels(request.mode, "engine").observe(outcome.engine_ms / 1000)

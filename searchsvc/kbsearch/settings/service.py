@@ -57,6 +57,20 @@ class HttpSettings(Section):
         LOOPBACK_HOSTS,
         description="Comma-separated Host values /mcp answers (host, host:port, host:* for any port, * for any host).",
     )
+    # Metrics name the peers and show when searches run: never on the API port (kbsearch.metrics).
+    metrics_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Port of the Prometheus metrics listener (GET /metrics, no token), on SEARCHSVC_HOST; keep it "
+        "reachable by monitoring alone. Unset: no metrics are served. The API port never serves them.",
+    )
+
+    @model_validator(mode="after")
+    def _metrics_apart(self) -> HttpSettings:
+        if self.metrics_port == self.port:
+            raise ValueError("SEARCHSVC_METRICS_PORT must differ from SEARCHSVC_PORT")
+        return self
 
     @field_validator("public_url")
     @classmethod
