@@ -28,11 +28,11 @@ from kbsearch.aio.pool import WorkPool
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.convert import ConversionError, ConversionWorker, Converted
 from kbsearch.errors import DocumentTooComplexError
-from kbsearch.models import Chunk, ParsedDocument
+from kbsearch.models import ParsedDocument
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.chunk_processes import ChunkProcesses
 
-__all__ = ["DocumentBudget", "DocumentWork", "carried_chars", "check_budget", "writer_of"]
+__all__ = ["DocumentBudget", "DocumentWork", "check_budget", "writer_of"]
 
 
 def writer_of(caller: Caller, source_identifier: str | None) -> str:
@@ -50,11 +50,6 @@ class DocumentBudget:
     # Real front matter names a handful of tags; each is stored with every chunk.
     max_tags: int = 100
     max_tag_chars: int = 2000
-
-
-def carried_chars(parsed: ParsedDocument, chunk: Chunk) -> int:
-    """The characters a chunk's payload stores of the document and its place in it: title, tags, headings."""
-    return len(parsed.title or "") + sum(map(len, parsed.tags)) + sum(map(len, chunk.headings))
 
 
 def _too_complex(message: str, limit: str, maximum: float, **found: Any) -> DocumentTooComplexError:
@@ -137,7 +132,9 @@ def check_budget(budget: DocumentBudget, parsed: ParsedDocument) -> None:
             budget.max_chunks,
             chunks=len(parsed.chunks),
         )
-    chars = sum(len(chunk.text) + carried_chars(parsed, chunk) for chunk in parsed.chunks)
+    # Each chunk's payload stores its text, its heading path and the document's title and tags.
+    carried = len(parsed.title or "") + tag_chars
+    chars = sum(len(chunk.text) + carried + sum(map(len, chunk.headings)) for chunk in parsed.chunks)
     if chars > budget.max_chunk_chars:
         raise _too_complex(
             f"its chunks hold {chars} characters with the title, tags and headings each carries; at most "
