@@ -88,6 +88,7 @@ class AppContext:
             await self.query_log.stop()  # before the store: on a Qdrant server the log shares its client
             await in_thread(self.store.close)
         finally:
+            self.documents.work.close()  # its chunking processes
             self.configured_embedder.close()
             for old in self.retired:
                 if old is not self.configured_embedder:

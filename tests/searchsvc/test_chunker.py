@@ -9,12 +9,19 @@ import random
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from kbsearch.chunker import MarkdownChunker, markdown
-from kbsearch.chunker.embedtext import MAX_CONTEXT_CHARS, MAX_HEADING_CHARS, MAX_TAGS_CHARS, readable_text
+from kbsearch.chunker.embedtext import (
+    MAX_CONTEXT_CHARS,
+    MAX_HEADING_CHARS,
+    MAX_TAGS_CHARS,
+    embed_text,
+    readable_text,
+)
 from kbsearch.models import ParsedDocument
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -304,6 +311,21 @@ def test_embed_text_adds_title_path_and_tags_not_already_in_the_text():
     assert values.embed_text == "Operator Guide > Install > Helm\nTags: k8s, helm\n### Values\n\nValues text."
     helm = chunk_with(content, "Helm intro", doc)
     assert helm.embed_text.splitlines()[0] == "Operator Guide > Install"
+
+
+def test_the_tags_line_costs_each_chunk_only_the_tags_it_keeps():
+    # 6,500 tags (64 KB) used to be joined whole for every chunk, then clipped to one line.
+    few, many = [f"tag{i:05d}" for i in range(10)], [f"tag{i:05d}" for i in range(6500)]
+    line = next(x for x in embed_text(None, [], many, "Body.").splitlines() if x.startswith("Tags: "))
+    assert line == "Tags: " + ", ".join(many)[: MAX_TAGS_CHARS - 7].rstrip() + "…" and len(line) == MAX_TAGS_CHARS
+
+    def cost(tags: list[str]) -> float:
+        started = time.perf_counter()
+        for _ in range(200):
+            embed_text(None, [], tags, "Body.")
+        return time.perf_counter() - started
+
+    assert min(cost(many) for _ in range(3)) < 3 * min(cost(few) for _ in range(3))
 
 
 def test_embed_text_without_context_is_the_text():

@@ -1,10 +1,13 @@
 """A document past its budget (chunks, characters of chunks, seconds of chunking) gets 422 DOCUMENT_TOO_COMPLEX
-naming the limit, and nothing of it is stored: a new document stays absent, a replaced one keeps its old text."""
+naming the limit, and nothing of it is stored: a new document stays absent, a replaced one keeps its old text.
+A chunking child that dies answers 503 CHUNKER_CRASHED, and its pool is replaced."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import threading
 import time
 
@@ -12,10 +15,12 @@ import pytest
 
 from kbsearch.aio.deadline import DeadlineExceeded, call_with_deadline
 from kbsearch.aio.pool import WorkPool
+from kbsearch.chunker import MarkdownChunker
 from kbsearch.deps import context_of
-from kbsearch.errors import OverloadedError
+from kbsearch.errors import OverloadedError, UnavailableError
 from kbsearch.services.access.scope import Caller, SourceScope
 from kbsearch.services.budget import writer_of
+from kbsearch.services.chunk_processes import ChunkProcesses
 from tests.searchsvc.api_fixtures import counts, put, sections
 from tests.support.hashing import HashingEmbedder
 from tests.support.service import running_service
@@ -147,3 +152,27 @@ async def test_one_teams_queued_writes_past_its_bound_get_429_and_another_teams_
         assert [r.status_code for r in await asyncio.gather(*held, other)] == [200, 200, 200]
     assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
     assert refused.json()["error"]["code"] == "TOO_MANY_WRITES" and refused.json()["error"]["details"]["limit"] == 2
+
+
+def test_a_killed_chunking_child_answers_503_and_the_next_document_is_chunked():
+    processes = ChunkProcesses(MarkdownChunker(500, 800), 1)
+    try:
+        assert processes.chunk(5, "# One\n\nwords", "one.md").chunks[0].text == "# One\n\nwords"
+        outcome: list[BaseException] = []
+
+        def long_chunking() -> None:
+            try:
+                processes.chunk(600, "- a\n" * 400_000, "long.md")
+            except UnavailableError as exc:
+                outcome.append(exc)
+
+        waiting = threading.Thread(target=long_chunking)
+        waiting.start()
+        time.sleep(1)
+        for pid in list(processes._pool._processes):  # the pool's children (the executor's own map)
+            os.kill(pid, signal.SIGKILL)
+        waiting.join(60)
+        assert outcome and outcome[0].code == "CHUNKER_CRASHED" and outcome[0].status_code == 503
+        assert processes.chunk(5, "# Two\n\nwords", "two.md").title == "Two"  # a new pool took its place
+    finally:
+        processes.close()

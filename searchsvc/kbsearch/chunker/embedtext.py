@@ -40,11 +40,22 @@ def embed_text(title: str | None, headings: list[str], tags: list[str], text: st
     if lead_in and not _mentions(folded, lead_in.casefold()):
         lines.append(_clip(lead_in, MAX_LEAD_IN_CHARS))
     if tags:
-        lines.append(_fit_path(["Tags: " + ", ".join(tags)], MAX_TAGS_CHARS))
+        lines.append(_tags_line(tags))
     if not words.strip():
         return ""
     lines.append(words)
     return "\n".join(lines)
+
+
+def _tags_line(tags: list[str]) -> str:
+    """ "Tags: a, b, ..." clipped to MAX_TAGS_CHARS, built from only the tags that reach the clip:
+    joining them all cost each chunk the whole list (6,500 tags: 64 KB per chunk)."""
+    line = "Tags: "
+    for n, tag in enumerate(tags):
+        line += (", " if n else "") + tag[: MAX_TAGS_CHARS + 1]
+        if len(line) > MAX_TAGS_CHARS:
+            break
+    return _clip(line, MAX_TAGS_CHARS)
 
 
 def readable_text(text: str) -> str:

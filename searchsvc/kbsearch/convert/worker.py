@@ -34,7 +34,7 @@ from kbsearch.convert.base import Anchor, ConversionError, Converted
 from kbsearch.convert.pdf import data_dirs as parser_data_dirs
 from kbsearch.errors import ServiceError
 
-__all__ = ["ConversionLimits", "ConversionWorker"]
+__all__ = ["ConversionLimits", "ConversionWorker", "child_context"]
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,22 @@ log = logging.getLogger(__name__)
 # their parsers (docutils and pdfminer import many lazily on a first document). The child may open no
 # file (Landlock), so all a parser reads from disk on first use (modules, nbformat's schemas) is
 # read there, by `warmup`.
-_PRELOAD = ["kbsearch.convert.formats", "kbsearch.convert.sandbox", "kbsearch.convert.warmup"]
+# The chunker's children (services/chunk_processes.py) fork from the same forkserver: one
+# process-wide server, whose preload list must be the same whoever starts it first.
+_PRELOAD = [
+    "kbsearch.convert.formats",
+    "kbsearch.convert.sandbox",
+    "kbsearch.convert.warmup",
+    "kbsearch.chunker",
+    "kbsearch.aio.deadline",
+]
+
+
+def child_context() -> multiprocessing.context.ForkServerContext:
+    """The forkserver context every child of the service forks from, its modules preloaded."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +141,7 @@ class ConversionWorker:
             )
         else:
             log.info("the conversion sandbox has every layer", extra={"landlockAbi": self.sandbox.landlock_abi})
-        self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(_PRELOAD)
+        self._context = child_context()
         self._slots = threading.BoundedSemaphore(concurrency)
         self.last_pid: int | None = None  # the most recent child: tests kill it to see a crash handled
 

@@ -201,7 +201,10 @@ class DocumentSettings(Section):
     max_document_chunk_chars: int = Field(
         4 * 1_048_576,
         ge=1,
-        description="Characters of chunk text one document may make in all; past it 422 DOCUMENT_TOO_COMPLEX.",
+        description=(
+            "Characters stored with one document's chunks in all (text, plus the title, tags and headings "
+            "each carries); past it 422 DOCUMENT_TOO_COMPLEX."
+        ),
     )
     chunk_seconds: float = Field(
         30.0, gt=0, description="CPU seconds chunking one document may use; past it 422 DOCUMENT_TOO_COMPLEX."
