@@ -12,10 +12,12 @@ ServiceError
 ├── ConflictError              409  the document belongs to another source
 │   └── WriteConflictError          a concurrent write of the same document won; retry
 ├── OverloadedError            429  too much work queued; retry later
+│   └── BodyBudgetExceededError     the caller's share of request bodies in flight is spent
 ├── LLMUnavailableError        502  the language model could not answer (down, 5xx after retries, bad reply)
 ├── LLMTimeoutError            504  the language model did not answer in time
 └── UnavailableError           503  transient: store or embedder not usable now
     ├── NotReadyError               still starting up
+    ├── ServiceBusyError            the service's total of request bodies in flight is spent
     ├── StoreUnavailableError       the vector store failed or is unreachable
     ├── EmbedderUnavailableError    the embedding provider failed after retries
     └── AuthUnavailableError        a Kubernetes token or access review could not be decided
@@ -119,6 +121,12 @@ class OverloadedError(ServiceError):
     code = "TOO_MANY_REQUESTS"
 
 
+class BodyBudgetExceededError(OverloadedError):
+    """Refused before the body is read: the caller's other bodies still in flight hold its share."""
+
+    code = "BODY_BUDGET_EXCEEDED"
+
+
 class LLMUnavailableError(ServiceError):
     """The chat model is the upstream here, so its failure is a 502, not our own 503."""
 
@@ -138,6 +146,12 @@ class UnavailableError(ServiceError):
 
 class NotReadyError(UnavailableError):
     code = "NOT_READY"
+
+
+class ServiceBusyError(UnavailableError):
+    """Refused before the body is read: all callers' bodies in flight hold the service's total."""
+
+    code = "SERVICE_BUSY"
 
 
 class StoreUnavailableError(UnavailableError):

@@ -10,6 +10,7 @@ tests/searchsvc/test_http_server.py checks them against a served process.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import logging
 import socket
@@ -28,17 +29,54 @@ _BAD_REQUEST = json.dumps(
 ).encode()
 
 
+class _LingeringTransport:
+    """The connection's transport as uvicorn sees it; its close() lingers while a body is still coming.
+
+    A request refused before its body was read (401, 429, 503 of the body budget) is answered with
+    Connection: close. Closing a socket whose client is still sending makes the kernel send a reset,
+    which destroys the answer before the client reads it. So, as nginx's lingering close: send the
+    answer and FIN, drop whatever else arrives, and close when the client does or after `linger_s`.
+    """
+
+    def __init__(self, transport: asyncio.Transport, protocol: BoundedH11Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self.lingering = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def close(self) -> None:
+        if self.lingering or self._transport.is_closing():
+            return
+        if self._protocol.conn.their_state is not h11.SEND_BODY or not self._transport.can_write_eof():
+            self._transport.close()
+            return
+        self.lingering = True
+        self._transport.write_eof()  # after the answer already written
+        self._transport.resume_reading()  # uvicorn paused it while the body waited for the app
+        self._protocol.loop.call_later(self._protocol.linger_s, self._transport.close)
+
+
 class BoundedH11Protocol(H11Protocol):
-    """H11Protocol that closes a connection whose request headers are not complete in time."""
+    """H11Protocol that closes a connection whose request headers are not complete in time,
+    and lingers before closing one whose request body was refused unread."""
 
     header_timeout_s = 10.0
+    linger_s = 10.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._header_deadline: asyncio.TimerHandle | None = None
         super().connection_made(transport)
+        self.transport = self._lingering = _LingeringTransport(transport, self)  # type: ignore[assignment]
         self._follow_state()
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering.lingering:
+            return  # the rest of a refused body: dropped, never buffered
         super().data_received(data)
         self._follow_state()
 
@@ -81,9 +119,33 @@ class BoundedH11Protocol(H11Protocol):
         self.transport.close()
 
 
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+
+
+def fix_mmap_threshold(threshold: int) -> bool:
+    """Give glibc a fixed mmap threshold; whether it took it (False off glibc, or for 0).
+
+    glibc raises its threshold to the size of each mapped block freed (up to 32 MiB), so after
+    the first 8 MiB body is freed every later one comes from the heap, whose freed middle is never
+    given back: RSS stayed at its burst's peak. A fixed threshold keeps large blocks mapped and
+    returns them when freed (docs/operations/memory.md has the figures).
+    """
+    if not threshold:
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS)
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
+
+
 def build_server(http: HttpSettings, app: ASGIApp) -> uvicorn.Server:
     """The uvicorn server `python -m kbsearch` runs, with the configured timeouts."""
-    protocol = type("BoundedH11Protocol", (BoundedH11Protocol,), {"header_timeout_s": http.request_header_timeout_s})
+    if not fix_mmap_threshold(http.malloc_mmap_threshold_bytes) and http.malloc_mmap_threshold_bytes:
+        log.warning("mallopt is not available: memory freed after a burst may not return to the system")
+    # A refused body's client had request_body_timeout_s to send it: it gets as long to finish before the close.
+    bounds = {"header_timeout_s": http.request_header_timeout_s, "linger_s": http.request_body_timeout_s}
+    protocol = type("BoundedH11Protocol", (BoundedH11Protocol,), bounds)
     config = uvicorn.Config(
         app,
         host=http.host,

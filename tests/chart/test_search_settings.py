@@ -25,17 +25,43 @@ TOKENS_FILE = """tokens:
 
 
 def resolved_env(scenario: str) -> dict[str, str]:
-    manifests = render(scenario)
+    return resolved_env_of(render(scenario))
+
+
+def resolved_env_of(manifests) -> dict[str, str]:
     secrets = {s["metadata"]["name"]: s.get("data", {}) for s in manifests.all("Secret")}
     env = {}
-    for name, var in env_of(container(manifests, "Deployment", SEARCH, "search")).items():
+    search = container(manifests, "Deployment", SEARCH, "search")
+    for name, var in env_of(search).items():
         if "value" in var:
             env[name] = var["value"]
+            continue
+        if "resourceFieldRef" in var["valueFrom"]:  # as the kubelet resolves it, in the divisor's unit
+            field = var["valueFrom"]["resourceFieldRef"]
+            assert (field["resource"], field["divisor"]) == ("limits.memory", "1Mi")
+            env[name] = str(mebibytes(search["resources"]["limits"]["memory"]))
             continue
         ref = var["valueFrom"]["secretKeyRef"]
         data = secrets.get(ref["name"])
         env[name] = base64.b64decode(data[ref["key"]]).decode() if data is not None else EXTERNAL_VALUE
     return env
+
+
+def mebibytes(quantity: str) -> int:
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+    unit = quantity[-2:]
+    return int(float(quantity[:-2]) * units[unit]) if unit in units else int(quantity) // 1_048_576
+
+
+def test_the_body_budget_follows_the_containers_memory_limit():
+    env = resolved_env("default")
+    assert env["SEARCHSVC_MEMORY_LIMIT_MB"] == "3072"  # search.resources.limits.memory, 3Gi
+    assert (env["SEARCHSVC_BODY_BYTES_IN_FLIGHT"], env["SEARCHSVC_BODY_BYTES_IN_FLIGHT_PER_CALLER"]) == ("0", "0")
+    http = Settings(memory_limit_mb=int(env["SEARCHSVC_MEMORY_LIMIT_MB"])).http
+    assert http.body_budget(http.memory_limit_mb * 1_048_576) == (24 * 1_048_576, 8 * 1_048_576)
+    set_by_hand = resolved_env_of(render_ok("--set", "search.bodyBudget.bytesInFlight=67108864"))
+    assert set_by_hand["SEARCHSVC_BODY_BYTES_IN_FLIGHT"] == "67108864"
+    assert_schema_rejects(["--set", "search.bodyBudget.bytesInFlight=-1"], "/search/bodyBudget/bytesInFlight")
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kbsearch.aio.bodies import BodyBudget
 from kbsearch.deps import authenticator, client_address, known_sources
 from kbsearch.errors import ForbiddenError
 from kbsearch.services.access.auth import refuse_url_token
@@ -60,29 +61,62 @@ class AuthGate:
     routes' `require_write` / `require_read` dependencies stay the one declaration of who may
     call what: when the routed request first asks for its body, the gate runs that same check
     and leaves the Caller for the route. Routes that take no body keep the check as a dependency only.
+
+    Once the caller is known, its body's bytes are reserved in the body budget (aio/bodies.py):
+    the declared Content-Length, or the largest body for a chunked one. A body that does not fit
+    is refused unread (429 or 503); the bytes come back when the response is done.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, budget: BodyBudget, max_body_bytes: int) -> None:
         self.app = app
+        self.budget = budget
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         checked = False
+        size = _body_size(scope, self.max_body_bytes)
+        reserved: str | None = None
 
         async def receive_after_check() -> Message:
-            nonlocal checked
+            nonlocal checked, reserved
             if not checked:
                 checked = True
                 # Routing has put the matched route in the scope by now; a ServiceError raised
                 # here reaches the client as itself (see errors._http_error).
                 check = _check_of(scope.get("route"))
                 if check is not None:
-                    await check(Request(scope))
+                    request = Request(scope)
+                    caller = await check(request)
+                    if size:
+                        key = _budget_key(caller, request)
+                        self.budget.reserve(key, size)
+                        reserved = key
             return await receive()
 
-        await self.app(scope, receive_after_check, send)
+        try:
+            await self.app(scope, receive_after_check, send)
+        finally:  # answered, failed or cancelled (the client went away): the bytes are free again
+            if reserved is not None:
+                self.budget.release(reserved, size)
+
+
+def _body_size(scope: Scope, max_body_bytes: int) -> int:
+    """The bytes a request's body will hold at most: its Content-Length, or the limit when chunked."""
+    headers = dict(scope.get("headers") or [])
+    declared = headers.get(b"content-length")
+    if declared is not None and declared.strip().isdigit():
+        return min(int(declared), max_body_bytes)  # a larger one was refused outside (413)
+    return max_body_bytes if b"transfer-encoding" in headers else 0
+
+
+def _budget_key(caller: Caller, request: Request) -> str:
+    # Without tokens every caller is "anonymous": its share is then its client address's.
+    if caller.name == "anonymous":
+        return "client\0" + (client_address(request) or "")
+    return "caller\0" + caller.name
 
 
 def _check_of(route: object) -> Callable[[Request], Awaitable[Caller]] | None:

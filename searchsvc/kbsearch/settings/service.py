@@ -23,6 +23,14 @@ __all__ = [
 ]
 
 
+# Peak bytes of memory per body byte while a body is parsed: JSON of small objects ({},{},...) takes
+# about 25 bytes a byte in Python objects, the body itself two more (docs/operations/memory.md).
+BODY_EXPANSION = 32
+# What one open connection may hold of a body not yet asked for: uvicorn stops reading a socket past
+# 64 KiB buffered, asyncio reads 256 KiB at a time; with h11's own buffer, under half a MiB.
+CONNECTION_BUFFER_BYTES = 512 * 1024
+
+
 class HttpSettings(Section):
     """The HTTP server and what every route answers: address, proxies, body limits, Host names (kbsearch.server)."""
 
@@ -35,6 +43,33 @@ class HttpSettings(Section):
     log_level: str = Field("INFO", description="Python log level.")
     max_body_bytes: int = Field(
         8 * 1_048_576, ge=1024, description="Largest request body; JSON escaping can inflate content."
+    )
+    body_bytes_in_flight: int = Field(
+        0,
+        ge=0,
+        description="Request body bytes read and handled at once, all callers together; a body past it is "
+        "refused unread with 503 SERVICE_BUSY and Retry-After. 0: a quarter of the memory limit over "
+        f"{BODY_EXPANSION} (what parsing a body may cost per byte), at least twice max_body_bytes; without a "
+        "known limit, four times max_body_bytes.",
+    )
+    body_bytes_in_flight_per_caller: int = Field(
+        0,
+        ge=0,
+        description="Request body bytes one caller (a token; without tokens, a client address) has read and "
+        "handled at once; past it 429 BODY_BUDGET_EXCEEDED, unread, with Retry-After. 0: a quarter of "
+        "body_bytes_in_flight, at least max_body_bytes.",
+    )
+    memory_limit_mb: int = Field(
+        0,
+        ge=0,
+        description="The container's memory limit in MiB, from which the body budget is derived (the chart "
+        "passes limits.memory); 0: the cgroup's memory.max when there is one.",
+    )
+    malloc_mmap_threshold_bytes: int = Field(
+        262_144,
+        ge=0,
+        description="glibc: allocations from this size up get their own mapping, returned to the system when "
+        "freed, so memory comes back after a burst of large bodies; 0: glibc's own sliding threshold.",
     )
     request_header_timeout_s: float = Field(
         10.0, gt=0, description="Seconds a client has to send a request's headers before the connection is closed."
@@ -76,6 +111,15 @@ class HttpSettings(Section):
     @classmethod
     def _no_trailing_slash(cls, url: str | None) -> str | None:
         return url.rstrip("/") if url is not None else None
+
+    def body_budget(self, memory_limit_bytes: int | None) -> tuple[int, int]:
+        """(all callers', one caller's) body bytes in flight, derived where set to 0."""
+        one = self.max_body_bytes
+        total = self.body_bytes_in_flight
+        if not total:
+            total = max(2 * one, memory_limit_bytes // 4 // BODY_EXPANSION) if memory_limit_bytes else 4 * one
+        per_caller = self.body_bytes_in_flight_per_caller or max(one, total // 4)
+        return max(total, per_caller), per_caller
 
     @property
     def mcp_hosts(self) -> list[str]:
