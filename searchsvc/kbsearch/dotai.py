@@ -17,6 +17,7 @@ from kbsearch.errors import InvalidRequestError
 from kbsearch.models import MetadataValue, SearchOrigin, chunk_point_id
 from kbsearch.presenters import validation_message
 from kbsearch.schemas.documents import PutDocumentRequest
+from kbsearch.schemas.fields import Metadata
 from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.documents import DocumentService
@@ -79,7 +80,7 @@ class ManageKnowledgeArguments(BaseModel):
     operation: StrictStr
     content: StrictStr | None = None
     uri: StrictStr | None = None
-    metadata: dict[str, MetadataValue] | None = None
+    metadata: Metadata | None = None
     query: StrictStr | None = None
     limit: StrictInt | None = None
     uri_filter: StrictStr | None = None

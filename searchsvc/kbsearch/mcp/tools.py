@@ -28,10 +28,11 @@ from kbsearch.mcp.models import (
     ContextChunk,
     SourcesOverview,
 )
-from kbsearch.models import MetadataValue, SearchMode
+from kbsearch.models import SearchMode
 from kbsearch.presenters import search_response, source_list, text_page
 from kbsearch.schemas.ask import MAX_QUESTION_CHARS, AskRequest, AskResponse, AskSearchEvent
 from kbsearch.schemas.documents import DeleteDocumentResponse, DocumentText, PutDocumentRequest, PutDocumentResponse
+from kbsearch.schemas.fields import Metadata
 from kbsearch.schemas.search import SearchRequest, SearchResponse
 from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.answers.ask import AskEvent
@@ -285,7 +286,7 @@ async def ingest_document(
         ),
     ],
     metadata: Annotated[
-        dict[str, MetadataValue] | None,
+        Metadata | None,
         Field(description="Metadata to store with it; 'sourceIdentifier' names the source it belongs to."),
     ] = None,
     content_type: Annotated[

@@ -6,13 +6,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictStr, field_validator
 
-from kbsearch.schemas.fields import Body, MetadataValue, Uri, check_metadata, encodable
+from kbsearch.schemas.fields import Body, Metadata, MetadataValue, Uri, check_metadata, encodable
 
 
 class PutDocumentRequest(Body):
     uri: Uri
     content: StrictStr
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     # The document's format: a media type ("application/pdf") or a format name ("pdf", "rst"); by
     # default the URI's extension decides, and a URI without a known one is markdown.
     content_type: Annotated[StrictStr, Field(min_length=1, max_length=255)] | None = None

@@ -8,7 +8,17 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+)
 from pydantic.alias_generators import to_camel
 
 # Keys become Qdrant JSON paths (quoted), so keep them to a safe alphabet.
@@ -23,7 +33,27 @@ MAX_METADATA_LIST_ITEMS = 256
 # Numbers must survive a round trip through the store unchanged (see also PutDocumentRequest._int64).
 FiniteFloat = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 Scalar = StrictStr | StrictBool | StrictInt | FiniteFloat
-MetadataValue = Scalar | list[StrictStr]
+
+
+def at_most(limit: int, what: str) -> BeforeValidator:
+    """Refuse a container of more than `limit` items before any item is validated.
+
+    pydantic reports every bad item (a dict's once per union branch), so 8 MiB of `{"k1": {}, …}`
+    would become millions of errors and gigabytes; a list's `max_length` stops at the first item
+    too many, a dict's does not.
+    """
+
+    def check(value: object) -> object:
+        if isinstance(value, list | dict) and len(value) > limit:
+            raise ValueError(f"{what} holds {len(value)} items; at most {limit} are allowed")
+        return value
+
+    return BeforeValidator(check)
+
+
+MetadataValue = Scalar | Annotated[list[StrictStr], Field(max_length=MAX_METADATA_LIST_ITEMS)]
+Metadata = Annotated[dict[str, MetadataValue], at_most(MAX_METADATA_KEYS, "metadata")]
+"""A document's metadata as a body carries it; check_metadata checks its keys and sizes."""
 
 # Room for the operator's "<namespace>/<name>" (63 + 1 + 253) and for hand-made identifiers.
 MAX_SOURCE_IDENTIFIER = 512

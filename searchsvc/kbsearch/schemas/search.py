@@ -7,21 +7,27 @@ from typing import Annotated, Literal
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from kbsearch.schemas.fields import (
+    MAX_METADATA_KEYS,
     Body,
     MetadataValue,
     Scalar,
     Uri,
+    at_most,
     check_metadata,
     check_source_identifier,
     usable_text,
 )
 
+MAX_FILTER_SOURCES = 100
+
 
 class SearchFilterBody(Body):
     # Checked in _sources, not by the SourceIdentifier type, so that errors name this field, not a union branch.
-    source_identifier: StrictStr | list[StrictStr] | None = None
+    source_identifier: Annotated[
+        StrictStr | list[StrictStr] | None, at_most(MAX_FILTER_SOURCES, "sourceIdentifier")
+    ] = None
     uri_prefix: Uri | None = None
-    metadata: dict[str, Scalar] = Field(default_factory=dict)
+    metadata: Annotated[dict[str, Scalar], at_most(MAX_METADATA_KEYS, "filter.metadata")] = Field(default_factory=dict)
     # Only documents of this documentation version (e.g. "2.21"); without it, the newest version of each page.
     version: Annotated[StrictStr, Field(min_length=1, max_length=64, pattern=r"^[\w.+-]+$")] | None = None
 
@@ -34,8 +40,8 @@ class SearchFilterBody(Body):
     @field_validator("source_identifier")
     @classmethod
     def _sources(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(value, list) and not 1 <= len(value) <= 100:
-            raise ValueError("sourceIdentifier list must hold 1 to 100 values")
+        if isinstance(value, list) and not value:
+            raise ValueError(f"sourceIdentifier list must hold 1 to {MAX_FILTER_SOURCES} values")
         for item in [value] if isinstance(value, str) else value or []:
             check_source_identifier(item)
         return value
