@@ -47,7 +47,7 @@ export TOKENIZERS_PARALLELISM := false
 LOCKS       := requirements/dev.txt requirements/search.txt requirements/search-torch.txt requirements/operator.txt
 LOCK_TMP    := $(VENV)/torch-constraint.txt
 
-.PHONY: help install run test test-fast bench lint fmt lock helm bge-model kube-tools mcp-inspector chromium clean
+.PHONY: help install run test test-fast bench lint fmt lock helm bge-model kube-tools mcp-inspector chromium qdrant clean
 
 # The first target is the default: `make` alone lists the others. Each target's `## ` comment is its line.
 help: ## List the targets
@@ -142,6 +142,25 @@ $(MCP_INSPECTOR)/.installed: hack/mcp-inspector/package.json hack/mcp-inspector/
 	cd $(MCP_INSPECTOR) && npm ci --silent --ignore-scripts --no-audit --no-fund --omit=dev
 	touch $@
 
+# A real Qdrant server for the server store's tests (tests/support/qdrant.py). No registry here
+# ships one, so it comes from ../shared/tools/qdrant (built from the upstream release; its BUILD.md
+# says how): the gzip is checked against SHA256SUMS beside it, the unpacked binary against the pin.
+QDRANT_DIST     ?= ../shared/tools/qdrant
+QDRANT_VERSION  := 1.19.0
+QDRANT_GZ       := qdrant-$(QDRANT_VERSION)-x86_64-linux-gnu.gz
+QDRANT_SHA256   := afea05829f85d00c53711c036b48ab8b3ede17cdc6747078652b38f9380b8b69
+QDRANT          := $(TOOLS)/qdrant
+qdrant: $(QDRANT) ## Unpack the pinned Qdrant server from ../shared/tools/qdrant into .tools/ (checks its sha256)
+
+$(QDRANT):
+	@test -f $(QDRANT_DIST)/$(QDRANT_GZ) || { echo "ERROR: $(QDRANT_DIST)/$(QDRANT_GZ) is missing;" \
+	  "point QDRANT_DIST at the folder that holds it and SHA256SUMS"; exit 1; }
+	cd $(QDRANT_DIST) && grep -E ' \*?$(QDRANT_GZ)$$' SHA256SUMS | sha256sum --check --strict --quiet
+	mkdir -p $(TOOLS) && gzip -dc $(QDRANT_DIST)/$(QDRANT_GZ) > $(QDRANT).part
+	echo "$(QDRANT_SHA256)  $(QDRANT).part" | sha256sum --check --strict --quiet || { rm -f $(QDRANT).part; exit 1; }
+	chmod 0755 $(QDRANT).part && mv $(QDRANT).part $(QDRANT)
+	$(QDRANT) --version
+
 # The console's browser tests drive Debian's Chromium through Playwright (never `playwright
 # install`, which downloads browsers). As root (CI's .ci/run) it is installed when missing;
 # otherwise the test run stops here and says what to do: the browser tests are never skipped.
@@ -163,7 +182,7 @@ run: $(RUN_STAMP) ## Serve the search service offline on http://127.0.0.1:8000 (
 	  "'make bge-model' (needs Maven), then 'SEARCHSVC_LOCAL_MODEL=bge-small-en-v1.5 make run'"
 	$(PY) -m kbsearch
 
-test: lint $(HELM) bge-model kube-tools mcp-inspector chromium ## lint, then the whole suite (what CI runs)
+test: lint $(HELM) bge-model kube-tools mcp-inspector chromium qdrant ## lint, then the whole suite (what CI runs)
 	PATH="$(CURDIR)/$(TOOLS):$$PATH" KB_CHROMIUM=$(CHROMIUM) KB_KUBE_TOOLS=$(CURDIR)/$(KUBE_TOOLS) \
 	  KB_MCP_INSPECTOR=$(CURDIR)/$(MCP_INSPECTOR)/node_modules/.bin/mcp-inspector $(PY) -m pytest
 

@@ -13,6 +13,7 @@ pytest_plugins = [
     "tests.support.kube",  # kube, kubeconfig: the emulated API server (kmock), for fast unit tests
     "tests.support.controlplane",  # control_plane: the real etcd + kube-apiserver (tests/kube)
     "tests.support.githttp",  # served: git's own http-backend over tmp_path/served
+    "tests.support.qdrant",  # qdrant_server: one real Qdrant node for the session (`make qdrant`)
     "tests.operator.search_service",  # service, search_client: the real service app, in-process
     "tests.operator.world",  # world: the operator's end-to-end world
     "tests.searchsvc.api_fixtures",  # api: the service over each store kind

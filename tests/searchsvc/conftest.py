@@ -12,6 +12,7 @@ from kbsearch.models import CollectionSignature
 from kbsearch.store.base import VectorStore
 from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.qdrant_server import QdrantServerStore
+from tests.support.qdrant import wipe
 
 # What the test vectors are made with: tests/support/hashing.py and qdrant_edge.Bm25.
 TEST_SIGNATURE = CollectionSignature(
@@ -19,16 +20,31 @@ TEST_SIGNATURE = CollectionSignature(
 )
 
 
+# The backends every store test runs on: embedded Edge, qdrant-client's local mode (another engine
+# than the server's), and a real Qdrant server (tests/support/qdrant.py), the production one.
+STORE_BACKENDS = ("edge", "qdrant-local", "qdrant-server")
+
+
 class StoreOpener:
     """Opens stores of one backend over one storage, so a test can close and reopen it."""
 
-    def __init__(self, backend: str, data_dir: Path, collection: str = "test"):
+    def __init__(self, backend: str, data_dir: Path, collection: str = "test", *, server_url: str | None = None):
         self.backend = backend
         self.data_dir = data_dir
         self.collection = collection
+        self.server_url = server_url
         # qdrant-local keeps its data in the client, so every store of this opener shares one.
-        self.client = QdrantClient(":memory:") if backend == "qdrant-local" else None
+        self.client: QdrantClient | None = None
+        if backend == "qdrant-local":
+            self.client = QdrantClient(":memory:")
+        elif backend == "qdrant-server":
+            assert server_url is not None, "a qdrant-server opener needs the server's URL"
+            self.client = QdrantClient(url=server_url, check_compatibility=False)
         self._stores: list[VectorStore] = []
+
+    def sibling(self, collection: str) -> StoreOpener:
+        """An opener of another collection on the same backend (the same server)."""
+        return StoreOpener(self.backend, self.data_dir, collection, server_url=self.server_url)
 
     def new(self) -> VectorStore:
         """An unopened store over this opener's storage."""
@@ -48,12 +64,15 @@ class StoreOpener:
         for store in self._stores:
             store.close()
         if self.client is not None:
+            if self.backend == "qdrant-server":
+                wipe(self.client)  # the server outlives the test
             self.client.close()
 
 
-@pytest.fixture(params=["edge", "qdrant-local"])
+@pytest.fixture(params=STORE_BACKENDS)
 def store_opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreOpener]:
-    opener = StoreOpener(request.param, tmp_path / "data")
+    url = request.getfixturevalue("qdrant_server").url if request.param == "qdrant-server" else None
+    opener = StoreOpener(request.param, tmp_path / "data", server_url=url)
     yield opener
     opener.close_all()
 

@@ -1,4 +1,4 @@
-"""One behaviour suite for every vector store: embedded Qdrant Edge and qdrant-client (local mode)."""
+"""One behaviour suite for every vector store: embedded Qdrant Edge, qdrant-client's local mode, a Qdrant server."""
 
 from __future__ import annotations
 
@@ -487,7 +487,7 @@ def test_the_collection_epoch_is_made_once_and_kept(store_opener: StoreOpener):
     store.close()
     assert store_opener.open().collection_epoch() == epoch
 
-    other = StoreOpener(store_opener.backend, store_opener.data_dir, collection="another")
+    other = store_opener.sibling("another")
     try:
         assert other.open().collection_epoch() != epoch  # a new collection, a new epoch
     finally:

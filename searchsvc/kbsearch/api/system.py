@@ -32,11 +32,17 @@ async def readyz(request: Request) -> JSONResponse:
     A full disk or a failing flush leaves reads working, so the pod stays in its Service
     (200, status "degraded", the cause under "writes"); failing readiness there would cut every
     read of a single replica too. A vanished data directory is not ready (503): nothing
-    written can be kept until a restart.
+    written can be kept until a restart. Nor is a Qdrant server that cannot answer a count of
+    the collection within SEARCHSVC_QDRANT_READY_TIMEOUT_S (every shard must have a live copy).
     """
     if not is_ready(request):
         return error_response(503, "NOT_READY", "store or embedder not loaded yet")
-    problem = await in_thread(context(request).store.write_problem)
+    store = context(request).store
+    lost = await in_thread(store.read_problem)  # a store server that cannot serve (bounded in time)
+    if lost is not None:
+        retry = {"Retry-After": str(lost.details["retryAfterSeconds"])}
+        return error_response(503, lost.code, lost.message, lost.details, headers=retry)
+    problem = await in_thread(store.write_problem)
     if problem is None:
         return JSONResponse({"status": "ready"})
     if problem.details.get("cause") == DATA_DIR_GONE:

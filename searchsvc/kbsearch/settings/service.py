@@ -309,6 +309,23 @@ class StoreSettings(Section):
     qdrant_url: str | None = Field(None, description="Qdrant server URL, for store=qdrant.")
     qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key.")
     qdrant_timeout_s: float = Field(30.0, gt=0, description="Qdrant request timeout.")
+    qdrant_shards: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="Qdrant server: shards (shard_number) of each collection the service creates; "
+        "a cluster spreads them over its nodes. An existing collection keeps its own.",
+    )
+    qdrant_replication_factor: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Qdrant server: copies of each shard (replication_factor) in a collection the service "
+        "creates; 2 or more lets a cluster lose a node and keep serving. An existing collection keeps its own.",
+    )
+    qdrant_ready_timeout_s: float = Field(
+        2.0, gt=0, le=30, description="Qdrant server: seconds /readyz waits for its count of the collection."
+    )
 
     @model_validator(mode="after")
     def _server_named(self) -> StoreSettings:

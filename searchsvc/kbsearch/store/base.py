@@ -161,6 +161,13 @@ class VectorStore(ABC):
         """
         return None
 
+    def read_problem(self) -> StoreUnavailableError | None:
+        """Why the store cannot serve at all right now (its server is lost), or None; /readyz asks.
+
+        The default is for stores inside the process, which serve while the process runs.
+        """
+        return None
+
     @abstractmethod
     def collection_epoch(self) -> str:
         """The random id stored with the signature when the collection was created (read live)."""

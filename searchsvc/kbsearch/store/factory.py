@@ -22,13 +22,19 @@ def build_store(storage: StoreSettings) -> VectorStore:
             index=IndexOptions(threshold=storage.edge_index_threshold, threads=storage.edge_index_threads),
         )
     if storage.store == "qdrant":
+        from kbsearch.store.qdrant_common import Layout
         from kbsearch.store.qdrant_server import QdrantServerStore
 
         if not storage.qdrant_url:  # StoreSettings validates this too; fail clearly if bypassed
             raise ConfigurationError("SEARCHSVC_QDRANT_URL is required when SEARCHSVC_STORE=qdrant")
         api_key = storage.qdrant_api_key.get_secret_value() if storage.qdrant_api_key else None
         return QdrantServerStore.from_url(
-            storage.qdrant_url, api_key, storage.qdrant_timeout_s, collection=storage.collection
+            storage.qdrant_url,
+            api_key,
+            storage.qdrant_timeout_s,
+            collection=storage.collection,
+            layout=Layout(storage.qdrant_shards, storage.qdrant_replication_factor),
+            probe_timeout_s=storage.qdrant_ready_timeout_s,
         )
     raise ConfigurationError(f"unknown store backend {storage.store!r}")
 
@@ -50,5 +56,5 @@ def query_log_beside(store: VectorStore) -> QueryLogStore:
         from kbsearch.store.qdrant_server import QdrantServerStore
 
         assert isinstance(store, QdrantServerStore)
-        return QdrantQueryLog(store.client, collection)
+        return QdrantQueryLog(store.client, collection, store.layout)
     raise ConfigurationError(f"no query log for store backend {store.backend!r}")

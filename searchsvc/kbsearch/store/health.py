@@ -1,4 +1,5 @@
-"""Whether the embedded store may take writes: free disk, its directory, its last flush.
+"""Whether the store may take writes (embedded: free disk, its directory, its last flush) and
+whether it can serve at all (a server: see `server_problem`).
 
 Edge keeps its segments and write-ahead log in memory-mapped files. On a full volume, the
 first write into a page that has no disk block yet is a SIGBUS, which kills the process
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 DISK_FULL = "DISK_FULL"
 DATA_DIR_GONE = "DATA_DIR_GONE"
 FLUSH_FAILING = "FLUSH_FAILING"
+SERVER_UNAVAILABLE = "SERVER_UNAVAILABLE"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,17 @@ class StoreProblem:
     def error(self) -> StoreUnavailableError:
         details = {"cause": self.cause, "retryAfterSeconds": self.retry_after_s, **self.details}
         return StoreUnavailableError(self.message, details=details)
+
+
+def server_problem(log_detail: str) -> StoreProblem:
+    """The store server cannot answer (unreachable, hanging, or a shard without a live copy)."""
+    return StoreProblem(
+        SERVER_UNAVAILABLE,
+        "the Qdrant server cannot serve the collection (unreachable, too slow, or a shard has no live "
+        "copy); the service is not ready until it can",
+        retry_after_s=5,
+        log_detail=log_detail,
+    )
 
 
 class StoreWatch:

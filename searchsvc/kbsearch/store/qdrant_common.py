@@ -1,9 +1,21 @@
-"""What the Qdrant server's store and its query log share: failure mapping, bare points, filters."""
+"""What the Qdrant server's store and its query log share: failure mapping, bare points, filters,
+how their collections are laid out on a cluster and in which order their writes apply.
+
+Consistency on a cluster (docs/operations/install.md, "A Qdrant cluster"): every write waits
+(`wait=True`) and goes through its shard's leader (`ORDERING`, Qdrant's "medium"), so that
+conditional writes (`update_filter`), which decide between replicas racing on one document,
+apply in one order on every copy of a shard. Weak ordering would let two copies apply two racing
+writes in different orders and disagree for good; strong ordering stops writes while the
+shard's first replica is down. Reads keep Qdrant's default consistency (one replica): a write
+that waits returns only once every live copy applied it or was marked dead, so a read that
+follows it sees it on whichever copy it meets.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from qdrant_client import models as qm
@@ -12,10 +24,28 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from kbsearch.errors import StoreUnavailableError
 from kbsearch.store import conditions as cd
 
-__all__ = ["UPSERT_BATCH", "bare_point", "to_condition", "to_filter", "unavailable_on_failure"]
+__all__ = [
+    "ORDERING",
+    "UPSERT_BATCH",
+    "Layout",
+    "bare_point",
+    "to_condition",
+    "to_filter",
+    "unavailable_on_failure",
+]
 
 # Points per upsert request: keeps request bodies well under the server's size limit.
 UPSERT_BATCH = 256
+# Every write's ordering (see the module's docstring).
+ORDERING = qm.WriteOrdering.MEDIUM
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Shards and copies of a collection the service creates (SEARCHSVC_QDRANT_SHARDS, _REPLICATION_FACTOR)."""
+
+    shards: int = 1
+    replication_factor: int = 1
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from kbsearch.store import conditions as cd
-from kbsearch.store.qdrant_common import UPSERT_BATCH, bare_point, to_filter, unavailable_on_failure
+from kbsearch.store.qdrant_common import ORDERING, UPSERT_BATCH, Layout, bare_point, to_filter, unavailable_on_failure
 from kbsearch.store.querylog import (
     BOOL_INDEXES,
     FLOAT_INDEXES,
@@ -27,15 +27,21 @@ class QdrantQueryLog(QueryLogStore):
 
     backend = "qdrant"
 
-    def __init__(self, client: QdrantClient, collection: str) -> None:
+    def __init__(self, client: QdrantClient, collection: str, layout: Layout | None = None) -> None:
         self.client = client  # the main store's: it closes it
         self.collection = collection
+        self.layout = layout or Layout()  # the main store's: the log is as replicated as the documents
 
     def open(self) -> None:
         with unavailable_on_failure(f"open collection '{self.collection}'"):
             if not self.client.collection_exists(self.collection):
                 try:
-                    self.client.create_collection(self.collection, vectors_config={})
+                    self.client.create_collection(
+                        self.collection,
+                        vectors_config={},
+                        shard_number=self.layout.shards,
+                        replication_factor=self.layout.replication_factor,
+                    )
                 except UnexpectedResponse as exc:
                     if exc.status_code != 409:  # 409: another replica created it first
                         raise
@@ -58,7 +64,7 @@ class QdrantQueryLog(QueryLogStore):
         with unavailable_on_failure("write the query log"):
             for start in range(0, len(points), UPSERT_BATCH):
                 batch = [bare_point(i, p) for i, p in points[start : start + UPSERT_BATCH]]
-                self.client.upsert(self.collection, batch, wait=True)
+                self.client.upsert(self.collection, batch, wait=True, ordering=ORDERING)
 
     def _scroll_page(
         self, conditions: list[cd.Condition], *, offset: Any, limit: int, payload: list[str] | bool
@@ -107,8 +113,10 @@ class QdrantQueryLog(QueryLogStore):
             raise ValueError("a delete by filter needs at least one condition")
         with unavailable_on_failure("prune the query log"):
             selector = qm.FilterSelector(filter=to_filter(conditions))
-            self.client.delete(self.collection, points_selector=selector, wait=True)
+            self.client.delete(self.collection, points_selector=selector, wait=True, ordering=ORDERING)
 
     def _delete_ids(self, ids: list[str]) -> None:
         with unavailable_on_failure("prune the query log"):
-            self.client.delete(self.collection, points_selector=qm.PointIdsList(points=list(ids)), wait=True)
+            self.client.delete(
+                self.collection, points_selector=qm.PointIdsList(points=list(ids)), wait=True, ordering=ORDERING
+            )

@@ -49,8 +49,16 @@ from kbsearch.store.base import (
     VERSION,
     VectorStore,
 )
+from kbsearch.store.health import server_problem
 from kbsearch.store.points import PointStore
-from kbsearch.store.qdrant_common import UPSERT_BATCH, bare_point, to_filter, unavailable_on_failure
+from kbsearch.store.qdrant_common import (
+    ORDERING,
+    UPSERT_BATCH,
+    Layout,
+    bare_point,
+    to_filter,
+    unavailable_on_failure,
+)
 
 # uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
 _INDEXES: dict[str, Any] = {
@@ -70,6 +78,9 @@ _INDEXES: dict[str, Any] = {
 
 log = logging.getLogger(__name__)
 
+# Points fetched past a cut so that ties at it are broken by id (see _top).
+TIE_SLACK = 16
+
 # On a shadow's signature point once its first swap began (see adopt).
 _SWAP_READY = "swapReady"
 
@@ -79,18 +90,51 @@ class QdrantServerStore(PointStore):
 
     backend = "qdrant"
 
-    def __init__(self, client: QdrantClient, collection: str, *, owns_client: bool = False):
+    def __init__(
+        self,
+        client: QdrantClient,
+        collection: str,
+        *,
+        owns_client: bool = False,
+        layout: Layout | None = None,
+        probe: QdrantClient | None = None,
+        probe_timeout_s: float = 2.0,
+    ):
         self.client = client
         self.collection = collection
-        self._owns_client = owns_client  # close() closes only a client this store made
+        self.layout = layout or Layout()  # applied to the collections this store creates
+        self._owns_client = owns_client  # close() closes only clients this store made
+        # /readyz's count goes through a client of its own with a short timeout, so that a
+        # hanging server fails readiness in `probe_timeout_s` rather than the request timeout.
+        self._probe = probe or client
+        self._probe_timeout_s = probe_timeout_s
+        self._unready_logged = False
         # Serialises this process's writes, so a count and the delete after it see the same data.
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str, api_key: str | None, timeout: float, *, collection: str) -> QdrantServerStore:
+    def from_url(
+        cls,
+        url: str,
+        api_key: str | None,
+        timeout: float,
+        *,
+        collection: str,
+        layout: Layout | None = None,
+        probe_timeout_s: float = 2.0,
+    ) -> QdrantServerStore:
         # No compatibility probe here: the constructor must not touch the network; open() does.
-        client = QdrantClient(url=url, api_key=api_key, timeout=math.ceil(timeout), check_compatibility=False)
-        return cls(client, collection, owns_client=True)
+        def client(seconds: float) -> QdrantClient:
+            return QdrantClient(url=url, api_key=api_key, timeout=math.ceil(seconds), check_compatibility=False)
+
+        return cls(
+            client(timeout),
+            collection,
+            owns_client=True,
+            layout=layout,
+            probe=client(probe_timeout_s),
+            probe_timeout_s=probe_timeout_s,
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -107,7 +151,9 @@ class QdrantServerStore(PointStore):
                 # A new collection, or one from before epochs existed. Conditional, so replicas
                 # starting together agree on the first epoch written.
                 point = bare_point(sg.SIGNATURE_POINT_ID, sg.signature_payload(signature, sg.new_epoch()))
-                self.client.upsert(self.collection, [point], wait=True, update_filter=to_filter([cd.Missing(EPOCH)]))
+                self.client.upsert(
+                    self.collection, [point], wait=True, ordering=ORDERING, update_filter=to_filter([cd.Missing(EPOCH)])
+                )
             self._ensure_indexes()
             self._check_conditional_writes()
 
@@ -145,6 +191,10 @@ class QdrantServerStore(PointStore):
         pending = [g for g in self._generations() if g != live]
         return pending[-1] if pending else None
 
+    def _sibling(self, name: str) -> QdrantServerStore:
+        """Another collection on this store's client, laid out alike (a rebuild's shadow)."""
+        return QdrantServerStore(self.client, name, layout=self.layout)
+
     def shadow_exists(self) -> bool:
         with unavailable_on_failure("look for a rebuild's shadow collection"):
             return self._shadow_name() is not None
@@ -153,7 +203,7 @@ class QdrantServerStore(PointStore):
         with unavailable_on_failure("open a rebuild's shadow collection"):
             name = self._shadow_name()
             if name is not None:
-                shadow = QdrantServerStore(self.client, name)
+                shadow = self._sibling(name)
                 shadow.open(signature, check=False)
                 stored = shadow.stored_signature()
                 if stored is None or sg.compatible(stored, signature):
@@ -161,7 +211,7 @@ class QdrantServerStore(PointStore):
                 log.info("dropping a rebuild's shadow made for other settings", extra={"collection": name})
                 self.client.delete_collection(name)
             numbers = [int(g.rsplit("--g", 1)[1]) for g in self._generations()]
-            shadow = QdrantServerStore(self.client, f"{self.collection}--g{max(numbers, default=0) + 1}")
+            shadow = self._sibling(f"{self.collection}--g{max(numbers, default=0) + 1}")
             shadow.open(signature)
             return shadow
 
@@ -198,7 +248,7 @@ class QdrantServerStore(PointStore):
                 # Marked first: a process killed between the delete and the alias finishes the swap
                 # at its next open (_finish_first_swap) instead of creating an empty collection.
                 shadow.client.set_payload(
-                    shadow.collection, {_SWAP_READY: True}, points=[sg.SIGNATURE_POINT_ID], wait=True
+                    shadow.collection, {_SWAP_READY: True}, points=[sg.SIGNATURE_POINT_ID], wait=True, ordering=ORDERING
                 )
                 self.client.delete_collection(self.collection)
                 self.client.update_collection_aliases(change_aliases_operations=[create])
@@ -210,7 +260,9 @@ class QdrantServerStore(PointStore):
             if not found:
                 raise StoreUnavailableError(f"collection '{self.collection}' has no signature point")
             payload = sg.with_chunker(found[0].payload or {}, fingerprint)
-            self.client.upsert(self.collection, [bare_point(sg.SIGNATURE_POINT_ID, payload)], wait=True)
+            self.client.upsert(
+                self.collection, [bare_point(sg.SIGNATURE_POINT_ID, payload)], wait=True, ordering=ORDERING
+            )
 
     def _check_conditional_writes(self) -> None:
         """Refuse a server that ignores conditional writes: replicas would lose updates on it.
@@ -220,16 +272,19 @@ class QdrantServerStore(PointStore):
         """
         probe = str(uuid.uuid4())
         try:
-            self.client.upsert(self.collection, [bare_point(probe, {VERSION: 1})], wait=True)
+            self.client.upsert(self.collection, [bare_point(probe, {VERSION: 1})], wait=True, ordering=ORDERING)
             self.client.upsert(
                 self.collection,
                 [bare_point(probe, {VERSION: 3})],
                 wait=True,
+                ordering=ORDERING,
                 update_filter=to_filter([cd.Match(VERSION, 2)]),
             )
             found = self.client.retrieve(self.collection, [probe], with_payload=True)
         finally:
-            self.client.delete(self.collection, points_selector=qm.PointIdsList(points=[probe]), wait=True)
+            self.client.delete(
+                self.collection, points_selector=qm.PointIdsList(points=[probe]), wait=True, ordering=ORDERING
+            )
         if not found or (found[0].payload or {}).get(VERSION) != 1:
             raise ConfigurationError(
                 "The Qdrant server ignored a conditional write (update_filter), so writes from several "
@@ -242,6 +297,8 @@ class QdrantServerStore(PointStore):
                 self.collection,
                 vectors_config={DENSE_VECTOR: qm.VectorParams(size=signature.dimensions, distance=qm.Distance.COSINE)},
                 sparse_vectors_config={SPARSE_VECTOR: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+                shard_number=self.layout.shards,
+                replication_factor=self.layout.replication_factor,
             )
         except UnexpectedResponse as exc:
             # Another replica created it between our check and our create: validate theirs.
@@ -260,6 +317,27 @@ class QdrantServerStore(PointStore):
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
+            if self._probe is not self.client:
+                self._probe.close()
+
+    def read_problem(self) -> StoreUnavailableError | None:
+        """Whether the server can serve this collection: an exact count, which every shard answers.
+
+        A cluster that lost every copy of a shard, an unreachable or hanging server: not ready.
+        """
+        seconds = math.ceil(self._probe_timeout_s)
+        try:
+            with unavailable_on_failure("count the collection's points"):
+                self._probe.count(self.collection, exact=True, timeout=seconds)
+        except StoreUnavailableError as exc:
+            if not self._unready_logged:
+                log.error("the Qdrant server cannot serve the collection", extra={"detail": str(exc)})
+            self._unready_logged = True
+            return server_problem(str(exc)).error()
+        if self._unready_logged:
+            log.info("the Qdrant server serves the collection again")
+        self._unready_logged = False
+        return None
 
     # --- writes -------------------------------------------------------------------------
 
@@ -281,14 +359,22 @@ class QdrantServerStore(PointStore):
         with self._lock, unavailable_on_failure("write chunks"):
             for start in range(0, len(structs), UPSERT_BATCH):
                 self.client.upsert(
-                    self.collection, structs[start : start + UPSERT_BATCH], wait=True, update_filter=fence
+                    self.collection,
+                    structs[start : start + UPSERT_BATCH],
+                    wait=True,
+                    ordering=ORDERING,
+                    update_filter=fence,
                 )
 
     def write_document(self, record: DocumentRecord, expected_version: int | None) -> bool:
         point = bare_point(record.id, pl.document_payload(record))
         with self._lock, unavailable_on_failure("write a document record"):
             self.client.upsert(
-                self.collection, [point], wait=True, update_filter=to_filter(cd.record_version_is(expected_version))
+                self.collection,
+                [point],
+                wait=True,
+                ordering=ORDERING,
+                update_filter=to_filter(cd.record_version_is(expected_version)),
             )
         return pl.same_write(self.get_document(record.uri), record)
 
@@ -296,7 +382,7 @@ class QdrantServerStore(PointStore):
         point = bare_point(body_point_id(body.uri), pl.body_payload(body))
         fence = to_filter([cd.version_at_most(body.version)])
         with self._lock, unavailable_on_failure("write a document body"):
-            self.client.upsert(self.collection, [point], wait=True, update_filter=fence)
+            self.client.upsert(self.collection, [point], wait=True, ordering=ORDERING, update_filter=fence)
 
     def delete_body(self, uri: str, highest: int) -> None:
         doomed = [cd.HasId(body_point_id(uri)), cd.version_at_most(highest)]
@@ -315,6 +401,7 @@ class QdrantServerStore(PointStore):
                 self.collection,
                 [point],
                 wait=True,
+                ordering=ORDERING,
                 update_filter=to_filter(pl.sync_status_newer_than(status, trusted_until_s)),
             )
         return self.get_sync_status(status.source_identifier) == status
@@ -350,7 +437,12 @@ class QdrantServerStore(PointStore):
         return self.client.count(self.collection, count_filter=to_filter(conditions), exact=True).count
 
     def _delete(self, conditions: list[cd.Condition]) -> None:
-        self.client.delete(self.collection, points_selector=qm.FilterSelector(filter=to_filter(conditions)), wait=True)
+        self.client.delete(
+            self.collection,
+            points_selector=qm.FilterSelector(filter=to_filter(conditions)),
+            wait=True,
+            ordering=ORDERING,
+        )
 
     # --- reads --------------------------------------------------------------------------
 
@@ -431,17 +523,24 @@ class QdrantServerStore(PointStore):
             return []
         # With a query vector, each hit's cosine to it comes back too (see EdgeStore._query).
         wanted = [DENSE_VECTOR] if dense is not None else False
-        common: dict[str, Any] = {"query_filter": where, "limit": limit, "with_payload": True, "with_vectors": wanted}
+        # TIE_SLACK more than asked, so that _top can break ties at the cut by id.
+        common: dict[str, Any] = {
+            "query_filter": where,
+            "limit": limit + TIE_SLACK,
+            "with_payload": True,
+            "with_vectors": wanted,
+        }
         if mode == "hybrid":
             prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using, _ in stages]
             lane_size = candidates
             if fusion.full_scores and len(stages) > 1:
-                # Each lane rescores the union of both lanes' candidates.
-                union, lane_size = prefetch, 2 * candidates
-                prefetch = [
-                    qm.Prefetch(prefetch=union, query=q, using=using, filter=where, limit=lane_size)
-                    for q, using, _ in stages
-                ]
+                # Each lane rescores the union of both lanes' candidates, chosen here (ties by id).
+                union = self._candidate_union(stages, where, candidates)
+                if not union:
+                    return []
+                pinned = qm.Filter(must=[*(where.must if where else []), qm.HasIdCondition(has_id=union)])  # type: ignore[misc]
+                lane_size = len(union)
+                prefetch = [qm.Prefetch(query=q, using=using, filter=pinned, limit=lane_size) for q, using, _ in stages]
             weights = [w for _, _, w in stages]
             fused: Any
             if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
@@ -456,8 +555,36 @@ class QdrantServerStore(PointStore):
             query, using, _ = stages[0]
             response = self.client.query_points(self.collection, query=query, using=using, **common)
         return [
-            pl.hit_from_payload(p.id, p.score, p.payload or {}, _similarity(dense, p.vector)) for p in response.points
+            pl.hit_from_payload(p.id, p.score, p.payload or {}, _similarity(dense, p.vector))
+            for p in _top(response.points, limit)
         ]
+
+    def _candidate_union(self, stages: list[tuple[Any, str, float]], where: qm.Filter | None, n: int) -> list[Any]:
+        """Each lane's top `n` (ties broken by id, as _top does), in one batch of lane queries."""
+        requests = [
+            qm.QueryRequest(query=q, using=using, filter=where, limit=n + TIE_SLACK, with_payload=False)
+            for q, using, _ in stages
+        ]
+        answers = self.client.query_batch_points(self.collection, requests=requests)
+        return sorted({p.id for answer in answers for p in _top(answer.points, n)}, key=str)
+
+
+def _top(points: list[qm.ScoredPoint], n: int) -> list[qm.ScoredPoint]:
+    """The engine's first `n` (best first), with the points tied at the cut chosen by id.
+
+    Which of several equal scores an engine keeps at a cut depends on where the points sit
+    (segments, shards, which replica answers): Qdrant's local mode and a server differ, and so do
+    runs on a cluster. By id, every engine and replica keeps the same ones. Above the cut the
+    engine's order stays (its fusion ranks a lane in that order). Callers fetch TIE_SLACK more
+    than `n`: a tie reaching further past the cut than that stays the engine's pick.
+    """
+    if len(points) <= n or n <= 0:
+        return points[: max(n, 0)]
+    edge = points[n - 1].score
+    above = [p for p in points if p.score > edge]
+    tied = sorted((p for p in points if p.score == edge), key=lambda p: str(p.id))[: n - len(above)]
+    kept = {str(p.id) for p in tied}
+    return [p for p in points if p.score > edge or str(p.id) in kept]
 
 
 def _similarity(dense: list[float] | None, vectors: Any) -> float | None:
