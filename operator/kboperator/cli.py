@@ -373,3 +373,7 @@ def _fail(args: argparse.Namespace, view: SyncView, exc: Exception, code: int) -
     print(f"knowledge-sync: {exc}", file=sys.stderr)
     view.error({"error": {"type": type(exc).__name__.lstrip("_"), "message": str(exc)}}, as_json=args.json)
     return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
