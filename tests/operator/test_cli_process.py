@@ -112,3 +112,38 @@ def test_a_clone_with_an_origin_remote_links_to_its_web_page(service: ServicePro
     assert [doc["uri"] for doc in listed["documents"]] == [
         "https://gitlab.example.com/team/handbook/-/blob/main/docs/page0.md"
     ]
+
+
+def test_on_a_terminal_a_progress_bar_shows_done_total_and_rate(service: ServiceProcess, tmp_path: Path) -> None:
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    repo = make_repo(tmp_path / "docs", pages=4)
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))  # a 100-column terminal
+    command = [sys.executable, "-m", "kboperator.cli", "--repo", str(repo.path), "--source-id", f"{SOURCE}-5",
+               "--service", service.url, "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+    env = service_env() | {"PYTHONPATH": f"{REPO / 'operator'}:{REPO / 'searchsvc'}:{REPO}"}
+    process = subprocess.Popen(command, env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=secondary)  # fmt: skip
+    os.close(secondary)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the process closed the terminal
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(primary)
+    code = process.wait(timeout=300)
+    screen = drawn.decode()
+    assert code == 0, screen
+    assert "syncing:" in screen and "5/5" in screen and "doc/s" in screen, screen  # 4 pages and huge.md
+    assert process.stdout is not None
+    with process.stdout:
+        assert process.stdout.read().startswith(b"converged")
