@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         verbosity=verbosity,
         json_lines=args.json_lines,
         interval_s=args.progress_interval,
-        repo=f"{args.repo} ({args.ref})",
+        repo=f"{_repo_label(args.repo)} ({args.ref})",
     )
     handler = LogHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -180,7 +180,8 @@ async def _run(args: argparse.Namespace, view: SyncView) -> int:
         spec = _spec(args)
         token = _env(args.token_env, "--token-env") if args.token_env else None
         view.say(
-            f"knowledge-sync: syncing {args.repo} ({args.ref}) into {args.service} as {spec.source_id}: {_how(args)}"
+            f"knowledge-sync: syncing {_repo_label(args.repo)} ({args.ref}) into {args.service} "
+            f"as {spec.source_id}: {_how(args)}"
         )
         last_commit, baseline = (None, Baseline())
         if args.state and args.state.exists():
@@ -215,6 +216,14 @@ async def _run(args: argparse.Namespace, view: SyncView) -> int:
         return _fail(args, view, exc, EXIT_FAILED)
     view.result(result, as_json=args.json)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _repo_label(url: str) -> str:
+    """The repository as messages show it: never a URL as given, which may carry a token."""
+    try:
+        return parse_repo_url(url, allow_local=True).display_url
+    except InvalidSpecError:
+        return "the repository"  # the engine says what is wrong with it
 
 
 def _how(args: argparse.Namespace) -> str:
