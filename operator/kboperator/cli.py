@@ -12,14 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import json
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from kboperator import __version__
 from kboperator.errors import (
     InvalidSpecError,
     MassDeletionRefusedError,
@@ -40,6 +38,7 @@ from kboperator.models import (
     SyncResult,
     SyncSpec,
 )
+from kboperator.originweb import current_branch, origin_url, web_url_of_remote
 from kboperator.repourl import parse_repo_url
 from kboperator.schedule import format_time, utcnow
 from kboperator.searchclient import SearchClient
@@ -47,6 +46,8 @@ from kboperator.statefile import read_state, write_state
 from kboperator.sync.docuri import check_web_url
 from kboperator.sync.engine import SyncEngine
 from kboperator.sync.prepared import prepare
+from kboperator.syncview import NORMAL, PROGRESS_INTERVAL_S, QUIET, VERBOSE, LogHandler, SyncView
+from kboperator.version import package_version
 
 log = logging.getLogger("kboperator.cli")
 
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--web-url",
         metavar="URL",
         help="the repository's web page, e.g. https://github.com/org/repo: the links' base for a local "
-        "checkout (default: from the CI's variables, see below)",
+        "checkout (default: from the CI's variables, see below, else from the clone's origin remote)",
     )
     add(
         "--link-ref",
@@ -114,7 +115,18 @@ def build_parser() -> argparse.ArgumentParser:
         "longest matching glob wins; default: the service's own weights for blogs, proposals, changelogs...)",
     )
     add("--state", type=Path, metavar="FILE", help="keeps the last synced commit; without it, a full reconcile")
-    add("--json", action="store_true", help="print one JSON object with the result")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object with the result")
+    output.add_argument(
+        "--json-lines",
+        action="store_true",
+        help="print one JSON object per line: each step and each document as it is done, then a summary",
+    )
+    talk = parser.add_mutually_exclusive_group()
+    talk.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress and no log lines below warnings; still the result"
+    )
+    talk.add_argument("-v", "--verbose", action="store_true", help="also each document's outcome, and debug logs")
     extra = parser.add_argument_group("extras")
     extra.add_argument("--cache-dir", type=Path, help="where cached clones live (default: ~/.cache/knowledge-sync)")
     extra.add_argument("--git-token-env", metavar="VAR", help="environment variable holding an HTTPS token for git")
@@ -127,30 +139,53 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fetch commits and trees, then only the selected files' blobs (--filter=blob:none): for monorepos",
     )
-    extra.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    extra.add_argument(
+        "--progress-interval",
+        type=float,
+        default=PROGRESS_INTERVAL_S,
+        metavar="SECONDS",
+        help="when stderr is not a terminal, a progress line at most this often "
+        f"(default {PROGRESS_INTERVAL_S:g}; on a terminal, a progress bar)",
+    )
+    extra.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
+    verbosity = QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
+    view = SyncView(
+        out=sys.stdout,
+        err=sys.stderr,
+        verbosity=verbosity,
+        json_lines=args.json_lines,
+        interval_s=args.progress_interval,
+        repo=f"{_repo_label(args.repo)} ({args.ref})",
+    )
+    handler = LogHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     package = logging.getLogger("kboperator")
     package.addHandler(handler)
     previous_level = package.level
-    package.setLevel(logging.INFO)
+    package.setLevel({QUIET: logging.WARNING, NORMAL: logging.INFO, VERBOSE: logging.DEBUG}[verbosity])
     try:
-        return asyncio.run(_run(args))
+        return asyncio.run(_run(args, view))
     finally:
         package.removeHandler(handler)
         package.setLevel(previous_level)
 
 
-async def _run(args: argparse.Namespace) -> int:
+async def _run(args: argparse.Namespace, view: SyncView) -> int:
     try:
         spec = _spec(args)
         token = _env(args.token_env, "--token-env") if args.token_env else None
-        last_commit, baseline = read_state(args.state, spec, args.service) if args.state else (None, Baseline())
+        view.say(
+            f"knowledge-sync: syncing {_repo_label(args.repo)} ({args.ref}) into {args.service} "
+            f"as {spec.source_id}: {_how(args)}"
+        )
+        last_commit, baseline = (None, Baseline())
+        if args.state and args.state.exists():
+            last_commit, baseline = read_state(args.state, spec, args.service)
         cache = RepoCache(args.cache_dir or _default_cache(), partial=args.partial_clone)
         if args.state:
             # Before syncing: a run that fails, or is killed, after changing part of the service
@@ -163,7 +198,9 @@ async def _run(args: argparse.Namespace) -> int:
             try:
                 # Prepared once, here: an invalid spec is reported to the service like any failed sync.
                 prepared = prepare(spec, forbidden=[cache.root])
-                result = await engine.sync(prepared, last_commit, force_full=args.full, baseline=baseline)
+                result = await engine.sync(
+                    prepared, last_commit, force_full=args.full, baseline=baseline, progress=view
+                )
             except SyncError as exc:
                 await engine.report(spec.source_id, None, exc, synced_at=format_time(utcnow()))
                 raise
@@ -174,11 +211,30 @@ async def _run(args: argparse.Namespace) -> int:
         if result.ok and args.state:
             _save_state(args, spec, result.commit, baseline=result.baseline)
     except (_ConfigError, *_CONFIG_ERRORS) as exc:
-        return _fail(args, exc, EXIT_CONFIG)
+        return _fail(args, view, exc, EXIT_CONFIG)
     except SyncError as exc:
-        return _fail(args, exc, EXIT_FAILED)
-    _report(args, result)
+        return _fail(args, view, exc, EXIT_FAILED)
+    view.result(result, as_json=args.json)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _repo_label(url: str) -> str:
+    """The repository as messages show it: never a URL as given, which may carry a token."""
+    try:
+        return parse_repo_url(url, allow_local=True).display_url
+    except InvalidSpecError:
+        return "the repository"  # the engine says what is wrong with it
+
+
+def _how(args: argparse.Namespace) -> str:
+    """Which kind of sync the state (or its absence) asks for, before the state is read."""
+    if args.state is None:
+        return "a full reconcile (without --state every run is one)"
+    if not args.state.exists():
+        return f"first sync, a full reconcile (no state file at {args.state} yet)"
+    if args.full:
+        return "a full reconcile (--full)"
+    return f"using the state in {args.state}"
 
 
 def _freshness(result: SyncResult, started: datetime.datetime, now: datetime.datetime) -> dict[str, Any]:
@@ -253,8 +309,9 @@ def _links(args: argparse.Namespace) -> tuple[str | None, str | None]:
     except InvalidSpecError:
         location = None  # the engine reports the bad URL
     web_url = args.web_url
-    if web_url is None and location is not None and location.kind == "local":
-        web_url = _ci_web_url(Path(location.path))
+    local = Path(location.path) if location is not None and location.kind == "local" else None
+    if web_url is None and local is not None:
+        web_url = _ci_web_url(local) or _origin_web_url(local)
     if web_url is not None:
         try:
             web_url = check_web_url(web_url)
@@ -263,7 +320,18 @@ def _links(args: argparse.Namespace) -> tuple[str | None, str | None]:
     link_ref = args.link_ref
     if link_ref is None and web_url is not None and args.ref == "HEAD":
         link_ref = next((os.environ[name] for name in _CI_BRANCHES if os.environ.get(name)), None)
+        if link_ref is None and local is not None:
+            link_ref = current_branch(local)
     return web_url, link_ref
+
+
+def _origin_web_url(clone: Path) -> str | None:
+    """The web page of a local clone's origin remote, so that its links open for everyone."""
+    remote = origin_url(clone)
+    web_url = web_url_of_remote(remote) if remote else None
+    if web_url:
+        log.info("links point at %s (the clone's origin remote; --web-url sets another)", web_url)
+    return web_url
 
 
 def _ci_web_url(checkout: Path) -> str | None:
@@ -309,22 +377,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _fail(args: argparse.Namespace, exc: Exception, code: int) -> int:
+def _fail(args: argparse.Namespace, view: SyncView, exc: Exception, code: int) -> int:
+    view.close()
     print(f"knowledge-sync: {exc}", file=sys.stderr)
-    if args.json:
-        print(json.dumps({"error": {"type": type(exc).__name__.lstrip("_"), "message": str(exc)}}))
+    view.error({"error": {"type": type(exc).__name__.lstrip("_"), "message": str(exc)}}, as_json=args.json)
     return code
 
 
-def _report(args: argparse.Namespace, result: SyncResult) -> None:
-    for issue in result.rejected:
-        print(f"skipped: {issue.path}: {issue.reason}", file=sys.stderr)
-    for issue in result.failed:
-        print(f"failed: {issue.path}: {issue.reason}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(result.to_json()))
-        return
-    counts = {k: v for k, v in result.to_json().items() if type(v) is int}
-    summary = " ".join(f"{key}={value}" for key, value in counts.items())
-    print(f"{'converged' if result.ok else 'partial'} at {result.commit[:12]}: {summary} "
-          f"skipped={len(result.skipped)} failed={len(result.failed)}")  # fmt: skip
+if __name__ == "__main__":
+    sys.exit(main())

@@ -62,6 +62,7 @@ from kboperator.searchclient import ListedDocument, SearchClient, SourceStats
 from kboperator.sync.documents import Document, DocumentReader, same_metadata, valid_path
 from kboperator.sync.drift import drift_reason
 from kboperator.sync.prepared import PreparedSync
+from kboperator.sync.progress import Action, DocumentDone, Outcome, Phase, Planned, Progress, ignore
 
 log = logging.getLogger(__name__)
 
@@ -105,28 +106,33 @@ class _Tally:
         # outage, and waiting out every remaining document's backoff would only delay the retry.
         return self.unavailable_in_a_row >= self.give_up_after
 
-    def record(self, path: str, action: str, exc: Exception | None) -> bool:
-        """Count a request's outcome; False when it failed (and was added to `failed`)."""
+    def record(self, path: str, action: str, exc: Exception | None) -> FileIssue | None:
+        """Count a request's outcome; the failure it added to `failed`, None when it succeeded."""
         if exc is None:
             self.unavailable_in_a_row = 0
-            return True
+            return None
         if isinstance(exc, ServiceUnavailableError):
             self.unavailable_in_a_row += 1
         else:
             self.unavailable_in_a_row = 0
-        self.failed.append(FileIssue(path, f"not {action}: {exc}"))
-        return False
+        return self.fail(FileIssue(path, f"not {action}: {exc}"))
 
-    def reject(self, path: str, action: str, exc: DocumentRejectedError, note: str = "") -> None:
+    def reject(self, path: str, action: str, exc: DocumentRejectedError, note: str = "") -> FileIssue:
         """The service refused this document for good: a skip with its code, not a failure."""
         self.unavailable_in_a_row = 0  # it answered
         # This text reaches the source's status and events, which its team reads: for a URI another
         # source holds it is ours, never the service's, so no service version can name that source.
         why = OWNED_ELSEWHERE if exc.code == URI_OWNED_BY_OTHER_SOURCE else str(exc)
-        self.rejected.append(FileIssue(path, f"not {action}, refused by the search service: {why}{note}", exc.code))
+        issue = FileIssue(path, f"not {action}, refused by the search service: {why}{note}", exc.code)
+        self.rejected.append(issue)
+        return issue
 
-    def skip(self, path: str, action: str) -> None:
-        self.failed.append(FileIssue(path, f"not {action}: the search service is unavailable, not attempted"))
+    def skip(self, path: str, action: str) -> FileIssue:
+        return self.fail(FileIssue(path, f"not {action}: the search service is unavailable, not attempted"))
+
+    def fail(self, issue: FileIssue) -> FileIssue:
+        self.failed.append(issue)
+        return issue
 
 
 class SyncEngine:
@@ -149,11 +155,13 @@ class SyncEngine:
         *,
         force_full: bool = False,
         baseline: Baseline | None = None,
+        progress: Progress = ignore,
     ) -> SyncResult:
         """Sync one source, prepared once by its caller (sync.prepared.prepare). Raises SyncError
         subclasses for whole-sync failures (see errors.py).
 
         `baseline`: what the last successful sync left (its result's `baseline`), for the drift check.
+        `progress`: called with each step and each finished document (sync.progress).
         """
         started = time.monotonic()
         spec, path_filter = prepared.spec, prepared.filter
@@ -172,6 +180,7 @@ class SyncEngine:
             log.warning("source %s: drift detected, full reconcile: %s", spec.source_id, drift)
             since = None
         shallow = force_full or not last_commit
+        progress(Phase(spec.source_id, "fetching"))
         checkout = await asyncio.to_thread(
             functools.partial(
                 self.git.open, spec.source_id, prepared.repo, shallow=shallow,
@@ -179,6 +188,7 @@ class SyncEngine:
             )
         )  # fmt: skip
         try:
+            progress(Phase(spec.source_id, "reading"))
             reader = DocumentReader(spec, checkout, path_filter, prepared.version, prepared.weights)
             if since and not await asyncio.to_thread(checkout.is_ancestor, since):
                 log.info("source %s: commit %s is not in the history of %s; full reconcile",
@@ -191,7 +201,11 @@ class SyncEngine:
                 plan = await asyncio.to_thread(_full_plan, reader, checkout, listing)
         finally:
             await asyncio.to_thread(checkout.close)
-        tally = await self._apply(plan, spec.source_id)
+        total = len(plan.puts) + len(plan.deletes)
+        progress(Planned(spec.source_id, plan.full, total, plan.unchanged, len(plan.skipped)))
+        for issue in plan.skipped:
+            progress(DocumentDone(spec.source_id, issue.path, "read", "skipped", issue.reason, issue.code))
+        tally = await self._apply(plan, spec.source_id, progress)
         after = await self._stats(spec.source_id)
         documents = after.documents if after else await self.client.source_document_count(spec.source_id)
         result = SyncResult(
@@ -205,8 +219,8 @@ class SyncEngine:
             baseline=Baseline(epoch=before.epoch if before else None, documents=documents), drift=drift,
         )  # fmt: skip
         log.info(
-            "source %s synced to %s (%s): +%d ~%d -%d >%d =%d, %d skipped (%d refused by the service), %d failed, "
-            "%d documents in %.2fs",
+            "source %s synced to %s (%s): %d added, %d modified, %d deleted, %d renamed, %d unchanged, "
+            "%d skipped (%d refused by the service), %d failed; %d documents in %.2fs",
             spec.source_id, result.commit[:12], "full" if result.full else "incremental", result.added,
             result.modified, result.deleted, result.renamed, result.unchanged, len(result.skipped),
             len(result.rejected), len(result.failed), result.documents, result.duration_s,
@@ -271,14 +285,21 @@ class SyncEngine:
             )  # fmt: skip
         return stats
 
-    async def _apply(self, plan: _Plan, source_id: str) -> _Tally:
+    async def _apply(self, plan: _Plan, source_id: str, progress: Progress) -> _Tally:
         tally = _Tally(give_up_after=self.give_up_after)
         renamed_old = set(plan.renamed_from.values())
 
+        def done(path: str, action: Action, outcome: Outcome, issue: FileIssue | None = None) -> None:
+            reason, code = (issue.reason, issue.code) if issue else (None, None)
+            progress(DocumentDone(source_id, path, action, outcome, reason, code))
+
         async def put(doc: Document) -> None:
+            outcome, issue = await ingest(doc)
+            done(doc.path, "ingest", outcome, issue)
+
+        async def ingest(doc: Document) -> tuple[Outcome, FileIssue | None]:
             if tally.service_down:
-                tally.skip(doc.path, "ingested")
-                return
+                return "failed", tally.skip(doc.path, "ingested")
             try:
                 encoding = doc.encoding if doc.encoding != "utf-8" else None
                 answer = await self.client.put_document(
@@ -286,53 +307,58 @@ class SyncEngine:
                 )
             except DocumentRejectedError as exc:
                 if exc.status == 413:  # the file outgrew the service: its older version goes too
-                    tally.reject(doc.path, "ingested", exc)
-                    await drop_older(doc)
-                    return
+                    issue = tally.reject(doc.path, "ingested", exc)
+                    failed = await drop_older(doc)
+                    return ("failed", failed) if failed else ("skipped", issue)
                 # 409: another source's URI, no copy of ours. 422: maybe the metadata; keep what is there.
-                tally.reject(doc.path, "ingested", exc, "" if exc.status == 409 else "; an earlier version stays")
-                return
+                note = "" if exc.status == 409 else "; an earlier version stays"
+                return "skipped", tally.reject(doc.path, "ingested", exc, note)
             except (ServiceRejectedError, ServiceUnavailableError) as exc:
-                tally.record(doc.path, "ingested", exc)
-                return
+                return "failed", tally.record(doc.path, "ingested", exc)
             tally.record(doc.path, "ingested", None)
             if answer.checksum != doc.checksum:  # the service stored something else: not a success
                 mismatch = f"checksum mismatch: sent {doc.checksum}, the service holds {answer.checksum}"
-                tally.failed.append(FileIssue(doc.path, mismatch))
-            elif doc.uri in plan.renamed_from:
+                return "failed", tally.fail(FileIssue(doc.path, mismatch))
+            if doc.uri in plan.renamed_from:
                 tally.renamed += 1
-            elif answer.status == "created":
+                return "renamed", None
+            if answer.status == "created":
                 tally.added += 1
-            elif answer.status == "updated":
+                return "added", None
+            if answer.status == "updated":
                 tally.modified += 1
-            else:
-                tally.unchanged += 1
+                return "modified", None
+            tally.unchanged += 1
+            return "unchanged", None
 
-        async def drop_older(doc: Document) -> None:
+        async def drop_older(doc: Document) -> FileIssue | None:
             try:
                 chunks = await self.client.delete_document(doc.uri, source_id)
             except (ServiceRejectedError, ServiceUnavailableError) as exc:
-                tally.record(doc.path, "removed", exc)
-                return
+                return tally.record(doc.path, "removed", exc)
             if chunks:
                 tally.deleted += 1
+            return None
 
         async def delete(uri: str, path: str) -> None:
+            outcome, issue = await remove(uri, path)
+            done(path, "delete", outcome, issue)
+
+        async def remove(uri: str, path: str) -> tuple[Outcome, FileIssue | None]:
             if tally.service_down:
-                tally.skip(path, "deleted")
-                return
+                return "failed", tally.skip(path, "deleted")
             try:
                 # Only our own copy: a document another source owns is not ours to remove.
                 await self.client.delete_document(uri, source_id)
             except DocumentRejectedError as exc:  # a URI the service cannot hold: nothing to delete
-                tally.reject(path, "deleted", exc)
-                return
+                return "skipped", tally.reject(path, "deleted", exc)
             except (ServiceRejectedError, ServiceUnavailableError) as exc:
-                tally.record(path, "deleted", exc)
-                return
+                return "failed", tally.record(path, "deleted", exc)
             tally.record(path, "deleted", None)
             if uri in plan.counted_deletes and uri not in renamed_old:
                 tally.deleted += 1
+                return "deleted", None
+            return "absent", None
 
         # New documents first, then removals: a rename never leaves a window with neither URI.
         await _bounded([functools.partial(put, doc) for doc in plan.puts.values()], self.concurrency)

@@ -27,6 +27,7 @@ from mcp.server.stdio import stdio_server
 from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
 
 from kbsearch import __version__
+from kbsearch.version import package_version
 
 log = logging.getLogger("knowledge-mcp")
 
@@ -148,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="VAR",
         help="name of the environment variable that holds the bearer token (never the token itself)",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="knowledge-mcp: %(message)s")
     try:
