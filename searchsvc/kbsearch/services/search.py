@@ -195,7 +195,8 @@ class SearchService:
         # The caller's own cache partition: a hit on another caller's query would show in the timing.
         # Keyword mode embeds the query too: not to rank, but for every hit's relevance.
         embedder = self.embedder.partition(caller.partition)
-        # NFKC as the keyword lane and the PDF text have it: "ﬂow" asks for "flow".
+        # NFKC as the keyword lane and the PDF text have it: "ﬂow" asks for "flow". embed_query takes
+        # the embedder's query lane, never queued behind a document being embedded.
         dense = await embed_call(embedder.embed_query, unicodedata.normalize("NFKC", request.query))
         sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
