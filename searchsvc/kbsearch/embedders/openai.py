@@ -41,6 +41,9 @@ class OpenAIEmbedder(EmbeddingProvider):
     Every vector must have the expected size: the configured `dimensions` (also sent with each
     request), or the size `load()` learns from a probe. A wrong-sized or missing vector raises, so
     nothing of the wrong shape is ever stored.
+
+    The query lane is embed_documents itself: each call sends requests of its own, so a query
+    never waits behind another caller's document here.
     """
 
     provider = "openai"
@@ -71,6 +74,7 @@ class OpenAIEmbedder(EmbeddingProvider):
             api_key = "unused"  # the client insists on a key; servers without auth ignore it
         self.model = model
         self.batch_size = batch_size
+        self.turn_texts = batch_size  # one request a turn
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max

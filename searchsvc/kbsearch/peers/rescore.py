@@ -39,7 +39,8 @@ async def rescored(
         for i, hit in enumerate(answer)
         if (text := embed_text(hit.title, hit.headings, [], hit.content[:MAX_RESCORED_CHARS]))
     }
-    vectors = await embed_call(embedder.embed_documents, list(texts.values())) if texts else []
+    # The query lane: a search waits on these, and must not queue behind another team's document.
+    vectors = await embed_call(embedder.embed_query_lane, list(texts.values())) if texts else []
     similarity = {key: cosine(query_vector, vector) for key, vector in zip(texts, vectors, strict=True)}
     # A hit with no words to embed has no similarity: relevance 0, as a local chunk without a vector.
     return [

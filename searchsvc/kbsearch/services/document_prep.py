@@ -56,10 +56,10 @@ class DocumentPreparer:
         self.work = work
         self.max_document_bytes = max_document_bytes
         self.max_source_bytes = max_source_bytes
-        self._batcher = EmbeddingBatcher(embedder)
+        self._batcher = EmbeddingBatcher(embedder, embedder.turn_texts)
 
     def use_embedder(self, embedder: EmbeddingProvider) -> None:
-        self._batcher = EmbeddingBatcher(embedder)
+        self._batcher = EmbeddingBatcher(embedder, embedder.turn_texts)
 
     def source(self, request: PutDocumentRequest) -> Source:
         """The request's bytes and format, checked before any work: size, encoding, type (413/422)."""
@@ -123,7 +123,7 @@ class DocumentPreparer:
         # Chunk offsets count from the body (after any front matter); anchors from the whole text.
         shift = len(text) - len(parsed.body)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
-        dense, embedded = await self._dense_vectors(parsed, hashes, request.source_identifier)
+        dense, embedded = await self._dense_vectors(parsed, hashes, request.source_identifier, writer)
         sparse = await in_thread(self.sparse.encode_chunks, [c.embed_text for c in parsed.chunks])
         total = len(parsed.chunks)
         points = [
@@ -158,9 +158,10 @@ class DocumentPreparer:
         )
 
     async def _dense_vectors(
-        self, parsed: ParsedDocument, hashes: list[str], source_identifier: str | None
+        self, parsed: ParsedDocument, hashes: list[str], source_identifier: str | None, writer: str
     ) -> tuple[list[list[float]], int]:
-        """Vectors for every chunk: a stored vector of the same text in the same source, else embedded in one batch.
+        """Vectors for every chunk: a stored vector of the same text in the same source, else embedded
+        in the writer's turns (services/batching.py).
 
         Only the writer's own source is looked in, and only its cache partition: `chunksEmbedded`
         and the write's duration must not tell a writer that another source holds a text.
@@ -170,7 +171,8 @@ class DocumentPreparer:
         missing = [h for h in unique if h not in by_hash]
         if missing:
             text_of = {hashes[i]: chunk.embed_text for i, chunk in enumerate(parsed.chunks)}
-            vectors = await self._batcher.embed([text_of[h] for h in missing], source_partition(source_identifier))
+            partition = source_partition(source_identifier)
+            vectors = await self._batcher.embed([text_of[h] for h in missing], partition, writer)
             by_hash.update(zip(missing, vectors, strict=True))
         return [by_hash[h] for h in hashes], len(missing)
 

@@ -150,7 +150,8 @@ async def extract(
     if not candidates:
         return []
     vectors = np.asarray(
-        await embed_call(embedder.embed_documents, [question, *(p.embedded_text() for p in candidates)]),
+        # The query lane: an answer's caller waits, and must not wait behind another team's documents.
+        await embed_call(embedder.embed_query_lane, [question, *(p.embedded_text() for p in candidates)]),
         dtype=np.float32,
     )
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
