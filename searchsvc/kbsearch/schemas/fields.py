@@ -51,8 +51,23 @@ def at_most(limit: int, what: str) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-MetadataValue = Scalar | Annotated[list[StrictStr], Field(max_length=MAX_METADATA_LIST_ITEMS)]
-Metadata = Annotated[dict[str, MetadataValue], at_most(MAX_METADATA_KEYS, "metadata")]
+MetadataValue = Scalar | list[StrictStr]
+
+
+def _metadata_shape(value: object) -> object:
+    """Key and list-item counts before any item is validated (see at_most); check_metadata does the rest."""
+    if isinstance(value, dict):
+        if len(value) > MAX_METADATA_KEYS:
+            raise ValueError(f"metadata holds {len(value)} keys; at most {MAX_METADATA_KEYS} are allowed")
+        items = sum(len(v) for v in value.values() if isinstance(v, list))
+        if items > MAX_METADATA_LIST_ITEMS:
+            raise ValueError(
+                f"metadata lists hold {items} items together; at most {MAX_METADATA_LIST_ITEMS} are allowed"
+            )
+    return value
+
+
+Metadata = Annotated[dict[str, MetadataValue], BeforeValidator(_metadata_shape)]
 """A document's metadata as a body carries it; check_metadata checks its keys and sizes."""
 
 # Room for the operator's "<namespace>/<name>" (63 + 1 + 253) and for hand-made identifiers.
