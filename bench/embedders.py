@@ -189,7 +189,7 @@ def agreement(vectors: np.ndarray, reference: np.ndarray) -> dict[str, float]:
 def evaluate(backend, data, texts, doc_ids, dense, query_ids, query_vectors) -> dict[str, Any]:
     """nDCG@10 / Recall@100 of hybrid and dense search over a fresh Edge collection of these vectors."""
     from kbsearch.models import ChunkPoint, CollectionSignature, DocumentRecord, SearchFilter
-    from kbsearch.services.search import configured_fusion
+    from kbsearch.services.search.service import configured_fusion
     from kbsearch.settings import Settings
     from kbsearch.store.bm25 import Bm25Encoder
     from kbsearch.store.edge.store import EdgeStore

@@ -13,7 +13,7 @@ time; its p50/p95 are measured:
 - write:     team a PUTs one `--write-bytes` markdown of ordinary words (~2,000 chunks a MB) while
              b searches, one at a time, for as long as the write lasts; b also PUTs one tiny
              document. Before query embedding had a lane of its own and documents were embedded
-             in bounded turns (services/batching.py), b's every search waited for a's whole document.
+             in bounded turns (services/documents/batching.py), b's every search waited for a's whole document.
 
 Every query text is new, so the embedding cache never answers one. Both clients run on the same
 cores as the service, as an attacker on the same node would. `--no-burst` runs only the baseline

@@ -170,7 +170,7 @@ def describe_fusion(fusion) -> dict[str, Any]:
 def fusions_to_compare():
     """The default, and each fusion the service offers at its best setting measured here."""
     from kbsearch.models import Fusion
-    from kbsearch.services.search import configured_fusion
+    from kbsearch.services.search.service import configured_fusion
     from kbsearch.settings import Settings
 
     s = Settings()

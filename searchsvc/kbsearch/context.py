@@ -27,17 +27,17 @@ from kbsearch.peers.router import PeerRouter
 from kbsearch.rerank.base import Reranker
 from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.answers.ask import AskService
-from kbsearch.services.budget import DocumentBudget, DocumentWork
-from kbsearch.services.document_reads import DocumentReads
-from kbsearch.services.documents import DocumentService
-from kbsearch.services.insights import InsightsService
-from kbsearch.services.querylog import QueryLog
-from kbsearch.services.ranking import Relevance
+from kbsearch.services.documents.budget import DocumentBudget, DocumentWork
+from kbsearch.services.documents.reads import DocumentReads
+from kbsearch.services.documents.repair import repair
+from kbsearch.services.documents.service import DocumentService
+from kbsearch.services.documents.syncstatus import SyncStatusService
 from kbsearch.services.rebuild.rebuild import RebuildService, rebuild_reason
-from kbsearch.services.repair import repair
-from kbsearch.services.rerank import ListwiseChat, RerankStage
-from kbsearch.services.search import SearchService, configured_fusion
-from kbsearch.services.syncstatus import SyncStatusService
+from kbsearch.services.search.insights import InsightsService
+from kbsearch.services.search.querylog import QueryLog
+from kbsearch.services.search.ranking import Relevance
+from kbsearch.services.search.rerank import ListwiseChat, RerankStage
+from kbsearch.services.search.service import SearchService, configured_fusion
 from kbsearch.settings import (
     AskSettings,
     ChunkSettings,

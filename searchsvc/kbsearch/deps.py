@@ -22,12 +22,12 @@ from kbsearch.errors import NotReadyError
 from kbsearch.metrics import Metrics
 from kbsearch.services.access.auth import Authenticator, KnownSources
 from kbsearch.services.answers.ask import AskService
-from kbsearch.services.document_reads import DocumentReads
-from kbsearch.services.documents import DocumentService
-from kbsearch.services.insights import InsightsService
+from kbsearch.services.documents.reads import DocumentReads
+from kbsearch.services.documents.service import DocumentService
+from kbsearch.services.documents.syncstatus import SyncStatusService
 from kbsearch.services.rebuild.rebuild import RebuildService
-from kbsearch.services.search import SearchService
-from kbsearch.services.syncstatus import SyncStatusService
+from kbsearch.services.search.insights import InsightsService
+from kbsearch.services.search.service import SearchService
 from kbsearch.settings import Settings
 
 T = TypeVar("T")

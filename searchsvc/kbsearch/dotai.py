@@ -20,8 +20,8 @@ from kbsearch.schemas.documents import PutDocumentRequest
 from kbsearch.schemas.fields import Metadata
 from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
-from kbsearch.services.documents import DocumentService
-from kbsearch.services.search import SearchService
+from kbsearch.services.documents.service import DocumentService
+from kbsearch.services.search.service import SearchService
 
 OPERATIONS = ("ingest", "search", "deleteByUri")
 DEFAULT_LIMIT = 10

@@ -135,7 +135,7 @@ class ChunkPoint:
     version: int = 0  # the record version of the write that made it (see DocumentRecord)
     start: int | None = None  # character offsets of `text` in the document body
     end: int | None = None
-    doc_version: str | None = None  # the documentation version the document belongs to (services/versions.py)
+    doc_version: str | None = None  # the documentation version the document belongs to (services/documents/versions.py)
     page_key: str | None = None  # the version-free page key every version of the page shares
     page: int | None = None  # where the chunk starts in the original file: a PDF page, 1-based
     cell: int | None = None  # ...or a notebook cell, 1-based
@@ -204,7 +204,7 @@ class SearchHit:
     version: str | None = None  # the documentation version of its document, when it has one
     page_key: str | None = None  # the version-free page key (None for chunks written before versions)
     similarity: float | None = None  # cosine of the query and the chunk's dense vector, when the query had one
-    relevance: float | None = None  # calibrated [0, 1] (services/ranking.py)
+    relevance: float | None = None  # calibrated [0, 1] (services/search/ranking.py)
     other_versions: list[str] = field(default_factory=list)  # other versions of the page that also matched
     more_matches: int = 0  # more chunks of the same document that matched
     page: int | None = None  # the PDF page or notebook cell the chunk starts in (see ChunkPoint)

@@ -19,8 +19,8 @@ from kbsearch.schemas.documents import DocumentText
 from kbsearch.schemas.search import SearchRequest, SearchResponse, SearchResult, UnansweredPeer
 from kbsearch.schemas.sources import SourceInfo, SourceList
 from kbsearch.services.access.scope import Caller
-from kbsearch.services.document_reads import DocumentPage, DocumentReads
-from kbsearch.services.search import SearchOutcome
+from kbsearch.services.documents.reads import DocumentPage, DocumentReads
+from kbsearch.services.search.service import SearchOutcome
 
 
 def error_response(

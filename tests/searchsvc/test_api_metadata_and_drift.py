@@ -197,7 +197,7 @@ async def test_start_up_repairs_what_a_killed_process_left(store_opener, tmp_pat
     before.close()
 
     app = create_app(Settings(data_dir=tmp_path / "unused"), store=store_opener.new(), embedder=HashingEmbedder())
-    with caplog.at_level("INFO", logger="kbsearch.services.repair"):
+    with caplog.at_level("INFO", logger="kbsearch.services.documents.repair"):
         async with serve(app) as client:
             listed = {d["uri"]: d for d in (await client.get("/api/v1/documents")).json()["documents"]}
             assert set(listed) == {"done.md", "half.md"}

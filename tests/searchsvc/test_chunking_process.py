@@ -16,7 +16,7 @@ import time
 
 import httpx
 
-from kbsearch.services.budget import DocumentBudget
+from kbsearch.services.documents.budget import DocumentBudget
 from tests.support.service_process import ServiceProcess
 
 TOKEN = "chunking-test-token-0123456789"

@@ -19,8 +19,8 @@ from kbsearch.chunker import MarkdownChunker
 from kbsearch.deps import context_of
 from kbsearch.errors import OverloadedError, UnavailableError
 from kbsearch.services.access.scope import Caller, SourceScope
-from kbsearch.services.budget import writer_of
-from kbsearch.services.chunk_processes import ChunkProcesses
+from kbsearch.services.documents.budget import writer_of
+from kbsearch.services.documents.chunk_processes import ChunkProcesses
 from tests.searchsvc.api_fixtures import counts, put, sections
 from tests.support.hashing import HashingEmbedder
 from tests.support.service import running_service

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.errors import DocumentTooComplexError
 from kbsearch.models import ChunkPoint, ParsedDocument, SparseVector
-from kbsearch.services.budget import DocumentBudget, DocumentWork
+from kbsearch.services.documents.budget import DocumentBudget, DocumentWork
 from kbsearch.store.base import CONTENT, HEADINGS, TAGS, TITLE
 from kbsearch.store.payloads import chunk_payload
 from tests.support.properties import properties, within

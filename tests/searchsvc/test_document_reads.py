@@ -9,7 +9,7 @@ import pytest
 from kbsearch.deps import context_of
 from kbsearch.models import DocumentChunk
 from kbsearch.services.access.scope import Caller, SourceScope
-from kbsearch.services.document_reads import DocumentReads, join_chunks
+from kbsearch.services.documents.reads import DocumentReads, join_chunks
 from tests.support.service import STORE_KINDS, running_service
 
 TEAM_A = Caller("team-a", True, SourceScope(("team-a/*",)))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbsearch.errors import EmbedderUnavailableError
-from kbsearch.services.batching import EmbeddingBatcher
+from kbsearch.services.documents.batching import EmbeddingBatcher
 from tests.support.hashing import HashingEmbedder
 
 

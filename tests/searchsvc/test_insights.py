@@ -10,8 +10,8 @@ import pytest
 from kbsearch.metrics import Metrics
 from kbsearch.models import Insights, QueryCount, QueryLogEntry, QueryScore
 from kbsearch.services.access.scope import Caller, SourceScope
-from kbsearch.services.insights import InsightsService
-from kbsearch.services.querylog import QueryLog
+from kbsearch.services.search.insights import InsightsService
+from kbsearch.services.search.querylog import QueryLog
 from kbsearch.store.base import VectorStore
 from kbsearch.store.factory import query_log_beside
 from kbsearch.store.querylog import (

@@ -18,7 +18,7 @@ from kbsearch.peers.config import Peer, PeerConfig, TokenFile, load_peers, parse
 from kbsearch.peers.rescore import rescored
 from kbsearch.peers.router import PeerRouter, Unanswered, covers, merge
 from kbsearch.schemas.search import SearchRequest
-from kbsearch.services.search import DEFAULT_RELEVANCE
+from kbsearch.services.search.service import DEFAULT_RELEVANCE
 from tests.support.hashing import HashingEmbedder
 from tests.support.localhttp import local_http, url_of
 

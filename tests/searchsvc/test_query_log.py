@@ -175,7 +175,7 @@ async def test_a_failing_log_store_never_fails_a_search_and_is_counted(
     failing._upsert = broken  # type: ignore[method-assign]
     async with running_service(kind, tmp_path / "data", store=store, query_log_store=failing) as client:
         await put(client, "https://x/a.md", "alpha", sourceIdentifier="s")
-        with caplog.at_level(logging.WARNING, logger="kbsearch.services.querylog"):
+        with caplog.at_level(logging.WARNING, logger="kbsearch.services.search.querylog"):
             for _ in range(3):
                 await search(client, "alpha")
                 await context_of(client.app).query_log.flush()  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from kbsearch.models import Fusion
-from kbsearch.services.search import configured_fusion
+from kbsearch.services.search.service import configured_fusion
 from kbsearch.settings import Settings, describe
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbsearch.services.versions import detect_version, newest_first_key
+from kbsearch.services.documents.versions import detect_version, newest_first_key
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """A bounded pool of threads for slow per-document work, taken in turns by writer.
 
 Conversions and chunking can each hold a thread for a minute (waiting for the child process that
-does the work, so without the GIL: convert/worker.py, services/chunk_processes.py). In the shared pool `in_thread` uses
-(anyio's 40 threads), fifty such documents leave stores, embeds and `/readyz` waiting behind them.
+does the work, so without the GIL: convert/worker.py, services/documents/chunk_processes.py). In
+the shared pool `in_thread` uses (anyio's 40 threads), fifty such documents leave stores, embeds
+and `/readyz` waiting behind them.
 Here they wait for a turn instead, off any thread: at most `slots` run at once, a writer runs at
 most `share` of them, and a freed slot goes to the writer with the fewest running (FairTurns), so
 one team's slow documents queue behind each other and never in front of another team's.

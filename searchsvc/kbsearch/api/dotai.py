@@ -39,7 +39,7 @@ from kbsearch.schemas.ask import AskCitation, AskRequest, AskResponse, AskSearch
 from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.ask import AskService
-from kbsearch.services.document_reads import DocumentReads
+from kbsearch.services.documents.reads import DocumentReads
 
 API_VERSION = "v1"
 TOOL = "manageKnowledge"

@@ -16,7 +16,7 @@ from kbsearch.presenters import field_problems, search_response, validation_mess
 from kbsearch.schemas.search import SearchRequest, SearchResponse
 from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.access.scope import Caller
-from kbsearch.services.search import SearchService
+from kbsearch.services.search.service import SearchService
 
 router = APIRouter(
     prefix="/api/v1",

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # their parsers (docutils and pdfminer import many lazily on a first document). The child may open no
 # file (Landlock), so all a parser reads from disk on first use (modules, nbformat's schemas) is
 # read there, by `warmup`.
-# The chunker's children (services/chunk_processes.py) fork from the same forkserver: one
+# The chunker's children (services/documents/chunk_processes.py) fork from the same forkserver: one
 # process-wide server, whose preload list must be the same whoever starts it first.
 _PRELOAD = [
     "kbsearch.convert.formats",

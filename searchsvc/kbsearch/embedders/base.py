@@ -17,7 +17,7 @@ class EmbeddingProvider(ABC):
     backend: str | None = None
     # Put before a search query (not a document) by embed_query: some models are trained with an instruction.
     query_prefix: str = ""
-    # Texts per document call of the batcher (services/batching.py), one writer's turn: a local
+    # Texts per document call of the batcher (services/documents/batching.py), one writer's turn: a local
     # model's call holds the cores while other writers wait; an API's is one request.
     turn_texts: int = 64
 

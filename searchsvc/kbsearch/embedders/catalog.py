@@ -31,7 +31,7 @@ class LocalModelSpec:
     # the only backend it comes in; None: exported here from installed weights.
     fetched_backend: str | None = None
     fetch_hint: str = ""
-    # The relevance curve over query-chunk cosines (midpoint, steepness; services/ranking.py): each
+    # The relevance curve over query-chunk cosines (midpoint, steepness; services/search/ranking.py): each
     # model spreads cosines its own way. MiniLM's from bench.docsqa; bge's from the same dev set,
     # between its off-topic questions' best cosines (0.51-0.61) and its answered ones' (0.71-0.81).
     relevance: tuple[float, float] = (0.35, 12.0)

@@ -2,7 +2,7 @@
 
 A peer's relevance is only its claim: any peer could say 1.0. Each hit's text is embedded here,
 as a local chunk is (its title and heading path as the context line, chunker.embedtext), and its
-cosine with the query's vector goes through the calibration local hits get (services/ranking.py,
+cosine with the query's vector goes through the calibration local hits get (services/search/ranking.py,
 passed in as `relevance`). A peer's text that is not about the query ranks like a local one would.
 
 Bound: the router keeps at most the search's `limit` hits of each peer (kbsearch.peers.router),

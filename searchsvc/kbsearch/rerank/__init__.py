@@ -2,5 +2,5 @@
 
 Each adapter owns one kind: a local ONNX cross-encoder read from a directory (`onnx`), or a remote
 `/rerank` endpoint (`remote`). The listwise rerank by the chat model is a service
-(kbsearch.services.rerank), because only kbsearch.llm speaks to the chat model.
+(kbsearch.services.search.rerank), because only kbsearch.llm speaks to the chat model.
 """

@@ -70,7 +70,7 @@ _INDEXES: dict[str, Any] = {
     CHECKSUM: qm.PayloadSchemaType.KEYWORD,
     # Finds a stored vector of a repeated chunk text in the same source (vectors_by_text_hash).
     TEXT_HASH: qm.PayloadSchemaType.KEYWORD,
-    # The version filter of docs search (services/versions.py).
+    # The version filter of docs search (services/documents/versions.py).
     DOC_VERSION: qm.PayloadSchemaType.KEYWORD,
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qm.PayloadSchemaType.DATETIME,

@@ -47,7 +47,7 @@ from kbsearch.schemas.system import ErrorDetail, ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
 from kbsearch.services.answers.extractive import answer_pieces, extract
-from kbsearch.services.search import SearchService
+from kbsearch.services.search.service import SearchService
 
 log = logging.getLogger(__name__)
 

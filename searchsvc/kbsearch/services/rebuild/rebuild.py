@@ -8,7 +8,7 @@ where: store/base.py) from each document's stored text:
 1. copy: every live document, in the store's id order, is written to the shadow through a document
    service of its own (chunked and embedded with the configured settings), holding that document's
    lock so a write to it waits; a pause after each keeps searches and writes first;
-2. writes that arrive meanwhile are mirrored (services/documents.py WriteMirror): after each live
+2. writes that arrive meanwhile are mirrored (services/documents/service.py WriteMirror): after each live
    write the shadow copies what the live collection now holds; a failed copy is retried before the
    swap;
 3. check: services/rebuild/selfcheck.py (a paired test over 100 queries from every source); a shadow
@@ -43,12 +43,12 @@ from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, CollectionSignature, DocumentChunk, DocumentRecord
 from kbsearch.schemas.documents import PutDocumentRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, SourceScope
-from kbsearch.services.document_reads import join_chunks
-from kbsearch.services.documents import DocumentService, now
-from kbsearch.services.insights import InsightsService
+from kbsearch.services.documents.reads import join_chunks
+from kbsearch.services.documents.repair import repair
+from kbsearch.services.documents.service import DocumentService, now
 from kbsearch.services.rebuild.selfcheck import DEPTH, CheckResult, build_check_set, self_check
-from kbsearch.services.repair import repair
-from kbsearch.services.search import SERVING, SearchService
+from kbsearch.services.search.insights import InsightsService
+from kbsearch.services.search.service import SERVING, SearchService
 from kbsearch.store import signature as sg
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -200,7 +200,7 @@ class RebuildService:
             self._task = None
         await self._detach(drop=False)
 
-    # --- the mirror (services/documents.py WriteMirror) --------------------------------------
+    # --- the mirror (services/documents/service.py WriteMirror) --------------------------------------
 
     async def changed(self, uri: str) -> None:
         if self._shadow_docs is None:

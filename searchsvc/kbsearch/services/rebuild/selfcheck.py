@@ -10,7 +10,7 @@ Queries with known answers are made from the current collection itself, up to `q
   whose first answer in the current collection is the same in all three modes, answered by it
   (the answer comes from the current collection, which favours it: only a clear one is kept).
 
-An *answer* is a page, not a URI: every version of one page (services/versions.py: source and page
+An *answer* is a page, not a URI: every version of one page (services/documents/versions.py: source and page
 key) and every identical copy (the same content checksum) count as one, so a hit on the 2.10 copy
 answers a query made from the 2.12 title. Both collections answer every query in hybrid, dense and
 keyword mode; each query scores its reciprocal rank among the first 10 distinct answers (RR@10),
@@ -42,9 +42,9 @@ from kbsearch.aio.runtime import store_call
 from kbsearch.models import INCOMPLETE, DocumentRecord, SearchHit
 from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
-from kbsearch.services.insights import InsightsService
-from kbsearch.services.search import SearchService
-from kbsearch.services.versions import detect_version, newest_first_key
+from kbsearch.services.documents.versions import detect_version, newest_first_key
+from kbsearch.services.search.insights import InsightsService
+from kbsearch.services.search.service import SearchService
 from kbsearch.store.base import VectorStore
 
 __all__ = ["Answers", "CheckQuery", "CheckResult", "build_check_set", "paired_upper_bound", "self_check"]

@@ -72,7 +72,7 @@ _INDEXES: dict[str, Any] = {
     CHECKSUM: qe.KeywordIndexParams(memory=_INDEX_MEMORY),
     # Finds a stored vector of a repeated chunk text in the same source (vectors_by_text_hash).
     TEXT_HASH: qe.KeywordIndexParams(memory=_INDEX_MEMORY),
-    # The version filter of docs search (services/versions.py).
+    # The version filter of docs search (services/documents/versions.py).
     DOC_VERSION: qe.KeywordIndexParams(memory=_INDEX_MEMORY),
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qe.DatetimeIndexParams(memory=_INDEX_MEMORY),

@@ -30,7 +30,7 @@ from kbsearch.convert import ConversionError, ConversionWorker, Converted
 from kbsearch.errors import DocumentTooComplexError
 from kbsearch.models import ParsedDocument
 from kbsearch.services.access.scope import Caller
-from kbsearch.services.chunk_processes import ChunkProcesses
+from kbsearch.services.documents.chunk_processes import ChunkProcesses
 
 __all__ = ["DocumentBudget", "DocumentWork", "check_budget", "writer_of"]
 

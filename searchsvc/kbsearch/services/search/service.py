@@ -19,10 +19,10 @@ from kbsearch.peers.rescore import rescored
 from kbsearch.peers.router import PeerAnswers, PeerRouter, Unanswered, merge
 from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
-from kbsearch.services.pageweights import PathWeights
-from kbsearch.services.querylog import QueryLog
-from kbsearch.services.ranking import PageEvidence, Relevance, collapse_pages, with_relevance
-from kbsearch.services.rerank import RerankStage
+from kbsearch.services.search.pageweights import PathWeights
+from kbsearch.services.search.querylog import QueryLog
+from kbsearch.services.search.ranking import PageEvidence, Relevance, collapse_pages, with_relevance
+from kbsearch.services.search.rerank import RerankStage
 from kbsearch.settings import SearchSettings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder

@@ -1,6 +1,6 @@
 """Start-up repair: undo what a killed process left half-written.
 
-A write marks its record incomplete before its first chunk (services/documents.py), so a
+A write marks its record incomplete before its first chunk (services/documents/service.py), so a
 process killed mid-write leaves either an incomplete record with some chunks, or nothing. This
 empties every incomplete record (its chunks go; the record stays, incomplete with 0 chunks, so
 the listing shows it stale and the operator's next full reconcile sends it again) and deletes
@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import uuid
 
-from kbsearch.services.documents import next_version
+from kbsearch.services.documents.service import next_version
 from kbsearch.store.base import VectorStore
 
 log = logging.getLogger(__name__)

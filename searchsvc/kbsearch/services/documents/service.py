@@ -30,8 +30,8 @@ from kbsearch.models import (
 )
 from kbsearch.schemas.documents import PutDocumentRequest, PutDocumentResponse
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
-from kbsearch.services.budget import DocumentWork, writer_of
-from kbsearch.services.document_prep import DocumentPreparer, Prepared, Source
+from kbsearch.services.documents.budget import DocumentWork, writer_of
+from kbsearch.services.documents.prep import DocumentPreparer, Prepared, Source
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 
@@ -100,7 +100,7 @@ class DocumentService:
     3. the chunks of older versions: the stale tail of the previous content;
     4. commit: the final record, written only if the claim is still ours.
 
-    Start-up repair (services/repair.py) empties any record still marked incomplete. In one
+    Start-up repair (services/documents/repair.py) empties any record still marked incomplete. In one
     process the per-URI locks serialise writers; across replicas on one Qdrant server the
     conditional writes do: the later claim wins, a chunk is never overwritten by an older
     version, and the loser removes its own chunks and answers 409 WRITE_CONFLICT.

@@ -1,6 +1,6 @@
 """A document's ranking weight: what its source says of its path, else what its path says it is.
 
-A page's score is multiplied by its weight (services/ranking.py). The weight is, in order:
+A page's score is multiplied by its weight (services/search/ranking.py). The weight is, in order:
 
 1. the document's `rankWeight` metadata, a number in (0, 4]: a KnowledgeSource's `pathWeights`
    (or `knowledge-sync --path-weight`) sets it by path, as docs search services rank by start URL;

@@ -1,6 +1,6 @@
 """A PUT's document before anything is written: its bytes checked, converted, chunked and embedded.
 
-DocumentService (services/documents.py) claims and commits what this prepares. Nothing here writes
+DocumentService (services/documents/service.py) claims and commits what this prepares. Nothing here writes
 to the store, so a cancellation or a refusal (413, 422) at this stage leaves no trace.
 """
 
@@ -21,9 +21,9 @@ from kbsearch.metrics import Metrics
 from kbsearch.models import ChunkPoint, ParsedDocument
 from kbsearch.schemas.documents import PutDocumentRequest
 from kbsearch.services.access.scope import source_partition
-from kbsearch.services.batching import EmbeddingBatcher
-from kbsearch.services.budget import DocumentWork
-from kbsearch.services.versions import detect_version
+from kbsearch.services.documents.batching import EmbeddingBatcher
+from kbsearch.services.documents.budget import DocumentWork
+from kbsearch.services.documents.versions import detect_version
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 
@@ -161,7 +161,7 @@ class DocumentPreparer:
         self, parsed: ParsedDocument, hashes: list[str], source_identifier: str | None, writer: str
     ) -> tuple[list[list[float]], int]:
         """Vectors for every chunk: a stored vector of the same text in the same source, else embedded
-        in the writer's turns (services/batching.py).
+        in the writer's turns (services/documents/batching.py).
 
         Only the writer's own source is looked in, and only its cache partition: `chunksEmbedded`
         and the write's duration must not tell a writer that another source holds a text.

@@ -17,7 +17,7 @@ from kbsearch.aio.runtime import store_call
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import Insights, InsightsWindow, QueryCount, QueryScore
 from kbsearch.services.access.scope import Caller, SourceCatalog
-from kbsearch.services.querylog import QueryLog
+from kbsearch.services.search.querylog import QueryLog
 
 __all__ = ["Insights", "InsightsService", "QueryCount", "QueryScore"]
 

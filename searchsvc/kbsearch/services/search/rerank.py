@@ -6,7 +6,7 @@ It reorders the first `candidates` pages by a second-stage scorer: a local cross
 timeout or an error the first-stage order is served as it was, and the metrics count why.
 
 Only the order changes. Each hit keeps its calibrated relevance (the service's own embedder's
-similarity through the logistic curve, services/ranking.py), so "nothing relevant" and the
+similarity through the logistic curve, services/search/ranking.py), so "nothing relevant" and the
 thresholds mean the same with or without a reranker.
 """
 

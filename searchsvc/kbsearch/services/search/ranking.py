@@ -1,6 +1,6 @@
 """From ranked chunks to ranked pages: one hit per page, the newest version first, and a relevance in [0, 1].
 
-A page is every version of one document (services/versions.py) in one source. Its hits collapse
+A page is every version of one document (services/documents/versions.py) in one source. Its hits collapse
 into one result: the best chunk of the version shown (the newest that matched, unless the caller
 asked for a version), the other versions that matched, and how many more of its chunks did.
 Identical chunk texts (a page copied into two places) collapse into the first.
@@ -13,7 +13,7 @@ A page ranks by page-level evidence (PageEvidence), from its chunks' fused score
   title, heading path and file name, IDF over the candidates, the page's best chunk, divided by
   the best page's. Sibling pages share their body words; their titles are what tells them apart
   ("the Go client", "the cluster variant");
-- times its document's weight (services/pageweights.py): what its source or its path's role
+- times its document's weight (services/search/pageweights.py): what its source or its path's role
   says of it, unless the question names that role.
 
 Relevance is absolute, unlike fusion's per-query normalised scores: a logistic curve over the
@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from kbsearch.models import SearchHit
-from kbsearch.services.versions import newest_first_key
+from kbsearch.services.documents.versions import newest_first_key
 
 __all__ = ["PageEvidence", "Relevance", "collapse_pages", "with_relevance"]
 
