@@ -14,6 +14,7 @@ import tenacity
 
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError, EmbedderUnavailableError
+from kbsearch.retrying import Transient, retry_after
 
 PROBE_TEXT = "dimension probe"
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -117,7 +118,7 @@ class OpenAIEmbedder(EmbeddingProvider):
         if self._requested_dimensions is not None:
             extra["dimensions"] = self._requested_dimensions
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(_Transient),
+            retry=tenacity.retry_if_exception_type(Transient),
             stop=tenacity.stop_after_attempt(self.max_retries + 1),
             wait=self._wait,
             sleep=self._sleep,
@@ -125,7 +126,7 @@ class OpenAIEmbedder(EmbeddingProvider):
         )
         try:
             return retrying(self._request, batch, extra, startup)
-        except _Transient as exc:
+        except Transient as exc:
             attempts = retrying.statistics["attempt_number"]
             raise EmbedderUnavailableError(
                 f"the embedding endpoint failed {attempts} times in a row: {exc.failure}",
@@ -133,15 +134,15 @@ class OpenAIEmbedder(EmbeddingProvider):
             ) from exc.failure
 
     def _request(self, batch: list[str], extra: dict[str, Any], startup: bool) -> list[list[float]]:
-        """One request: the vectors, or _Transient for a failure worth another try."""
+        """One request: the vectors, or Transient for a failure worth another try."""
         try:
             response = self._client.embeddings.create(input=batch, model=self.model, encoding_format="float", **extra)
         except openai.APIConnectionError as exc:  # includes timeouts
-            raise _Transient(exc, None) from exc
+            raise Transient(exc, None) from exc
         except openai.APIStatusError as exc:
             if exc.status_code not in _RETRYABLE_STATUS and exc.status_code < 500:
                 raise self._rejected(exc, startup) from exc
-            raise _Transient(exc, _retry_after(exc)) from exc
+            raise Transient(exc, retry_after(exc.response.headers)) from exc
         except openai.OpenAIError as exc:  # an answer the client cannot parse
             raise self._fail(f"unexpected answer from the embedding endpoint: {exc}", startup) from exc
         return self._vectors(response, len(batch), startup)
@@ -151,7 +152,7 @@ class OpenAIEmbedder(EmbeddingProvider):
         attempt = state.attempt_number - 1
         delay: float = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
         failure = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(failure, _Transient) and failure.retry_after is not None:
+        if isinstance(failure, Transient) and failure.retry_after is not None:
             delay = max(delay, failure.retry_after)
         return min(delay, self.backoff_max)
 
@@ -193,25 +194,3 @@ class OpenAIEmbedder(EmbeddingProvider):
     @staticmethod
     def _fail(message: str, startup: bool) -> Exception:
         return ConfigurationError(message) if startup else EmbedderUnavailableError(message)
-
-
-class _Transient(Exception):
-    """A failure worth another try (408, 409, 429, 5xx, no connection), with the wait the server asked for."""
-
-    def __init__(self, failure: openai.OpenAIError, retry_after: float | None) -> None:
-        super().__init__(str(failure))
-        self.failure = failure
-        self.retry_after = retry_after
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    """Seconds the server asked us to wait (Retry-After or retry-after-ms), if any."""
-    headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue  # an HTTP date: fall back to our own backoff
-    return None

@@ -24,6 +24,7 @@ import tenacity
 
 from kbsearch.errors import ConfigurationError, LLMTimeoutError, LLMUnavailableError
 from kbsearch.metrics import Metrics
+from kbsearch.retrying import Transient, retry_after
 
 log = logging.getLogger(__name__)
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -190,7 +191,7 @@ class ChatClient:
         )
         try:
             return await retrying(self._request, request, deadline)
-        except _Transient as exc:
+        except Transient as exc:
             if not self._worth_retrying(exc):  # waiting less than the server asks would only meet another refusal
                 exc.failure.details["retryAfterSeconds"] = exc.retry_after
             else:
@@ -198,7 +199,7 @@ class ChatClient:
             raise exc.failure from exc.__cause__
 
     async def _request(self, request: dict[str, Any], deadline: float) -> openai.AsyncStream[Any]:
-        """One request: the stream, or _Transient for a failure worth another try."""
+        """One request: the stream, or Transient for a failure worth another try."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise self._failed("timeout", LLMTimeoutError("the ask ran out of time waiting for the chat model"))
@@ -214,7 +215,7 @@ class ChatClient:
             failure = LLMUnavailableError(
                 f"cannot reach the chat endpoint: {_reason(exc)}", details={"reason": "connection"}
             )
-            raise _Transient(failure, None) from exc
+            raise Transient(failure, None) from exc
         except openai.APIStatusError as exc:
             status = exc.status_code
             failure = LLMUnavailableError(
@@ -224,19 +225,19 @@ class ChatClient:
             if status not in _RETRYABLE_STATUS and status < 500:
                 raise self._failed(reason, failure) from exc
             self._count(reason)
-            raise _Transient(failure, _retry_after(exc)) from exc
+            raise Transient(failure, retry_after(exc.response.headers)) from exc
         except openai.OpenAIError as exc:
             raise self._failed("bad_reply", LLMUnavailableError(f"unusable chat reply: {_reason(exc)}")) from exc
 
     def _worth_retrying(self, exc: BaseException) -> bool:
-        return isinstance(exc, _Transient) and (exc.retry_after is None or exc.retry_after <= self.max_wait)
+        return isinstance(exc, Transient) and (exc.retry_after is None or exc.retry_after <= self.max_wait)
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         """Exponential backoff with jitter, or the server's Retry-After when longer; capped at max_wait."""
         attempt = state.attempt_number - 1
         delay: float = min(self.max_wait, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
         failure = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(failure, _Transient) and failure.retry_after is not None:
+        if isinstance(failure, Transient) and failure.retry_after is not None:
             delay = max(delay, failure.retry_after)
         return min(delay, self.max_wait)
 
@@ -296,28 +297,6 @@ def _tool_calls(calls: dict[int, dict[str, str]]) -> tuple[ToolCall, ...]:
         # Some servers send no id; the next turn must still pair the result with its call.
         result.append(ToolCall(call["id"] or f"call_{index}", call["name"], call["arguments"] or "{}"))
     return tuple(result)
-
-
-class _Transient(Exception):
-    """A failure worth another try (408, 409, 429, 5xx, no connection), with the wait the server asked for."""
-
-    def __init__(self, failure: LLMUnavailableError, retry_after: float | None) -> None:
-        super().__init__(str(failure))
-        self.failure = failure
-        self.retry_after = retry_after
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    """Seconds the server asked us to wait (retry-after-ms or Retry-After in seconds), if any."""
-    headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue  # an HTTP date: fall back to our own backoff
-    return None
 
 
 def _hint(status: int) -> str:
