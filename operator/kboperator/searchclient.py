@@ -1,7 +1,7 @@
 """The operator's only HTTP client: the search service's v1 API, with retries and honest errors.
 
 Every response's status is checked. 429, 5xx and network errors are retried with exponential
-backoff and full jitter (a 429's Retry-After is honoured); when retries run out the call raises
+backoff and full jitter (a Retry-After is honoured, capped); when retries run out the call raises
 ServiceUnavailableError. 401/403 raise ServiceAuthError; a 409, 413 or 422 to a document write
 or delete raises DocumentRejectedError (that document can never succeed as it is); any other
 4xx raises ServiceRejectedError with the service's error code and message. The token is sent
@@ -246,7 +246,7 @@ class SearchClient:
                     f"{method} {path}: the search service answered {status} {code}: {message}",
                     status=status, code=code, details=details,
                 ),
-                _retry_after(response) if status != 503 else None,
+                _retry_after(response),
                 f"{status} {code}",
             )  # fmt: skip
         error: type[ServiceRejectedError | ServiceAuthError] = ServiceRejectedError

@@ -262,6 +262,22 @@ async def test_429_honours_retry_after_and_network_errors_are_retried(service: h
     assert len(sleeps) == 3 and sleeps[0] >= 7
 
 
+async def test_503_honours_retry_after(service: httpx.AsyncClient) -> None:
+    # The service's SERVICE_BUSY (its body budget is spent) asks for a wait; coming back sooner is refused again.
+    sleeps: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    busy = httpx.Response(
+        503, headers={"Retry-After": "4"}, json={"error": {"code": "SERVICE_BUSY", "message": "busy", "details": {}}}
+    )
+    transport = flaky(service, [busy])
+    async with SearchClient(BASE_URL, transport=transport, sleep=sleep, backoff_base=0.1) as client:
+        assert (await client.put_document("https://x/a.md", "alpha", META)).status == "created"
+    assert len(sleeps) == 1 and sleeps[0] >= 4
+
+
 async def test_a_lost_write_race_is_retried_not_skipped(service: httpx.AsyncClient) -> None:
     # Another replica won the race for this URI: the service's WRITE_CONFLICT carries Retry-After.
     sleeps: list[float] = []
