@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kbsearch.services.documents.versions import detect_version, newest_first_key
 
@@ -19,6 +23,16 @@ from kbsearch.services.documents.versions import detect_version, newest_first_ke
         ("docs/guide.md", None, "docs/guide.md"),
         ("docs/2024/retro.md", None, "docs/2024/retro.md"),  # a bare number is a year or a part, not a version
         ("docs/guide-2.1.md", None, "docs/guide-2.1.md"),  # the file name is never the version
+        # A version before or after the current copy's folder name: a version of that copy's page.
+        ("content/v1.16-docs/usage/ingress.md", "1.16", "content/docs/usage/ingress.md"),
+        ("content/docs/usage/ingress.md", None, "content/docs/usage/ingress.md"),
+        ("docs-2.21/guide.md", "2.21", "docs/guide.md"),
+        ("site/docs_v3.1.2/guide.md", "3.1.2", "site/docs/guide.md"),
+        ("1.4-docs/guide.md", "1.4", "docs/guide.md"),
+        # Names with digits are names: a version in a folder name is dotted.
+        ("python3-docs/guide.md", None, "python3-docs/guide.md"),
+        ("2021-blog/post.md", None, "2021-blog/post.md"),
+        ("k8s-1-docs/guide.md", None, "k8s-1-docs/guide.md"),
     ],
 )
 def test_the_common_layouts_are_recognised(path, version, page):
@@ -52,3 +66,28 @@ def test_a_writer_can_name_the_version_itself(path, version, page):
 def test_versions_order_as_versions_not_as_strings():
     versions = ["2.9", "2.21", "1.4.0", "2.10", None, "v3"]
     assert sorted(versions, key=newest_first_key) == [None, "v3", "2.21", "2.10", "2.9", "1.4.0"]
+
+
+# Plain folder names: not `v2` (a version itself) nor `version`/`release` (`release-1.2` is its own layout).
+_names = st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True).filter(
+    lambda n: re.fullmatch(r"v\d+", n) is None and n not in ("version", "release")
+)
+_versions = st.lists(st.integers(0, 99), min_size=2, max_size=3).map(lambda ns: ".".join(map(str, ns)))
+
+
+@given(parent=_names, name=_names, rest=st.lists(_names, max_size=3), version=_versions, v=st.booleans())
+def test_an_affixed_copy_is_a_version_of_the_current_page(parent, name, rest, version, v):
+    current = "/".join([parent, name, *rest, "page.md"])
+    prefix = "v" if v else ""
+    for folder in (f"{prefix}{version}-{name}", f"{name}-{prefix}{version}", f"{name}_{prefix}{version}"):
+        copy = "/".join([parent, folder, *rest, "page.md"])
+        assert detect_version("kb://x", {"path": copy}) == (version, current)
+    assert detect_version("kb://x", {"path": current}) == (None, current)
+    assert sorted([version, None], key=newest_first_key)[0] is None  # the current copy is the newest
+
+
+@given(folders=st.lists(st.from_regex(r"[a-z]{1,8}[0-9]{0,3}([-_][a-z]{1,8}[0-9]{0,3})?", fullmatch=True), max_size=4))
+def test_folder_names_without_a_dotted_number_are_never_versions(folders):
+    path = "/".join([*folders, "page.md"])
+    found = detect_version("kb://x", {"path": path})
+    assert found.version is None or found.version.isdigit()  # `v2`, `2.x`-style series stay recognised

@@ -1,11 +1,16 @@
 """Versioned documentation: which version of which page a document is, and which version is newest.
 
 Docs repositories keep a copy of every page per version: `content/docs/2.21/…` (Hugo),
-`versioned_docs/version-3.1/…` (Docusaurus), `docs/v1.4/…` or `1.4/…` (mkdocs-mike and others).
+`versioned_docs/version-3.1/…` (Docusaurus), `docs/v1.4/…` or `1.4/…` (mkdocs-mike and others),
+or a folder named after the current one with a version before or after it: `content/v1.16-docs/…`
+beside `content/docs/…` (cert-manager's site), `docs-2.21/…` beside `docs/…`.
 A document's version comes from its `version` metadata when the writer set one (an operator
 source's `versionPattern` names its own layout), else from the first folder of its path that looks like a
 version. Its page is the path with that folder replaced by `*`, so every version of one page
-shares a page key; Docusaurus's current `docs/` copy shares the key of its `versioned_docs/`.
+shares a page key; where the layout names the current copy (Docusaurus's `docs/` beside its
+`versioned_docs/`, `docs/` beside `v1.16-docs/`), the versions take that copy's path as their key,
+and the copy without a version is the newest. Each document is located from its own path, so a write
+needs nothing of the repository's other files.
 """
 
 from __future__ import annotations
@@ -21,6 +26,13 @@ __all__ = ["DocumentVersion", "detect_version", "newest_first_key", "version_key
 _VERSION_FOLDER = re.compile(
     r"^(?:(?:v|version-|release-)(?P<prefixed>\d{1,4}(?:\.\d{1,4}){0,3})|(?P<dotted>\d{1,4}(?:\.\d{1,4}){1,3})"
     r"|(?P<series>\d{1,4})(?=\.x$))(?:\.x)?$",
+    re.IGNORECASE,
+)
+# A folder named after the current copy's folder with a version before or after it: v1.16-docs,
+# 1.16-docs, docs-2.21, docs_v2.21. Dotted only: `python3-docs`, `2021-blog`, `k8s-1-docs` are names.
+_AFFIXED_VERSION_FOLDER = re.compile(
+    r"^(?:v?(?P<before>\d{1,4}(?:\.\d{1,4}){1,3})[-_](?P<current_after>[a-z][a-z0-9]*)"
+    r"|(?P<current_before>[a-z][a-z0-9]*)[-_]v?(?P<after>\d{1,4}(?:\.\d{1,4}){1,3}))$",
     re.IGNORECASE,
 )
 MAX_VERSION_CHARS = 64
@@ -48,10 +60,14 @@ def detect_version(uri: str, metadata: Mapping[str, object]) -> DocumentVersion:
     folders = path.split("/")
     for i, folder in enumerate(folders[:-1]):
         match = _VERSION_FOLDER.match(folder)
-        if match is None:
-            continue
-        version = match.group("prefixed") or match.group("dotted") or match.group("series")
-        return DocumentVersion(version, _page_key(folders, i))
+        if match is not None:
+            version = match.group("prefixed") or match.group("dotted") or match.group("series")
+            return DocumentVersion(version, _page_key(folders, i))
+        affixed = _AFFIXED_VERSION_FOLDER.match(folder)
+        if affixed is not None:
+            current = affixed.group("current_after") or affixed.group("current_before")
+            page = "/".join([*folders[:i], current, *folders[i + 1 :]])
+            return DocumentVersion(affixed.group("before") or affixed.group("after"), page)
     return DocumentVersion(None, path)
 
 
