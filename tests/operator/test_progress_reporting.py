@@ -49,7 +49,7 @@ async def settle() -> None:
 
 async def test_each_stage_is_sent_then_documents_only_every_n() -> None:
     sink, clock = Recorder(), Clock()
-    progress = ThrottledProgress("ns/src", [sink], started_at=STARTED, every=10, interval_s=5.0, clock=clock)
+    progress = ThrottledProgress("ns/src", [sink], started_at=STARTED, every=10, interval_s=30.0, clock=clock)
     progress(Phase("ns/src", "fetching"))
     await settle()
     progress(Phase("ns/src", "reading"))
@@ -58,6 +58,7 @@ async def test_each_stage_is_sent_then_documents_only_every_n() -> None:
     progress(done("binary.png", "read"))  # skipped while reading: not one of the 126
     await settle()
     for n in range(25):
+        clock.now += 0.2
         progress(done(f"doc{n}.md"))
         await settle()
     assert [(s.stage, s.done, s.total) for s in sink.seen] == [
@@ -84,6 +85,20 @@ async def test_a_slow_trickle_is_sent_every_interval_not_per_document() -> None:
         await settle()
     assert [s.done for s in sink.seen] == [0, 5, 10, 15, 20, 25, 30, 35, 40]
     assert progress.sends == 9  # 40 documents, 9 writes
+
+
+async def test_a_fast_sync_is_written_at_most_once_per_min_gap() -> None:
+    sink, clock = Recorder(), Clock()
+    progress = ThrottledProgress("ns/src", [sink], started_at=STARTED, every=100, interval_s=5.0, clock=clock)
+    progress(Planned("ns/src", True, 3000, 0, 0))
+    await settle()
+    for n in range(3000):  # a thousand documents a second
+        clock.now += 0.001
+        progress(done(f"doc{n}.md"))
+        await settle()
+    sent = [s.done for s in sink.seen]
+    assert len(sent) <= 4 and sent[0] == 0  # not 30 sends: one a second
+    assert all(later - earlier >= 999 for earlier, later in zip(sent[1:], sent[2:], strict=False))
 
 
 async def test_sends_never_overlap_and_a_busy_sink_gets_the_latest_counts() -> None:
@@ -120,7 +135,7 @@ async def test_close_waits_for_the_send_in_flight_and_starts_no_other() -> None:
 
 async def test_a_failing_sink_never_fails_the_sync_and_others_still_hear(caplog: pytest.LogCaptureFixture) -> None:
     broken, good, clock = Recorder(fail=True), Recorder(), Clock()
-    progress = ThrottledProgress("ns/src", [broken, good], started_at=STARTED, every=1, clock=clock)
+    progress = ThrottledProgress("ns/src", [broken, good], started_at=STARTED, every=1, min_gap_s=0, clock=clock)
     progress(Planned("ns/src", True, 3, 0, 0))
     for n in range(3):
         await settle()
@@ -142,3 +157,5 @@ async def test_a_sync_with_nothing_to_do_sends_nothing() -> None:
 def test_bounds_are_checked() -> None:
     with pytest.raises(ValueError, match="every"):
         ThrottledProgress("ns/src", [], started_at=STARTED, every=0)
+    with pytest.raises(ValueError, match="min_gap_s"):
+        ThrottledProgress("ns/src", [], started_at=STARTED, min_gap_s=-1)

@@ -4,7 +4,8 @@ The engine's progress callback (sync.progress) fires once per document; a write 
 API or a report to the search service per document would cost as many requests as the sync
 itself. `ThrottledProgress` is such a callback: it keeps the counts and sends a `Snapshot` to its
 sinks when the sync moves to another stage (fetching, reading, syncing: three sends at most), then
-at most every `interval_s` seconds or every `every` documents, whichever comes first. One send
+every `interval_s` seconds or every `every` documents, whichever comes first, but never twice
+within `min_gap_s` (a fast sync of 10,000 documents is not 100 writes in a few seconds). One send
 runs at a time, in order; a send that falls due while one is in flight is folded into the next,
 so a slow sink delays its own updates and never the sync. `close()` waits for the send in flight
 and returns the final counts, which the caller writes with the sync's outcome (the final state is
@@ -22,9 +23,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from kboperator.sync.progress import DocumentDone, Phase, Planned, SyncEvent
+from kboperator.schedule import format_time
+from kboperator.searchclient import SearchClient
+from kboperator.sync.progress import DocumentDone, Phase, Planned, Progress, SyncEvent
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,7 @@ Stage = Literal["fetching", "reading", "syncing"]
 #: Defaults: a snapshot at most this often, or after this many documents, whichever first.
 INTERVAL_S = 5.0
 EVERY_DOCUMENTS = 100
+MIN_GAP_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,13 @@ class Snapshot:
             return "fetching the repository" if self.stage == "fetching" else "reading the repository's files"
         return f"syncing {self.done} of {self.total} documents"
 
+    def to_json(self) -> dict[str, Any]:
+        """The `progress` of a report to the search service's sync-status endpoint."""
+        body: dict[str, Any] = {"stage": self.stage, "done": self.done, "startedAt": format_time(self.started_at)}
+        if self.total is not None:
+            body["total"] = self.total
+        return body
+
 
 Sink = Callable[[Snapshot], Awaitable[None]]
 
@@ -71,15 +82,17 @@ class ThrottledProgress:
         started_at: datetime.datetime,
         interval_s: float = INTERVAL_S,
         every: int = EVERY_DOCUMENTS,
+        min_gap_s: float = MIN_GAP_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if interval_s < 0 or every < 1:
-            raise ValueError("interval_s must be >= 0 and every >= 1")
+        if interval_s < 0 or min_gap_s < 0 or every < 1:
+            raise ValueError("interval_s and min_gap_s must be >= 0 and every >= 1")
         self.source_id = source_id
         self.sinks = list(sinks)
         self.started_at = started_at
         self.interval_s = interval_s
         self.every = every
+        self.min_gap_s = min(min_gap_s, interval_s)
         self.clock = clock
         self.sends = 0  # snapshots sent, for tests and logs
         self._stage: Stage | None = None
@@ -110,7 +123,8 @@ class ThrottledProgress:
         when, done, stage = self._sent
         if self._stage != stage:
             return True
-        return self._done - done >= self.every or self.clock() - when >= self.interval_s
+        elapsed = self.clock() - when
+        return elapsed >= self.interval_s or (self._done - done >= self.every and elapsed >= self.min_gap_s)
 
     def _kick(self) -> None:
         self._pending = True
@@ -144,3 +158,28 @@ class ThrottledProgress:
                 if not task.cancelled():  # we are being cancelled, not the send
                     raise
         return self.snapshot()
+
+
+class ServiceProgress:
+    """A sink: each snapshot to the search service, whose sources page shows it; quiet with an older one."""
+
+    def __init__(self, client: SearchClient) -> None:
+        self.client = client
+        self.taken = True
+
+    async def __call__(self, snapshot: Snapshot) -> None:
+        if not self.taken:
+            return
+        self.taken = await self.client.report_progress(snapshot.source_id, snapshot.to_json())
+        if not self.taken:
+            log.info("the search service at %s takes no progress reports (an older version)", self.client.base_url)
+
+
+def fan_out(*callbacks: Progress) -> Progress:
+    """One progress callback that calls each of `callbacks` in turn."""
+
+    def progress(event: SyncEvent) -> None:
+        for callback in callbacks:
+            callback(event)
+
+    return progress
