@@ -46,6 +46,7 @@ from kboperator.statefile import read_state, write_state
 from kboperator.sync.docuri import check_web_url
 from kboperator.sync.engine import SyncEngine
 from kboperator.sync.prepared import prepare
+from kboperator.sync.reporting import ServiceProgress, ThrottledProgress, fan_out
 from kboperator.syncview import NORMAL, PROGRESS_INTERVAL_S, QUIET, VERBOSE, LogHandler, SyncView
 from kboperator.version import package_version
 
@@ -195,15 +196,19 @@ async def _run(args: argparse.Namespace, view: SyncView) -> int:
         async with SearchClient(args.service, token) as client:
             engine = SyncEngine(client, cache)
             started = utcnow()
+            # The service's sources page shows the run as it goes: throttled, never a request per document.
+            reporter = ThrottledProgress(spec.source_id, [ServiceProgress(client)], started_at=started)
             try:
                 # Prepared once, here: an invalid spec is reported to the service like any failed sync.
                 prepared = prepare(spec, forbidden=[cache.root])
                 result = await engine.sync(
-                    prepared, last_commit, force_full=args.full, baseline=baseline, progress=view
+                    prepared, last_commit, force_full=args.full, baseline=baseline, progress=fan_out(view, reporter)
                 )
             except SyncError as exc:
+                await reporter.close()
                 await engine.report(spec.source_id, None, exc, synced_at=format_time(utcnow()))
                 raise
+            await reporter.close()
             now = utcnow()
             await engine.report(
                 spec.source_id, result, None, synced_at=format_time(now), **_freshness(result, started, now)

@@ -203,6 +203,21 @@ class SearchClient:
             _nonempty(body["sync"]["syncedAt"])
         return True
 
+    async def report_progress(self, source_id: str, progress: Mapping[str, Any]) -> bool:
+        """PUT /api/v1/sources/{id}/status with only `progress`: how far a running sync is.
+
+        True when the service took it; False from a service too old to take progress reports
+        (its 422 asks for a phase; 404/405: no status endpoint). Tried once: the next one follows soon.
+        """
+        path = f"/api/v1/sources/{quote(source_id, safe='')}/status"
+        try:
+            await self._call("PUT", path, json={"progress": dict(progress)}, attempts=1)
+        except ServiceRejectedError as exc:
+            if exc.status in _NO_SUCH_ENDPOINT or exc.status == 422:
+                return False
+            raise
+        return True
+
     async def _call(
         self, method: str, path: str, *, document: bool = False, attempts: int | None = None, **kwargs: Any
     ) -> dict[str, Any]:

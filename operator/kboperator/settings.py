@@ -45,6 +45,12 @@ class OperatorSettings(BaseSettings):
         False, description="Accept an unknown SSH host key and pin it in the cache (lost on restart); false refuses it."
     )
     max_concurrent_syncs: int = Field(4, ge=1, description="Syncs running at once across all sources.")
+    progress_interval_seconds: float = Field(
+        5.0, ge=1, description="A running sync's progress is written to its status and service at most this often."
+    )
+    progress_every_documents: int = Field(
+        100, ge=1, description="...or after this many documents, though never twice within a second."
+    )
     cache_dir: Path = Field(Path("/var/cache/kb-operator"), description="Where the cached clones live.")
     partial_clone: bool = Field(
         False,

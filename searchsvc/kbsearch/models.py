@@ -278,11 +278,13 @@ class SyncStatus:
 
     `failed` and `skipped` are the full counts; the file lists are bounded and may hold fewer.
     `added`, `modified`, `deleted` and `unchanged` are optional extras of the report (0 if not sent).
+    `progress`: the sync running now, if its syncer reports one. `phase` None: no sync of the
+    source has ended yet, only `progress` is known (and `synced_at` is when that sync started).
     """
 
     source_identifier: str
     commit: str | None
-    phase: SyncPhase
+    phase: SyncPhase | None
     documents: int
     failed: int
     skipped: int
@@ -297,6 +299,22 @@ class SyncStatus:
     unchanged: int = 0
     last_success_at: str | None = None  # RFC 3339, UTC: when the last successful sync ended
     freshness: Freshness | None = None
+    progress: SyncProgress | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncProgress:
+    """How far a running sync is, as its syncer last reported (times RFC 3339, UTC).
+
+    `stage`: fetching, reading, then syncing; `total` is known from syncing on. `reported_at` is
+    this service's clock when the report came: a syncer that died leaves it growing old.
+    """
+
+    stage: str
+    done: int
+    total: int | None
+    started_at: str
+    reported_at: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from kbsearch.models import SyncStatus
 from kbsearch.schemas.documents import DocumentText
 from kbsearch.schemas.search import SearchRequest, SearchResponse, SearchResult, UnansweredPeer
-from kbsearch.schemas.sources import SourceInfo, SourceList
+from kbsearch.schemas.sources import SourceInfo, SourceList, SyncProgressInfo, SyncStatusInfo
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.documents.reads import DocumentPage, DocumentReads
 from kbsearch.services.search.service import SearchOutcome
@@ -106,8 +107,29 @@ def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchRes
 
 async def source_list(service: DocumentReads, caller: Caller) -> SourceList:
     """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
-    sources = [SourceInfo.model_validate(s, from_attributes=True) for s in await service.sources(caller)]
+    sources = []
+    for stats in await service.sources(caller):
+        sync, progress = sync_infos(stats.sync)
+        sources.append(
+            SourceInfo(
+                source_identifier=stats.source_identifier,
+                documents=stats.documents,
+                chunks=stats.chunks,
+                last_ingested_at=stats.last_ingested_at,
+                sync=sync,
+                progress=progress,
+            )
+        )
     return SourceList(sources=sources)
+
+
+def sync_infos(status: SyncStatus | None) -> tuple[SyncStatusInfo | None, SyncProgressInfo | None]:
+    """A stored status as the API shows it: the last outcome (None before one), and the running sync's progress."""
+    if status is None:
+        return None, None
+    sync = SyncStatusInfo.model_validate(status, from_attributes=True) if status.phase is not None else None
+    progress = status.progress
+    return sync, SyncProgressInfo.model_validate(progress, from_attributes=True) if progress else None
 
 
 def text_page(page: DocumentPage) -> DocumentText:

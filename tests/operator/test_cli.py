@@ -499,7 +499,9 @@ def test_a_status_report_that_fails_does_not_fail_the_run(
     code, out, err = run(capsys, *base_args(server, repo, tmp_path))
     assert code == 0 and out.startswith("converged"), err
     assert "could not report the sync's outcome" in err
-    assert server.faults.refused == 2  # tried twice, not for the client's whole retry budget
+    # The outcome tried twice, not for the client's whole retry budget; each progress report (one per
+    # stage at most in a run this small) once.
+    assert 2 < server.faults.refused <= 2 + 3
     assert sources_listed(server)[SOURCE]["sync"] is None and server.listing() == expected(repo)
 
     server.faults.app = real  # the next run reports again

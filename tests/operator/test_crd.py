@@ -84,7 +84,9 @@ def test_names_are_the_agreed_ones() -> None:
     assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
-    assert columns == ["Ready", "Commit", "Documents", "Last Sync", "Age"]
+    assert columns == ["Ready", "Commit", "Documents", "Progress", "Last Sync", "Age"]
+    progress = next(c for c in version["additionalPrinterColumns"] if c["name"] == "Progress")
+    assert progress["jsonPath"] == ".status.progress.summary"  # 25/126 while a sync runs, empty otherwise
 
 
 def test_kubernetes_validate_strict_accepts_the_crd() -> None:

@@ -40,6 +40,10 @@ async def test_create_reaches_synced(world: World) -> None:
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Ready"]["status"] == "True" and conditions["Synced"]["status"] == "True"
     assert conditions["Ready"]["observedGeneration"] == 1
+    # Its progress was written while it ran (straight to /status) and closed with the final counts.
+    assert conditions["Syncing"]["status"] == "False" and conditions["Syncing"]["reason"] == "SyncEnded"
+    assert "went through 2 of 2 documents" in conditions["Syncing"]["message"]
+    assert "progress" not in status and not world.kube.schema_problems
     assert status["nextSyncTime"] > status["lastSyncTime"]
     assert await world.listing("docs") == repo.expected("README.md", "guide/install.md")
     # The service's sources page shows the same outcome, reported by the operator.

@@ -319,6 +319,10 @@ def test_a_webhooks_push_request_asks_for_an_incremental_sync() -> None:
 def test_the_reasons_are_the_strings_users_see() -> None:
     # Part of the user-visible contract: alerts and scripts match on them. Never rename one.
     assert {r.value for r in Reason} == {
+        "SyncRunning",
+        "SyncEnded",
+        "SyncStopped",
+        "SyncInterrupted",
         "Pending",
         "Suspended",
         "SyncSucceeded",

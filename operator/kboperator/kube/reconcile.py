@@ -41,6 +41,7 @@ import kopf
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import InvalidSpecError, SecretError, SyncError
 from kboperator.kube.context import OperatorContext
+from kboperator.kube.progress import StatusProgress
 from kboperator.kube.resource import KnowledgeSourceStatus
 from kboperator.kube.secrets import repository_credentials, webhook_token
 from kboperator.kube.source import ServiceRef, Source, parse_source, service_ref, source_id
@@ -50,6 +51,8 @@ from kboperator.kube.webhooks import push_request_time
 from kboperator.models import Baseline, Credentials, SyncResult
 from kboperator.schedule import format_time, utcnow
 from kboperator.settings import OperatorSettings
+from kboperator.sync.engine import SyncEngine
+from kboperator.sync.reporting import ServiceProgress, Sink, Snapshot, ThrottledProgress
 
 log = logging.getLogger(__name__)
 
@@ -212,17 +215,24 @@ async def _sync(
     async with state.lock, context.slots:
         if stopped:  # deleted while queued: the cleanup may have run, a sync now would re-add documents
             return
+        final: Snapshot | None = None  # the counts the sync's progress reached, if it sent any
         try:
             credentials = await _credentials(context, source)
             async with context.engine(source.namespace, source.service) as engine:
-                result = await engine.sync(
-                    source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline
-                )
+                progress = _progress(context, writer, source, engine, started_at)
+                try:
+                    result = await engine.sync(
+                        source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline,
+                        progress=progress,
+                    )  # fmt: skip
+                finally:
+                    final = await progress.close()
         except SyncError as exc:
             error = exc
         except Exception as exc:  # a bug must not stop this source's loop; it is shown in status
             log.exception("source %s: sync failed unexpectedly", source.source_id)
             error = exc
+        writer.sync_ended(final, error, time.monotonic() - started)
         now = utcnow()
         retry_at = _retry_at(context.settings, source, writer.failures() + 1, now)
         bound = _freshness_bound(context, writer.body)
@@ -247,6 +257,20 @@ async def _sync(
             context, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time(),
             status=writer.status,
         )  # fmt: skip
+
+
+def _progress(
+    context: OperatorContext, writer: StatusWriter, source: Source, engine: SyncEngine, started_at: datetime.datetime
+) -> ThrottledProgress:
+    """The sync's progress callback: its counts to the source's status and to its search service."""
+    settings = context.settings
+    name = (writer.body.get("metadata") or {}).get("name", "")
+    sinks: list[Sink] = [StatusProgress(context.secrets.api_client, writer, source.namespace, name)]
+    sinks.append(ServiceProgress(engine.client))
+    return ThrottledProgress(
+        source.source_id, sinks, started_at=started_at,
+        interval_s=settings.progress_interval_seconds, every=settings.progress_every_documents,
+    )  # fmt: skip
 
 
 async def _report(

@@ -82,6 +82,16 @@ class LastSync(_Camel):
     drift: str | None = None
 
 
+class SyncProgress(_Camel):
+    """status.progress: how far the running sync is; absent when none runs."""
+
+    done: int | None = None
+    total: int | None = None
+    started_at: Time = None
+    #: What `kubectl get` shows: `25/126`, or `fetching`/`reading` before the work is known.
+    summary: str | None = None
+
+
 class Condition(_Camel):
     """One of status.conditions, shaped by the Kubernetes API conventions (the CRD requires all but
     `observedGeneration`, so the API server never hands back one without them)."""
@@ -116,6 +126,7 @@ class KnowledgeSourceStatus(_Camel):
     last_handled_sync_request: str | None = None
     webhook_path: str | None = None
     freshness: Freshness | None = None
+    progress: SyncProgress | None = None
     document_count: int | None = None
     expected_document_count: int | None = None
     collection_epoch: str | None = None

@@ -69,6 +69,8 @@ READY = "Ready"
 SYNCED = "Synced"
 #: Present only when a freshness bound is set: False while the source is behind it.
 FRESH = "FreshWithinBound"
+#: True while a sync runs (its message: "syncing 25 of 126 documents"), False once it ended.
+SYNCING = "Syncing"
 
 
 class Action(enum.Enum):
@@ -110,6 +112,11 @@ class Reason(enum.StrEnum):
     # The FreshWithinBound condition (and an event when it turns False).
     WITHIN_BOUND = "WithinBound"
     FELL_BEHIND = "FellBehind"
+    # The Syncing condition.
+    SYNC_RUNNING = "SyncRunning"
+    SYNC_ENDED = "SyncEnded"
+    SYNC_STOPPED = "SyncStopped"
+    SYNC_INTERRUPTED = "SyncInterrupted"
     # Events only.
     WEBHOOK_UNAVAILABLE = "WebhookUnavailable"
     SYNC_COMPLETED = "SyncCompleted"

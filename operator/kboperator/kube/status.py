@@ -15,12 +15,13 @@ import kopf
 
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.kube.metrics import OperatorMetrics
-from kboperator.kube.resource import Condition, Freshness, KnowledgeSourceStatus, LastSync, Phase
+from kboperator.kube.resource import Condition, Freshness, KnowledgeSourceStatus, LastSync, Phase, SyncProgress
 from kboperator.kube.source import Source, source_id
 from kboperator.kube.statemachine import (
     FRESH,
     READY,
     SYNCED,
+    SYNCING,
     Action,
     Decision,
     Reason,
@@ -30,6 +31,7 @@ from kboperator.kube.statemachine import (
 from kboperator.models import FileIssue, SyncResult
 from kboperator.models import Freshness as ReportedFreshness
 from kboperator.schedule import format_time, utcnow
+from kboperator.sync.reporting import Snapshot
 
 #: Bounded lists in status: the CRD's maxItems, so that a huge repository cannot bloat the object.
 MAX_LISTED_FILES = 50
@@ -162,7 +164,41 @@ class StatusWriter:
 
     def interrupted(self) -> None:
         """Syncing at start-up: the last process may have died half-way through applying a diff."""
-        self._write(KnowledgeSourceStatus(last_full_sync_time=None))  # so the sync it owes is a full reconcile
+        changes = KnowledgeSourceStatus(last_full_sync_time=None)  # so the sync it owes is a full reconcile
+        if self._condition_status(SYNCING) == "True" or self.status.progress is not None:
+            message = "the operator restarted while a sync ran; the sync it owes is a full reconcile"
+            changes.progress = None
+            changes.conditions = self._conditions((SYNCING, False, Reason.SYNC_INTERRUPTED, message))
+        self._write(changes)
+
+    def progress(self, snapshot: Snapshot) -> dict[str, object]:
+        """A running sync's counts: status.progress and the Syncing condition True. Returns the
+        status patch, which the caller sends at once (kopf's own patch waits for the handler's end)."""
+        changes = KnowledgeSourceStatus(
+            progress=SyncProgress(
+                done=snapshot.done, total=snapshot.total, started_at=snapshot.started_at, summary=snapshot.summary
+            ),
+            conditions=self._conditions((SYNCING, True, Reason.SYNC_RUNNING, snapshot.message)),
+        )
+        self._write(changes)
+        return changes.patch()
+
+    def sync_ended(self, snapshot: Snapshot | None, error: Exception | None, elapsed_s: float) -> None:
+        """Close the progress a sync wrote (Syncing False, status.progress removed) with its final counts."""
+        if snapshot is None and self._condition_status(SYNCING) != "True" and self.status.progress is None:
+            return  # it wrote none: a sync with nothing to do stays out of the status
+        counts = f"{snapshot.done} of {snapshot.total} documents" if snapshot and snapshot.total is not None else None
+        if error is None:
+            reason, message = (
+                Reason.SYNC_ENDED,
+                f"the last sync went through {counts or 'its work'} in {elapsed_s:.0f}s",
+            )
+        else:
+            where = f" after {counts}" if counts else f" while {snapshot.stage}" if snapshot else ""
+            reason, message = Reason.SYNC_STOPPED, f"the last sync stopped{where}: {error or type(error).__name__}"
+        self._write(
+            KnowledgeSourceStatus(progress=None, conditions=self._conditions((SYNCING, False, reason, message)))
+        )
 
     def _announced(self, why: str) -> None:
         """A sync is due: show it before it runs (the next timer call runs it)."""

@@ -10,7 +10,7 @@ from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
 from kbsearch.deps import DocumentReadsDep, DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
-from kbsearch.presenters import source_list, text_page
+from kbsearch.presenters import source_list, sync_infos, text_page
 from kbsearch.schemas.documents import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -23,7 +23,6 @@ from kbsearch.schemas.documents import (
 from kbsearch.schemas.sources import (
     SourceList,
     SourceStatusInfo,
-    SyncStatusInfo,
     SyncStatusRequest,
     SyncStatusResponse,
 )
@@ -99,15 +98,16 @@ async def document_text(
 async def put_sync_status(
     sourceIdentifier: SourceIdPath, body: SyncStatusRequest, service: SyncStatusDep, caller: WriterDep
 ) -> SyncStatusResponse:
-    """Report the outcome of one sync of a source: commit, phase, counts, failed and skipped files, times.
+    """Report the outcome of one sync of a source: commit, phase, counts, failed and skipped files, times;
+    or, with `progress` alone, how far the sync running now is (the sources page shows it until the outcome).
 
     Needs write rights on the source, like its documents. The last report is kept (a report with
     an earlier `syncedAt` than the stored one is answered `stored: false` and dropped) and shown
     as `sync` by GET /api/v1/sources. A source whose every file failed is listed all the same.
     """
     status, stored = await service.report(sourceIdentifier, body, caller)
-    sync = SyncStatusInfo.model_validate(status, from_attributes=True)
-    return SyncStatusResponse(source_identifier=sourceIdentifier, stored=stored, sync=sync)
+    sync, progress = sync_infos(status)
+    return SyncStatusResponse(source_identifier=sourceIdentifier, stored=stored, sync=sync, progress=progress)
 
 
 @router.delete(f"/sources/{SOURCE_PATH}", tags=["sources"])
@@ -130,6 +130,7 @@ async def source_status(
     caller may not see answers the same zeros.
     """
     status, epoch = await service.source_status(sourceIdentifier, caller)
+    sync, progress = sync_infos(status.sync)
     return SourceStatusInfo(
         source_identifier=status.source_identifier,
         documents=status.documents,
@@ -137,7 +138,8 @@ async def source_status(
         incomplete_documents=status.incomplete_documents,
         last_ingested_at=status.last_ingested_at,
         collection_epoch=epoch,
-        sync=SyncStatusInfo.model_validate(status.sync, from_attributes=True) if status.sync else None,
+        sync=sync,
+        progress=progress,
     )
 
 

@@ -42,15 +42,40 @@ class FreshnessInfo(Body):
     lag_seconds: float
 
 
+class SyncProgressBody(Body):
+    """How far a running sync is: its stage, documents done of `total` (known from stage syncing on)."""
+
+    stage: Literal["fetching", "reading", "syncing"]
+    done: Count = 0
+    total: Count | None = None
+    started_at: AwareDatetime
+
+    @model_validator(mode="after")
+    def _within_total(self) -> SyncProgressBody:
+        if self.total is not None and self.done > self.total:
+            raise ValueError(f"progress.done is {self.done} but progress.total is {self.total}")
+        return self
+
+
+class SyncProgressInfo(Body):
+    stage: str
+    done: int
+    total: int | None
+    started_at: str
+    reported_at: str  # this service's clock when the report came: an old one means the syncer stopped reporting
+
+
 class SyncStatusRequest(Body):
-    """PUT /api/v1/sources/{sourceIdentifier}/status: the outcome of one sync, as its syncer saw it.
+    """PUT /api/v1/sources/{sourceIdentifier}/status: the outcome of one sync, as its syncer saw it,
+    or (with `progress` alone) how far the sync running now is.
 
     `failed` and `skipped` are the full counts and default to the length of their lists; the
     lists hold at most MAX_REPORTED_FILES entries each (send the first ones and the full count).
+    An outcome (`phase` and `syncedAt`) ends the sync: its progress is no longer shown.
     """
 
     commit: Annotated[StrictStr, Field(min_length=1, max_length=MAX_COMMIT), AfterValidator(one_line)] | None = None
-    phase: Literal["ok", "partial", "error"]
+    phase: Literal["ok", "partial", "error"] | None = None
     documents: Count = 0
     failed: Count | None = None
     skipped: Count | None = None
@@ -60,15 +85,23 @@ class SyncStatusRequest(Body):
     unchanged: Count = 0
     failed_files: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
     skipped_files: Annotated[list[FileIssueBody], Field(max_length=MAX_REPORTED_FILES)] = Field(default_factory=list)
-    synced_at: AwareDatetime
+    synced_at: AwareDatetime | None = None
     next_sync_at: AwareDatetime | None = None
     message: Annotated[StrictStr, Field(max_length=MAX_SYNC_MESSAGE), AfterValidator(text_lines)] | None = None
     # Freshness, sent with every report (a failed one too): the service keeps only the latest.
     last_success_at: AwareDatetime | None = None
     freshness: FreshnessBody | None = None
+    progress: SyncProgressBody | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> SyncStatusRequest:
+        if self.progress is not None:
+            others = sorted(self.model_fields_set - {"progress"})
+            if others:
+                raise ValueError(f"a progress report carries progress alone, not {', '.join(others)}")
+            return self
+        if self.phase is None or self.synced_at is None:
+            raise ValueError("a report needs phase and syncedAt (the sync's outcome), or progress alone")
         for count, files in (("failed", self.failed_files), ("skipped", self.skipped_files)):
             total, listed = getattr(self, count), len(files)
             if total is None:
@@ -110,7 +143,8 @@ class SyncStatusInfo(Body):
 class SyncStatusResponse(Body):
     source_identifier: str
     stored: bool  # false: a report with a later syncedAt is already stored, and stays
-    sync: SyncStatusInfo
+    sync: SyncStatusInfo | None  # None only after a progress report of a source that never finished a sync
+    progress: SyncProgressInfo | None = None
 
 
 class SourceInfo(Body):
@@ -119,6 +153,7 @@ class SourceInfo(Body):
     chunks: int
     last_ingested_at: str | None
     sync: SyncStatusInfo | None = None
+    progress: SyncProgressInfo | None = None  # the sync running now, if its syncer reports progress
 
 
 class SourceList(Body):
@@ -135,3 +170,4 @@ class SourceStatusInfo(Body):
     last_ingested_at: str | None
     collection_epoch: str
     sync: SyncStatusInfo | None = None
+    progress: SyncProgressInfo | None = None

@@ -20,6 +20,7 @@ from kbsearch.models import (
     SearchHit,
     SourceStats,
     StoredBody,
+    SyncProgress,
     SyncStatus,
 )
 from kbsearch.store.base import (
@@ -228,8 +229,32 @@ def sync_status_payload(status: SyncStatus) -> dict[str, Any]:
             "message": status.message,
             "lastSuccessAt": status.last_success_at,
             "freshness": _freshness_payload(status.freshness) if status.freshness else None,
+            "progress": _progress_payload(status.progress) if status.progress else None,
         },
     }
+
+
+def _progress_payload(progress: SyncProgress) -> dict[str, Any]:
+    return {
+        "stage": progress.stage,
+        "done": progress.done,
+        "total": progress.total,
+        "startedAt": progress.started_at,
+        "reportedAt": progress.reported_at,
+    }
+
+
+def _progress(payload: Mapping[str, Any] | None) -> SyncProgress | None:
+    if not payload:  # none running, or a status stored before progress was reported
+        return None
+    total = payload.get("total")
+    return SyncProgress(
+        stage=str(payload["stage"]),
+        done=int(payload["done"]),
+        total=None if total is None else int(total),
+        started_at=payload["startedAt"],
+        reported_at=payload["reportedAt"],
+    )
 
 
 def _freshness_payload(fresh: Freshness) -> dict[str, Any]:
@@ -257,7 +282,7 @@ def sync_status_from_payload(payload: Mapping[str, Any]) -> SyncStatus:
     return SyncStatus(
         source_identifier=payload[SOURCE],
         commit=sync.get("commit"),
-        phase=sync["phase"],
+        phase=sync.get("phase"),
         documents=int(sync.get("documents") or 0),
         failed=int(sync.get("failed") or 0),
         skipped=int(sync.get("skipped") or 0),
@@ -272,6 +297,7 @@ def sync_status_from_payload(payload: Mapping[str, Any]) -> SyncStatus:
         unchanged=int(sync.get("unchanged") or 0),
         last_success_at=sync.get("lastSuccessAt"),
         freshness=_freshness(sync.get("freshness")),
+        progress=_progress(sync.get("progress")),
     )
 
 

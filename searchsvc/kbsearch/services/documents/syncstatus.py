@@ -1,17 +1,26 @@
-"""Sync status: what a source's syncer (the operator, knowledge-sync) reports after each sync."""
+"""Sync status: what a source's syncer (the operator, knowledge-sync) reports after each sync,
+and while one runs, how far it is.
+
+Both live in the source's one sync status record. A progress report keeps the last outcome and
+replaces its progress; an outcome replaces the record and so ends the progress. A progress report
+of a sync that started before the stored outcome ended is a late one and is dropped (as is an
+outcome older than the stored one): a delayed retry never brings back "syncing" after the end.
+"""
 
 from __future__ import annotations
 
 import time
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.errors import InvalidRequestError
-from kbsearch.models import FileIssue, Freshness, SyncStatus
+from kbsearch.models import FileIssue, Freshness, SyncProgress, SyncStatus
 from kbsearch.schemas.fields import rfc3339
-from kbsearch.schemas.sources import FileIssueBody, FreshnessBody, SyncStatusRequest
+from kbsearch.schemas.sources import FileIssueBody, FreshnessBody, SyncProgressBody, SyncStatusRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.store.base import VectorStore
+from kbsearch.store.payloads import rfc3339_seconds
 
 DEFAULT_SKEW_S = 300.0
 
@@ -37,15 +46,21 @@ class SyncStatusService:
         # source's failures for good): refused beyond the allowed clock skew, and a stored one
         # dated that far ahead (written before this check) gives way to the next real report.
         trusted_until = time.time() + self.max_clock_skew_s
-        if request.synced_at.timestamp() > trusted_until:
+        progress = request.progress
+        dated, field = (
+            (request.synced_at, "syncedAt") if progress is None else (progress.started_at, "progress.startedAt")
+        )
+        if dated is not None and dated.timestamp() > trusted_until:
             raise InvalidRequestError(
-                f"syncedAt is more than {self.max_clock_skew_s:g} seconds ahead of this service's clock",
+                f"{field} is more than {self.max_clock_skew_s:g} seconds ahead of this service's clock",
                 code="SYNCED_AT_IN_FUTURE",
                 details={"maxClockSkewSeconds": self.max_clock_skew_s},
             )
         problem = await in_thread(self.store.write_problem)
         if problem is not None:
             raise problem
+        if request.progress is not None:
+            return await self._progress(source_identifier, request.progress, trusted_until)
         status = to_status(source_identifier, request)
         stored = await store_call(self.store.put_sync_status, status, trusted_until)
         self.catalog.wrote(source_identifier)
@@ -54,8 +69,43 @@ class SyncStatusService:
         current = await store_call(self.store.get_sync_status, source_identifier)
         return (current or status), False
 
+    async def _progress(
+        self, source_identifier: str, body: SyncProgressBody, trusted_until: float
+    ) -> tuple[SyncStatus, bool]:
+        progress = SyncProgress(
+            stage=body.stage,
+            done=body.done,
+            total=body.total,
+            started_at=rfc3339(body.started_at),
+            reported_at=rfc3339(datetime.now(UTC)),
+        )
+        current = await store_call(self.store.get_sync_status, source_identifier)
+        if current is not None and rfc3339_seconds(current.synced_at) > body.started_at.timestamp():
+            return current, False  # what is stored came after this sync started: a late report
+        if current is None or current.phase is None:
+            # No outcome yet (a first sync): the record is dated by this sync's start.
+            status = _progress_only(source_identifier, progress)
+        else:
+            # Dated as the outcome it keeps: an outcome stored meanwhile is newer, and the
+            # conditional write leaves that one in place.
+            status = replace(current, progress=progress)
+        stored = await store_call(self.store.put_sync_status, status, trusted_until)
+        self.catalog.wrote(source_identifier)
+        if stored:
+            return status, True
+        return (await store_call(self.store.get_sync_status, source_identifier) or status), False
+
+
+def _progress_only(source_identifier: str, progress: SyncProgress) -> SyncStatus:
+    return SyncStatus(
+        source_identifier=source_identifier, commit=None, phase=None, documents=0, failed=0, skipped=0,
+        failed_files=[], skipped_files=[], synced_at=progress.started_at, next_sync_at=None, message=None,
+        progress=progress,
+    )  # fmt: skip
+
 
 def to_status(source_identifier: str, request: SyncStatusRequest) -> SyncStatus:
+    assert request.phase is not None and request.synced_at is not None  # SyncStatusRequest checks it
     return SyncStatus(
         source_identifier=source_identifier,
         commit=request.commit,
