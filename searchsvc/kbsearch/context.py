@@ -35,7 +35,7 @@ from kbsearch.services.documents.syncstatus import SyncStatusService
 from kbsearch.services.rebuild.rebuild import RebuildService, rebuild_reason
 from kbsearch.services.search.insights import InsightsService
 from kbsearch.services.search.querylog import QueryLog
-from kbsearch.services.search.ranking import Relevance
+from kbsearch.services.search.ranking import Relevance, shipped_model
 from kbsearch.services.search.rerank import ListwiseChat, RerankStage
 from kbsearch.services.search.service import SearchService, configured_fusion
 from kbsearch.settings import (
@@ -112,7 +112,12 @@ async def build_context(
     embedder_for: Callable[[CollectionSignature], EmbeddingProvider] | None = None,
 ) -> AppContext:
     """Open the store, load the embedders and wire the services; the arguments override what the settings build."""
-    from kbsearch.embedders.factory import build_embedder, build_embedder_for, relevance_calibration
+    from kbsearch.embedders.factory import (
+        build_embedder,
+        build_embedder_for,
+        relevance_calibration,
+        relevance_model_name,
+    )
     from kbsearch.llm.factory import build_chat
 
     configured = embedder if embedder is not None else build_embedder(settings.embedding, settings.storage.data_dir)
@@ -152,7 +157,10 @@ async def build_context(
     query_log = query_log_service(settings.insights, metrics, active_store, query_log_store)
     await query_log.start()
     insights = InsightsService(query_log=query_log, catalog=catalog, low_score=settings.insights.insights_low_score)
-    relevance = Relevance(*relevance_calibration(settings.embedding, settings.search))
+    fitted = relevance_model_name(settings.embedding, settings.search)
+    relevance = Relevance(
+        *relevance_calibration(settings.embedding, settings.search), shipped_model(fitted) if fitted else None
+    )
     search = search_service(
         settings.search,
         relevance,

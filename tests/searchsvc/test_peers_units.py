@@ -277,7 +277,7 @@ def test_a_peers_claimed_relevance_is_replaced_by_this_services_own() -> None:
             hit("c", 0.7, store="eu", text="<!-- -->"),  # no words to embed
         ]
     ]
-    [[off, on, empty]] = asyncio.run(rescored(claims, query, embedder, DEFAULT_RELEVANCE.of))
+    [[off, on, empty]] = asyncio.run(rescored(claims, query, embedder, DEFAULT_RELEVANCE.ranked))
     assert off.relevance is not None and on.relevance is not None
     assert off.relevance < 0.2 < 0.8 < on.relevance
     assert (empty.relevance, empty.similarity) == (0.0, None)

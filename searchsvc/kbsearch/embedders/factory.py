@@ -67,6 +67,18 @@ def relevance_calibration(embedding: EmbedderSettings, search: SearchSettings) -
     return midpoint, steepness
 
 
+def relevance_model_name(embedding: EmbedderSettings, search: SearchSettings) -> str | None:
+    """The embedder whose fitted relevance model applies (services/search/relevance_models.json's key), None: the curve.
+
+    Only the local models have fitted ones; the curve also when it is chosen, or its midpoint or steepness set."""
+    chosen = search.model_fields_set
+    if search.relevance_model == "curve" or {"relevance_midpoint", "relevance_steepness"} & chosen:
+        return None
+    if embedding.embedder != "local":
+        return None
+    return spec_for(embedding.local_model).name
+
+
 def build_embedder_for(
     embedding: EmbedderSettings, data_dir: Path, signature: CollectionSignature
 ) -> EmbeddingProvider:

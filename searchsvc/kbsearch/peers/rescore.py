@@ -2,8 +2,12 @@
 
 A peer's relevance is only its claim: any peer could say 1.0. Each hit's text is embedded here,
 as a local chunk is (its title and heading path as the context line, chunker.embedtext), and its
-cosine with the query's vector goes through the calibration local hits get (services/search/ranking.py,
-passed in as `relevance`). A peer's text that is not about the query ranks like a local one would.
+cosine with the query's vector goes through the model local hits get (services/search/ranking.py, passed
+in as `relevance`: Relevance.ranked), with the same features computed over the peer's answer alone: the hit's cosine,
+the answer's best cosine, and its score over the answer's best score (the peer's order, clamped to
+[0, 1]; a peer can claim no more than that its hits are all as good as its best). Its further
+matches are a claim too: counted as none. A peer's text that is not about the query ranks like a
+local one would.
 
 Bound: the router keeps at most the search's `limit` hits of each peer (kbsearch.peers.router),
 each text is cut to MAX_RESCORED_CHARS before it is embedded (MiniLM reads ~256 tokens of it), and
@@ -30,9 +34,9 @@ async def rescored(
     answers: Sequence[Sequence[SearchHit]],
     query_vector: Sequence[float],
     embedder: EmbeddingProvider,
-    relevance: Callable[[float | None], float],
+    relevance: Callable[[list[SearchHit], list[float], list[int]], list[SearchHit]],
 ) -> list[list[SearchHit]]:
-    """Each peer's hits, in its order, with `similarity` and `relevance` this service's own."""
+    """Each peer's hits with `similarity` and `relevance` this service's own, highest relevance first."""
     texts = {
         (a, i): text
         for a, answer in enumerate(answers)
@@ -43,7 +47,8 @@ async def rescored(
     vectors = await embed_call(embedder.embed_query_lane, list(texts.values())) if texts else []
     similarity = {key: cosine(query_vector, vector) for key, vector in zip(texts, vectors, strict=True)}
     # A hit with no words to embed has no similarity: relevance 0, as a local chunk without a vector.
-    return [
-        [replace(hit, similarity=(s := similarity.get((a, i))), relevance=relevance(s)) for i, hit in enumerate(answer)]
-        for a, answer in enumerate(answers)
-    ]
+    out = []
+    for a, answer in enumerate(answers):
+        hits = [replace(hit, similarity=similarity.get((a, i))) for i, hit in enumerate(answer)]
+        out.append(relevance(hits, [hit.score for hit in hits], [0] * len(hits)))
+    return out

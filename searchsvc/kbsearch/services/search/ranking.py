@@ -16,24 +16,38 @@ A page ranks by page-level evidence (PageEvidence), from its chunks' fused score
 - times its document's weight (services/search/pageweights.py): what its source or its path's role
   says of it, unless the question names that role.
 
-Relevance is absolute, unlike fusion's per-query normalised scores: a logistic curve over the
-cosine of the query and the page's best chunk under the service's own embedder, calibrated on the
-docs QA dev set (bench/docsqa.py; see docs/user/api.md). A nonsense query gets a low relevance
-whatever the fusion makes of it.
+Relevance is absolute, unlike fusion's per-query normalised scores, and it is what orders the
+results: a small logistic model (RelevanceModel) over the page's evidence (its best chunk's
+cosine with the query under the service's own embedder, the query's best cosine, its page score
+as a share of the best page's, its further matches), fitted on judged questions with
+`python -m bench.calibrate` and shipped as data per embedder (relevance_models.json). An embedder
+with no fitted model falls back to the old curve over the cosine alone (Relevance.of). A nonsense
+query gets a low relevance whatever the fusion makes of it: its cosines are low.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from importlib import resources
 
 from kbsearch.models import SearchHit
 from kbsearch.services.documents.versions import newest_first_key
 
-__all__ = ["PageEvidence", "Relevance", "collapse_pages", "with_relevance"]
+__all__ = [
+    "FEATURES",
+    "Evidence",
+    "PageEvidence",
+    "Relevance",
+    "RelevanceModel",
+    "collapse_pages",
+    "shipped_model",
+    "with_relevance",
+]
 
 # How much a page's next best chunks add to its best one's score (second, third).
 NEXT_CHUNK_WEIGHTS = (0.1, 0.05)
@@ -44,17 +58,126 @@ TITLE_WEIGHT = 0.3
 _K1, _B = 1.2, 0.75
 
 
+# The model's inputs, by name (relevance_models.json names its weights by these).
+FEATURES = ("cosine", "top_cosine", "share", "more", "coverage", "top_coverage")
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One hit's evidence for one query, each feature larger when the hit is likelier right."""
+
+    cosine: float  # cosine of the query and the hit's best chunk (0 without a vector)
+    top_cosine: float  # the best cosine of any hit of the query: how on-topic the corpus is for it
+    share: float  # the hit's ranking score over the best hit's, in [0, 1]
+    more: float  # log(1 + further chunks of the page that matched)
+    coverage: float = 0.0  # the share of the question's stems its title, headings and text hold
+    top_coverage: float = 0.0  # the best coverage of any hit of the query
+
+
+@dataclass(frozen=True, slots=True)
+class RelevanceModel:
+    """relevance = 1 / (1 + exp(-(intercept + sum of weight x feature))), every weight >= 0 (monotone)."""
+
+    intercept: float
+    weights: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        unknown = set(self.weights) - set(FEATURES)
+        if unknown:
+            raise ValueError(f"relevance model: unknown features {sorted(unknown)}; known: {list(FEATURES)}")
+        negative = sorted(name for name, w in self.weights.items() if not w >= 0 or not math.isfinite(w))
+        if negative or not math.isfinite(self.intercept):
+            raise ValueError(f"relevance model: weights must be finite and >= 0 (monotone), not {negative}")
+
+    def of(self, evidence: Evidence) -> float:
+        z = self.intercept + sum(w * getattr(evidence, name) for name, w in self.weights.items())
+        return round(_sigmoid(z), 4)
+
+
 @dataclass(frozen=True, slots=True)
 class Relevance:
-    """relevance = 1 / (1 + exp(-steepness * (similarity - midpoint))), for the embedder the service runs."""
+    """The service's relevance: the fitted model when its embedder has one, else the curve over the cosine,
+    relevance = 1 / (1 + exp(-steepness * (similarity - midpoint)))."""
 
     midpoint: float
     steepness: float
+    model: RelevanceModel | None = None
 
     def of(self, similarity: float | None) -> float:
+        """The curve over the cosine alone (what a hit with no other evidence gets without a model)."""
         if similarity is None:
             return 0.0
-        return round(1.0 / (1.0 + math.exp(-self.steepness * (similarity - self.midpoint))), 4)
+        return round(_sigmoid(self.steepness * (similarity - self.midpoint)), 4)
+
+    def of_evidence(self, evidence: Evidence) -> float:
+        if self.model is None:
+            return self.of(evidence.cosine)
+        return self.model.of(evidence)
+
+    def ranked(
+        self,
+        hits: list[SearchHit],
+        scores: list[float],
+        mores: list[int],
+        query_stems: list[str] | None = None,
+        stems: Callable[[str], list[str]] | None = None,
+    ) -> list[SearchHit]:
+        """`hits` (with their similarity, best score first) given their relevance, highest first (stable:
+        ties keep the order). Without a model, the old way: the score's order, the curve's relevance."""
+        top_score = max(scores, default=0.0)
+        top_cosine = max((h.similarity for h in hits if h.similarity is not None), default=0.0)
+        covers = [
+            coverage(query_stems, stems(" ".join([hit.title or "", *hit.headings, hit.content])))
+            if query_stems is not None and stems is not None
+            else 0.0
+            for hit in hits
+        ]
+        top_cover = max(covers, default=0.0)
+        scored = [
+            # No vector, no evidence of meaning: relevance 0, whatever the keyword lane made of it.
+            replace(
+                hit,
+                relevance=0.0
+                if hit.similarity is None
+                else self.of_evidence(
+                    Evidence(
+                        cosine=hit.similarity,
+                        top_cosine=top_cosine,
+                        share=min(max(score / top_score, 0.0), 1.0) if top_score > 0 else 0.0,
+                        more=math.log1p(max(more, 0)),
+                        coverage=cover,
+                        top_coverage=top_cover,
+                    )
+                ),
+            )
+            for hit, score, more, cover in zip(hits, scores, mores, covers, strict=True)
+        ]
+        if self.model is None:
+            return scored
+        return sorted(scored, key=lambda hit: -(hit.relevance or 0.0))
+
+
+def shipped_model(embedder_model: str) -> RelevanceModel | None:
+    """The fitted model shipped for `embedder_model` (relevance_models.json), None when it has none."""
+    text = resources.files("kbsearch.services.search").joinpath("relevance_models.json").read_text("utf-8")
+    entry = json.loads(text)["models"].get(embedder_model)
+    if entry is None:
+        return None
+    return RelevanceModel(
+        intercept=float(entry["intercept"]), weights={k: float(v) for k, v in entry["weights"].items()}
+    )
+
+
+def coverage(query_stems: list[str], text_stems: list[str]) -> float:
+    """The share of the question's distinct stems that the text holds (0 for a question of stop words alone)."""
+    asked = set(query_stems)
+    return len(asked & set(text_stems)) / len(asked) if asked else 0.0
+
+
+def _sigmoid(z: float) -> float:
+    if z < -700:
+        return 0.0
+    return 1.0 / (1.0 + math.exp(-z))
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +205,12 @@ class _Page:
         return self.chunk_score * (1.0 + TITLE_WEIGHT * self.title_lane) * self.weight
 
 
-def with_relevance(hits: list[SearchHit], relevance: Relevance) -> list[SearchHit]:
-    return [replace(hit, relevance=relevance.of(hit.similarity)) for hit in hits]
+def with_relevance(
+    hits: list[SearchHit], relevance: Relevance, evidence: PageEvidence | None = None
+) -> list[SearchHit]:
+    """Chunk hits (not collapsed), each with its relevance, highest first."""
+    query_stems, stems = (evidence.query_stems, evidence.stems) if evidence is not None else (None, None)
+    return relevance.ranked(hits, [hit.score for hit in hits], [0] * len(hits), query_stems, stems)
 
 
 def collapse_pages(
@@ -98,6 +225,9 @@ def collapse_pages(
     ranked = sorted(pages.values(), key=lambda page: -page.score)
     seen_texts: set[str] = set()
     out: list[SearchHit] = []
+    scores: list[float] = []
+    mores: list[int] = []
+    # Every distinct page gets its relevance before the cut: the model, not the page score, decides the top `limit`.
     for page in ranked:
         shown = _shown(page.hits)
         digest = hashlib.sha256(shown.content.encode("utf-8", "surrogatepass")).hexdigest()
@@ -113,14 +243,14 @@ def collapse_pages(
                 shown,
                 score=round(page.score, 6),
                 similarity=best_similarity,
-                relevance=relevance.of(best_similarity),
                 other_versions=others,
                 more_matches=same_document,
             )
         )
-        if len(out) == limit:
-            break
-    return out
+        scores.append(page.score)
+        mores.append(same_document)
+    query_stems, stems = (evidence.query_stems, evidence.stems) if evidence is not None else (None, None)
+    return relevance.ranked(out, scores, mores, query_stems, stems)[:limit]
 
 
 def _weigh(pages: list[_Page], evidence: PageEvidence) -> None:

@@ -188,8 +188,12 @@ class SearchService:
                 query = local.query
                 if query is None or query.embedder is not self.embedder:
                     query = await self._embed_query(caller, request.query)
+                query_stems, stems = self.sparse.tokens(request.query), self.sparse.tokens
                 peer_hits = await rescored(
-                    peer_hits, query.vector, self.embedder.partition(caller.partition), self.relevance.of
+                    peer_hits,
+                    query.vector,
+                    self.embedder.partition(caller.partition),
+                    lambda hits, scores, mores: self.relevance.ranked(hits, scores, mores, query_stems, stems),
                 )
         hits = merge(local.hits, peer_hits, request.limit, collapse=request.collapse, local_store=self.store_name)
         self.peers.count_contributions(hits)
@@ -254,13 +258,13 @@ class SearchService:
                 fusion=self.fusion,
             )
         )
+        evidence = PageEvidence(
+            self.sparse.tokens(request.query), self.sparse.tokens, self.path_weights.for_query(request.query)
+        )
         if request.collapse:
-            evidence = PageEvidence(
-                self.sparse.tokens(request.query), self.sparse.tokens, self.path_weights.for_query(request.query)
-            )
             hits = collapse_pages(hits, request.limit, self.relevance, evidence)
         else:
-            hits = with_relevance(hits, self.relevance)
+            hits = with_relevance(hits, self.relevance, evidence)
         ranked = time.perf_counter()
         # The one second stage of every face: it reorders, the relevance stays calibrated.
         if self.rerank is not None:
