@@ -231,6 +231,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--show", type=int, default=0, help="print the first N questions' top pages")
     parser.add_argument("--misses", action="store_true", help="print each answer missing a fact")
     parser.add_argument("--keep", type=Path, default=None, help="keep the service's data directory here")
+    parser.add_argument(
+        "--include", default=None, help="the sync's include glob (default docs/**/*.md; cert-manager: content/**/*.md)"
+    )
     args = parser.parse_args(argv)
 
     from bench.common import local_embedder
@@ -244,6 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.versioned:
             repo = make_versioned(repo, work)
             include = "content/docs/**/*.md"
+        include = args.include or include
         inner = local_embedder(args.backend)
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         cache = DiskVectorCache(inner, CACHE_DIR / f"docsqa-vectors-{model_tag(inner.model)}{inner.backend}.npz")
