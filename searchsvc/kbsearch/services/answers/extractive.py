@@ -216,6 +216,11 @@ def _default_first(chosen: list[Extract], scored: list[Extract], min_similarity:
     stating = [e for e in chosen if _DEFAULT.search(_answer_text(e))]
     if stating:
         lead = max(stating, key=lambda e: e.score)
+        if lead.more is not None and not _DEFAULT.search(lead.passage.full_text()):
+            # The value is in the sentence that joined the chosen one: it leads, the sentence follows.
+            rest = [replace(lead, more=None) if e is lead else e for e in chosen]
+            lead = Extract(lead.more, lead.similarity, lead.score)
+            return [lead, *_room(rest, most - 1)] if most > 1 else chosen
     else:
         eligible = [e for e in scored if e.similarity >= min_similarity and _DEFAULT.search(e.passage.full_text())]
         if not eligible:
