@@ -147,3 +147,50 @@ def test_the_extractive_answerer_is_bounded_grounded_and_deterministic(chunks, q
     assert {int(n) for n in re.findall(r"\[(\d+)\]", text)} <= set(cited)
     assert len(text) <= OUTPUT_FACTOR * size + 200
     assert within(HANG_S, lambda: answer(asked, chunks, max_sentences)) == (text, cited)
+
+
+@st.composite
+def howto_chunk(draw: st.DrawFn) -> str:
+    """A chunk of prose, inline commands and code blocks of any length, some never closed."""
+    blocks = []
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["paragraph", "command", "fence"]))
+        if kind == "paragraph":
+            blocks.append(draw(line()))
+        elif kind == "command":
+            blocks.append(
+                "Run `" + " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=9))) + " -f x.yaml`."
+            )
+        else:
+            body = "\n".join(draw(st.lists(line(), max_size=120)))
+            blocks.append("```bash\n" + body + ("\n```" if draw(st.booleans()) else ""))
+    return "\n\n".join(blocks)
+
+
+@properties(max_examples=40)
+@given(
+    chunks=st.lists(howto_chunk(), min_size=1, max_size=5),
+    kind=st.sampled_from(["how do I", "what is the default", "how do I change the default"]),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+    max_sentences=st.integers(1, 6),
+)
+def test_how_to_and_default_answers_stay_bounded(chunks, kind, words, max_sentences):
+    from kbsearch.services.answers.extractive import MAX_BLOCK_CHARS, MAX_BLOCK_LINES
+
+    asked = f"{kind} {' '.join(words)}?"
+    ledger = RetrievalLedger()
+    ledger.add(hit(n, content) for n, content in enumerate(chunks, start=1))
+    extracts = within(
+        HANG_S,
+        lambda: asyncio.run(
+            extract(asked, ledger, HashingEmbedder(dimensions=256), max_sentences=max_sentences, min_similarity=-1.0)
+        ),
+    )
+    assert len(extracts) <= max_sentences  # a command or a default joins in a place, never beyond the bound
+    for item in extracts:
+        for passage in (item.passage, item.more):
+            if passage is not None and passage.block is not None and passage.kind == "code":
+                assert len(passage.block) <= MAX_BLOCK_CHARS + 20
+                assert passage.block.count("\n") <= MAX_BLOCK_LINES + 3
+    text, cited = answer(asked, chunks, max_sentences)
+    assert len(text) <= OUTPUT_FACTOR * sum(len(c) for c in chunks) + 200 and set(cited) <= set(range(1, 6))

@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -46,7 +46,7 @@ from kbsearch.schemas.search import MAX_QUERY_CHARS, SearchRequest, UnansweredPe
 from kbsearch.schemas.system import ErrorDetail, ErrorResponse
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
-from kbsearch.services.answers.extractive import answer_pieces, extract
+from kbsearch.services.answers.extractive import Extract, answer_pieces, extract
 from kbsearch.services.search.service import SearchService
 
 log = logging.getLogger(__name__)
@@ -250,31 +250,52 @@ class AskService:
     async def _extractive(self, run: _Run) -> AsyncGenerator[AskEvent]:
         # A question may be longer than a search query; MiniLM reads ~256 tokens, about this many characters.
         query = run.request.question.strip()[:MAX_QUERY_CHARS]
-        hits, event = await self._search(run, query)
-        yield event
-        if not any(self._relevant(hit) for hit in hits):
-            return  # nothing relevant was retrieved: the answer says so (NOTHING_FOUND)
-        if hits[0].more_matches:
-            # The first page is most often the page; its answer may sit in another of its chunks
-            # than the one that ranked it: those chunks too, from the same search within that page.
-            _, event = await self._search(run, query, within=hits[0].uri)
-            yield event
-        extracts = await extract(
-            run.request.question,
-            run.ledger,
-            self.embedder.partition(run.caller.partition),  # sentences the caller may read, in its own partition
-            max_sentences=self.answer_sentences,
-            min_similarity=self.min_similarity,
-        )
-        for text, verbatim in answer_pieces(extracts):
+        hits, search, new = await self._searched(run, query)
+        searched = [(search, new)]
+        extracts: list[Extract] = []
+        if any(self._relevant(hit) for hit in hits):  # else the answer says so (NOTHING_FOUND)
+            if hits[0].more_matches:
+                # The first page is most often the page; its answer may sit in another of its chunks
+                # than the one that ranked it: those chunks too, from the same search within that page.
+                _, search, new = await self._searched(run, query, within=hits[0].uri)
+                searched.append((search, new))
+            extracts = await extract(
+                run.request.question,
+                run.ledger,
+                self.embedder.partition(run.caller.partition),  # sentences the caller may read, in its own partition
+                max_sentences=self.answer_sentences,
+                min_similarity=self.min_similarity,
+            )
+        # Citations are numbered in the order the answer reads them: [1] first, then [2]...; the chunks
+        # the answer does not cite follow. The searches are announced once the numbers are final.
+        mapping = run.ledger.renumber(e.n for e in extracts)
+        for search in run.searches:
+            search.refs = [mapping[n] for n in search.refs]
+        for search, new in searched:
+            sources = [_source(mapping[n], run.ledger.hit(mapping[n])) for n in new]
+            body = AskSearchEvent(query=search.query, results=search.results, refs=search.refs, sources=sources)
+            yield AskEvent("search", body)
+        renumbered = [replace(e, passage=replace(e.passage, n=mapping[e.n])) for e in extracts]
+        for text, verbatim in answer_pieces(renumbered):
             # Code is passed on as written: a `[0]` in it is code, not a citation marker.
             if out := (run.citations.verbatim(text) if verbatim else run.citations.feed(text)):
                 yield AskEvent("delta", AskDeltaEvent(text=out))
 
-    async def _search(self, run: _Run, query: str, *, within: str | None = None) -> tuple[list[SearchHit], AskEvent]:
+    async def _search(self, run: _Run, query: str) -> tuple[list[SearchHit], AskEvent]:
+        """The caller's scoped search (see _searched), and its search event."""
+        hits, search, new = await self._searched(run, query)
+        sources = [_source(n, run.ledger.hit(n)) for n in new]
+        return hits, AskEvent(
+            "search", AskSearchEvent(query=query, results=search.results, refs=search.refs, sources=sources)
+        )
+
+    async def _searched(
+        self, run: _Run, query: str, *, within: str | None = None
+    ) -> tuple[list[SearchHit], AskSearch, list[int]]:
         """The caller's scoped search, narrowed by the ask's filter; its hits numbered in the ledger.
 
-        `within` a document's URI: its best PAGE_CHUNKS chunks instead of one result per page.
+        `within` a document's URI: its best PAGE_CHUNKS chunks instead of one result per page. Returns
+        the hits, the search as recorded, and the ledger numbers it added.
         """
         search_filter = run.request.search_filter()
         if within is not None:
@@ -290,10 +311,7 @@ class AskService:
         run.unanswered.update((u.name, u.reason) for u in outcome.unanswered)
         search = AskSearch(query=query, results=len(outcome.hits), refs=numbers)
         run.searches.append(search)
-        sources = [_source(n, run.ledger.hit(n)) for n in new]
-        return outcome.hits, AskEvent(
-            "search", AskSearchEvent(query=query, results=search.results, refs=numbers, sources=sources)
-        )
+        return outcome.hits, search, new
 
     async def _conclude(self, run: _Run) -> AsyncIterator[AskEvent]:
         """The rest of the answer (held-back text, or NOTHING_FOUND), then one citation event per cited chunk."""

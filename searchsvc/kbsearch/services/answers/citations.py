@@ -56,6 +56,16 @@ class RetrievalLedger:
     def numbered(self) -> list[tuple[int, SearchHit]]:
         return list(enumerate(self._hits, start=1))
 
+    def renumber(self, first: Iterable[int]) -> dict[int, int]:
+        """Number the chunks `first` names 1, 2, ... in that order, the others after them in their own
+        order; returns old number -> new number. An extractive answer cites in reading order this way."""
+        order = list(dict.fromkeys(n for n in first if n in self))
+        order += [n for n in range(1, len(self._hits) + 1) if n not in set(order)]
+        mapping = {old: new for new, old in enumerate(order, start=1)}
+        self._hits = [self._hits[old - 1] for old in order]
+        self._numbers = {key: mapping[n] for key, n in self._numbers.items()}
+        return mapping
+
 
 class CitationFilter:
     """Verifies citation markers in text that arrives in pieces; `feed` what comes, `finish` at the end."""

@@ -47,6 +47,7 @@ MAX_PASSAGES_PER_CHUNK = 40
 MAX_EMBED_CHARS = 400
 MAX_PER_CHUNK_IN_ANSWER = 2  # an answer from one chunk alone repeats it; prefer breadth
 MAX_BLOCK_CHARS = 2400  # a longer code block is cut at a line, and says so
+MAX_BLOCK_LINES = 40  # and so is one of more lines
 MAX_LIST_CHARS = 700  # a longer unordered list is offered item by item only
 MAX_TABLE_ROWS = 8  # a longer table keeps its header and the rows closest to the question
 MAX_SENTENCE_CHARS = 600
@@ -68,6 +69,10 @@ _HOWTO = re.compile(
 _WHAT_IS = re.compile(
     r"\b(what\s+(is|are|'s|does\s+.{1,60}\s+mean)|what's|define|meaning\s+of|difference\s+between)\b", re.IGNORECASE
 )
+# "what is the default", "defaults to", "by default": the answer must lead with the value.
+_DEFAULT = re.compile(r"\bdefault(s|ed)?\b", re.IGNORECASE)
+# A command on one line of prose: `kubectl apply -f x.yaml`, `helm install ...` (a word, then arguments).
+_COMMAND_SPAN = re.compile(r"`[a-z][\w.-]*\s+[^`\n]*[-./=][^`\n]*`")
 _DEFINITION = re.compile(
     r"^[^.!?]{0,80}?\b(is|are)\s+(an?|the|one|used|responsible|how|what|when)\b|\b(refers\s+to|means|is\s+defined\s+as)\b",
     re.IGNORECASE,
@@ -163,7 +168,78 @@ async def extract(
         Extract(p, float(s), _score(p, float(s), weights, place[p.n], howto=howto, what_is=what_is))
         for p, s in zip(candidates, similarities, strict=True)
     ]
-    return _choose(scored, question_terms, max_sentences=max_sentences, min_similarity=min_similarity)
+    chosen = _choose(scored, question_terms, max_sentences=max_sentences, min_similarity=min_similarity)
+    if not chosen:
+        return chosen
+    if howto:
+        chosen = _with_command(chosen, scored, min_similarity, max_sentences)
+    if _DEFAULT.search(question):
+        chosen = _default_first(chosen, scored, min_similarity, max_sentences)
+    return chosen
+
+
+def _is_command(passage: Passage) -> bool:
+    """Whether a passage shows how to do it: a fenced code block, or a command in the line's inline code."""
+    if passage.block is not None and passage.block.lstrip().startswith(("```", "~~~")):
+        return True
+    return bool(_COMMAND_SPAN.search(passage.full_text()))
+
+
+def _with_command(chosen: list[Extract], scored: list[Extract], min_similarity: float, most: int) -> list[Extract]:
+    """A how-to answer quotes the command or code that does it: when no chosen passage holds one, the
+    best-scoring eligible passage that does joins it (from a chunk the answer already cites first, else
+    from any retrieved chunk), in the weakest chosen one's place when the answer is full."""
+    if any(_is_command(e.passage) or (e.more is not None and _is_command(e.more)) for e in chosen):
+        return chosen
+    held = {(e.n, e.passage.order) for e in chosen}
+    cited = {e.n for e in chosen}
+    commands = [e for e in scored if e.similarity >= min_similarity and _is_command(e.passage)]
+    commands = [e for e in commands if (e.n, e.passage.order) not in held]
+    if not commands:
+        return chosen
+    best = max(commands, key=lambda e: (e.n in cited, e.score))
+    return _in_answer_order([*_room(chosen, most), best])
+
+
+def _room(chosen: list[Extract], most: int) -> list[Extract]:
+    """The chosen passages with room for one more: without the weakest when `most` are chosen."""
+    if len(chosen) < most:
+        return chosen
+    weakest = min(range(len(chosen)), key=lambda i: chosen[i].score)
+    return [e for i, e in enumerate(chosen) if i != weakest]
+
+
+def _default_first(chosen: list[Extract], scored: list[Extract], min_similarity: float, most: int) -> list[Extract]:
+    """A question about a default is answered first by the passage that states one (a sentence, an item,
+    a table row): the best-scoring such passage among those chosen, else among every eligible one, which
+    then joins, in the weakest chosen one's place when the answer is full."""
+    stating = [e for e in chosen if _DEFAULT.search(_answer_text(e))]
+    if stating:
+        lead = max(stating, key=lambda e: e.score)
+        if lead.more is not None and not _DEFAULT.search(lead.passage.full_text()):
+            # The value is in the sentence that joined the chosen one: it leads, the sentence follows.
+            rest = [replace(lead, more=None) if e is lead else e for e in chosen]
+            lead = Extract(lead.more, lead.similarity, lead.score)
+            return [lead, *_room(rest, most - 1)] if most > 1 else chosen
+    else:
+        eligible = [e for e in scored if e.similarity >= min_similarity and _DEFAULT.search(e.passage.full_text())]
+        if not eligible:
+            return chosen
+        lead = max(eligible, key=lambda e: e.score)
+        chosen = _room(chosen, most)
+    return [lead, *(e for e in chosen if e is not lead)]
+
+
+def _answer_text(item: Extract) -> str:
+    return item.passage.full_text() + ("" if item.more is None else "\n" + item.more.full_text())
+
+
+def _in_answer_order(chosen: list[Extract]) -> list[Extract]:
+    """A chunk's passages together, best chunk first; within a chunk, the document's order."""
+    best: dict[int, float] = {}
+    for item in sorted(chosen, key=lambda e: -e.score):
+        best.setdefault(item.n, item.score)
+    return sorted(chosen, key=lambda e: (-best[e.n], e.passage.order))
 
 
 def _page_places(ledger: RetrievalLedger) -> dict[int, int]:
@@ -235,11 +311,7 @@ def _choose(
         covered |= holds
         if passage.block is not None:
             blocks.add(passage.block)
-    # A chunk's passages together, best chunk first; within a chunk, the document's order.
-    best: dict[int, float] = {}
-    for item in chosen:
-        best.setdefault(item.n, item.score)
-    return sorted(chosen, key=lambda e: (-best[e.n], e.passage.order))
+    return _in_answer_order(chosen)
 
 
 def _adds(passage: Passage, following: Passage, question_terms: set[str]) -> bool:
@@ -420,14 +492,14 @@ def _rendered(block: Block, question_terms: set[str]) -> str:
 
 
 def _bounded_code(code: str) -> str:
-    if len(code) <= MAX_BLOCK_CHARS:
-        return code
     lines = code.split("\n")
+    if len(code) <= MAX_BLOCK_CHARS and len(lines) <= MAX_BLOCK_LINES + 2:
+        return code
     fence = lines[0].strip()[:3]
     kept: list[str] = []
     size = 0
     for line in lines[:-1]:
-        if size + len(line) > MAX_BLOCK_CHARS:
+        if size + len(line) > MAX_BLOCK_CHARS or len(kept) > MAX_BLOCK_LINES:
             break
         kept.append(line)
         size += len(line) + 1
