@@ -6,7 +6,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kbsearch.console import ask, login, pages
+from kbsearch.console import ask, login, pages, sources
 from kbsearch.console.rendering import PAGE_HEADERS, ConsoleTemplates, render
 from kbsearch.console.session import ConsoleSessions, CsrfRejected, LoginRequired, login_url
 from kbsearch.console.static import CachedStatic
@@ -22,6 +22,7 @@ def install_console(app: FastAPI) -> None:
     app.include_router(login.router)
     app.include_router(pages.router)
     app.include_router(ask.router)
+    app.include_router(sources.router)
     app.mount(f"{PREFIX}/static", CachedStatic(), name="console-static")
     app.add_exception_handler(LoginRequired, _to_login)  # type: ignore[arg-type]
     app.add_exception_handler(CsrfRejected, _csrf_rejected)  # type: ignore[arg-type]
