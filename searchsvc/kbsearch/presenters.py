@@ -15,8 +15,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from kbsearch.schemas.documents import DocumentText
-from kbsearch.schemas.search import SearchRequest, SearchResponse, SearchResult, UnansweredPeer
+from kbsearch.commands import DocumentWritten, SearchQuery
+from kbsearch.schemas.documents import DocumentText, PutDocumentResponse
+from kbsearch.schemas.search import SearchResponse, SearchResult, UnansweredPeer
 from kbsearch.schemas.sources import SourceInfo, SourceList
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.document_reads import DocumentPage, DocumentReads
@@ -84,7 +85,12 @@ def _plain(message: str) -> str:
     return message.removeprefix("Value error, ")
 
 
-def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchResponse:
+def put_response(written: DocumentWritten) -> PutDocumentResponse:
+    """The body of a PUT of a document: REST's, the MCP put tool's and dotai's."""
+    return PutDocumentResponse.model_validate(written, from_attributes=True)
+
+
+def search_response(request: SearchQuery, outcome: SearchOutcome) -> SearchResponse:
     """The response body of a search: REST's, and the MCP search tool's structured output."""
     # A hit's fields are the result's, by the same names; a hit without a calibrated relevance shows 0.
     results = [
