@@ -214,8 +214,13 @@ def peer_body(query: SearchQuery) -> dict[str, Any]:
     """The search body a peer is sent: only the fields that differ from their defaults.
 
     A field this release added and the caller left alone is not sent, so an older peer, whose
-    strict body refuses a field it does not know, still answers."""
-    return _set_fields(query)
+    strict body refuses a field it does not know, still answers. One source is sent as a string,
+    as a caller names it."""
+    body = _set_fields(query)
+    sources = body.get("filter", {}).get("sourceIdentifier")
+    if sources is not None and len(sources) == 1:
+        body["filter"]["sourceIdentifier"] = sources[0]
+    return body
 
 
 def _set_fields(value: Any) -> dict[str, Any]:
