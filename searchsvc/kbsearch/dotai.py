@@ -110,7 +110,7 @@ async def manage_knowledge(
                 query=text,
                 limit=DEFAULT_LIMIT if arguments.limit is None else arguments.limit,
                 filter={"uriPrefix": arguments.uri_filter},
-            )
+            ).to_command()
         except ValidationError as exc:
             raise DotAiArgumentError(validation_message(exc, {"filter.uriPrefix": "uriFilter"}, style="all")) from None
         outcome = await search.search(request, caller, origin=origin)
@@ -135,10 +135,10 @@ async def manage_knowledge(
     if operation == "ingest":
         content = _required(arguments.content, "content", operation)
         try:
-            put_request = PutDocumentRequest(uri=target, content=content, metadata=arguments.metadata or {})
+            put_body = PutDocumentRequest(uri=target, content=content, metadata=arguments.metadata or {})
         except ValidationError as exc:
             raise DotAiArgumentError(validation_message(exc, style="all")) from None
-        put = await documents.put(put_request, caller)
+        put = await documents.put(put_body.to_command(), caller)
         return DotAiResult(
             operation="ingest",
             message=f"Document {put.status}: {put.chunks} chunks",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Literal
 
 # A fixed namespace makes point ids deterministic: re-ingesting never duplicates.
@@ -375,3 +376,8 @@ class Insights:
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     enabled: bool
+
+
+def rfc3339(value: datetime) -> str:
+    """The one form of a time the domain keeps: RFC 3339, UTC, milliseconds."""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

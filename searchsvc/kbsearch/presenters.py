@@ -15,9 +15,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from kbsearch.commands import DocumentWritten, SearchQuery
 from kbsearch.models import SyncStatus
-from kbsearch.schemas.documents import DocumentText
-from kbsearch.schemas.search import SearchRequest, SearchResponse, SearchResult, UnansweredPeer
+from kbsearch.schemas.documents import DocumentText, PutDocumentResponse
+from kbsearch.schemas.search import SearchResponse, SearchResult, UnansweredPeer
 from kbsearch.schemas.sources import SourceInfo, SourceList, SyncProgressInfo, SyncStatusInfo
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.documents.reads import DocumentPage, DocumentReads
@@ -85,7 +86,12 @@ def _plain(message: str) -> str:
     return message.removeprefix("Value error, ")
 
 
-def search_response(request: SearchRequest, outcome: SearchOutcome) -> SearchResponse:
+def put_response(written: DocumentWritten) -> PutDocumentResponse:
+    """The body of a PUT of a document: REST's, the MCP put tool's and dotai's."""
+    return PutDocumentResponse.model_validate(written, from_attributes=True)
+
+
+def search_response(request: SearchQuery, outcome: SearchOutcome) -> SearchResponse:
     """The response body of a search: REST's, and the MCP search tool's structured output."""
     # A hit's fields are the result's, by the same names; a hit without a calibrated relevance shows 0.
     results = [

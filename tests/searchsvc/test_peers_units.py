@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kbsearch.commands import SearchQuery
 from kbsearch.errors import ConfigurationError
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchHit
@@ -17,7 +18,6 @@ from kbsearch.peers.client import PeerClient, PeerFailure, parse_answer
 from kbsearch.peers.config import Peer, PeerConfig, TokenFile, load_peers, parse_peers
 from kbsearch.peers.rescore import rescored
 from kbsearch.peers.router import PeerRouter, Unanswered, covers, merge
-from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.search.service import DEFAULT_RELEVANCE
 from tests.support.hashing import HashingEmbedder
 from tests.support.localhttp import local_http, url_of
@@ -222,7 +222,7 @@ def test_a_caller_scope_that_cannot_be_checked_reaches_no_peer_and_is_reported(t
     )
     metrics = Metrics()
     router = PeerRouter([peer], PeerClient(1024), metrics, timeout_s=1, breaker_failures=1, breaker_reset_s=1)
-    request = SearchRequest(query="q")
+    request = SearchQuery(query="q")
     broken_scope = [None]  # not a pattern: nothing can be proven about it
     answers = asyncio.run(router.ask(request, broken_scope, lambda _: True))  # type: ignore[arg-type]
     assert (answers.hits, answers.unanswered) == ([], [Unanswered("eu", "scope-undecided")])

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from kbsearch.commands import SearchQuery
 from kbsearch.deps import context_of, parts_of
 from kbsearch.errors import StoreUnavailableError
 from kbsearch.models import QueryLogEntry
-from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 from kbsearch.store.factory import query_log_beside
 from kbsearch.store.querylog import QueryLogStore
@@ -63,7 +63,7 @@ async def test_every_face_is_recorded_with_its_origin(api: httpx.AsyncClient) ->
     found = await search(api, "Rollback  HELM", mode="keyword")
     service = context_of(api.app).search  # type: ignore[attr-defined]
     for origin in ("mcp", "ui", "ask"):
-        await service.search(SearchRequest(query=f"{origin} question"), Caller.anonymous(), origin=origin)
+        await service.search(SearchQuery(query=f"{origin} question"), Caller.anonymous(), origin=origin)
     await search(api, "nothing-matches-this", mode="keyword", sourceIdentifier="team-a/docs")
     await context_of(api.app).query_log.flush()  # type: ignore[attr-defined]
 

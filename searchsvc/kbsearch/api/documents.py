@@ -10,7 +10,7 @@ from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
 from kbsearch.deps import DocumentReadsDep, DocumentsDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
-from kbsearch.presenters import source_list, sync_infos, text_page
+from kbsearch.presenters import put_response, source_list, sync_infos, text_page
 from kbsearch.schemas.documents import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -36,7 +36,7 @@ router = APIRouter(prefix="/api/v1", responses=ERRORS)
 @router.put("/documents", tags=["documents"])
 async def put_document(body: PutDocumentRequest, service: DocumentsDep, caller: WriterDep) -> PutDocumentResponse:
     """Create or replace one document; identical content and metadata is a no-op."""
-    return await service.put(body, caller)
+    return put_response(await service.put(body.to_command(), caller))
 
 
 @router.delete("/documents", tags=["documents"])
@@ -105,7 +105,7 @@ async def put_sync_status(
     an earlier `syncedAt` than the stored one is answered `stored: false` and dropped) and shown
     as `sync` by GET /api/v1/sources. A source whose every file failed is listed all the same.
     """
-    status, stored = await service.report(sourceIdentifier, body, caller)
+    status, stored = await service.report(body.to_command(sourceIdentifier), caller)
     sync, progress = sync_infos(status)
     return SyncStatusResponse(source_identifier=sourceIdentifier, stored=stored, sync=sync, progress=progress)
 

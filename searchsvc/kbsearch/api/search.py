@@ -29,10 +29,11 @@ async def _run(
     request: SearchRequest, service: SearchService, http: Request, response: Response, caller: Caller
 ) -> SearchResponse:
     # Another service's fan-out asking this one: answer from this store alone (no peer loops).
-    outcome = await service.search(request, caller, ask_peers=PEER_SEARCH_HEADER not in http.headers)
+    command = request.to_command()
+    outcome = await service.search(command, caller, ask_peers=PEER_SEARCH_HEADER not in http.headers)
     # Query embedding and engine time apart, for benchmarks and dashboards.
     response.headers["Server-Timing"] = f"embed;dur={outcome.embed_ms:.2f}, engine;dur={outcome.engine_ms:.2f}"
-    return search_response(request, outcome)
+    return search_response(command, outcome)
 
 
 @router.post("/search")

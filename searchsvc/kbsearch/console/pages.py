@@ -76,7 +76,7 @@ async def search_page(
                 body["filter"]["sourceIdentifier"] = source
             if version.strip():
                 body["filter"]["version"] = version.strip()
-            outcome = await search.search(SearchRequest.model_validate(body), caller, origin="ui")
+            outcome = await search.search(SearchRequest.model_validate(body).to_command(), caller, origin="ui")
             hits, took_ms, nothing_relevant = outcome.hits, outcome.took_ms, outcome.nothing_relevant
             unanswered = outcome.unanswered
         except ValidationError as exc:

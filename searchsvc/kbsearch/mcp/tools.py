@@ -29,7 +29,7 @@ from kbsearch.mcp.models import (
     SourcesOverview,
 )
 from kbsearch.models import SearchMode
-from kbsearch.presenters import search_response, source_list, text_page
+from kbsearch.presenters import put_response, search_response, source_list, text_page
 from kbsearch.schemas.ask import MAX_QUESTION_CHARS, AskRequest, AskResponse, AskSearchEvent
 from kbsearch.schemas.documents import DeleteDocumentResponse, DocumentText, PutDocumentRequest, PutDocumentResponse
 from kbsearch.schemas.fields import Metadata
@@ -92,14 +92,16 @@ async def run_search(
 ) -> SearchResponse:
     """One scoped search, validated exactly as REST's POST /api/v1/search validates its body."""
     with tool_errors(SEARCH_ARGUMENTS):
-        request = SearchRequest(
+        # The REST body's own model and its one to_command(): validated and translated as REST's are.
+        command = SearchRequest(
             query=query,
             limit=limit,
             mode=mode,
+            # The wire keys, so an error names the field as REST's does (SEARCH_ARGUMENTS maps them).
             filter={"sourceIdentifier": sources, "uriPrefix": uri_prefix, "version": version},
-        )
-        outcome = await tools.app.search.search(request, tools.caller, origin="mcp")
-    return search_response(request, outcome)
+        ).to_command()
+        outcome = await tools.app.search.search(command, tools.caller, origin="mcp")
+    return search_response(command, outcome)
 
 
 async def search_knowledge(
@@ -309,14 +311,14 @@ async def ingest_document(
     """
     tools = tool_context(ctx)
     with tool_errors():
-        request = PutDocumentRequest(
+        command = PutDocumentRequest(
             uri=uri,
             content=content,
             metadata=metadata or {},
             content_type=content_type,
             content_encoding=content_encoding,
-        )
-        response = await tools.app.documents.put(request, tools.caller)
+        ).to_command()
+        response = put_response(await tools.app.documents.put(command, tools.caller))
     return tool_result(render.put_text(response), response)
 
 

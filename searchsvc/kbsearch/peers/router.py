@@ -14,6 +14,7 @@ relevance is re-scored by this service before the merge (peers/rescore.py, from 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -21,12 +22,12 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
+from kbsearch.commands import SearchQuery
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchHit
 from kbsearch.peers.breaker import STATE_VALUE, CircuitBreaker
 from kbsearch.peers.client import FailureReason, PeerClient, PeerFailure
 from kbsearch.peers.config import Peer
-from kbsearch.schemas.search import SearchRequest
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class PeerRouter:
         return peer.config.timeout_seconds or self.timeout_s
 
     async def ask(
-        self, request: SearchRequest, caller_patterns: Sequence[str], allows: Callable[[str | None], bool]
+        self, request: SearchQuery, caller_patterns: Sequence[str], allows: Callable[[str | None], bool]
     ) -> PeerAnswers:
         """The peers' hits for this caller. `allows` is the caller's own scope over a sourceIdentifier: a
         peer hit outside it is dropped, so a peer token broader than the peer's declared scopes widens nothing."""
@@ -156,7 +157,7 @@ class PeerRouter:
             asked.append(peer)
         if not asked:
             return PeerAnswers([], unanswered)
-        body = request.model_dump(mode="json", by_alias=True)
+        body = peer_body(request)
         outcomes = await asyncio.gather(*(self._one(peer, body) for peer in asked))
         unanswered += [o for o in outcomes if isinstance(o, Unanswered)]
         # A peer asked for `limit` sends no more; the re-scoring embeds no more than that of any peer.
@@ -203,3 +204,45 @@ class PeerRouter:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+# The wire names of the fields whose domain name is not the camelCase of it.
+_WIRE_NAMES = {"source_identifiers": "sourceIdentifier"}
+
+
+def peer_body(query: SearchQuery) -> dict[str, Any]:
+    """The search body a peer is sent: only the fields that differ from their defaults.
+
+    A field this release added and the caller left alone is not sent, so an older peer, whose
+    strict body refuses a field it does not know, still answers. One source is sent as a string,
+    as a caller names it."""
+    body = _set_fields(query)
+    sources = body.get("filter", {}).get("sourceIdentifier")
+    if sources is not None and len(sources) == 1:
+        body["filter"]["sourceIdentifier"] = sources[0]
+    return body
+
+
+def _set_fields(value: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for item in dataclasses.fields(value):
+        field_value = getattr(value, item.name)
+        if dataclasses.is_dataclass(field_value):
+            field_value = _set_fields(field_value)
+            if not field_value:
+                continue
+        elif field_value == _default(item):
+            continue
+        body[_WIRE_NAMES.get(item.name) or _camel(item.name)] = field_value
+    return body
+
+
+def _default(item: dataclasses.Field[Any]) -> Any:
+    if item.default_factory is not dataclasses.MISSING:
+        return item.default_factory()
+    return item.default  # MISSING for a required field: equal to no value
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictStr, field_validator
 
+from kbsearch.commands import DocumentWrite
 from kbsearch.schemas.fields import Body, Metadata, MetadataValue, Uri, check_metadata, encodable
 
 
@@ -52,6 +53,16 @@ class PutDocumentRequest(Body):
     def source_identifier(self) -> str | None:
         value = self.metadata.get("sourceIdentifier")
         return value if isinstance(value, str) else None
+
+    def to_command(self) -> DocumentWrite:
+        """The one way a PUT body becomes a write: REST, MCP and dotai all come through here."""
+        return DocumentWrite(
+            uri=self.uri,
+            content=self.content,
+            metadata=self.metadata,
+            content_type=self.content_type,
+            content_encoding=self.content_encoding,
+        )
 
 
 class PutDocumentResponse(Body):

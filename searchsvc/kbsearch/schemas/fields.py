@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import (
@@ -166,10 +165,6 @@ def one_line(text: str) -> str:
 
 def text_lines(text: str) -> str:
     return printable(text, lines=True)
-
-
-def rfc3339(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def usable_text(text: str, name: str) -> str:

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
 
+from kbsearch.commands import SearchQuery
+from kbsearch.models import SearchFilter
 from kbsearch.schemas.fields import (
     MAX_METADATA_KEYS,
     Body,
@@ -46,6 +48,15 @@ class SearchFilterBody(Body):
             check_source_identifier(item)
         return value
 
+    def to_command(self) -> SearchFilter:
+        sources = self.source_identifier
+        return SearchFilter(
+            source_identifiers=[sources] if isinstance(sources, str) else sources,
+            uri_prefix=self.uri_prefix,
+            metadata=self.metadata,
+            version=self.version,
+        )
+
 
 # A search query's length; an ask's question may be longer (MAX_QUESTION_CHARS), and an extractive
 # ask searches its first MAX_QUERY_CHARS characters (the embedder reads about as many).
@@ -64,6 +75,12 @@ class SearchRequest(Body):
     @classmethod
     def _not_blank(cls, query: str) -> str:
         return usable_text(query, "query")
+
+    def to_command(self) -> SearchQuery:
+        """The one way a search body becomes a search: REST, MCP and the console all come through here."""
+        return SearchQuery(
+            query=self.query, limit=self.limit, mode=self.mode, filter=self.filter.to_command(), collapse=self.collapse
+        )
 
 
 class SearchResult(Body):

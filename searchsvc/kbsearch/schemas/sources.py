@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, Field, StrictStr, model_validator
 
+from kbsearch.commands import ProgressReport, SyncReport
+from kbsearch.models import FileIssue, Freshness, SyncStatus, rfc3339
 from kbsearch.schemas.fields import Body, Count, one_line, text_lines
 
 # A sync status report: bounded so that one source's failures cannot bloat the store or a page.
@@ -24,6 +27,9 @@ class FileIssueBody(Body):
     reason: Annotated[StrictStr, Field(max_length=MAX_ISSUE_REASON), AfterValidator(text_lines)]
     code: Annotated[StrictStr, Field(pattern=ISSUE_CODE)] | None = None
 
+    def to_command(self) -> FileIssue:
+        return FileIssue(path=self.path, reason=self.reason, code=self.code)
+
 
 class FreshnessBody(Body):
     """How fresh the source's index is: the newest commit seen on the remote, when it was first
@@ -33,6 +39,14 @@ class FreshnessBody(Body):
     seen_at: AwareDatetime
     searchable_at: AwareDatetime
     lag_seconds: Annotated[float, Field(ge=0, le=10**9, allow_inf_nan=False)]
+
+    def to_command(self) -> Freshness:
+        return Freshness(
+            remote_commit=self.remote_commit,
+            seen_at=rfc3339(self.seen_at),
+            searchable_at=rfc3339(self.searchable_at),
+            lag_seconds=self.lag_seconds,
+        )
 
 
 class FreshnessInfo(Body):
@@ -111,6 +125,38 @@ class SyncStatusRequest(Body):
         if self.phase == "ok" and self.failed:
             raise ValueError(f"phase is ok but {self.failed} files failed; report phase partial")
         return self
+
+    def to_command(self, source_identifier: str) -> SyncReport:
+        """The one way a status body becomes a report (times as RFC 3339, UTC; counts filled in)."""
+        if self.progress is not None:
+            p = self.progress
+            progress = ProgressReport(stage=p.stage, done=p.done, total=p.total, started_at=p.started_at)
+            return SyncReport(source_identifier=source_identifier, progress=progress)
+        assert self.phase is not None and self.synced_at is not None  # _consistent checks it
+        status = SyncStatus(
+            source_identifier=source_identifier,
+            commit=self.commit,
+            phase=self.phase,
+            documents=self.documents,
+            failed=self.failed or 0,
+            skipped=self.skipped or 0,
+            failed_files=[i.to_command() for i in self.failed_files],
+            skipped_files=[i.to_command() for i in self.skipped_files],
+            synced_at=rfc3339(self.synced_at),
+            next_sync_at=_time(self.next_sync_at),
+            message=self.message,
+            added=self.added,
+            modified=self.modified,
+            deleted=self.deleted,
+            unchanged=self.unchanged,
+            last_success_at=_time(self.last_success_at),
+            freshness=self.freshness.to_command() if self.freshness else None,
+        )
+        return SyncReport(source_identifier=source_identifier, status=status, synced_at=self.synced_at)
+
+
+def _time(value: datetime | None) -> str | None:
+    return rfc3339(value) if value is not None else None
 
 
 class FileIssueInfo(Body):

@@ -305,7 +305,7 @@ class AskService:
             limit=self.results_per_search if within is None else PAGE_CHUNKS,
             filter=search_filter,
             collapse=within is None,
-        )
+        ).to_command()
         outcome = await self.search.search(request, run.caller, origin="ask")
         numbers, new = run.ledger.add(outcome.named_hits())
         run.unanswered.update((u.name, u.reason) for u in outcome.unanswered)

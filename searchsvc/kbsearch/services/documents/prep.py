@@ -13,13 +13,13 @@ import hashlib
 
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.commands import DocumentWrite
 from kbsearch.convert import Anchor, ConversionError, Converted, Format, check_bytes, resolve_format
 from kbsearch.convert.base import decode_utf8
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import DocumentTooLargeError, InvalidRequestError
 from kbsearch.metrics import Metrics
 from kbsearch.models import ChunkPoint, ParsedDocument
-from kbsearch.schemas.documents import PutDocumentRequest
 from kbsearch.services.access.scope import source_partition
 from kbsearch.services.documents.batching import EmbeddingBatcher
 from kbsearch.services.documents.budget import DocumentWork
@@ -61,7 +61,7 @@ class DocumentPreparer:
     def use_embedder(self, embedder: EmbeddingProvider) -> None:
         self._batcher = EmbeddingBatcher(embedder, embedder.turn_texts)
 
-    def source(self, request: PutDocumentRequest) -> Source:
+    def source(self, request: DocumentWrite) -> Source:
         """The request's bytes and format, checked before any work: size, encoding, type (413/422)."""
         fmt = resolve_format(request.content_type, request.uri)
         converter = fmt.converter
@@ -114,7 +114,7 @@ class DocumentPreparer:
         self.metrics.documents_converted.labels(source.format.name, "ok").inc()
         return converted.text, converted
 
-    async def prepare(self, request: PutDocumentRequest, source: Source, writer: str) -> Prepared:
+    async def prepare(self, request: DocumentWrite, source: Source, writer: str) -> Prepared:
         """Chunks and vectors, before anything is written: a cancellation or a refusal here leaves no trace."""
         text, converted = await self._convert(source, writer)
         located = detect_version(request.uri, request.metadata)

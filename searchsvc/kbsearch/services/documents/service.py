@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from kbsearch.aio.locks import KeyedLocks, SharedExclusiveLocks
 from kbsearch.aio.runtime import in_thread, run_to_completion, store_call
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.commands import DocumentWrite, DocumentWritten, WriteStatus
 from kbsearch.convert import ConversionWorker
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import (
@@ -28,7 +29,6 @@ from kbsearch.models import (
     DocumentRecord,
     StoredBody,
 )
-from kbsearch.schemas.documents import PutDocumentRequest, PutDocumentResponse
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.services.documents.budget import DocumentWork, writer_of
 from kbsearch.services.documents.prep import DocumentPreparer, Prepared, Source
@@ -168,7 +168,7 @@ class DocumentService:
         async with self._writes.exclusive(_ALL_WRITES):
             yield
 
-    async def put(self, request: PutDocumentRequest, caller: Caller) -> PutDocumentResponse:
+    async def put(self, request: DocumentWrite, caller: Caller) -> DocumentWritten:
         require_writer(caller, request.source_identifier)
         document = self._prep.source(request)
         writer = writer_of(caller, request.source_identifier)
@@ -215,9 +215,7 @@ class DocumentService:
     def _source_gate(self, source: str | None) -> contextlib.AbstractAsyncContextManager[None]:
         return self._source_gates.shared(source) if source else contextlib.nullcontext()
 
-    async def _put_locked(
-        self, request: PutDocumentRequest, source: Source, caller: Caller, writer: str
-    ) -> PutDocumentResponse:
+    async def _put_locked(self, request: DocumentWrite, source: Source, caller: Caller, writer: str) -> DocumentWritten:
         checksum = source.checksum
         prepared: Prepared | None = None
         for _ in range(CLAIM_ATTEMPTS):
@@ -242,7 +240,7 @@ class DocumentService:
                 existing is not None and existing.checksum == checksum and existing.chunker == source.fingerprint
             ):  # the same content: at most the metadata changed
                 if canonical(existing.metadata) == canonical(request.metadata):
-                    return PutDocumentResponse(
+                    return DocumentWritten(
                         uri=request.uri,
                         status="unchanged",
                         checksum=checksum,
@@ -268,14 +266,14 @@ class DocumentService:
 
     @staticmethod
     def _response(
-        request: PutDocumentRequest, status: str, record: DocumentRecord, embedded: int
-    ) -> PutDocumentResponse:
-        return PutDocumentResponse(
+        request: DocumentWrite, status: WriteStatus, record: DocumentRecord, embedded: int
+    ) -> DocumentWritten:
+        return DocumentWritten(
             uri=request.uri, status=status, checksum=record.checksum, chunks=record.chunks, chunks_embedded=embedded
         )
 
     async def _write(
-        self, request: PutDocumentRequest, prepared: Prepared, existing: DocumentRecord | None
+        self, request: DocumentWrite, prepared: Prepared, existing: DocumentRecord | None
     ) -> DocumentRecord | None:
         """The store writes of one PUT; the final record, or None when the claim was lost at once."""
         uri, total = request.uri, len(prepared.points)

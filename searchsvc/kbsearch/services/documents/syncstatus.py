@@ -14,10 +14,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from kbsearch.aio.runtime import in_thread, store_call
+from kbsearch.commands import ProgressReport, SyncReport
 from kbsearch.errors import InvalidRequestError
-from kbsearch.models import FileIssue, Freshness, SyncProgress, SyncStatus
-from kbsearch.schemas.fields import rfc3339
-from kbsearch.schemas.sources import FileIssueBody, FreshnessBody, SyncProgressBody, SyncStatusRequest
+from kbsearch.models import SyncProgress, SyncStatus, rfc3339
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.store.base import VectorStore
 from kbsearch.store.payloads import rfc3339_seconds
@@ -33,22 +32,21 @@ class SyncStatusService:
         self.catalog = catalog
         self.max_clock_skew_s = max_clock_skew_s
 
-    async def report(
-        self, source_identifier: str, request: SyncStatusRequest, caller: Caller
-    ) -> tuple[SyncStatus, bool]:
+    async def report(self, report: SyncReport, caller: Caller) -> tuple[SyncStatus, bool]:
         """Store the report of a sync of a source the caller may write.
 
         Returns the status now stored and whether it is this report: a report older (by syncedAt)
         than the stored one never replaces it, so a delayed retry cannot hide a newer outcome.
         """
+        source_identifier = report.source_identifier
         require_writer(caller, source_identifier)
         # A report from the future would outrank every real one after it (a 9999-12-31 hides the
         # source's failures for good): refused beyond the allowed clock skew, and a stored one
         # dated that far ahead (written before this check) gives way to the next real report.
         trusted_until = time.time() + self.max_clock_skew_s
-        progress = request.progress
+        progress = report.progress
         dated, field = (
-            (request.synced_at, "syncedAt") if progress is None else (progress.started_at, "progress.startedAt")
+            (report.synced_at, "syncedAt") if progress is None else (progress.started_at, "progress.startedAt")
         )
         if dated is not None and dated.timestamp() > trusted_until:
             raise InvalidRequestError(
@@ -59,9 +57,11 @@ class SyncStatusService:
         problem = await in_thread(self.store.write_problem)
         if problem is not None:
             raise problem
-        if request.progress is not None:
-            return await self._progress(source_identifier, request.progress, trusted_until)
-        status = to_status(source_identifier, request)
+        if progress is not None:
+            return await self._progress(source_identifier, progress, trusted_until)
+        status = report.status
+        if status is None:
+            raise InvalidRequestError("a sync report carries an outcome or progress", code="VALIDATION_ERROR")
         stored = await store_call(self.store.put_sync_status, status, trusted_until)
         self.catalog.wrote(source_identifier)
         if stored:
@@ -70,17 +70,17 @@ class SyncStatusService:
         return (current or status), False
 
     async def _progress(
-        self, source_identifier: str, body: SyncProgressBody, trusted_until: float
+        self, source_identifier: str, report: ProgressReport, trusted_until: float
     ) -> tuple[SyncStatus, bool]:
         progress = SyncProgress(
-            stage=body.stage,
-            done=body.done,
-            total=body.total,
-            started_at=rfc3339(body.started_at),
+            stage=report.stage,
+            done=report.done,
+            total=report.total,
+            started_at=rfc3339(report.started_at),
             reported_at=rfc3339(datetime.now(UTC)),
         )
         current = await store_call(self.store.get_sync_status, source_identifier)
-        if current is not None and rfc3339_seconds(current.synced_at) > body.started_at.timestamp():
+        if current is not None and rfc3339_seconds(current.synced_at) > report.started_at.timestamp():
             return current, False  # what is stored came after this sync started: a late report
         if current is None or current.phase is None:
             # No outcome yet (a first sync): the record is dated by this sync's start.
@@ -102,43 +102,3 @@ def _progress_only(source_identifier: str, progress: SyncProgress) -> SyncStatus
         failed_files=[], skipped_files=[], synced_at=progress.started_at, next_sync_at=None, message=None,
         progress=progress,
     )  # fmt: skip
-
-
-def to_status(source_identifier: str, request: SyncStatusRequest) -> SyncStatus:
-    assert request.phase is not None and request.synced_at is not None  # SyncStatusRequest checks it
-    return SyncStatus(
-        source_identifier=source_identifier,
-        commit=request.commit,
-        phase=request.phase,
-        documents=request.documents,
-        failed=request.failed or 0,
-        skipped=request.skipped or 0,
-        failed_files=[_issue(i) for i in request.failed_files],
-        skipped_files=[_issue(i) for i in request.skipped_files],
-        synced_at=rfc3339(request.synced_at),
-        next_sync_at=_time(request.next_sync_at),
-        message=request.message,
-        added=request.added,
-        modified=request.modified,
-        deleted=request.deleted,
-        unchanged=request.unchanged,
-        last_success_at=_time(request.last_success_at),
-        freshness=_freshness(request.freshness) if request.freshness else None,
-    )
-
-
-def _freshness(body: FreshnessBody) -> Freshness:
-    return Freshness(
-        remote_commit=body.remote_commit,
-        seen_at=rfc3339(body.seen_at),
-        searchable_at=rfc3339(body.searchable_at),
-        lag_seconds=body.lag_seconds,
-    )
-
-
-def _time(value: datetime | None) -> str | None:
-    return rfc3339(value) if value is not None else None
-
-
-def _issue(body: FileIssueBody) -> FileIssue:
-    return FileIssue(path=body.path, reason=body.reason, code=body.code)

@@ -36,12 +36,12 @@ from typing import Any, Literal
 
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.chunker import MarkdownChunker
+from kbsearch.commands import DocumentWrite
 from kbsearch.convert.formats import MARKDOWN
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConflictError
 from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, CollectionSignature, DocumentChunk, DocumentRecord
-from kbsearch.schemas.documents import PutDocumentRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, SourceScope
 from kbsearch.services.documents.reads import join_chunks
 from kbsearch.services.documents.repair import repair
@@ -325,7 +325,7 @@ class RebuildService:
         stored = await store_call(self.live.get_body, uri)
         if stored is not None and stored.checksum == record.checksum:
             # As it was PUT: a PDF's or notebook's bytes are converted again, the same way.
-            request = PutDocumentRequest(
+            request = DocumentWrite(
                 uri=uri,
                 content=stored.content,
                 metadata=record.metadata,
@@ -335,7 +335,7 @@ class RebuildService:
         else:
             chunks = await store_call(self.live.document_chunks, uri, 0, record.chunks)
             # Earlier releases read every document as markdown, whatever its URI's extension.
-            request = PutDocumentRequest(
+            request = DocumentWrite(
                 uri=uri, content=legacy_content(record, chunks), metadata=record.metadata, content_type=MARKDOWN
             )
         response = await self._shadow_docs.put(request, REBUILDER)

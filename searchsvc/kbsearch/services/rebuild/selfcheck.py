@@ -39,8 +39,8 @@ from typing import Literal, get_args
 import numpy as np
 
 from kbsearch.aio.runtime import store_call
+from kbsearch.commands import SearchQuery
 from kbsearch.models import INCOMPLETE, DocumentRecord, SearchHit
-from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
 from kbsearch.services.documents.versions import detect_version, newest_first_key
 from kbsearch.services.search.insights import InsightsService
@@ -64,7 +64,7 @@ SEED = 30  # a fixed seed: the same per-query figures always give the same verdi
 SCORE_DECIMALS = 4  # scores closer than this are a tie, broken by the answer's key
 PAGE = 256
 CHUNKS_READ_PER_DOCUMENT = 8
-MAX_QUERY_CHARS = 1000  # SearchRequest's limit
+MAX_QUERY_CHARS = 1000  # a search body's limit (kbsearch.schemas.search)
 _ATX_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$")
 
 
@@ -301,7 +301,7 @@ async def _document_queries(
 
 async def _ambiguous(search: SearchService, text: str, answer: str, caller: Caller, answers: Answers) -> bool:
     """Whether another answer among the current top hits has `text` as its title, a heading, or in its text."""
-    outcome = await search.search_unlogged(SearchRequest(query=text, limit=FETCH, mode="hybrid"), caller)
+    outcome = await search.search_unlogged(SearchQuery(query=text, limit=FETCH, mode="hybrid"), caller)
     return any(
         answers.of(hit.uri, hit.source_identifier, hit.page_key) != answer
         and (
@@ -377,7 +377,7 @@ async def _reciprocal_rank(
 
 async def _ranked(search: SearchService, text: str, mode: Mode, caller: Caller, answers: Answers) -> list[str]:
     """Distinct answers in rank order; equal scores ordered by the answer's key (the query is not logged)."""
-    outcome = await search.search_unlogged(SearchRequest(query=text, limit=FETCH, mode=mode), caller)
+    outcome = await search.search_unlogged(SearchQuery(query=text, limit=FETCH, mode=mode), caller)
     return _order(outcome.hits, answers)[:DEPTH]
 
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field, replace
 from kbsearch.aio.fairness import FairTurns
 from kbsearch.aio.locks import SharedExclusiveLocks
 from kbsearch.aio.runtime import embed_call, store_call
+from kbsearch.commands import SearchQuery
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.metrics import Metrics
-from kbsearch.models import Fusion, QueryLogEntry, SearchFilter, SearchHit, SearchOrigin
+from kbsearch.models import Fusion, QueryLogEntry, SearchHit, SearchOrigin
 from kbsearch.peers.rescore import rescored
 from kbsearch.peers.router import PeerAnswers, PeerRouter, Unanswered, merge
-from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
 from kbsearch.services.search.pageweights import PathWeights
 from kbsearch.services.search.querylog import QueryLog
@@ -129,13 +129,13 @@ class SearchService:
         """Embed queries with `embedder` from now on (call holding `gate` exclusively, with the swap)."""
         self.embedder = embedder
 
-    async def search_unlogged(self, request: SearchRequest, caller: Caller) -> SearchOutcome:
+    async def search_unlogged(self, request: SearchQuery, caller: Caller) -> SearchOutcome:
         """A search kept out of the query log (the service's own, such as a rebuild's self-check)."""
         outcome, _ = await self._search(request, caller)
         return outcome
 
     async def search(
-        self, request: SearchRequest, caller: Caller, *, origin: SearchOrigin = "api", ask_peers: bool = True
+        self, request: SearchQuery, caller: Caller, *, origin: SearchOrigin = "api", ask_peers: bool = True
     ) -> SearchOutcome:
         """The caller's search; `origin` names the face it came through (REST, MCP, console, ask).
         `ask_peers=False`: this store alone (a peer's own search, which must not fan out again).
@@ -173,7 +173,7 @@ class SearchService:
         return outcome
 
     async def _merged(
-        self, request: SearchRequest, caller: Caller, local: SearchOutcome, asking: asyncio.Task[PeerAnswers]
+        self, request: SearchQuery, caller: Caller, local: SearchOutcome, asking: asyncio.Task[PeerAnswers]
     ) -> SearchOutcome:
         """The local outcome with the peers' hits merged in by relevance, naming the peers that did not answer.
 
@@ -217,17 +217,15 @@ class SearchService:
         )
         return EmbeddedQuery(embedder, vector)
 
-    async def _search(self, request: SearchRequest, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
+    async def _search(self, request: SearchQuery, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         """The outcome, and the sources the search was scoped to (None: every source)."""
         async with self.gate.shared(SERVING):
             return await self._search_held(request, caller)
 
-    async def _search_held(self, request: SearchRequest, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
+    async def _search_held(self, request: SearchQuery, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         started = time.perf_counter()
-        raw = request.filter
-        requested = [raw.source_identifier] if isinstance(raw.source_identifier, str) else raw.source_identifier
         # The caller's scope is part of the engine filter, so `limit` is filled from what it may see.
-        sources = narrow(requested, await caller.scope.resolve(self.catalog))
+        sources = narrow(request.filter.source_identifiers, await caller.scope.resolve(self.catalog))
         if sources == []:
             elapsed = (time.perf_counter() - started) * 1000
             empty = SearchOutcome(
@@ -240,9 +238,7 @@ class SearchService:
         sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
 
-        search_filter = SearchFilter(
-            source_identifiers=sources, uri_prefix=raw.uri_prefix, metadata=raw.metadata, version=raw.version
-        )
+        search_filter = replace(request.filter, source_identifiers=sources)
         # Collapsing needs more chunks than pages: several chunks and versions of one page compete.
         fetch = (
             min(MAX_FETCH, max(self.candidates, request.limit * FETCH_PER_PAGE)) if request.collapse else request.limit
