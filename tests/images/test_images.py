@@ -8,6 +8,7 @@ git repository mounted in.
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import subprocess
@@ -31,10 +32,11 @@ READY_TIMEOUT_S = 240  # model load on two busy cores, cold page cache
 class Search:
     name: str
     url: str
-    token: str
+    token: str  # SEARCHSVC_API_TOKEN: writes (and reads)
+    read_token: str  # SEARCHSVC_READ_TOKEN: reads only
 
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
+    def headers(self, *, write: bool = False) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token if write else self.read_token}"}
 
 
 def _free_port() -> int:
@@ -69,7 +71,7 @@ def search() -> Iterator[Search]:
     require_images()
     suffix = uuid.uuid4().hex[:8]
     name, volume = f"kb-test-search-{suffix}", f"kb-test-data-{suffix}"
-    token = secrets.token_urlsafe(24)
+    token, read_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     port = _free_port()
     podman("volume", "create", volume)
     try:
@@ -81,9 +83,9 @@ def search() -> Iterator[Search]:
             "--env=SEARCHSVC_API_TOKEN", "--env=SEARCHSVC_READ_TOKEN",
             SEARCH_IMAGE,
             timeout=120,
-            env_extra={"SEARCHSVC_API_TOKEN": token, "SEARCHSVC_READ_TOKEN": token},
+            env_extra={"SEARCHSVC_API_TOKEN": token, "SEARCHSVC_READ_TOKEN": read_token},
         )  # fmt: skip
-        found = Search(name=name, url=f"http://127.0.0.1:{port}", token=token)
+        found = Search(name=name, url=f"http://127.0.0.1:{port}", token=token, read_token=read_token)
         _wait_ready(found)
         yield found
     finally:
@@ -115,7 +117,9 @@ def test_a_document_is_searchable_and_survives_a_restart(search: Search) -> None
     body = {"uri": uri, "content": "# Rotating signing keys\n\nRotate the cluster's signing keys every quarter."}
     unauthorised = httpx.put(f"{search.url}/api/v1/documents", json=body, timeout=60)
     assert unauthorised.status_code == 401
-    put = httpx.put(f"{search.url}/api/v1/documents", json=body, headers=search.headers(), timeout=120)
+    reader = httpx.put(f"{search.url}/api/v1/documents", json=body, headers=search.headers(), timeout=60)
+    assert reader.status_code == 403
+    put = httpx.put(f"{search.url}/api/v1/documents", json=body, headers=search.headers(write=True), timeout=120)
     assert put.status_code == 200, put.text
     assert _search_uris(search, "how often are signing keys rotated")[:1] == [uri]
 
@@ -139,12 +143,14 @@ def test_knowledge_sync_from_the_operator_image_fills_the_search_image(search: S
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "docs"], check=True)
+    # The mount keeps the host's owner, and git refuses a repository another user owns: give it to
+    # the image's user, as the operator's own clones are.
+    chown = ["chown", "-R", "10001:10001", str(repo)]
+    subprocess.run(chown if os.geteuid() == 0 else ["podman", "unshare", *chown], check=True)
     done = podman(
         "run", "--rm", *run_flags(),
         f"--network=container:{search.name}",  # the service on the pod's loopback, as a sidecar would see it
         f"--volume={repo}:/repo:ro",
-        # The mount keeps the host's owner: tell git the repository is trusted, as a CI checkout would.
-        "--env=GIT_CONFIG_COUNT=1", "--env=GIT_CONFIG_KEY_0=safe.directory", "--env=GIT_CONFIG_VALUE_0=*",
         "--env=KB_TOKEN",
         "--entrypoint=knowledge-sync", OPERATOR_IMAGE,
         "--repo", "/repo", "--ref", "main", "--source-id", "team/docs", "--service", "http://127.0.0.1:8000",
