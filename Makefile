@@ -47,7 +47,7 @@ export TOKENIZERS_PARALLELISM := false
 LOCKS       := requirements/dev.txt requirements/search.txt requirements/search-torch.txt requirements/operator.txt
 LOCK_TMP    := $(VENV)/torch-constraint.txt
 
-.PHONY: help install run test test-fast bench lint fmt lock helm bge-model kube-tools mcp-inspector chromium qdrant clean
+.PHONY: help install run test test-fast test-images images bench lint fmt lock helm bge-model kube-tools mcp-inspector chromium qdrant clean
 
 # The first target is the default: `make` alone lists the others. Each target's `## ` comment is its line.
 help: ## List the targets
@@ -190,6 +190,15 @@ test: lint $(HELM) bge-model kube-tools mcp-inspector chromium qdrant ## lint, t
 # The inner loop: no lint, no browser tests (tests/console/browser/), no tests marked slow.
 test-fast: $(STAMP) $(HELM) mcp-inspector ## The inner loop: the suite without browser, Kubernetes and slow tests, no lint
 	PATH="$(CURDIR)/$(TOOLS):$$PATH" $(PY) -m pytest -m "not slow and not kube" --ignore=tests/console/browser
+
+# The images without Docker (buildah, podman, runc, mmdebstrap; installed as root when missing),
+# into the local image store as localhost/kb-search and localhost/kb-operator.
+images: ## Build both images with buildah on a Debian 12 base (hack/build-images.sh)
+	hack/build-images.sh
+
+# Not part of `make test`: building the images takes minutes and needs root (docs/operations/install.md).
+test-images: images $(STAMP) ## Build the images, then run them as the chart does (tests/images)
+	KB_TEST_IMAGES=1 $(PY) -m pytest tests/images
 
 bench: $(STAMP) ## Run the benchmarks under bench/ (needs ../shared/eval/scifact-train)
 	$(PY) -m bench.run_all --scifact ../shared/eval/scifact-train
