@@ -19,7 +19,7 @@ from kbsearch.peers.router import peer_body
 from kbsearch.schemas.fields import Body, Scalar
 from kbsearch.schemas.search import SearchRequest
 from kbsearch.services.access.scope import Caller
-from kbsearch.services.search import SearchService
+from kbsearch.services.search.service import SearchService
 from tests.support.service import running_service
 
 
