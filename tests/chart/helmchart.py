@@ -55,7 +55,11 @@ def values_args(scenario: str) -> list[str]:
     return ["-f", str(path)] if path else []
 
 
-def template(*args: str) -> subprocess.CompletedProcess[str]:
+# A render here has no cluster: the chart refuses to make up tokens unless told the render is throwaway.
+NO_CLUSTER_OK = ("--set", "auth.generateWithoutCluster=true")
+
+
+def template(*args: str, throwaway: bool = True) -> subprocess.CompletedProcess[str]:
     return run_helm(
         "template",
         RELEASE,
@@ -65,6 +69,7 @@ def template(*args: str) -> subprocess.CompletedProcess[str]:
         "--kube-version",
         KUBE_VERSION,
         "--include-crds",
+        *(NO_CLUSTER_OK if throwaway else ()),
         *args,
     )
 
@@ -142,6 +147,7 @@ def notes(scenario: str) -> str:
         "--dry-run=client",
         "--output",
         "json",
+        *NO_CLUSTER_OK,
         *values_args(scenario),
     )
     assert result.returncode == 0, result.stderr

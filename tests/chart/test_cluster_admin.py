@@ -16,6 +16,7 @@ from tests.chart.helmchart import (
     CHART,
     KUBE_VERSION,
     NAMESPACE,
+    NO_CLUSTER_OK,
     OPERATOR,
     RELEASE,
     SEARCH,
@@ -275,7 +276,7 @@ def test_the_operators_cache_volume_size_follows_its_value():
 
 
 def test_notes_point_to_the_docs_the_console_and_ask_knowledge():
-    args = ["--namespace", NAMESPACE, "--dry-run=client", "--output", "json", *INGRESS]
+    args = ["--namespace", NAMESPACE, "--dry-run=client", "--output", "json", *NO_CLUSTER_OK, *INGRESS]
     result = run_helm("install", RELEASE, str(CHART), *args)
     assert result.returncode == 0, result.stderr
     text = json.loads(result.stdout)["info"]["notes"]

@@ -143,7 +143,15 @@ generates. Call with (dict "ctx" $ "name" <secret name> "key" <data key>).
 {{- $existing := lookup "v1" "Secret" .ctx.Release.Namespace .name }}
 {{- $data := dict }}
 {{- if $existing }}{{ $data = (get $existing "data") | default dict }}{{ end }}
-{{- get $data .key | default (randAlphaNum 48 | b64enc) }}
+{{- $value := get $data .key }}
+{{- if not $value }}
+{{- /* kube-system exists in every cluster: no answer means this render has no cluster to keep values in. */}}
+{{- if and (not (lookup "v1" "Namespace" "" "kube-system")) (not .ctx.Values.auth.generateWithoutCluster) }}
+{{- fail (printf "Secret %s key %s: this render has no cluster (helm template, a GitOps tool, --dry-run=client), so a random value cannot be kept and every render would rotate it, breaking the clients that hold it. Set %s to a Secret you create (see docs/operations/install.md, GitOps), or auth.generateWithoutCluster=true for a render you will not apply." .name .key .setting) }}
+{{- end }}
+{{- $value = randAlphaNum 48 | b64enc }}
+{{- end }}
+{{- $value }}
 {{- end }}
 
 {{/*
