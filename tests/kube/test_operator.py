@@ -94,9 +94,9 @@ def test_a_source_lives_its_whole_life_through_kubectl(
 
     # What a user sees: the printer columns, and the conditions and events.
     table = plane.kubectl("get", "ks", "-n", namespace).stdout.splitlines()
-    assert table[0].split()[:5] == ["NAME", "READY", "COMMIT", "DOCUMENTS", "LAST"]
+    assert table[0].split()[:6] == ["NAME", "READY", "COMMIT", "DOCUMENTS", "PROGRESS", "LAST"]
     row = next(line.split() for line in table if line.startswith(name))
-    assert row[1:4] == ["True", first[:12], "2"]
+    assert row[1:4] == ["True", first[:12], "2"]  # no progress once the sync is done: that cell is empty
     wide = plane.kubectl("get", "ks", name, "-n", namespace, "-o", "wide").stdout
     assert "PHASE" in wide and "Synced" in wide and "NEXT SYNC" in wide
     described = plane.kubectl("describe", "ks", name, "-n", namespace).stdout
