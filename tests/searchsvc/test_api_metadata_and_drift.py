@@ -93,6 +93,7 @@ async def test_one_source_is_counted_by_its_own_endpoint(api):
         "incompleteDocuments": 0,
         "collectionEpoch": epoch,
         "sync": None,  # no sync reported for it
+        "progress": None,  # nor a sync running
     }
     # Zero, not 404: a reset collection or a wrong URL looks exactly like this.
     empty = await api.get("/api/v1/sources/never-synced")
@@ -105,6 +106,7 @@ async def test_one_source_is_counted_by_its_own_endpoint(api):
         "lastIngestedAt": None,
         "collectionEpoch": epoch,
         "sync": None,
+        "progress": None,
     }
     # The listing and the bulk delete still answer on their own paths.
     assert len((await api.get("/api/v1/sources")).json()["sources"]) == 2
