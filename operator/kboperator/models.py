@@ -97,6 +97,8 @@ class SyncSpec:
             shape["linkRef"] = self.link_ref
         if self.version_pattern is not None:
             shape["versionPattern"] = self.version_pattern
+        else:  # versions read from sibling folders (sync.versions): each source reconciles fully once
+            shape["versions"] = "siblings"
         if self.path_weights:  # a new weight must reach every document it matches
             shape["pathWeights"] = dict(sorted(self.path_weights.items()))
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]

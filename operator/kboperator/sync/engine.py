@@ -194,6 +194,10 @@ class SyncEngine:
                 log.info("source %s: commit %s is not in the history of %s; full reconcile",
                          spec.source_id, since, checkout.head)  # fmt: skip
                 since = None
+            moved = bool(since) and await asyncio.to_thread(reader.versions_moved_since, since or "")
+            if moved:  # the files the diff does not touch may have another version now
+                log.info("source %s: versioned folders changed since %s; full reconcile", spec.source_id, since)
+                since = None
             if since:
                 plan = await asyncio.to_thread(_incremental_plan, reader, checkout, since)
             else:
@@ -388,6 +392,7 @@ def _full_plan(reader: DocumentReader, checkout: Checkout, listing: dict[str, Li
     """Desired documents at head against the service's listing (blocking)."""
     plan = _Plan(full=True)
     entries = checkout.list_files()
+    reader.know_tree(entries)
     wanted: set[str] = set()
     for entry in entries:
         if not reader.matches(entry):
