@@ -291,7 +291,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cache.save()
             if code != 0:
                 raise SystemExit(f"knowledge-sync exited {code}")
-            result: dict[str, Any] = {"versioned": args.versioned, "syncSeconds": round(sync_s, 1)}
+            result: dict[str, Any] = {"set": args.eval.name, "versioned": args.versioned}
+            result["syncSeconds"] = round(sync_s, 1)
             result["chunkSizes"] = chunk_sizes(repo, include.split("/")[0])
             with http_client(svc.base_url) as client:
                 for mode in args.modes:
@@ -300,7 +301,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     result["ask"] = _answers(client, questions, show_misses=args.misses)
         result["load"] = load_text()
         _print(result, args.modes)
-        result["set"] = args.eval.name
         write_result(_result_name(args), result)
         return result
     finally:
