@@ -3,7 +3,6 @@ search makes of them: one page per set of copies, the current copy first."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,14 +122,16 @@ def _search(server: Server, query: str) -> list[dict]:
 INGRESS = "# Securing ingresses\n\nAdd the cluster-issuer annotation to the Ingress and name a secretName.\n"
 
 
-def test_a_site_with_a_copy_per_release_syncs_as_one_page_per_topic(server: Server, tmp_path: Path, capsys) -> None:
+def test_a_site_with_a_copy_per_release_syncs_as_one_page_per_topic(
+    server: Server, tmp_path: Path, capsys, caplog
+) -> None:
     work = WorkRepo(tmp_path / "website")
     work.write("content/docs/usage/ingress.md", INGRESS)
     work.write("content/v1.17-docs/usage/ingress.md", INGRESS)  # byte-identical, as most copies are
     work.write("content/v1.16-docs/usage/ingress.md", INGRESS.replace("cluster-issuer", "issuer"))
     work.write("content/python-3.11/guide.md", "# Python\n\nInstall the interpreter before the ingress tools.\n")
     work.commit()
-    args = [*base_args(server, work, tmp_path), "--include", "content/**/*.md"]
+    args = [*base_args(server, work, tmp_path), "--include", "content/**/*.md", "--state", str(tmp_path / "state")]
     code, _, err = run(capsys, *args)
     assert code == 0, err
     assert _versions(server) == {
@@ -144,12 +145,22 @@ def test_a_site_with_a_copy_per_release_syncs_as_one_page_per_topic(server: Serv
     assert ingress[0]["metadata"]["path"] == "content/docs/usage/ingress.md" and ingress[0].get("version") is None
     assert ingress[0]["otherVersions"] == ["1.17", "1.16"]
 
+    # A page in a copy the layout already has: an incremental sync, which gives it its version.
+    work.write("content/v1.17-docs/usage/gateway.md", "# Gateways\n\nAnnotate the Gateway.\n")
+    work.commit()
+    caplog.clear()
+    code, _, err = run(capsys, *args)
+    assert code == 0, err
+    assert "(incremental)" in caplog.text and "full reconcile" not in caplog.text
+    assert _versions(server)["content/v1.17-docs/usage/gateway.md"] == "1.17"
+
     # A new folder makes `python-3.11` a version of `python`: the files the commit did not touch get it too.
     work.write("content/python/guide.md", "# Python\n\nInstall the interpreter, then the ingress tools.\n")
     work.commit()
+    caplog.clear()
     code, _, err = run(capsys, *args)
     assert code == 0, err
-    assert re.search(r"full reconcile", err), err
+    assert "versioned folders changed" in caplog.text and "(full)" in caplog.text
     versions = _versions(server)
     assert versions["content/python-3.11/guide.md"] == "3.11" and versions["content/python/guide.md"] is None
     python = [r for r in _search(server, "install the interpreter") if "guide.md" in r["metadata"]["path"]]
