@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kboperator.sync.versions import VersionLayout, affixed_version
+from kbsearch.services.documents.versions import detect_version, newest_first_key
 from tests.operator.test_cli import SOURCE, TOKEN, Server, base_args, run
 from tests.support.git import WorkRepo
 
@@ -101,6 +102,46 @@ def test_copies_beside_the_current_one_or_each_other_are_versions(parent, name, 
         assert all(layout.version_of(p) is None for p in copies)
     if current:
         assert layout.version_of(path(name)) is None
+
+
+@pytest.mark.parametrize(
+    ("paths", "page", "newest"),
+    [
+        (["content/docs/2.21/a.md", "content/docs/2.20/a.md"], "content/docs/*/a.md", "2.21"),  # Hugo
+        (["content/docs/a.md", "content/v1.16-docs/a.md", "content/v1.20-docs/a.md"], "content/docs/a.md", None),
+        (["docs/a.md", "docs-2.21/a.md"], "docs/a.md", None),
+        (["docs-2.20/a.md", "docs-2.21/a.md"], "docs/a.md", "2.21"),
+        (["release-1.2/a.md", "release-1.10/a.md"], "*/a.md", "1.10"),
+        (["docs/a.md", "versioned_docs/version-3.1/a.md", "versioned_docs/version-3.0/a.md"], "docs/a.md", None),
+        (["docs/v1.4/a.md", "docs/v1.5/a.md"], "docs/*/a.md", "1.5"),
+    ],
+)
+def test_every_common_layout_synced_as_is_is_one_page_newest_first(paths, page, newest):
+    """The sync's versions (from the tree) and the service's keys (from each document) together."""
+    layout = VersionLayout(paths)
+    located = []
+    for path in paths:
+        version = layout.version_of(path)
+        located.append(
+            detect_version(f"file:///repo/{path}", {"path": path} | ({"version": version} if version else {}))
+        )
+    assert {found.page for found in located} == {page}
+    assert min((found.version for found in located), key=newest_first_key) == newest
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        ["content/2021-blog/post.md", "content/2022-blog/post.md", "content/blog/post.md"],
+        ["python3-docs/a.md", "docs/a.md", "python2-docs/a.md"],
+        ["k8s-1-docs/a.md", "k8s-2-docs/a.md"],
+        ["content/python-3.11/a.md", "content/docs/a.md"],
+    ],
+)
+def test_names_with_numbers_beside_their_siblings_stay_pages_of_their_own(paths):
+    layout = VersionLayout(paths)
+    assert [layout.version_of(p) for p in paths] == [None] * len(paths)
+    assert [detect_version("kb://x", {"path": p}) for p in paths] == [(None, p) for p in paths]
 
 
 @pytest.fixture
