@@ -10,7 +10,9 @@ A *full reconcile* (first sync, force_full, or a last commit that is not in the 
 history: force-push, other ref) compares the documents wanted at head with the service's
 listing for the source: it PUTs what is missing or different (checksum or metadata other than
 `commit`) and DELETEs what should not be there. An *incremental* sync diffs the last synced
-commit against head with rename detection and applies exactly those changes.
+commit against head with rename detection and applies exactly those changes; when a folder
+became or stopped being a versioned copy in between (sync.versions: `v1.16-docs/` beside
+`docs/`), it is a full reconcile instead, as the files the diff does not touch change version.
 
 Mass-deletion guard: a full reconcile refuses (MassDeletionRefusedError) when head yields no
 documents while the service still holds some for this source *and* the tree at head is not
