@@ -10,9 +10,12 @@ service (Qdrant Edge, the bundled MiniLM), and the 80 judged questions are asked
 
 `--versioned` syncs a copy with three versions of every page (Hugo layout, `content/docs/<v>/`,
 small edits between them) and counts a hit only for the newest version's page.
-`--eval ../shared/eval/cert-manager-docs` syncs that site as-is (`content/**/*.md`: the current docs
-and five `content/vX.Y-docs/` copies) and reports its strict figures (only the current page is a hit)
-and, beside them, the version-folded ones (every copy counts as its current page).
+`--eval ../shared/eval/cert-manager-docs` syncs that site as-is (`content/**/*.md`, the pattern its
+README loads it with: the current docs and five `content/vX.Y-docs/` copies); `--include` names
+another glob. Every set reports its strict figures (only the current version's page is a hit) and,
+beside them, the version-folded ones (every older copy counts as its current page, before the
+distinct-page step: the sets' README's lenient variant). The gap between the two is what version
+handling loses; on a set without copies they are equal.
 
 Vectors are kept in a file cache between runs (keyed by backend and text), so a re-run after a
 chunker change embeds only the texts that changed.
@@ -174,8 +177,9 @@ def page_of(hit: dict[str, Any], versioned: bool) -> str:
 
 
 def fold_version(path: str) -> str:
-    """cert-manager's `content/vX.Y-docs/P` as `content/docs/P` (its README's version-folded variant)."""
-    return re.sub(r"^content/v\d+\.\d+-docs/", "content/docs/", path)
+    """An older copy as its current page: cert-manager's `content/vX.Y-docs/P` as `content/docs/P`, the
+    versioned Argo CD copy's `v2.9:docs/P` as `docs/P` (the sets' version-folded variant)."""
+    return re.sub(r"^content/v\d+\.\d+-docs/", "content/docs/", re.sub(r"^v[\d.]+:", "", path))
 
 
 def retrieval_metrics(ranked_pages: list[list[str]], chunk_pages: list[list[str]], questions: list[dict]) -> dict:
@@ -287,7 +291,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cache.save()
             if code != 0:
                 raise SystemExit(f"knowledge-sync exited {code}")
-            result: dict[str, Any] = {"versioned": args.versioned, "syncSeconds": round(sync_s, 1)}
+            result: dict[str, Any] = {"set": args.eval.name, "versioned": args.versioned}
+            result["syncSeconds"] = round(sync_s, 1)
             result["chunkSizes"] = chunk_sizes(repo, include.split("/")[0])
             with http_client(svc.base_url) as client:
                 for mode in args.modes:
@@ -296,10 +301,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     result["ask"] = _answers(client, questions, show_misses=args.misses)
         result["load"] = load_text()
         _print(result, args.modes)
-        write_result("docsqa-versioned" if args.versioned else "docsqa", result)
+        write_result(_result_name(args), result)
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _result_name(args: argparse.Namespace) -> str:
+    """docsqa[-versioned] for the Argo CD set (run_all's), docsqa-<set> for another."""
+    name = "docsqa-versioned" if args.versioned else "docsqa"
+    return name if args.eval.resolve() == DEFAULT_EVAL.resolve() else f"{name}-{args.eval.name}"
 
 
 def _retrieval(client: Any, questions: list[dict], mode: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -320,9 +331,8 @@ def _retrieval(client: Any, questions: list[dict], mode: str, args: argparse.Nam
         hits = client.post("/api/v1/search", json={"query": question, "limit": 10, "mode": mode}).json()["results"]
         top_relevance["offTopic"].append(hits[0].get("relevance", 0.0) if hits else 0.0)
     metrics = retrieval_metrics(ranked, chunks, questions)
-    folded = [[fold_version(p) for p in pages] for pages in ranked]
-    if folded != ranked:  # the sets' lenient variant: every copy of a page counts as the page
-        metrics["versionFolded"] = retrieval_metrics(folded, folded, questions)
+    folded = [[fold_version(p) for p in pages] for pages in ranked]  # every copy of a page counts as the page
+    metrics["versionFolded"] = retrieval_metrics(folded, folded, questions)
     metrics["topRelevance"] = {
         k: {"n": len(v), "p10": _pct(v, 10), "median": _pct(v, 50), "p90": _pct(v, 90)}
         for k, v in top_relevance.items()
@@ -376,14 +386,13 @@ def _path(citation: dict[str, Any]) -> str:
 
 
 def _print(result: dict[str, Any], modes: list[str]) -> None:
-    print(f"docs QA ({'versioned' if result['versioned'] else 'single-version'}), {result['load']}")
+    print(f"docs QA {result['set']} ({'versioned' if result['versioned'] else 'single-version'}), {result['load']}")
     rows = [
-        [m, result[m]["hit@1"], result[m]["hit@5"], result[m]["MRR@10"], result[m]["distinctPagesTop10"]] for m in modes
+        [f"{m} ({variant})", f["hit@1"], f["hit@5"], f["MRR@10"], f["distinctPagesTop10"]]
+        for variant, key in (("strict", None), ("version-folded", "versionFolded"))
+        for m in modes
+        for f in [result[m] if key is None else result[m][key]]
     ]
-    for m in modes:
-        if "versionFolded" in result[m]:
-            f = result[m]["versionFolded"]
-            rows.append([f"{m} (version-folded)", f["hit@1"], f["hit@5"], f["MRR@10"], f["distinctPagesTop10"]])
     print_table(["mode", "hit@1", "hit@5", "MRR@10", "distinct/10"], rows)
     print("chunks:", result["chunkSizes"])
     for m in modes:
@@ -397,7 +406,8 @@ def headline(result: dict[str, Any]) -> tuple[str, str, str]:
     """(figure, target, verdict) for run_all's summary."""
     hybrid, ask = result["hybrid"], result.get("ask", {})
     figure = (
-        f"Argo CD dev set, hybrid hit@1 {hybrid['hit@1']} hit@5 {hybrid['hit@5']} MRR@10 {hybrid['MRR@10']}, "
+        f"{result.get('set', 'argocd-docs')}, hybrid hit@1 {hybrid['hit@1']} hit@5 {hybrid['hit@5']} "
+        f"MRR@10 {hybrid['MRR@10']}, "
         f"{hybrid['distinctPagesTop10']} distinct pages in the top 10; ask holds every fact "
         f"{ask.get('factsHeld')}, off-topic grounded {ask.get('offTopicGrounded')}"
     )

@@ -104,8 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--version-pattern",
         metavar="REGEX",
         help="for docs kept per version: a regular expression (RE2 syntax) searched in each path whose group named "
-        "'version' becomes the document's version, e.g. 'docs/(?P<version>[^/]+)/' (default: the service "
-        "recognises 2.21/, v1.4/ and version-3.1/ folders)",
+        "'version' becomes the document's version, e.g. 'docs/(?P<version>[^/]+)/' (default: read from the tree: "
+        "2.21/, v1.4/, version-3.1/, release-1.2/ folders, and v1.16-docs/ beside docs/)",
     )
     add(
         "--path-weight",

@@ -68,7 +68,8 @@ class SyncSpec:
     # The branch or tag the links name, when `repo.ref` is not one (a CI checkout's detached HEAD).
     link_ref: str | None = None
     # A regular expression searched in each path; its `version` group becomes the document's
-    # `version` metadata (sync.documents.version_of). None: the service's own layout detection.
+    # `version` metadata (sync.documents.version_of). None: read from the tree (sync.versions, and
+    # the service's own detection of folders named as a version).
     version_pattern: str | None = None
     # (glob, weight) pairs: a matching document's `rankWeight` metadata, which the service's ranking
     # multiplies its pages' scores by (sync.documents.PathWeights); the longest matching glob wins.
@@ -97,6 +98,8 @@ class SyncSpec:
             shape["linkRef"] = self.link_ref
         if self.version_pattern is not None:
             shape["versionPattern"] = self.version_pattern
+        else:  # versions read from sibling folders (sync.versions): each source reconciles fully once
+            shape["versions"] = "siblings"
         if self.path_weights:  # a new weight must reach every document it matches
             shape["pathWeights"] = dict(sorted(self.path_weights.items()))
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]

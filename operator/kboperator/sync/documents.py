@@ -16,6 +16,7 @@ from kboperator.repourl import RepoLocation
 from kboperator.sync.docuri import document_uri
 from kboperator.sync.linear import LinearPattern, PatternError
 from kboperator.sync.paths import PathFilter, compile_glob
+from kboperator.sync.versions import VersionLayout, affixed_version
 
 # Keys the engine sets on every document; a spec may not override them.
 RESERVED_KEYS = ("sourceIdentifier", "repository", "ref", "commit", "path")
@@ -148,9 +149,39 @@ class DocumentReader:
         }
         self._version = version
         self._weights = weights
+        self._layout: VersionLayout | None = None
 
     def matches(self, entry: TreeEntry) -> bool:
         return self.filter.matches(entry.path)
+
+    def layout(self, commit: str | None = None, entries: list[TreeEntry] | None = None) -> VersionLayout:
+        """The versioned folders among the documents of a commit (default head; sync.versions), from
+        its tree or from `entries` when the caller has listed them already."""
+        listed = self.checkout.list_files(commit) if entries is None else entries
+        return VersionLayout(e.path for e in listed if self.filter.matches(e.path) and valid_path(e.path))
+
+    def know_tree(self, entries: list[TreeEntry]) -> None:
+        """The head's entries, which the versions of its documents are read from (sync.versions)."""
+        if self._version is None:
+            self._layout = self.layout(entries=entries)
+
+    def versions_moved_since(self, commit: str) -> bool:
+        """Whether a folder became or stopped being a versioned copy since `commit`: an incremental
+        sync would leave the files it did not change with their old version."""
+        if self._version is not None:
+            return False
+        if self._layout is None:
+            self._layout = self.layout()
+        return self.layout(commit) != self._layout
+
+    def _version_of(self, path: str) -> str | None:
+        if self._version is not None:
+            return version_of(self._version, path)
+        if not any(affixed_version(folder) for folder in path.split("/")[:-1]):
+            return None  # no folder could be a versioned copy: the tree is not listed for it
+        if self._layout is None:
+            self._layout = self.layout()
+        return self._layout.version_of(path)
 
     def uri(self, path: str) -> str:
         return document_uri(
@@ -162,7 +193,7 @@ class DocumentReader:
         )
 
     def metadata(self, path: str) -> dict[str, Any]:
-        version = version_of(self._version, path) if self._version is not None else None
+        version = self._version_of(path)
         weight = self._weights.of(path)
         return (
             {**self._base, "path": path}

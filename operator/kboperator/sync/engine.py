@@ -10,7 +10,9 @@ A *full reconcile* (first sync, force_full, or a last commit that is not in the 
 history: force-push, other ref) compares the documents wanted at head with the service's
 listing for the source: it PUTs what is missing or different (checksum or metadata other than
 `commit`) and DELETEs what should not be there. An *incremental* sync diffs the last synced
-commit against head with rename detection and applies exactly those changes.
+commit against head with rename detection and applies exactly those changes; when a folder
+became or stopped being a versioned copy in between (sync.versions: `v1.16-docs/` beside
+`docs/`), it is a full reconcile instead, as the files the diff does not touch change version.
 
 Mass-deletion guard: a full reconcile refuses (MassDeletionRefusedError) when head yields no
 documents while the service still holds some for this source *and* the tree at head is not
@@ -193,6 +195,10 @@ class SyncEngine:
             if since and not await asyncio.to_thread(checkout.is_ancestor, since):
                 log.info("source %s: commit %s is not in the history of %s; full reconcile",
                          spec.source_id, since, checkout.head)  # fmt: skip
+                since = None
+            moved = bool(since) and await asyncio.to_thread(reader.versions_moved_since, since or "")
+            if moved:  # the files the diff does not touch may have another version now
+                log.info("source %s: versioned folders changed since %s; full reconcile", spec.source_id, since)
                 since = None
             if since:
                 plan = await asyncio.to_thread(_incremental_plan, reader, checkout, since)
@@ -388,6 +394,7 @@ def _full_plan(reader: DocumentReader, checkout: Checkout, listing: dict[str, Li
     """Desired documents at head against the service's listing (blocking)."""
     plan = _Plan(full=True)
     entries = checkout.list_files()
+    reader.know_tree(entries)
     wanted: set[str] = set()
     for entry in entries:
         if not reader.matches(entry):

@@ -32,6 +32,7 @@ from kbsearch.models import (
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.services.documents.budget import DocumentWork, writer_of
 from kbsearch.services.documents.prep import DocumentPreparer, Prepared, Source
+from kbsearch.services.documents.versions import detect_version
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 
@@ -247,7 +248,10 @@ class DocumentService:
                         chunks=existing.chunks,
                         chunks_embedded=0,
                     )
-                if owner == request.source_identifier:
+                # A new version or page key lives on every chunk too: those are written again (vectors reused).
+                located = detect_version(request.uri, request.metadata)
+                same_page = detect_version(request.uri, existing.metadata) == located
+                if owner == request.source_identifier and same_page:
                     # Only the metadata changed, and it lives on the record alone: one conditional write.
                     record = dataclasses.replace(
                         existing, metadata=request.metadata, ingested_at=now(), write_id=uuid.uuid4().hex
