@@ -160,3 +160,19 @@ def test_bounds_are_checked() -> None:
         ThrottledProgress("ns/src", [], started_at=STARTED, every=0)
     with pytest.raises(ValueError, match="min_gap_s"):
         ThrottledProgress("ns/src", [], started_at=STARTED, min_gap_s=-1)
+
+
+async def test_an_api_refusal_is_logged_on_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    # kubernetes' ApiException prints its headers and body on lines of their own: unstamped lines a log
+    # reader cannot place (the kube tests' RBAC check reads each 403 line by its time stamp).
+    from kubernetes.client.exceptions import ApiException
+
+    async def refused(_: object) -> None:
+        raise ApiException(status=403, reason="Forbidden", http_resp=None)
+
+    progress = ThrottledProgress("ns/src", [refused], started_at=STARTED, every=1, min_gap_s=0, clock=Clock())
+    progress(Planned("ns/src", True, 1, 0, 0))
+    await settle()
+    await progress.close()
+    (line,) = [r.getMessage() for r in caplog.records if "progress not reported" in r.message]
+    assert "\n" not in line and line.endswith("ApiException 403 Forbidden")

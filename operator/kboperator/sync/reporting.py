@@ -145,7 +145,7 @@ class ThrottledProgress:
                 except Exception as exc:  # noqa: BLE001 - a listener's failure never fails the sync
                     if index not in self._failing:
                         self._failing.add(index)
-                        log.warning("source %s: progress not reported: %s", self.source_id, exc)
+                        log.warning("source %s: progress not reported: %s", self.source_id, _one_line(exc))
 
     async def close(self) -> Snapshot | None:
         """Wait for the send in flight (no new one starts); the final counts, None if there were none."""
@@ -183,3 +183,11 @@ def fan_out(*callbacks: Progress) -> Progress:
             callback(event)
 
     return progress
+
+
+def _one_line(exc: Exception) -> str:
+    """A failure as one log line: an API error's status and reason, not its headers and body (one line each)."""
+    status, reason = getattr(exc, "status", None), getattr(exc, "reason", None)
+    if status is not None:
+        return f"{type(exc).__name__} {status} {reason or ''}".strip()
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
