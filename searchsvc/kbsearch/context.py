@@ -38,6 +38,7 @@ from kbsearch.services.search.querylog import QueryLog
 from kbsearch.services.search.ranking import Relevance, shipped_model
 from kbsearch.services.search.rerank import ListwiseChat, RerankStage
 from kbsearch.services.search.service import SearchService, configured_fusion
+from kbsearch.services.serving import Served, Serving, Target
 from kbsearch.settings import (
     AskSettings,
     ChunkSettings,
@@ -61,12 +62,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True, eq=False)
 class AppContext:
-    """What the faces call. Not frozen: after a rebuild's swap `embedder` follows the services' embedder."""
+    """What the faces call; what serves the collection (and a rebuild's swap replaces) is `serving`'s."""
 
-    store: VectorStore
-    embedder: EmbeddingProvider  # the one serving queries: the collection's until a rebuild swaps
-    sparse: Bm25Encoder
-    chunker: MarkdownChunker
+    serving: Serving
     catalog: SourceCatalog
     documents: DocumentService
     document_reads: DocumentReads
@@ -81,6 +79,23 @@ class AppContext:
     configured_embedder: EmbeddingProvider
     chat: ChatClient | None
     retired: list[EmbeddingProvider] = field(default_factory=list)
+
+    @property
+    def store(self) -> VectorStore:
+        return self.serving.store
+
+    @property
+    def embedder(self) -> EmbeddingProvider:
+        """The one serving queries: the collection's until a rebuild swaps."""
+        return self.serving.embedder
+
+    @property
+    def sparse(self) -> Bm25Encoder:
+        return self.serving.sparse
+
+    @property
+    def chunker(self) -> MarkdownChunker:
+        return self.serving.chunker
 
     async def aclose(self) -> None:
         try:
@@ -140,17 +155,22 @@ async def build_context(
         embedder_for=embedder_for
         or (lambda stored: build_embedder_for(settings.embedding, settings.storage.data_dir, stored)),
     )
-    serving = collection.serving
+    serving = Serving(
+        Served(
+            store=active_store,
+            embedder=collection.serving,
+            sparse=sparse,
+            chunker=chunker,
+            signature=collection.served_signature,
+        )
+    )
     # Before the first request: what a killed process left half-written is emptied now.
     await in_thread(repair, active_store)
     catalog = SourceCatalog(active_store)
     documents = document_service(
         settings.documents,
         metrics,
-        active_store,
         serving,
-        sparse,
-        chunker,
         catalog,
         conversion_worker(settings.conversion, metrics),
     )
@@ -165,9 +185,7 @@ async def build_context(
         settings.search,
         relevance,
         metrics,
-        active_store,
         serving,
-        sparse,
         catalog,
         query_log,
         rerank,
@@ -175,40 +193,19 @@ async def build_context(
         store_name=settings.peering.store_name,
     )
     ask = ask_service(settings.answers, metrics, search, serving, active_chat)
-
-    def switch_embedder(embedder: EmbeddingProvider) -> None:
-        """After a swap: every service embeds with the configured embedder (the search gate is held)."""
-        documents.use_embedder(embedder)
-        search.use_embedder(embedder)
-        ask.embedder = embedder
-        context.embedder = embedder
-
     rebuild = rebuild_service(
-        settings.rebuilds,
-        metrics,
-        active_store,
-        documents,
-        search,
-        insights,
-        configured,
-        collection.signature,
-        sparse,
-        chunker,
-        on_swap=switch_embedder,
+        settings.rebuilds, metrics, serving, documents, search, insights, Target(configured, collection.signature)
     )
     rebuild_why = collection.rebuild_why
     if rebuild_why is None and await in_thread(active_store.shadow_exists):
         rebuild_why = "resuming an unfinished rebuild"
-    context = AppContext(
-        store=active_store,
-        embedder=serving,
-        sparse=sparse,
-        chunker=chunker,
+    return AppContext(
+        serving=serving,
         catalog=catalog,
         documents=documents,
-        document_reads=DocumentReads(store=active_store, catalog=catalog),
+        document_reads=DocumentReads(serving, catalog=catalog),
         sync_status=SyncStatusService(
-            store=active_store, catalog=catalog, max_clock_skew_s=settings.documents.sync_status_max_clock_skew_s
+            serving, catalog=catalog, max_clock_skew_s=settings.documents.sync_status_max_clock_skew_s
         ),
         query_log=query_log,
         insights=insights,
@@ -220,7 +217,6 @@ async def build_context(
         chat=active_chat,
         retired=collection.retired,
     )
-    return context
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +225,7 @@ class OpenedCollection:
 
     signature: CollectionSignature  # what the configured embedder, encoder and chunker would make
     serving: EmbeddingProvider  # the embedder that made the stored vectors (the configured one if they agree)
+    served_signature: CollectionSignature  # what made the stored vectors (`signature` when they agree)
     retired: list[EmbeddingProvider]  # closed at shutdown: a request may still hold one
     rebuild_why: str | None  # why the collection needs rebuilding, if it does
 
@@ -258,7 +255,7 @@ async def open_collection(
     stored = await in_thread(store.stored_signature)
     why = rebuild_reason(stored, signature, await in_thread(store.collection_chunker), chunker.fingerprint)
     if stored is None or compatible(stored, signature):
-        return OpenedCollection(signature, configured, [], why)
+        return OpenedCollection(signature, configured, signature, [], why)
     # Searches need query vectors from the model that made the collection until the swap.
     try:
         serving = embedder_for(stored)
@@ -272,7 +269,7 @@ async def open_collection(
             "until the rebuild is swapped in",
             extra={"stored": stored.sparse_encoder, "configured": sparse.name},
         )
-    return OpenedCollection(signature, serving, [serving], why)
+    return OpenedCollection(signature, serving, stored, [serving], why)
 
 
 def markdown_chunker(chunking: ChunkSettings, embedder: str) -> MarkdownChunker:
@@ -315,24 +312,18 @@ def document_work(documents: DocumentSettings, chunker: MarkdownChunker, convert
 def document_service(
     documents: DocumentSettings,
     metrics: Metrics,
-    store: VectorStore,
-    embedder: EmbeddingProvider,
-    sparse: Bm25Encoder,
-    chunker: MarkdownChunker,
+    serving: Serving,
     catalog: SourceCatalog,
     converter: ConversionWorker,
 ) -> DocumentService:
     return DocumentService(
-        store=store,
-        embedder=embedder,
-        sparse=sparse,
-        chunker=chunker,
+        serving=serving,
         metrics=metrics,
         max_document_bytes=documents.max_document_bytes,
         max_pending_writes=documents.max_pending_writes,
         catalog=catalog,
         max_source_bytes=documents.max_source_bytes,
-        work=document_work(documents, chunker, converter),
+        work=document_work(documents, serving.chunker, converter),
         max_pending_writes_per_writer=documents.max_pending_writes_per_writer,
     )
 
@@ -356,9 +347,7 @@ def search_service(
     search: SearchSettings,
     relevance: Relevance,
     metrics: Metrics,
-    store: VectorStore,
-    embedder: EmbeddingProvider,
-    sparse: Bm25Encoder,
+    serving: Serving,
     catalog: SourceCatalog,
     query_log: QueryLog,
     rerank: RerankStage | None,
@@ -367,9 +356,7 @@ def search_service(
     store_name: str = "local",
 ) -> SearchService:
     return SearchService(
-        store=store,
-        embedder=embedder,
-        sparse=sparse,
+        serving=serving,
         metrics=metrics,
         fusion=configured_fusion(search),
         candidates=search.search_candidates,
@@ -386,11 +373,11 @@ def search_service(
 
 
 def ask_service(
-    answers: AskSettings, metrics: Metrics, search: SearchService, embedder: EmbeddingProvider, chat: ChatClient | None
+    answers: AskSettings, metrics: Metrics, search: SearchService, serving: Serving, chat: ChatClient | None
 ) -> AskService:
     return AskService(
         search=search,
-        embedder=embedder,
+        serving=serving,
         chat=chat,
         metrics=metrics,
         results_per_search=answers.ask_results_per_search,
@@ -403,29 +390,20 @@ def ask_service(
 def rebuild_service(
     rebuilds: RebuildSettings,
     metrics: Metrics,
-    store: VectorStore,
+    serving: Serving,
     documents: DocumentService,
     search: SearchService,
     insights: InsightsService,
-    target_embedder: EmbeddingProvider,
-    target_signature: CollectionSignature,
-    sparse: Bm25Encoder,
-    chunker: MarkdownChunker,
-    *,
-    on_swap: Callable[[EmbeddingProvider], None],
+    target: Target,
 ) -> RebuildService:
     """Background rebuilds into a shadow collection made by the configured embedder, encoder and chunker."""
     return RebuildService(
-        live=store,
+        serving=serving,
         documents=documents,
         search=search,
         insights=insights,
         metrics=metrics,
-        target_embedder=target_embedder,
-        target_signature=target_signature,
-        sparse=sparse,
-        chunker=chunker,
-        on_swap=on_swap,
+        target=target,
         pause_s=rebuilds.rebuild_pause_ms / 1000,
         margin=rebuilds.rebuild_check_margin,
         check_queries=rebuilds.rebuild_check_queries,

@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import LLMUnavailableError, ServiceError
 from kbsearch.llm.chat import ChatClient, ChatMessage, TextPiece, ToolCall, ToolSpec, parse_arguments
 from kbsearch.metrics import Metrics
@@ -48,6 +47,7 @@ from kbsearch.services.access.scope import Caller
 from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger, citing_sentence, quote
 from kbsearch.services.answers.extractive import Extract, answer_pieces, extract
 from kbsearch.services.search.service import SearchService
+from kbsearch.services.serving import Serving
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class AskService:
         self,
         *,
         search: SearchService,
-        embedder: EmbeddingProvider,
+        serving: Serving,
         chat: ChatClient | None,
         metrics: Metrics,
         results_per_search: int,
@@ -120,7 +120,7 @@ class AskService:
         timeout_s: float,
     ) -> None:
         self.search = search
-        self.embedder = embedder
+        self.serving = serving  # the embedder that reads the sentences: the collection's
         self.chat = chat
         self.metrics = metrics
         self.results_per_search = results_per_search
@@ -262,7 +262,8 @@ class AskService:
             extracts = await extract(
                 run.request.question,
                 run.ledger,
-                self.embedder.partition(run.caller.partition),  # sentences the caller may read, in its own partition
+                # The sentences the caller may read, in its own partition.
+                self.serving.embedder.partition(run.caller.partition),
                 max_sentences=self.answer_sentences,
                 min_similarity=self.min_similarity,
             )

@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 
 from kbsearch.aio.runtime import in_thread, store_call
-from kbsearch.chunker import MarkdownChunker
 from kbsearch.commands import DocumentWrite
 from kbsearch.convert import Anchor, ConversionError, Converted, Format, check_bytes, resolve_format
 from kbsearch.convert.base import decode_utf8
@@ -24,8 +23,7 @@ from kbsearch.services.access.scope import source_partition
 from kbsearch.services.documents.batching import EmbeddingBatcher
 from kbsearch.services.documents.budget import DocumentWork
 from kbsearch.services.documents.versions import detect_version
-from kbsearch.store.base import VectorStore
-from kbsearch.store.bm25 import Bm25Encoder
+from kbsearch.services.serving import Serving
 
 __all__ = ["DocumentPreparer", "Prepared", "Source", "sha256_hex"]
 
@@ -40,26 +38,24 @@ class DocumentPreparer:
     def __init__(
         self,
         *,
-        store: VectorStore,
-        embedder: EmbeddingProvider,
-        sparse: Bm25Encoder,
-        chunker: MarkdownChunker,
+        serving: Serving,
         metrics: Metrics,
         work: DocumentWork,
         max_document_bytes: int,
         max_source_bytes: int,
     ) -> None:
-        self.store = store
-        self.sparse = sparse
-        self.chunker = chunker
+        self.serving = serving  # the store, embedder, encoder and chunker a write uses now
         self.metrics = metrics
         self.work = work
         self.max_document_bytes = max_document_bytes
         self.max_source_bytes = max_source_bytes
-        self._batcher = EmbeddingBatcher(embedder, embedder.turn_texts)
+        self._batcher: EmbeddingBatcher | None = None
 
-    def use_embedder(self, embedder: EmbeddingProvider) -> None:
-        self._batcher = EmbeddingBatcher(embedder, embedder.turn_texts)
+    def _batcher_of(self, embedder: EmbeddingProvider) -> EmbeddingBatcher:
+        """The batcher of the serving embedder: a new one after a swap (writes are paused for it)."""
+        if self._batcher is None or self._batcher.embedder is not embedder:
+            self._batcher = EmbeddingBatcher(embedder, embedder.turn_texts)
+        return self._batcher
 
     def source(self, request: DocumentWrite) -> Source:
         """The request's bytes and format, checked before any work: size, encoding, type (413/422)."""
@@ -90,7 +86,7 @@ class DocumentPreparer:
         text: str | None = None
         if converter is None:  # markdown and plain text go to the chunker as they are
             text = request.content if request.content_encoding == "utf-8" else decode_utf8(raw, "content")
-        fingerprint = self.chunker.fingerprint
+        fingerprint = self.serving.chunker.fingerprint
         if converter is not None:  # a new converter version re-converts the format's documents
             fingerprint += f";format={fmt.name}-v{converter.version}"
         return Source(fmt, raw, text, "sha256:" + hashlib.sha256(raw).hexdigest(), fingerprint)
@@ -124,7 +120,7 @@ class DocumentPreparer:
         shift = len(text) - len(parsed.body)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
         dense, embedded = await self._dense_vectors(parsed, hashes, request.source_identifier, writer)
-        sparse = await in_thread(self.sparse.encode_chunks, [c.embed_text for c in parsed.chunks])
+        sparse = await in_thread(self.serving.sparse.encode_chunks, [c.embed_text for c in parsed.chunks])
         total = len(parsed.chunks)
         points = [
             ChunkPoint(
@@ -167,12 +163,13 @@ class DocumentPreparer:
         and the write's duration must not tell a writer that another source holds a text.
         """
         unique = list(dict.fromkeys(hashes))
-        by_hash = await store_call(self.store.vectors_by_text_hash, unique, source_identifier)
+        by_hash = await store_call(self.serving.store.vectors_by_text_hash, unique, source_identifier)
         missing = [h for h in unique if h not in by_hash]
         if missing:
             text_of = {hashes[i]: chunk.embed_text for i, chunk in enumerate(parsed.chunks)}
             partition = source_partition(source_identifier)
-            vectors = await self._batcher.embed([text_of[h] for h in missing], partition, writer)
+            batcher = self._batcher_of(self.serving.embedder)
+            vectors = await batcher.embed([text_of[h] for h in missing], partition, writer)
             by_hash.update(zip(missing, vectors, strict=True))
         return [by_hash[h] for h in hashes], len(missing)
 

@@ -13,6 +13,7 @@ from kbsearch.aio.runtime import store_call
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import DocumentChunk, DocumentRecord, SourceStats, SourceStatus
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
+from kbsearch.services.serving import Serving
 from kbsearch.store.base import VectorStore
 
 __all__ = ["DocumentPage", "DocumentReads", "join_chunks"]
@@ -69,9 +70,13 @@ class DocumentPage:
 class DocumentReads:
     """What a caller may read of the stored documents; out of scope looks like absent."""
 
-    def __init__(self, *, store: VectorStore, catalog: SourceCatalog) -> None:
-        self.store = store
+    def __init__(self, serving: Serving, *, catalog: SourceCatalog) -> None:
+        self.serving = serving
         self.catalog = catalog
+
+    @property
+    def store(self) -> VectorStore:
+        return self.serving.store
 
     async def list(
         self, *, source_identifier: str | None, uri_prefix: str | None, limit: int, cursor: str | None, caller: Caller

@@ -10,14 +10,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from kbsearch.aio.locks import KeyedLocks, SharedExclusiveLocks
 from kbsearch.aio.runtime import in_thread, run_to_completion, store_call
-from kbsearch.chunker import MarkdownChunker
 from kbsearch.commands import DocumentWrite, DocumentWritten, WriteStatus
 from kbsearch.convert import ConversionWorker
-from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import (
     ConflictError,
     OverloadedError,
@@ -33,8 +31,8 @@ from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.services.documents.budget import DocumentWork, writer_of
 from kbsearch.services.documents.prep import DocumentPreparer, Prepared, Source
 from kbsearch.services.documents.versions import detect_version
+from kbsearch.services.serving import Serving
 from kbsearch.store.base import VectorStore
-from kbsearch.store.bm25 import Bm25Encoder
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +43,7 @@ UPSERT_BATCH = 256
 # (another replica wrote it); past them the client gets a retryable 409 WRITE_CONFLICT.
 CLAIM_ATTEMPTS = 3
 
-__all__ = ["INCOMPLETE", "DocumentService", "WriteMirror"]
+__all__ = ["INCOMPLETE", "DocumentService"]
 
 
 def canonical(metadata: Mapping[str, Any]) -> str:
@@ -65,20 +63,6 @@ def next_version(previous: DocumentRecord | None) -> int:
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class WriteMirror(Protocol):
-    """Where a rebuild's shadow collection follows every write the live one takes (services/rebuild/rebuild.py).
-
-    Called with the document's lock still held, after the live write, so a write and the rebuild's
-    copy of the same document never cross. The mirror copies what the live collection now holds
-    (never the request itself, so it cannot do more than the caller was allowed to). A mirror never
-    raises: what it fails to copy it remembers and copies again before the shadow is swapped in.
-    """
-
-    async def changed(self, uri: str) -> None: ...
-
-    async def source_deleted(self, source_identifier: str) -> None: ...
 
 
 # The key of the gate every write holds shared, and a swap of the collection exclusively.
@@ -110,10 +94,7 @@ class DocumentService:
     def __init__(
         self,
         *,
-        store: VectorStore,
-        embedder: EmbeddingProvider,
-        sparse: Bm25Encoder,
-        chunker: MarkdownChunker,
+        serving: Serving,
         metrics: Metrics,
         max_document_bytes: int,
         max_pending_writes: int,
@@ -123,16 +104,13 @@ class DocumentService:
         work: DocumentWork | None = None,
         max_pending_writes_per_writer: int | None = None,
     ) -> None:
-        self.store = store
+        self.serving = serving  # the store, embedder and chunker; a rebuild's mirror while one runs
         self.catalog = catalog
-        self.embedder = embedder
-        self.sparse = sparse
-        self.chunker = chunker
         self.metrics = metrics
         self.max_document_bytes = max_document_bytes
         self.max_source_bytes = max_source_bytes if max_source_bytes is not None else max_document_bytes
         # Conversions and chunking: off the shared thread pool, in turns by writer, within a budget.
-        self.work = work if work is not None else DocumentWork(chunker, converter)
+        self.work = work if work is not None else DocumentWork(serving.chunker, converter)
         self.max_pending_writes = max_pending_writes
         self.max_pending_writes_per_writer = max_pending_writes_per_writer or max_pending_writes
         self._pending_by_writer: dict[str, int] = {}
@@ -140,22 +118,17 @@ class DocumentService:
         self._source_gates = SharedExclusiveLocks()
         self._pending = 0
         self._prep = DocumentPreparer(
-            store=store,
-            embedder=embedder,
-            sparse=sparse,
-            chunker=chunker,
+            serving=serving,
             metrics=metrics,
             work=self.work,
             max_document_bytes=self.max_document_bytes,
             max_source_bytes=self.max_source_bytes,
         )
         self._writes = SharedExclusiveLocks()
-        self.mirror: WriteMirror | None = None
 
-    def use_embedder(self, embedder: EmbeddingProvider) -> None:
-        """Embed with `embedder` from now on (a rebuilt collection was swapped in)."""
-        self.embedder = embedder
-        self._prep.use_embedder(embedder)
+    @property
+    def store(self) -> VectorStore:
+        return self.serving.store
 
     @contextlib.asynccontextmanager
     async def holding(self, uri: str, source_identifier: str | None) -> AsyncIterator[None]:
@@ -195,8 +168,9 @@ class DocumentService:
             # our chunk writes and our manifest write.
             async with self.holding(request.uri, source):
                 response = await self._put_locked(request, document, caller, writer)
-                if self.mirror is not None and response.status != "unchanged":
-                    await run_to_completion(self.mirror.changed(request.uri))
+                mirror = self.serving.mirror
+                if mirror is not None and response.status != "unchanged":
+                    await run_to_completion(mirror.changed(request.uri))
         finally:
             self._pending -= 1
             self._pending_by_writer[writer] -= 1
@@ -389,8 +363,9 @@ class DocumentService:
         await self._require_writable()
         async with self._writes.shared(_ALL_WRITES), self._uri_locks.hold(uri):
             deleted = await run_to_completion(self._delete_locked(uri, source_identifier, caller))
-            if self.mirror is not None:
-                await run_to_completion(self.mirror.changed(uri))
+            mirror = self.serving.mirror
+            if mirror is not None:
+                await run_to_completion(mirror.changed(uri))
         self.metrics.chunks_deleted.inc(deleted)
         return deleted
 
@@ -425,8 +400,9 @@ class DocumentService:
         await self._require_writable()
         async with self._writes.shared(_ALL_WRITES), self._source_gates.exclusive(source_identifier):
             documents, chunks = await run_to_completion(store_call(self.store.delete_source, source_identifier))
-            if self.mirror is not None:
-                await run_to_completion(self.mirror.source_deleted(source_identifier))
+            mirror = self.serving.mirror
+            if mirror is not None:
+                await run_to_completion(mirror.source_deleted(source_identifier))
         self.metrics.chunks_deleted.inc(chunks)
         log.info("source deleted", extra={"sourceIdentifier": source_identifier, "documents": documents})
         return documents, chunks

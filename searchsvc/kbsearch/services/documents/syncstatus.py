@@ -18,6 +18,7 @@ from kbsearch.commands import ProgressReport, SyncReport
 from kbsearch.errors import InvalidRequestError
 from kbsearch.models import SyncProgress, SyncStatus, rfc3339
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
+from kbsearch.services.serving import Serving
 from kbsearch.store.base import VectorStore
 from kbsearch.store.payloads import rfc3339_seconds
 
@@ -27,10 +28,14 @@ DEFAULT_SKEW_S = 300.0
 class SyncStatusService:
     """Stores one status per source in the collection, beside its documents (see store/base.py)."""
 
-    def __init__(self, *, store: VectorStore, catalog: SourceCatalog, max_clock_skew_s: float = DEFAULT_SKEW_S) -> None:
-        self.store = store
+    def __init__(self, serving: Serving, *, catalog: SourceCatalog, max_clock_skew_s: float = DEFAULT_SKEW_S) -> None:
+        self.serving = serving
         self.catalog = catalog
         self.max_clock_skew_s = max_clock_skew_s
+
+    @property
+    def store(self) -> VectorStore:
+        return self.serving.store
 
     async def report(self, report: SyncReport, caller: Caller) -> tuple[SyncStatus, bool]:
         """Store the report of a sync of a source the caller may write.

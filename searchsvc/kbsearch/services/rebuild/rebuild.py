@@ -8,15 +8,16 @@ where: store/base.py) from each document's stored text:
 1. copy: every live document, in the store's id order, is written to the shadow through a document
    service of its own (chunked and embedded with the configured settings), holding that document's
    lock so a write to it waits; a pause after each keeps searches and writes first;
-2. writes that arrive meanwhile are mirrored (services/documents/service.py WriteMirror): after each live
+2. writes that arrive meanwhile are mirrored (the Serving's write hook, services/serving.py): after each live
    write the shadow copies what the live collection now holds; a failed copy is retried before the
    swap;
 3. check: services/rebuild/selfcheck.py (a paired test over 100 queries from every source); a shadow
    worse beyond the margin, with confidence, is kept (and kept in step) but not swapped in, unless a
    writer forces it;
 4. swap: with writes and searches held back for the moment, the last retries, the sync statuses,
-   then the store's atomic swap (pointer file on Edge, alias on a Qdrant server), and the services
-   switch to the configured embedder. The old collection is deleted by the store.
+   then the store's atomic swap (pointer file on Edge, alias on a Qdrant server), and one
+   `Serving.replace` puts the configured embedder in every service's hands. The old collection is
+   deleted by the store.
 
 Resumable: the shadow is a real collection, so after a kill -9 the next start opens it again and the
 copy skips every document already there with the same checksum (an "unchanged" write, no embedding).
@@ -30,15 +31,12 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kbsearch.aio.runtime import in_thread, store_call
-from kbsearch.chunker import MarkdownChunker
 from kbsearch.commands import DocumentWrite
 from kbsearch.convert.formats import MARKDOWN
-from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConflictError
 from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, CollectionSignature, DocumentChunk, DocumentRecord
@@ -48,10 +46,10 @@ from kbsearch.services.documents.repair import repair
 from kbsearch.services.documents.service import DocumentService, now
 from kbsearch.services.rebuild.selfcheck import DEPTH, CheckResult, build_check_set, self_check
 from kbsearch.services.search.insights import InsightsService
-from kbsearch.services.search.service import SERVING, SearchService
+from kbsearch.services.search.service import SearchService
+from kbsearch.services.serving import Served, Serving, Target
 from kbsearch.store import signature as sg
 from kbsearch.store.base import VectorStore
-from kbsearch.store.bm25 import Bm25Encoder
 
 __all__ = ["RebuildService", "rebuild_reason"]
 
@@ -106,30 +104,22 @@ class RebuildService:
     def __init__(
         self,
         *,
-        live: VectorStore,
+        serving: Serving,
         documents: DocumentService,
         search: SearchService,
         insights: InsightsService | None,
         metrics: Metrics,
-        target_embedder: EmbeddingProvider,
-        target_signature: CollectionSignature,
-        sparse: Bm25Encoder,
-        chunker: MarkdownChunker,
-        on_swap: Callable[[EmbeddingProvider], None],
+        target: Target,
         pause_s: float,
         margin: float,
         check_queries: int,
     ) -> None:
-        self.live = live
+        self.serving = serving  # the live collection's; its swap is one `replace`, its write hook our mirror
         self.documents = documents
         self.search = search
         self.insights = insights
         self.metrics = metrics
-        self.target_embedder = target_embedder
-        self.target_signature = target_signature
-        self.sparse = sparse
-        self.chunker = chunker
-        self.on_swap = on_swap
+        self.target = target
         self.pause_s = pause_s
         self.margin = margin
         self.check_queries = check_queries
@@ -147,6 +137,14 @@ class RebuildService:
         self._shadow_docs: DocumentService | None = None
         self._dirty: set[str] = set()
         self._dirty_sources: set[str] = set()
+
+    @property
+    def live(self) -> VectorStore:
+        return self.serving.store
+
+    @property
+    def target_signature(self) -> CollectionSignature:
+        return self.target.signature
 
     # --- control --------------------------------------------------------------------------
 
@@ -200,7 +198,7 @@ class RebuildService:
             self._task = None
         await self._detach(drop=False)
 
-    # --- the mirror (services/documents/service.py WriteMirror) --------------------------------------
+    # --- the mirror (services/serving.py WriteMirror) ----------------------------------------------
 
     async def changed(self, uri: str) -> None:
         if self._shadow_docs is None:
@@ -230,10 +228,7 @@ class RebuildService:
             # The serving path's converter (its limits, its slots): a PDF or notebook is converted
             # again from its stored bytes, the way it was when it was PUT.
             self._shadow_docs = DocumentService(
-                store=shadow,
-                embedder=self.target_embedder,
-                sparse=self.sparse,
-                chunker=self.chunker,
+                serving=self._shadow_serving(shadow),
                 metrics=self.metrics,
                 max_document_bytes=UNLIMITED_BYTES,
                 max_pending_writes=1 << 30,
@@ -241,7 +236,7 @@ class RebuildService:
                 work=self.documents.work,  # the serving converter and budget; re-chunking takes turns with live writes
                 max_source_bytes=UNLIMITED_BYTES,
             )
-            self.documents.mirror = self
+            self.serving.mirror_writes(self)
             await self._copy_all()
             await self._drop_deleted()
             await self._retry_dirty(locked=True)
@@ -359,9 +354,7 @@ class RebuildService:
     async def _self_check(self) -> CheckResult:
         assert self._shadow is not None
         shadow_search = SearchService(
-            store=self._shadow,
-            embedder=self.target_embedder,
-            sparse=self.sparse,
+            serving=self._shadow_serving(self._shadow),
             metrics=self.metrics,
             fusion=self.search.fusion,
             candidates=self.search.candidates,
@@ -380,16 +373,28 @@ class RebuildService:
                 status = await store_call(self.live.get_sync_status, source)
                 if status is not None:
                     await store_call(shadow.put_sync_status, status)
-            await store_call(shadow.mark_chunker, self.chunker.fingerprint)
-            self.documents.mirror = None
+            await store_call(shadow.mark_chunker, self.serving.chunker.fingerprint)
+            self.serving.mirror_writes(None)
             self._shadow, self._shadow_docs = None, None
             staged = await in_thread(self.live.stage_adoption, shadow)
-            async with self.search.gate.exclusive(SERVING):
+            async with self.serving.exclusive():
                 await in_thread(self.live.adopt, staged)
-                self.on_swap(self.target_embedder)
+                self.serving.swap_to(self.target)
+
+    def _shadow_serving(self, shadow: VectorStore) -> Serving:
+        """The shadow collection, served by the configured embedder, encoder and chunker."""
+        return Serving(
+            Served(
+                store=shadow,
+                embedder=self.target.embedder,
+                sparse=self.serving.sparse,
+                chunker=self.serving.chunker,
+                signature=self.target.signature,
+            )
+        )
 
     async def _detach(self, *, drop: bool) -> None:
-        self.documents.mirror = None
+        self.serving.mirror_writes(None)
         shadow, self._shadow, self._shadow_docs = self._shadow, None, None
         if shadow is not None:
             try:
@@ -411,7 +416,7 @@ class RebuildService:
             "state": self.state,
             "reason": self.reason,
             "message": self.message,
-            "target": {"signature": sg.describe(self.target_signature), "chunker": self.chunker.fingerprint},
+            "target": {"signature": sg.describe(self.target_signature), "chunker": self.serving.chunker.fingerprint},
             "documents": {"done": self.progress.done, "total": self.progress.total, "copied": self.progress.copied},
             "ratePerSecond": self.progress.rate(),
             "copySeconds": self.progress.copy_s,

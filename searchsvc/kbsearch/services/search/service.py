@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 
 from kbsearch.aio.fairness import FairTurns
-from kbsearch.aio.locks import SharedExclusiveLocks
 from kbsearch.aio.runtime import embed_call, store_call
 from kbsearch.commands import SearchQuery
 from kbsearch.embedders.base import EmbeddingProvider
@@ -23,9 +22,8 @@ from kbsearch.services.search.pageweights import PathWeights
 from kbsearch.services.search.querylog import QueryLog
 from kbsearch.services.search.ranking import PageEvidence, Relevance, collapse_pages, with_relevance
 from kbsearch.services.search.rerank import RerankStage
+from kbsearch.services.serving import Serving
 from kbsearch.settings import SearchSettings
-from kbsearch.store.base import VectorStore
-from kbsearch.store.bm25 import Bm25Encoder
 
 # Chunks fetched per page wanted when collapsing, and the most fetched for one search.
 FETCH_PER_PAGE = 8
@@ -82,17 +80,11 @@ class SearchOutcome:
         return self.embed_ms + self.engine_ms + self.rerank_ms + self.peers_ms
 
 
-# The one key of SearchService.gate.
-SERVING = "serving"
-
-
 class SearchService:
     def __init__(
         self,
         *,
-        store: VectorStore,
-        embedder: EmbeddingProvider,
-        sparse: Bm25Encoder,
+        serving: Serving,
         metrics: Metrics,
         fusion: Fusion,
         candidates: int,
@@ -110,24 +102,17 @@ class SearchService:
         self.store_name = store_name
         self.turns = turns
         self.rerank = rerank
-        self.path_weights = PathWeights(sparse.tokens, defaults=default_path_weights)
-        self.store = store
+        self.path_weights = PathWeights(lambda text: self.serving.sparse.tokens(text), defaults=default_path_weights)
+        # The store, embedder and encoder, and the gate every search holds shared and a rebuild's
+        # swap exclusively: no query is embedded by one model and answered from a collection built by another.
+        self.serving = serving
         self.query_log = query_log
         self.catalog = catalog
-        self.embedder = embedder
-        self.sparse = sparse
         self.metrics = metrics
         self.fusion = fusion
         self.candidates = candidates
         self.relevance = relevance
         self.relevant_at = relevant_at
-        # Held shared by every search, exclusively by a rebuild's swap: no query is embedded by one
-        # model and answered from a collection built by another.
-        self.gate = SharedExclusiveLocks()
-
-    def use_embedder(self, embedder: EmbeddingProvider) -> None:
-        """Embed queries with `embedder` from now on (call holding `gate` exclusively, with the swap)."""
-        self.embedder = embedder
 
     async def search_unlogged(self, request: SearchQuery, caller: Caller) -> SearchOutcome:
         """A search kept out of the query log (the service's own, such as a rebuild's self-check)."""
@@ -184,15 +169,16 @@ class SearchService:
         answers = await asking
         peer_hits = answers.hits
         if any(peer_hits):
-            async with self._turn(caller), self.gate.shared(SERVING):
+            async with self._turn(caller), self.serving.shared():
                 query = local.query
-                if query is None or query.embedder is not self.embedder:
+                if query is None or query.embedder is not self.serving.embedder:
                     query = await self._embed_query(caller, request.query)
-                query_stems, stems = self.sparse.tokens(request.query), self.sparse.tokens
+                sparse = self.serving.sparse
+                query_stems, stems = sparse.tokens(request.query), sparse.tokens
                 peer_hits = await rescored(
                     peer_hits,
                     query.vector,
-                    self.embedder.partition(caller.partition),
+                    self.serving.embedder.partition(caller.partition),
                     lambda hits, scores, mores: self.relevance.ranked(hits, scores, mores, query_stems, stems),
                 )
         hits = merge(local.hits, peer_hits, request.limit, collapse=request.collapse, local_store=self.store_name)
@@ -211,7 +197,7 @@ class SearchService:
     async def _embed_query(self, caller: Caller, query: str) -> EmbeddedQuery:
         """The query's vector, in the caller's own cache partition: a hit on another caller's query would
         show in the timing. NFKC as the keyword lane and the PDF text have it: "ﬂow" asks for "flow"."""
-        embedder = self.embedder
+        embedder = self.serving.embedder
         vector = await embed_call(
             embedder.partition(caller.partition).embed_query, unicodedata.normalize("NFKC", query)
         )
@@ -219,7 +205,7 @@ class SearchService:
 
     async def _search(self, request: SearchQuery, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         """The outcome, and the sources the search was scoped to (None: every source)."""
-        async with self.gate.shared(SERVING):
+        async with self.serving.shared():
             return await self._search_held(request, caller)
 
     async def _search_held(self, request: SearchQuery, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
@@ -235,7 +221,8 @@ class SearchService:
         # Keyword mode embeds the query too: not to rank, but for every hit's relevance.
         query = await self._embed_query(caller, request.query)
         dense = query.vector
-        sparse = self.sparse.encode_query(request.query) if request.mode != "dense" else None
+        store, encoder = self.serving.store, self.serving.sparse
+        sparse = encoder.encode_query(request.query) if request.mode != "dense" else None
         embedded = time.perf_counter()
 
         search_filter = replace(request.filter, source_identifiers=sources)
@@ -244,7 +231,7 @@ class SearchService:
             min(MAX_FETCH, max(self.candidates, request.limit * FETCH_PER_PAGE)) if request.collapse else request.limit
         )
         hits = await store_call(
-            lambda: self.store.search(
+            lambda: store.search(
                 mode=request.mode,
                 dense=dense,
                 sparse=sparse,
@@ -255,7 +242,7 @@ class SearchService:
             )
         )
         evidence = PageEvidence(
-            self.sparse.tokens(request.query), self.sparse.tokens, self.path_weights.for_query(request.query)
+            encoder.tokens(request.query), encoder.tokens, self.path_weights.for_query(request.query)
         )
         if request.collapse:
             hits = collapse_pages(hits, request.limit, self.relevance, evidence)
