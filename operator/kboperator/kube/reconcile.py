@@ -41,6 +41,7 @@ import kopf
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import InvalidSpecError, SecretError, SyncError
 from kboperator.kube.context import OperatorContext
+from kboperator.kube.observed import observe
 from kboperator.kube.progress import StatusProgress
 from kboperator.kube.resource import KnowledgeSourceStatus
 from kboperator.kube.secrets import repository_credentials, webhook_token
@@ -122,6 +123,7 @@ async def run_loop_turn(
     would hold its patch until it exits). The waiting is done inside the turn, woken early by
     `notice`, since a kopf timer's interval is fixed while a source's next time is not.
     """
+    observed = observe(body, context.settings)  # the one parse of the object this turn
     restarted = state.status is None
     writer = _writer(context, state, body, patch)
     if restarted and writer.status.phase:
@@ -130,7 +132,7 @@ async def run_loop_turn(
         writer.interrupted()
     await _refresh_webhook(context, state, writer, body)
     now = utcnow()
-    decision = decide(body, writer.status, context.settings, now, restarted=restarted)
+    decision = decide(observed, writer.status, context.settings, now, restarted=restarted)
     if decision.action in (Action.WAIT, Action.RETAIN, Action.DELETE):  # being deleted: wait to be stopped
         await _nap(state, stopped, decision.wait)
     elif decision.action is Action.STAGGER:
@@ -341,7 +343,7 @@ async def cleanup(
     sid = source_id(meta["namespace"], meta["name"])
     writer = _writer(context, state, body, patch)
     # RETAIN or DELETE: a body the cleanup handler sees always carries a deletionTimestamp.
-    decision = decide(body, writer.status, context.settings, utcnow())
+    decision = decide(observe(body, context.settings), writer.status, context.settings, utcnow())
     async with state.lock:  # a running sync finishes first, so it cannot re-add documents after us
         if decision.action is Action.RETAIN:
             writer.documents_retained()
