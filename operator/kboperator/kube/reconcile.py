@@ -41,11 +41,11 @@ import kopf
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import InvalidSpecError, SecretError, SyncError
 from kboperator.kube.context import OperatorContext
-from kboperator.kube.observed import observe
+from kboperator.kube.observed import Observed, observe
 from kboperator.kube.progress import StatusProgress
 from kboperator.kube.resource import KnowledgeSourceStatus
 from kboperator.kube.secrets import repository_credentials, webhook_token
-from kboperator.kube.source import ServiceRef, Source, parse_source, service_ref, source_id
+from kboperator.kube.source import ServiceRef, Source
 from kboperator.kube.statemachine import Action, decide, interrupted
 from kboperator.kube.status import StatusWriter, reported_freshness
 from kboperator.kube.webhooks import push_request_time
@@ -130,7 +130,7 @@ async def run_loop_turn(
         context.metrics.set_phase(writer.source_id, writer.status.phase)  # after a restart
     if interrupted(writer.status, restarted):
         writer.interrupted()
-    await _refresh_webhook(context, state, writer, body)
+    await _refresh_webhook(context, state, writer, observed)
     now = utcnow()
     decision = decide(observed, writer.status, context.settings, now, restarted=restarted)
     if decision.action in (Action.WAIT, Action.RETAIN, Action.DELETE):  # being deleted: wait to be stopped
@@ -139,45 +139,39 @@ async def run_loop_turn(
         await _nap(state, stopped, random.uniform(0, decision.wait or 0.0))
     elif decision.action is Action.SYNC:
         if not stopped:
-            assert decision.source is not None
-            await _sync(context, state, writer, decision.source, decision.full, stopped)
+            await _sync(context, state, writer, observed, decision.full, stopped)
     else:
         writer.apply(decision, now)
 
 
 async def _refresh_webhook(
-    context: OperatorContext, state: SourceState, writer: StatusWriter, body: Mapping[str, Any]
+    context: OperatorContext, state: SourceState, writer: StatusWriter, observed: Observed
 ) -> None:
     """Register the source with the webhook receiver (or drop it) when its spec or secret may have changed.
 
     Looked at again after each sync, so a rotated webhook Secret takes effect by the next sync.
     """
-    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
-    secret = ((spec.get("webhook") or {}).get("secretRef") or {}).get("name")
-    key = (meta.get("generation"), secret)
+    secret = observed.webhook_secret
+    key = (observed.generation, secret)
     if key == state.hook:
         return
     state.hook = key
-    namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    namespace, name = observed.namespace, observed.name
     receiver = context.webhooks
-    if receiver is not None and (not secret or meta.get("deletionTimestamp")):
+    if receiver is not None and (not secret or observed.deleting):
         receiver.unregister(namespace, name)
-    if not secret or meta.get("deletionTimestamp"):
+    if not secret or observed.deleting:
         writer.webhook(None)
         return
     if receiver is None:
         _hook_problem(state, writer, "spec.webhook is set, but the operator's webhook receiver is off")
         return
-    settings = context.settings
     try:
-        source = parse_source(
-            namespace, name, spec,
-            allow_local=settings.allow_local_repositories, min_interval=settings.min_sync_interval_seconds,
-            services=settings.service_policy, local_root=settings.local_repositories_root,
-            forbidden=[settings.cache_dir],
-        )  # fmt: skip
+        if observed.source is None:  # an invalid spec is reported by the sync itself
+            raise observed.invalid or InvalidSpecError("the spec is invalid")
+        source = observed.source
         token = await webhook_token(context.secrets, namespace, secret)
-    except (SyncError, SecretError) as exc:  # an invalid spec is reported by the sync itself
+    except (SyncError, SecretError) as exc:
         receiver.unregister(namespace, name)
         _hook_problem(state, writer, f"webhooks are off for this source: {exc}")
         return
@@ -191,21 +185,16 @@ def _hook_problem(state: SourceState, writer: StatusWriter, problem: str) -> Non
     state.hook_problem = problem
 
 
-def _freshness_bound(context: OperatorContext, body: Mapping[str, Any]) -> float:
-    value = (body.get("spec") or {}).get("freshnessBoundSeconds")
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return context.settings.freshness_bound_seconds
-
-
 async def _sync(
     context: OperatorContext,
     state: SourceState,
     writer: StatusWriter,
-    source: Source,
+    observed: Observed,
     full: bool,
     stopped: kopf.DaemonStopped,
 ) -> None:
+    source = observed.source
+    assert source is not None  # decide() syncs only a spec that parsed
     started, started_at = time.monotonic(), utcnow()
     # When the commit this sync brings was first known to exist: a webhook's push, else now.
     status = writer.status
@@ -237,7 +226,7 @@ async def _sync(
         writer.sync_ended(final, error, time.monotonic() - started)
         now = utcnow()
         retry_at = _retry_at(context.settings, source, writer.failures() + 1, now)
-        bound = _freshness_bound(context, writer.body)
+        bound = observed.freshness_bound(context.settings.freshness_bound_seconds)
         if result is not None:
             context.metrics.record_sync(result)
             writer.synced(source, result, now, retry_at)
@@ -339,36 +328,34 @@ async def cleanup(
     KBOPERATOR_CLEANUP_SECRET_ATTEMPTS attempts, with a Warning event: the documents stay.
     An unreachable service is retried until it answers.
     """
-    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
-    sid = source_id(meta["namespace"], meta["name"])
+    observed = observe(body, context.settings)
+    sid = observed.source_id
     writer = _writer(context, state, body, patch)
     # RETAIN or DELETE: a body the cleanup handler sees always carries a deletionTimestamp.
-    decision = decide(observe(body, context.settings), writer.status, context.settings, utcnow())
+    decision = decide(observed, writer.status, context.settings, utcnow())
     async with state.lock:  # a running sync finishes first, so it cannot re-add documents after us
         if decision.action is Action.RETAIN:
             writer.documents_retained()
             result = "success"
         else:
-            result = await _delete_documents(context, writer, body, sid, service_ref(spec), retry)
+            result = await _delete_documents(context, writer, observed.namespace, sid, observed.service, retry)
     context.metrics.cleanups.labels(result=result).inc()
     context.metrics.set_phase(sid, None)
     if context.webhooks is not None:
-        context.webhooks.unregister(meta["namespace"], meta["name"])
-    url = (spec.get("repository") or {}).get("url")
-    if isinstance(url, str):
-        await asyncio.to_thread(context.repos.forget, sid, url)
+        context.webhooks.unregister(observed.namespace, observed.name)
+    if observed.repository_url is not None:
+        await asyncio.to_thread(context.repos.forget, sid, observed.repository_url)
 
 
 async def _delete_documents(
     context: OperatorContext,
     writer: StatusWriter,
-    body: Mapping[str, Any],
+    namespace: str,
     sid: str,
     service: ServiceRef,
     retry: int,
 ) -> str:
     """Delete a source's documents; returns the metric's result, or raises kopf.TemporaryError."""
-    namespace = (body.get("metadata") or {})["namespace"]
     try:
         try:
             documents, chunks = await _delete_source(context, namespace, service, sid)
