@@ -28,6 +28,7 @@ see drift.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import random
@@ -203,21 +204,28 @@ async def _sync(
     baseline = Baseline(epoch=status.collection_epoch, documents=status.expected_document_count)
     result: SyncResult | None = None
     error: Exception | None = None
-    async with state.lock, context.slots:
+    # One engine lease for the sync and its report: the URL is checked and the token Secret read once.
+    async with state.lock, context.slots, contextlib.AsyncExitStack() as leases:
         if stopped:  # deleted while queued: the cleanup may have run, a sync now would re-add documents
             return
         final: Snapshot | None = None  # the counts the sync's progress reached, if it sent any
+        engine: SyncEngine | None = None
+        lease_error: Exception | None = None
         try:
             credentials = await _credentials(context, source)
-            async with context.engine(source.namespace, source.service) as engine:
-                progress = _progress(context, writer, source, engine, started_at)
-                try:
-                    result = await engine.sync(
-                        source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline,
-                        progress=progress,
-                    )  # fmt: skip
-                finally:
-                    final = await progress.close()
+            try:
+                engine = await leases.enter_async_context(context.engine(source.namespace, source.service))
+            except Exception as exc:
+                lease_error = exc
+                raise
+            progress = _progress(context, writer, source, engine, started_at)
+            try:
+                result = await engine.sync(
+                    source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline,
+                    progress=progress,
+                )  # fmt: skip
+            finally:
+                final = await progress.close()
         except SyncError as exc:
             error = exc
         except Exception as exc:  # a bug must not stop this source's loop; it is shown in status
@@ -243,9 +251,18 @@ async def _sync(
             writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at)
             writer.freshness(now=now, bound=bound)
         state.hook = None  # look at the webhook Secret again on the next turn
+        if engine is None and lease_error is None:  # the repository Secret failed first: lease for the report
+            try:
+                engine = await leases.enter_async_context(context.engine(source.namespace, source.service))
+            except (SyncError, SecretError) as exc:
+                lease_error = exc
+        if engine is None:  # no usable service or token: the sync's status already says so
+            log.info("source %s: the sync's outcome was not reported to the search service: %s", source.source_id,
+                     lease_error)  # fmt: skip
+            return
         # Under the lock: a cleanup that deletes the source cannot run between the sync and its report.
         await _report(
-            context, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time(),
+            engine, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time(),
             status=writer.status,
         )  # fmt: skip
 
@@ -265,7 +282,7 @@ def _progress(
 
 
 async def _report(
-    context: OperatorContext,
+    engine: SyncEngine,
     source: Source,
     result: SyncResult | None,
     error: Exception | None,
@@ -275,17 +292,13 @@ async def _report(
     status: KnowledgeSourceStatus,
 ) -> None:
     """Report the outcome to the source's search service, with the freshness `status` holds now;
-    a failure is logged and the next sync reports again."""
+    a failure is logged (by the engine) and the next sync reports again."""
     last_success = status.last_successful_sync_time
-    try:
-        async with context.engine(source.namespace, source.service) as engine:
-            await engine.report(
-                source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at,
-                last_success_at=format_time(last_success) if last_success else None,
-                freshness=reported_freshness(status),
-            )  # fmt: skip
-    except (SyncError, SecretError) as exc:  # no usable service or token: the sync's status already says so
-        log.info("source %s: the sync's outcome was not reported to the search service: %s", source.source_id, exc)
+    await engine.report(
+        source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at,
+        last_success_at=format_time(last_success) if last_success else None,
+        freshness=reported_freshness(status),
+    )  # fmt: skip
 
 
 async def _credentials(context: OperatorContext, source: Source) -> Credentials | None:
