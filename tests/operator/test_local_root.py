@@ -10,6 +10,7 @@ import pytest
 
 from kboperator.errors import InvalidSpecError
 from kboperator.git.repo import RepoCache
+from kboperator.kube.observed import observe
 from kboperator.kube.resource import KnowledgeSourceStatus
 from kboperator.kube.statemachine import decide
 from kboperator.models import RepoSpec
@@ -83,7 +84,7 @@ def test_the_operator_checks_the_root_before_any_sync(tmp_path: Path) -> None:
 
     def action(url: str) -> str:
         body = {"metadata": {"name": "docs", "namespace": "kb", "generation": 1}, "spec": {"repository": {"url": url}}}
-        return decide(body, KnowledgeSourceStatus(), settings, NOW).action.value
+        return decide(observe(body, settings), KnowledgeSourceStatus(), settings, NOW).action.value
 
     assert action(str(inside)) == "announce"
     assert action(str(outside)) == action(f"{root}/../elsewhere") == action(str(tmp_path / "c")) == "invalid"

@@ -14,6 +14,7 @@ import pytest
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import RepositoryReadError, ServiceUnavailableError
 from kboperator.kube import reconcile
+from kboperator.kube.observed import observe
 from kboperator.kube.reconcile import SourceState
 from kboperator.kube.resource import KnowledgeSourceStatus
 from kboperator.kube.source import parse_source
@@ -32,6 +33,13 @@ def body(spec: dict[str, Any] | None = None, generation: int = 1, request: str |
     annotations = {SYNC_REQUEST_ANNOTATION: request} if request else {}
     meta = {"name": "docs", "namespace": "kb", "generation": generation, "annotations": annotations}
     return {"metadata": meta, "spec": spec or SPEC}
+
+
+def decide_on(
+    obj: dict[str, Any], status: KnowledgeSourceStatus, settings: OperatorSettings, now: datetime.datetime, **kw: Any
+) -> Decision:
+    """decide() on the object as a turn observes it."""
+    return decide(observe(obj, settings), status, settings, now, **kw)
 
 
 def synced(**changes: Any) -> dict[str, Any]:
@@ -287,7 +295,7 @@ def test_every_transition(
     restarted: bool,
     expected: tuple[Action, bool, Any, Any],
 ) -> None:
-    decision = decide(obj, typed(status), settings, NOW, restarted=restarted)
+    decision = decide_on(obj, typed(status), settings, NOW, restarted=restarted)
     assert (decision.action, decision.full, decision.trigger, decision.wait) == expected
     assert (decision.source is not None) == (decision.action in (RE, ST, AN, SY))
     assert bool(decision.error) == (decision.action is INV)
@@ -298,7 +306,7 @@ def test_every_action_has_a_row() -> None:
 
 
 def test_the_trigger_is_shown_as_before() -> None:
-    requested = decide(body(request="2024-05-01T12:00:00Z"), typed(synced()), SETTINGS, NOW)
+    requested = decide_on(body(request="2024-05-01T12:00:00Z"), typed(synced()), SETTINGS, NOW)
     assert requested.why == "requested at 2024-05-01T12:00:00Z"
     assert [Decision(AN, trigger=t).why for t in Trigger] == [
         "first sync",
@@ -310,9 +318,9 @@ def test_the_trigger_is_shown_as_before() -> None:
 
 
 def test_a_webhooks_push_request_asks_for_an_incremental_sync() -> None:
-    pushed = decide(body(request="push:20261126T070000.000000Z:delivery-1"), typed(synced()), SETTINGS, NOW)
+    pushed = decide_on(body(request="push:20261126T070000.000000Z:delivery-1"), typed(synced()), SETTINGS, NOW)
     assert (pushed.action, pushed.trigger, pushed.full) == (AN, Trigger.REQUESTED, False)
-    by_hand = decide(body(request="2026-11-26T07:00:00Z"), typed(synced()), SETTINGS, NOW)
+    by_hand = decide_on(body(request="2026-11-26T07:00:00Z"), typed(synced()), SETTINGS, NOW)
     assert (by_hand.action, by_hand.trigger, by_hand.full) == (AN, Trigger.REQUESTED, True)
 
 
@@ -356,15 +364,15 @@ def test_the_reasons_are_the_strings_users_see() -> None:
 @pytest.mark.parametrize("ref", ["-oProxyCommand=sh", "a..b", "refs/heads/x.lock"])
 def test_an_invalid_ref_says_what_is_wrong(ref: str) -> None:
     spec = {"repository": {"url": "https://github.com/acme/docs", "ref": ref}}
-    decision = decide(body(spec), typed({}), SETTINGS, NOW)
+    decision = decide_on(body(spec), typed({}), SETTINGS, NOW)
     assert decision.action is INV and "ref" in decision.error
 
 
 def test_local_repositories_are_refused_unless_allowed(tmp_path: Any) -> None:
     spec = {"repository": {"url": str(tmp_path)}}
-    assert decide(body(spec), typed({}), SETTINGS, NOW).action is INV
+    assert decide_on(body(spec), typed({}), SETTINGS, NOW).action is INV
     allowed = OperatorSettings(allow_local_repositories=True, local_repositories_root=tmp_path)
-    assert decide(body(spec), typed({}), allowed, NOW).action is AN
+    assert decide_on(body(spec), typed({}), allowed, NOW).action is AN
 
 
 @pytest.mark.parametrize(
@@ -390,14 +398,14 @@ def test_local_repositories_are_refused_unless_allowed(tmp_path: Any) -> None:
     ],
 )
 def test_hostile_or_broken_specs_are_invalid(changes: dict[str, Any]) -> None:
-    decision = decide(body({**SPEC, **changes}), typed({}), SETTINGS, NOW)
+    decision = decide_on(body({**SPEC, **changes}), typed({}), SETTINGS, NOW)
     assert decision.action is INV and decision.error
     assert "s3cret" not in decision.error  # the message never echoes a credential
 
 
 def test_a_full_reconcile_left_owed_is_done_by_the_retry() -> None:
     owed = synced(phase="Failed", lastFullSyncTime=None, nextSyncTime="2024-05-01T11:59:00Z")
-    decision = decide(body(), typed(owed), SETTINGS, NOW)
+    decision = decide_on(body(), typed(owed), SETTINGS, NOW)
     assert decision.action is AN and decision.full
 
 
@@ -430,7 +438,7 @@ def test_a_partial_sync_owes_a_full_reconcile(full: bool, monkeypatch: pytest.Mo
     source = parse_source("kb", "docs", SPEC, allow_local=False)
     status = _after(lambda writer: writer.synced(source, _partial(full), NOW, NOW), monkeypatch)
     assert status["lastSyncedCommit"] == "a" * 40
-    decision = decide(body(), typed(status), SETTINGS, NOW)
+    decision = decide_on(body(), typed(status), SETTINGS, NOW)
     assert decision.action is AN and decision.full
 
 
@@ -464,7 +472,7 @@ def test_refused_files_are_skips_the_commit_advances_and_the_next_sync_is_increm
         "60 refused by the search service" in next(c for c in status["conditions"] if c["type"] == "Synced")["message"]
     )
     due = dict(status, nextSyncTime="2024-05-01T11:59:00Z")
-    decision = decide(body(), typed(due), SETTINGS, NOW)
+    decision = decide_on(body(), typed(due), SETTINGS, NOW)
     assert decision.action is AN and not decision.full  # the skips owe nothing
 
 
@@ -492,7 +500,7 @@ def test_a_failed_sync_owes_a_full_reconcile(monkeypatch: pytest.MonkeyPatch) ->
     # A sync may fail after some documents went through (the read-back of the count, say).
     error = ServiceUnavailableError("down")
     status = _after(lambda writer: writer.failed(error, retry_at=NOW), monkeypatch)
-    decision = decide(body(), typed(status), SETTINGS, NOW)
+    decision = decide_on(body(), typed(status), SETTINGS, NOW)
     assert decision.action is AN and decision.full
 
 
@@ -506,21 +514,21 @@ async def test_a_sync_interrupted_by_a_restart_is_redone_in_full(monkeypatch: py
     interrupted = body(dict(SPEC, schedule="@every 2h"), generation=2) | {"status": synced(phase="Syncing")}
     await reconcile.run_loop_turn(services, state, interrupted, patch, None)  # type: ignore[arg-type]
     assert patch.status["phase"] == "Syncing" and patch.status["lastFullSyncTime"] is None
-    assert state.status is not None and decide(interrupted, state.status, SETTINGS, NOW).full
+    assert state.status is not None and decide_on(interrupted, state.status, SETTINGS, NOW).full
     # A sync this process announced itself runs as planned.
-    assert not decide(body(), typed(synced(phase="Syncing")), SETTINGS, NOW).full
+    assert not decide_on(body(), typed(synced(phase="Syncing")), SETTINGS, NOW).full
 
 
 @pytest.mark.parametrize(("schedule", "interval"), [("@every 1ms", "0.001s"), ("@every 59s", "59s")])
 def test_a_schedule_below_the_minimum_interval_is_invalid(schedule: str, interval: str) -> None:
     spec = dict(SPEC, schedule=schedule)
-    decision = decide(body(spec), typed({}), SETTINGS, NOW)
+    decision = decide_on(body(spec), typed({}), SETTINGS, NOW)
     assert decision.action is INV
     assert interval in decision.error and "60s" in decision.error
     assert "KBOPERATOR_MIN_SYNC_INTERVAL_SECONDS" in decision.error
-    assert decide(body(spec), typed(failed("InvalidSpec")), SETTINGS, NOW).action is W  # not retried
+    assert decide_on(body(spec), typed(failed("InvalidSpec")), SETTINGS, NOW).action is W  # not retried
     fast = OperatorSettings(min_sync_interval_seconds=0.5)
-    assert decide(body(dict(SPEC, schedule="@every 1s")), typed({}), fast, NOW).action is AN
+    assert decide_on(body(dict(SPEC, schedule="@every 1s")), typed({}), fast, NOW).action is AN
 
 
 def test_a_damaged_clone_is_a_named_failure_not_an_internal_error() -> None:

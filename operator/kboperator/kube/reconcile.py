@@ -28,6 +28,7 @@ see drift.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import random
@@ -41,10 +42,11 @@ import kopf
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import InvalidSpecError, SecretError, SyncError
 from kboperator.kube.context import OperatorContext
+from kboperator.kube.observed import Observed, observe
 from kboperator.kube.progress import StatusProgress
 from kboperator.kube.resource import KnowledgeSourceStatus
 from kboperator.kube.secrets import repository_credentials, webhook_token
-from kboperator.kube.source import ServiceRef, Source, parse_source, service_ref, source_id
+from kboperator.kube.source import ServiceRef, Source
 from kboperator.kube.statemachine import Action, decide, interrupted
 from kboperator.kube.status import StatusWriter, reported_freshness
 from kboperator.kube.webhooks import push_request_time
@@ -122,60 +124,55 @@ async def run_loop_turn(
     would hold its patch until it exits). The waiting is done inside the turn, woken early by
     `notice`, since a kopf timer's interval is fixed while a source's next time is not.
     """
+    observed = observe(body, context.settings)  # the one parse of the object this turn
     restarted = state.status is None
     writer = _writer(context, state, body, patch)
     if restarted and writer.status.phase:
         context.metrics.set_phase(writer.source_id, writer.status.phase)  # after a restart
     if interrupted(writer.status, restarted):
         writer.interrupted()
-    await _refresh_webhook(context, state, writer, body)
+    await _refresh_webhook(context, state, writer, observed)
     now = utcnow()
-    decision = decide(body, writer.status, context.settings, now, restarted=restarted)
+    decision = decide(observed, writer.status, context.settings, now, restarted=restarted)
     if decision.action in (Action.WAIT, Action.RETAIN, Action.DELETE):  # being deleted: wait to be stopped
         await _nap(state, stopped, decision.wait)
     elif decision.action is Action.STAGGER:
         await _nap(state, stopped, random.uniform(0, decision.wait or 0.0))
     elif decision.action is Action.SYNC:
         if not stopped:
-            assert decision.source is not None
-            await _sync(context, state, writer, decision.source, decision.full, stopped)
+            await _sync(context, state, writer, observed, decision.full, stopped)
     else:
         writer.apply(decision, now)
 
 
 async def _refresh_webhook(
-    context: OperatorContext, state: SourceState, writer: StatusWriter, body: Mapping[str, Any]
+    context: OperatorContext, state: SourceState, writer: StatusWriter, observed: Observed
 ) -> None:
     """Register the source with the webhook receiver (or drop it) when its spec or secret may have changed.
 
     Looked at again after each sync, so a rotated webhook Secret takes effect by the next sync.
     """
-    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
-    secret = ((spec.get("webhook") or {}).get("secretRef") or {}).get("name")
-    key = (meta.get("generation"), secret)
+    secret = observed.webhook_secret
+    key = (observed.generation, secret)
     if key == state.hook:
         return
     state.hook = key
-    namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    namespace, name = observed.namespace, observed.name
     receiver = context.webhooks
-    if receiver is not None and (not secret or meta.get("deletionTimestamp")):
+    if receiver is not None and (not secret or observed.deleting):
         receiver.unregister(namespace, name)
-    if not secret or meta.get("deletionTimestamp"):
+    if not secret or observed.deleting:
         writer.webhook(None)
         return
     if receiver is None:
         _hook_problem(state, writer, "spec.webhook is set, but the operator's webhook receiver is off")
         return
-    settings = context.settings
     try:
-        source = parse_source(
-            namespace, name, spec,
-            allow_local=settings.allow_local_repositories, min_interval=settings.min_sync_interval_seconds,
-            services=settings.service_policy, local_root=settings.local_repositories_root,
-            forbidden=[settings.cache_dir],
-        )  # fmt: skip
+        if observed.source is None:  # an invalid spec is reported by the sync itself
+            raise observed.invalid or InvalidSpecError("the spec is invalid")
+        source = observed.source
         token = await webhook_token(context.secrets, namespace, secret)
-    except (SyncError, SecretError) as exc:  # an invalid spec is reported by the sync itself
+    except (SyncError, SecretError) as exc:
         receiver.unregister(namespace, name)
         _hook_problem(state, writer, f"webhooks are off for this source: {exc}")
         return
@@ -189,21 +186,16 @@ def _hook_problem(state: SourceState, writer: StatusWriter, problem: str) -> Non
     state.hook_problem = problem
 
 
-def _freshness_bound(context: OperatorContext, body: Mapping[str, Any]) -> float:
-    value = (body.get("spec") or {}).get("freshnessBoundSeconds")
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return context.settings.freshness_bound_seconds
-
-
 async def _sync(
     context: OperatorContext,
     state: SourceState,
     writer: StatusWriter,
-    source: Source,
+    observed: Observed,
     full: bool,
     stopped: kopf.DaemonStopped,
 ) -> None:
+    source = observed.source
+    assert source is not None  # decide() syncs only a spec that parsed
     started, started_at = time.monotonic(), utcnow()
     # When the commit this sync brings was first known to exist: a webhook's push, else now.
     status = writer.status
@@ -212,21 +204,28 @@ async def _sync(
     baseline = Baseline(epoch=status.collection_epoch, documents=status.expected_document_count)
     result: SyncResult | None = None
     error: Exception | None = None
-    async with state.lock, context.slots:
+    # One engine lease for the sync and its report: the URL is checked and the token Secret read once.
+    async with state.lock, context.slots, contextlib.AsyncExitStack() as leases:
         if stopped:  # deleted while queued: the cleanup may have run, a sync now would re-add documents
             return
         final: Snapshot | None = None  # the counts the sync's progress reached, if it sent any
+        engine: SyncEngine | None = None
+        lease_error: Exception | None = None
         try:
             credentials = await _credentials(context, source)
-            async with context.engine(source.namespace, source.service) as engine:
-                progress = _progress(context, writer, source, engine, started_at)
-                try:
-                    result = await engine.sync(
-                        source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline,
-                        progress=progress,
-                    )  # fmt: skip
-                finally:
-                    final = await progress.close()
+            try:
+                engine = await leases.enter_async_context(context.engine(source.namespace, source.service))
+            except Exception as exc:
+                lease_error = exc
+                raise
+            progress = _progress(context, writer, source, engine, started_at)
+            try:
+                result = await engine.sync(
+                    source.with_credentials(credentials), last_commit, force_full=full, baseline=baseline,
+                    progress=progress,
+                )  # fmt: skip
+            finally:
+                final = await progress.close()
         except SyncError as exc:
             error = exc
         except Exception as exc:  # a bug must not stop this source's loop; it is shown in status
@@ -235,7 +234,7 @@ async def _sync(
         writer.sync_ended(final, error, time.monotonic() - started)
         now = utcnow()
         retry_at = _retry_at(context.settings, source, writer.failures() + 1, now)
-        bound = _freshness_bound(context, writer.body)
+        bound = observed.freshness_bound(context.settings.freshness_bound_seconds)
         if result is not None:
             context.metrics.record_sync(result)
             writer.synced(source, result, now, retry_at)
@@ -252,9 +251,18 @@ async def _sync(
             writer.failed(error, retry_at=None if isinstance(error, InvalidSpecError) else retry_at)
             writer.freshness(now=now, bound=bound)
         state.hook = None  # look at the webhook Secret again on the next turn
+        if engine is None and lease_error is None:  # the repository Secret failed first: lease for the report
+            try:
+                engine = await leases.enter_async_context(context.engine(source.namespace, source.service))
+            except (SyncError, SecretError) as exc:
+                lease_error = exc
+        if engine is None:  # no usable service or token: the sync's status already says so
+            log.info("source %s: the sync's outcome was not reported to the search service: %s", source.source_id,
+                     lease_error)  # fmt: skip
+            return
         # Under the lock: a cleanup that deletes the source cannot run between the sync and its report.
         await _report(
-            context, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time(),
+            engine, source, result, error, synced_at=format_time(now), next_at=writer.next_sync_time(),
             status=writer.status,
         )  # fmt: skip
 
@@ -274,7 +282,7 @@ def _progress(
 
 
 async def _report(
-    context: OperatorContext,
+    engine: SyncEngine,
     source: Source,
     result: SyncResult | None,
     error: Exception | None,
@@ -284,17 +292,13 @@ async def _report(
     status: KnowledgeSourceStatus,
 ) -> None:
     """Report the outcome to the source's search service, with the freshness `status` holds now;
-    a failure is logged and the next sync reports again."""
+    a failure is logged (by the engine) and the next sync reports again."""
     last_success = status.last_successful_sync_time
-    try:
-        async with context.engine(source.namespace, source.service) as engine:
-            await engine.report(
-                source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at,
-                last_success_at=format_time(last_success) if last_success else None,
-                freshness=reported_freshness(status),
-            )  # fmt: skip
-    except (SyncError, SecretError) as exc:  # no usable service or token: the sync's status already says so
-        log.info("source %s: the sync's outcome was not reported to the search service: %s", source.source_id, exc)
+    await engine.report(
+        source.source_id, result, error, synced_at=synced_at, next_sync_at=next_at,
+        last_success_at=format_time(last_success) if last_success else None,
+        freshness=reported_freshness(status),
+    )  # fmt: skip
 
 
 async def _credentials(context: OperatorContext, source: Source) -> Credentials | None:
@@ -337,36 +341,34 @@ async def cleanup(
     KBOPERATOR_CLEANUP_SECRET_ATTEMPTS attempts, with a Warning event: the documents stay.
     An unreachable service is retried until it answers.
     """
-    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
-    sid = source_id(meta["namespace"], meta["name"])
+    observed = observe(body, context.settings)
+    sid = observed.source_id
     writer = _writer(context, state, body, patch)
     # RETAIN or DELETE: a body the cleanup handler sees always carries a deletionTimestamp.
-    decision = decide(body, writer.status, context.settings, utcnow())
+    decision = decide(observed, writer.status, context.settings, utcnow())
     async with state.lock:  # a running sync finishes first, so it cannot re-add documents after us
         if decision.action is Action.RETAIN:
             writer.documents_retained()
             result = "success"
         else:
-            result = await _delete_documents(context, writer, body, sid, service_ref(spec), retry)
+            result = await _delete_documents(context, writer, observed.namespace, sid, observed.service, retry)
     context.metrics.cleanups.labels(result=result).inc()
     context.metrics.set_phase(sid, None)
     if context.webhooks is not None:
-        context.webhooks.unregister(meta["namespace"], meta["name"])
-    url = (spec.get("repository") or {}).get("url")
-    if isinstance(url, str):
-        await asyncio.to_thread(context.repos.forget, sid, url)
+        context.webhooks.unregister(observed.namespace, observed.name)
+    if observed.repository_url is not None:
+        await asyncio.to_thread(context.repos.forget, sid, observed.repository_url)
 
 
 async def _delete_documents(
     context: OperatorContext,
     writer: StatusWriter,
-    body: Mapping[str, Any],
+    namespace: str,
     sid: str,
     service: ServiceRef,
     retry: int,
 ) -> str:
     """Delete a source's documents; returns the metric's result, or raises kopf.TemporaryError."""
-    namespace = (body.get("metadata") or {})["namespace"]
     try:
         try:
             documents, chunks = await _delete_source(context, namespace, service, sid)

@@ -71,10 +71,21 @@ def service_ref(spec: Mapping[str, Any]) -> ServiceRef:
     return ServiceRef(service.get("url") or None, secret.get("name") or None, secret.get("key"))
 
 
+def typed_service_ref(spec: KnowledgeSourceSpec) -> ServiceRef:
+    """spec.searchService of a typed spec (not yet checked against the allow-list)."""
+    search = spec.search_service
+    secret_ref = search.secret_ref if search else None
+    return ServiceRef(
+        search.url if search else None,
+        secret_ref.name if secret_ref else None,
+        secret_ref.key if secret_ref else None,
+    )
+
+
 def parse_source(
     namespace: str,
     name: str,
-    spec: Mapping[str, Any],
+    spec: Mapping[str, Any] | KnowledgeSourceSpec,
     *,
     allow_local: bool,
     min_interval: float = 0.0,
@@ -82,13 +93,14 @@ def parse_source(
     local_root: Path | None = None,
     forbidden: Sequence[Path] = (),
 ) -> Source:
-    """Type the spec once (defaults applied) and validate; InvalidSpecError says what is wrong, without secrets.
+    """Type the spec (unless already typed; defaults applied) and validate; InvalidSpecError says what is
+    wrong, without secrets.
 
     `min_interval`: the shortest schedule allowed, in seconds (see Schedule.parse);
     `services`: the search services a source may name (None: any http(s) URL, for tests);
     `local_root`, `forbidden`: where local repositories may and may not be (see parse_repo_url).
     """
-    typed = KnowledgeSourceSpec.parse(spec)
+    typed = spec if isinstance(spec, KnowledgeSourceSpec) else KnowledgeSourceSpec.parse(spec)
     repository = typed.repository
     sync = SyncSpec(
         source_id=source_id(namespace, name),
@@ -102,13 +114,7 @@ def parse_source(
         path_weights=typed.path_weights,
     )
     prepared = prepare(sync, local_root=local_root, forbidden=forbidden)
-    search = typed.search_service
-    secret_ref = search.secret_ref if search else None
-    service = ServiceRef(
-        search.url if search else None,
-        secret_ref.name if secret_ref else None,
-        secret_ref.key if secret_ref else None,
-    )
+    service = typed_service_ref(typed)
     if service.url is not None and not _SERVICE_URL.match(service.url):
         raise InvalidSpecError(f"spec.searchService.url {service.url!r} is not an http(s) URL")
     if services is not None:

@@ -42,11 +42,9 @@ from __future__ import annotations
 
 import datetime
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from kboperator.crd import PUSH_REQUEST_PREFIX, SYNC_REQUEST_ANNOTATION
+from kboperator.crd import PUSH_REQUEST_PREFIX
 from kboperator.errors import (
     InvalidSpecError,
     KubernetesAccessError,
@@ -60,8 +58,9 @@ from kboperator.errors import (
     ServiceRejectedError,
     ServiceUnavailableError,
 )
+from kboperator.kube.observed import Observed
 from kboperator.kube.resource import KnowledgeSourceStatus, Phase
-from kboperator.kube.source import Source, parse_source
+from kboperator.kube.source import Source
 from kboperator.settings import OperatorSettings
 
 #: The condition types written to status.
@@ -195,7 +194,7 @@ def interrupted(status: KnowledgeSourceStatus, restarted: bool) -> bool:
 
 
 def decide(
-    body: Mapping[str, Any],
+    observed: Observed,
     status: KnowledgeSourceStatus,
     settings: OperatorSettings,
     now: datetime.datetime,
@@ -205,34 +204,28 @@ def decide(
     """The next step for one source, from its spec, annotations and our own last status.
 
     `restarted`: this is the first call for the object since the operator started.
+    Deletion and suspension act even on a spec that does not parse (observed.py reads their fields
+    leniently then).
     """
-    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
-    if meta.get("deletionTimestamp"):
-        retain = (spec.get("deletionPolicy") or "Delete") == "Retain"
-        return Decision(Action.RETAIN if retain else Action.DELETE)
-    generation = meta.get("generation")
+    if observed.deleting:
+        return Decision(Action.RETAIN if observed.deletion_policy == "Retain" else Action.DELETE)
+    generation = observed.generation
     phase = status.phase
     same_generation = status.observed_generation == generation
-    request = (meta.get("annotations") or {}).get(SYNC_REQUEST_ANNOTATION)
+    request = observed.request
     manual = bool(request) and request != status.last_handled_sync_request
     # A webhook's request (`push:...`) asks for the new commits, not for a full reconcile.
     pushed = manual and str(request).startswith(PUSH_REQUEST_PREFIX)
-    if spec.get("suspend"):
+    if observed.suspend:
         stale = phase != Phase.SUSPENDED or not same_generation
         return Decision(Action.SUSPEND) if stale else Decision(Action.WAIT)
     # An invalid spec (found here, or by git: an unknown ref) waits for the spec or a request to change.
     known_invalid = phase == Phase.FAILED and same_generation and reason_of(status) == Reason.INVALID_SPEC
-    try:
-        source = parse_source(
-            meta["namespace"], meta["name"], spec,
-            allow_local=settings.allow_local_repositories, min_interval=settings.min_sync_interval_seconds,
-            services=settings.service_policy, local_root=settings.local_repositories_root,
-            forbidden=[settings.cache_dir],
-        )  # fmt: skip
-    except InvalidSpecError as exc:
+    source = observed.source
+    if source is None:
         if known_invalid and not manual:
             return Decision(Action.WAIT)
-        return Decision(Action.INVALID, error=str(exc))
+        return Decision(Action.INVALID, error=str(observed.invalid or "InvalidSpecError"))
     if known_invalid and not manual:
         return Decision(Action.WAIT)
     synced_hash = status.spec_hash
