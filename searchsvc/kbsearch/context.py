@@ -29,6 +29,7 @@ from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.answers.ask import AskService
 from kbsearch.services.documents.budget import DocumentBudget, DocumentWork
 from kbsearch.services.documents.reads import DocumentReads
+from kbsearch.services.sources import SourceService
 from kbsearch.services.documents.repair import repair
 from kbsearch.services.documents.service import DocumentService
 from kbsearch.services.documents.syncstatus import SyncStatusService
@@ -76,6 +77,7 @@ class AppContext:
     search: SearchService
     ask: AskService
     rebuild: RebuildService
+    sources: SourceService  # what GET /api/v1/sources and MCP's source tools show
     pending_rebuild: str | None  # why the collection needs rebuilding, if it does
     # Closed at shutdown: the configured embedder, the ones that served before a swap, the chat client.
     configured_embedder: EmbeddingProvider
@@ -199,6 +201,7 @@ async def build_context(
     rebuild_why = collection.rebuild_why
     if rebuild_why is None and await in_thread(active_store.shadow_exists):
         rebuild_why = "resuming an unfinished rebuild"
+    reads = DocumentReads(store=active_store, catalog=catalog)
     context = AppContext(
         store=active_store,
         embedder=serving,
@@ -206,7 +209,7 @@ async def build_context(
         chunker=chunker,
         catalog=catalog,
         documents=documents,
-        document_reads=DocumentReads(store=active_store, catalog=catalog),
+        document_reads=reads,
         sync_status=SyncStatusService(
             store=active_store, catalog=catalog, max_clock_skew_s=settings.documents.sync_status_max_clock_skew_s
         ),
@@ -215,6 +218,7 @@ async def build_context(
         search=search,
         ask=ask,
         rebuild=rebuild,
+        sources=SourceService(store=active_store, reads=reads, search=search),
         pending_rebuild=rebuild_why,
         configured_embedder=configured,
         chat=active_chat,

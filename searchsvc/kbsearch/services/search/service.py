@@ -23,6 +23,7 @@ from kbsearch.services.search.pageweights import PathWeights
 from kbsearch.services.search.querylog import QueryLog
 from kbsearch.services.search.ranking import PageEvidence, Relevance, collapse_pages, with_relevance
 from kbsearch.services.search.rerank import RerankStage
+from kbsearch.services.search.versioncheck import require_version
 from kbsearch.settings import SearchSettings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
@@ -170,6 +171,9 @@ class SearchService:
                     sources=sources,
                 )
             )
+        if not outcome.hits and self.peers is None and ask_peers:
+            # Nothing found: say so if the version itself is absent (peers might hold it, so not with peers).
+            await require_version(self.store, request.filter, sources)
         return outcome
 
     async def _merged(
