@@ -29,7 +29,6 @@ from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.answers.ask import AskService
 from kbsearch.services.documents.budget import DocumentBudget, DocumentWork
 from kbsearch.services.documents.reads import DocumentReads
-from kbsearch.services.sources import SourceService
 from kbsearch.services.documents.repair import repair
 from kbsearch.services.documents.service import DocumentService
 from kbsearch.services.documents.syncstatus import SyncStatusService
@@ -39,6 +38,7 @@ from kbsearch.services.search.querylog import QueryLog
 from kbsearch.services.search.ranking import Relevance, shipped_model
 from kbsearch.services.search.rerank import ListwiseChat, RerankStage
 from kbsearch.services.search.service import SearchService, configured_fusion
+from kbsearch.services.sources import SourceService
 from kbsearch.settings import (
     AskSettings,
     ChunkSettings,

@@ -122,7 +122,7 @@ def search_response(request: SearchQuery, outcome: SearchOutcome) -> SearchRespo
 async def source_list(
     service: SourceService, caller: Caller, query: str | None = None, *, origin: SearchOrigin = "api"
 ) -> SourceList:
-    """The body of GET /api/v1/sources (with ?query=, the sources that fit it), MCP's list_sources and resolve_sources."""
+    """GET /api/v1/sources's body (with ?query=, the sources that fit it): MCP's list_sources and resolve_sources."""
     sources = []
     for view in await service.overview(caller, query, origin=origin):
         stats = view.stats

@@ -5,10 +5,14 @@ Two tenants (test_scoped_access's tokens): team a never learns of team b's sourc
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from kbsearch.services.sources import MAX_QUERY_TOKENS, tokens
 from tests.searchsvc.test_scoped_access import ADMIN, TEAM_A, TOKENS, assert_no_b, bearer, content
 from tests.support.service import STORE_KINDS, running_service
 
@@ -52,7 +56,7 @@ async def test_a_query_names_the_sources_that_fit_best_first_with_why(service):
     found = await sources(service, ADMIN, query="team-b docs 9.9")
     assert found[0]["sourceIdentifier"] == "team-b/docs"
     assert found[0]["match"]["nameTokens"] == ["team", "b", "docs"] and found[0]["match"]["version"] == "9.9"
-    assert all(s["match"]["score"] >= t["match"]["score"] for s, t in zip(found, found[1:], strict=False))
+    assert all(s["match"]["score"] >= t["match"]["score"] for s, t in itertools.pairwise(found))
     # A task alone: the documents' words find the source.
     by_task = await sources(service, ADMIN, query="shared words about deploys")
     assert by_task and all(s["match"]["relevance"] > 0 for s in by_task)
@@ -104,3 +108,10 @@ async def test_an_ask_for_an_absent_version_fails_with_the_same_code(service):
     )
     assert response.status_code == 404, response.text
     assert response.json()["error"]["code"] == "VERSION_NOT_FOUND"
+
+
+@given(st.text(max_size=5000))
+def test_a_query_is_read_as_a_bounded_list_of_words(text):
+    words = tokens(text)
+    assert len(words) <= MAX_QUERY_TOKENS
+    assert all(w and w == w.lower() and not w.startswith(".") for w in words)

@@ -30,8 +30,9 @@ from kbsearch.settings import CompatSettings
 INSTRUCTIONS = (
     "A knowledge base of documents (mostly markdown from git repositories), searchable by meaning and keywords. "
     "For a question about a named product or version, call resolve_sources first (once), then "
-    "search_knowledge with its sources and version; read around a hit with get_chunk_context or the whole document with "
-    "fetch_document; list_sources says what there is; ask_knowledge answers a question with checked citations. "
+    "search_knowledge with its sources and version; read around a hit with get_chunk_context or the whole "
+    "document with fetch_document; list_sources says what there is; ask_knowledge answers a question with "
+    "checked citations. "
     "Cite documents by their URI."
 )
 

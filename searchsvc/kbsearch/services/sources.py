@@ -87,7 +87,9 @@ class SourceService:
     async def _view(self, stats: SourceStats) -> SourceView:
         counts = await store_call(self.store.version_counts, [stats.source_identifier], None, MAX_VERSIONS)
         versions = tuple(sorted(counts.items(), key=lambda item: newest_first_key(item[0])))
-        return SourceView(stats=stats, versions=versions, unversioned_chunks=max(0, stats.chunks - sum(counts.values())))
+        return SourceView(
+            stats=stats, versions=versions, unversioned_chunks=max(0, stats.chunks - sum(counts.values()))
+        )
 
     async def _matches(
         self, listed: Sequence[SourceStats], query: str, caller: Caller, origin: SearchOrigin
