@@ -39,6 +39,7 @@ from kbsearch.services.search.ranking import Relevance, shipped_model
 from kbsearch.services.search.rerank import ListwiseChat, RerankStage
 from kbsearch.services.search.service import SearchService, configured_fusion
 from kbsearch.services.serving import Served, Serving, Target
+from kbsearch.services.sources import SourceService
 from kbsearch.settings import (
     AskSettings,
     ChunkSettings,
@@ -74,6 +75,7 @@ class AppContext:
     search: SearchService
     ask: AskService
     rebuild: RebuildService
+    sources: SourceService  # what GET /api/v1/sources and MCP's source tools show
     pending_rebuild: str | None  # why the collection needs rebuilding, if it does
     # Closed at shutdown: the configured embedder, the ones that served before a swap, the chat client.
     configured_embedder: EmbeddingProvider
@@ -199,11 +201,12 @@ async def build_context(
     rebuild_why = collection.rebuild_why
     if rebuild_why is None and await in_thread(active_store.shadow_exists):
         rebuild_why = "resuming an unfinished rebuild"
+    reads = DocumentReads(serving, catalog=catalog)
     return AppContext(
         serving=serving,
         catalog=catalog,
         documents=documents,
-        document_reads=DocumentReads(serving, catalog=catalog),
+        document_reads=reads,
         sync_status=SyncStatusService(
             serving, catalog=catalog, max_clock_skew_s=settings.documents.sync_status_max_clock_skew_s
         ),
@@ -212,6 +215,7 @@ async def build_context(
         search=search,
         ask=ask,
         rebuild=rebuild,
+        sources=SourceService(serving, reads=reads, search=search),
         pending_rebuild=rebuild_why,
         configured_embedder=configured,
         chat=active_chat,

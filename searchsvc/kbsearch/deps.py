@@ -28,6 +28,7 @@ from kbsearch.services.documents.syncstatus import SyncStatusService
 from kbsearch.services.rebuild.rebuild import RebuildService
 from kbsearch.services.search.insights import InsightsService
 from kbsearch.services.search.service import SearchService
+from kbsearch.services.sources import SourceService
 from kbsearch.settings import Settings
 
 T = TypeVar("T")
@@ -141,6 +142,10 @@ def _insights(ctx: ContextDep) -> InsightsService:
     return ctx.insights
 
 
+def _sources(ctx: ContextDep) -> SourceService:
+    return ctx.sources
+
+
 def _rebuild(ctx: ContextDep) -> RebuildService:
     return ctx.rebuild
 
@@ -152,3 +157,4 @@ AskDep = Annotated[AskService, Depends(_ask)]
 SyncStatusDep = Annotated[SyncStatusService, Depends(_sync_status)]
 InsightsDep = Annotated[InsightsService, Depends(_insights)]
 RebuildDep = Annotated[RebuildService, Depends(_rebuild)]
+SourcesDep = Annotated[SourceService, Depends(_sources)]

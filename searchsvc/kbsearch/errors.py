@@ -8,6 +8,8 @@ ServiceError
 ├── RequestTooLargeError       413  a request body over the body limit
 ├── UnauthenticatedError       401  no or wrong bearer token
 ├── ForbiddenError             403  a token that may not do this
+├── NotFoundError              404  no such document (or not visible to the caller)
+│   └── VersionNotFoundError        a search names a version none of its sources holds
 ├── RequestTimeoutError        408  the request body did not arrive in time
 ├── ConflictError              409  the document belongs to another source
 │   └── WriteConflictError          a concurrent write of the same document won; retry
@@ -56,6 +58,14 @@ class InvalidRequestError(ServiceError):
 class NotFoundError(ServiceError):
     status_code = 404
     code = "NOT_FOUND"
+
+
+class VersionNotFoundError(NotFoundError):
+    """A search or ask names a documentation version none of the caller's (filtered) sources holds.
+
+    Asking again cannot help; `details.available` lists the versions that exist (at most a few dozen)."""
+
+    code = "VERSION_NOT_FOUND"
 
 
 class ConversionError(InvalidRequestError):

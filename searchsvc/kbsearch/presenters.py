@@ -16,13 +16,21 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from kbsearch.commands import DocumentWritten, SearchQuery
-from kbsearch.models import SyncStatus
+from kbsearch.models import SearchOrigin, SyncStatus
 from kbsearch.schemas.documents import DocumentText, PutDocumentResponse
 from kbsearch.schemas.search import SearchResponse, SearchResult, UnansweredPeer
-from kbsearch.schemas.sources import SourceInfo, SourceList, SyncProgressInfo, SyncStatusInfo
+from kbsearch.schemas.sources import (
+    SourceInfo,
+    SourceList,
+    SourceMatchInfo,
+    SyncProgressInfo,
+    SyncStatusInfo,
+    VersionInfo,
+)
 from kbsearch.services.access.scope import Caller
-from kbsearch.services.documents.reads import DocumentPage, DocumentReads
+from kbsearch.services.documents.reads import DocumentPage
 from kbsearch.services.search.service import SearchOutcome
+from kbsearch.services.sources import SourceService
 
 
 def error_response(
@@ -111,10 +119,13 @@ def search_response(request: SearchQuery, outcome: SearchOutcome) -> SearchRespo
     )
 
 
-async def source_list(service: DocumentReads, caller: Caller) -> SourceList:
-    """The body of GET /api/v1/sources, which the MCP list_sources tool returns too."""
+async def source_list(
+    service: SourceService, caller: Caller, query: str | None = None, *, origin: SearchOrigin = "api"
+) -> SourceList:
+    """GET /api/v1/sources's body (with ?query=, the sources that fit it): MCP's list_sources and resolve_sources."""
     sources = []
-    for stats in await service.sources(caller):
+    for view in await service.overview(caller, query, origin=origin):
+        stats = view.stats
         sync, progress = sync_infos(stats.sync)
         sources.append(
             SourceInfo(
@@ -124,6 +135,11 @@ async def source_list(service: DocumentReads, caller: Caller) -> SourceList:
                 last_ingested_at=stats.last_ingested_at,
                 sync=sync,
                 progress=progress,
+                last_synced_at=sync.synced_at if sync is not None else None,
+                versions=[VersionInfo(version=v, chunks=n) for v, n in view.versions],
+                unversioned_chunks=view.unversioned_chunks,
+                quality=view.quality,
+                match=SourceMatchInfo.model_validate(view.match, from_attributes=True) if view.match else None,
             )
         )
     return SourceList(sources=sources)

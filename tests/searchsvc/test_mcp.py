@@ -43,7 +43,14 @@ LONG = "https://git.example/a/handbook.md"
 LONG_CONTENT = "---\ntitle: The handbook\n---\n# The handbook\n\n" + sections(12, words="delta epsilon zeta")
 # A Host header as an in-cluster agent sends it through the chart's Service.
 SERVICE_HOST = "kb-knowledge-base-search.kb-system.svc:8000"
-CORE_READ_TOOLS = {"search_knowledge", "fetch_document", "get_chunk_context", "list_sources", "ask_knowledge"}
+CORE_READ_TOOLS = {
+    "search_knowledge",
+    "fetch_document",
+    "get_chunk_context",
+    "list_sources",
+    "resolve_sources",
+    "ask_knowledge",
+}
 WRITE_TOOLS = {"ingest_document", "delete_document"}
 COMPAT_READ_TOOLS = {"search", "fetch"}
 COMPAT_TOOLS = {"manageKnowledge"} | COMPAT_READ_TOOLS
@@ -294,6 +301,25 @@ async def test_list_sources_counts_what_the_caller_may_read(service):
     assert text.startswith("3 sources, ")
     assert "team-a/handbook: 1 documents" in text and "sync: commit 0123456789" in text and "phase partial" in text
     assert "failedFiles 1" in text
+
+
+async def test_resolve_sources_is_get_sources_with_a_query_and_scoped(service):
+    result = await call(service, TEAM_A, "resolve_sources", query="team-b docs zebrafish")
+    body = result.structured_content
+    assert {s["sourceIdentifier"] for s in body["sources"]} <= {"team-a/docs", "team-a/handbook"}
+    assert_no_b(json.dumps(body) + text_of(result))
+    result = await call(service, ADMIN, "resolve_sources", query="team-a handbook")
+    found = result.structured_content["sources"]
+    assert found[0]["sourceIdentifier"] == "team-a/handbook" and found[0]["match"]["nameTokens"]
+    async with httpx.AsyncClient() as client:
+        rest = await client.get(f"{service}/api/v1/sources", params={"query": "team-a handbook"}, headers=bearer(ADMIN))
+    assert [s["sourceIdentifier"] for s in found] == [s["sourceIdentifier"] for s in rest.json()["sources"]]
+
+
+async def test_a_search_or_ask_for_an_absent_version_is_a_tool_error_with_its_code(service):
+    for tool, arguments in (("search_knowledge", {"query": "deploys"}), ("ask_knowledge", {"question": "deploys?"})):
+        result = await call(service, TEAM_A, tool, version="team-a/docs@7.7", **arguments)
+        assert result.is_error and text_of(result).startswith("VERSION_NOT_FOUND: "), text_of(result)
 
 
 # --- writes -------------------------------------------------------------------------------------

@@ -54,7 +54,14 @@ def bridge(service: str, token: str | None) -> StdioServerParameters:
 async def test_the_bridge_serves_the_services_tools_with_the_callers_scope(service):
     async with Client(bridge(service, TEAM_A)) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-        assert names == {"search_knowledge", "fetch_document", "get_chunk_context", "list_sources", "ask_knowledge"}
+        assert names == {
+            "search_knowledge",
+            "fetch_document",
+            "get_chunk_context",
+            "list_sources",
+            "resolve_sources",
+            "ask_knowledge",
+        }
         result = await client.call_tool("search_knowledge", {"query": f"{B_WORD} shared words deploys"})
         assert not result.is_error, text_of(result)
         assert {r["uri"] for r in result.structured_content["results"]} == {A_URI}

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
-from kbsearch.deps import DocumentReadsDep, DocumentsDep, SyncStatusDep
+from kbsearch.deps import DocumentReadsDep, DocumentsDep, SourcesDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
 from kbsearch.presenters import put_response, source_list, sync_infos, text_page
 from kbsearch.schemas.documents import (
@@ -144,6 +144,19 @@ async def source_status(
 
 
 @router.get("/sources", tags=["sources"])
-async def list_sources(service: DocumentReadsDep, caller: ReaderDep) -> SourceList:
-    """Every source the caller may see, with its document and chunk counts and its last reported sync."""
-    return await source_list(service, caller)
+async def list_sources(
+    service: SourcesDep,
+    caller: ReaderDep,
+    query: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=1000,
+            description="A name and a task ('cert-manager 1.16 renew a certificate'): only the sources that fit, best "
+            "first, at most 10, each with its `match`.",
+        ),
+    ] = None,
+) -> SourceList:
+    """Every source the caller may see, with its document and chunk counts, its last reported sync and the
+    documentation versions it holds; with `query`, the sources whose name or documents fit the query."""
+    return await source_list(service, caller, query)

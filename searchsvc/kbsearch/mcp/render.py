@@ -86,8 +86,11 @@ def _source_line(source: SourceInfo) -> str:
         f"last ingest {source.last_ingested_at or 'never'}"
     )
     # Fields REST adds to a source later (the operator's sync status) show up here without a change.
-    known = {"sourceIdentifier", "documents", "chunks", "lastIngestedAt"}
+    known = {"sourceIdentifier", "documents", "chunks", "lastIngestedAt", "versions"}
     extra = {k: v for k, v in source.model_dump(mode="json", by_alias=True).items() if k not in known and v is not None}
+    if source.versions:  # by name, newest first: what an agent passes as `version`
+        line += f"; versions: {', '.join(v.version for v in source.versions[:20])}"
+        line += f" (+{len(source.versions) - 20} more)" if len(source.versions) > 20 else ""
     return line + "".join(f"; {key}: {_compact(value)}" for key, value in extra.items())
 
 

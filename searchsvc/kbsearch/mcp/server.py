@@ -29,8 +29,10 @@ from kbsearch.settings import CompatSettings
 
 INSTRUCTIONS = (
     "A knowledge base of documents (mostly markdown from git repositories), searchable by meaning and keywords. "
-    "Start with search_knowledge; read around a hit with get_chunk_context or the whole document with "
-    "fetch_document; list_sources says what there is; ask_knowledge answers a question with checked citations. "
+    "For a question about a named product or version, call resolve_sources first (once), then "
+    "search_knowledge with its sources and version; read around a hit with get_chunk_context or the whole "
+    "document with fetch_document; list_sources says what there is; ask_knowledge answers a question with "
+    "checked citations. "
     "Cite documents by their URI."
 )
 
@@ -62,6 +64,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(tools.fetch_document, "Read a document", READ),
     ToolSpec(tools.get_chunk_context, "Read around a search hit", READ),
     ToolSpec(tools.list_sources, "List sources", READ),
+    ToolSpec(tools.resolve_sources, "Find the sources for a task", READ),
     ToolSpec(tools.ask_knowledge, "Ask the knowledge base", ANSWER),
     ToolSpec(tools.ingest_document, "Store a document", REPLACE, writes=True),
     ToolSpec(tools.delete_document, "Delete a document", DELETE, writes=True),

@@ -71,7 +71,9 @@ Mode = Annotated[
 Version = Annotated[
     str | None,
     Field(
-        description="Only this documentation version (e.g. '2.21'); by default the newest version of each page.",
+        description="Only this documentation version (e.g. '2.21', or 'source@2.21' for one source's); by default "
+        "the newest version of each page. A version none of the sources holds is a VERSION_NOT_FOUND error, "
+        "listing those that exist: resolve_sources tells them beforehand.",
         min_length=1,
         max_length=64,
     ),
@@ -116,6 +118,7 @@ async def search_knowledge(
     """Search the knowledge base. Each result is one page: its best chunk with its title and heading path,
     URI, relevance (0-1: below about 0.5 it is probably not about the question) and text, the newest version
     first. Read more around a hit with get_chunk_context, or the whole document with fetch_document.
+    Unsure which source or version? Call resolve_sources once first, then pass sources and version.
     """
     response = await run_search(tool_context(ctx), query, limit, sources, uri_prefix, mode, version)
     return tool_result(render.search_text(response), response)
@@ -130,7 +133,8 @@ async def ask_knowledge(
 ) -> Annotated[CallToolResult, AskResponse]:
     """Answer a question from the knowledge base. The answer cites its sources as [n], and every [n] was
     checked: it points at a chunk retrieved for this question, listed under Citations with its URI and the
-    cited sentence. When nothing relevant is found the answer says so and cites nothing.
+    cited sentence. When nothing relevant is found the answer says so and cites nothing. Unsure which source or
+    version? Call resolve_sources once first.
     """
     tools = tool_context(ctx)
     with tool_errors(ASK_ARGUMENTS):
@@ -258,10 +262,37 @@ async def get_chunk_context(
 
 
 async def list_sources(ctx: Context) -> Annotated[CallToolResult, SourcesOverview]:
-    """The sources you may read, with their document and chunk counts and last ingest: what there is to search."""
+    """The sources you may read, with their document and chunk counts, last sync and versions: what there is."""
     tools = tool_context(ctx)
     with tool_errors():
-        listing = await source_list(tools.app.document_reads, tools.caller)
+        listing = await source_list(tools.app.sources, tools.caller, origin="mcp")
+    overview = SourcesOverview(
+        documents=sum(s.documents for s in listing.sources),
+        chunks=sum(s.chunks for s in listing.sources),
+        sources=listing.sources,
+    )
+    return tool_result(render.sources_text(overview), overview)
+
+
+async def resolve_sources(
+    ctx: Context,
+    query: Annotated[
+        str,
+        Field(
+            description="The product or source name and the task, e.g. 'cert-manager 1.16 renew a certificate' "
+            "(1-1000 characters).",
+            min_length=1,
+            max_length=1000,
+        ),
+    ],
+) -> Annotated[CallToolResult, SourcesOverview]:
+    """Call first, once per question: which sources (and versions) fit a name and a task, best first, each with
+    its documents, last sync, versions present and why it matched. Then search_knowledge or ask_knowledge with
+    sources=[sourceIdentifier] and version (or version='source@version'). A few calls per question at most.
+    """
+    tools = tool_context(ctx)
+    with tool_errors():
+        listing = await source_list(tools.app.sources, tools.caller, query, origin="mcp")
     overview = SourcesOverview(
         documents=sum(s.documents for s in listing.sources),
         chunks=sum(s.chunks for s in listing.sources),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from kbsearch.commands import SearchQuery
 from kbsearch.models import SearchFilter
@@ -30,8 +30,22 @@ class SearchFilterBody(Body):
     ] = None
     uri_prefix: Uri | None = None
     metadata: Annotated[dict[str, Scalar], at_most(MAX_METADATA_KEYS, "filter.metadata")] = Field(default_factory=dict)
-    # Only documents of this documentation version (e.g. "2.21"); without it, the newest version of each page.
+    # Only documents of this documentation version (e.g. "2.21", or "source@2.21" naming the source too);
+    # without it, the newest version of each page. A version no source holds is VERSION_NOT_FOUND (404).
     version: Annotated[StrictStr, Field(min_length=1, max_length=64, pattern=r"^[\w.+-]+$")] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_at_version(cls, data: Any) -> Any:
+        """`version: "team-a/docs@2.21"` is version 2.21 of that source (a version never holds '@')."""
+        if not isinstance(data, dict) or not isinstance(data.get("version"), str) or "@" not in data["version"]:
+            return data
+        source, _, version = data["version"].rpartition("@")
+        key = "source_identifier" if "source_identifier" in data else "sourceIdentifier"
+        named = data.get(key)
+        if named is not None and source not in ([named] if isinstance(named, str) else named):
+            raise ValueError(f"version names source {source!r}, which sourceIdentifier does not include")
+        return {**data, "version": version, key: named if named is not None else source}
 
     @field_validator("metadata")
     @classmethod

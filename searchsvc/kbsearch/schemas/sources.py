@@ -193,6 +193,23 @@ class SyncStatusResponse(Body):
     progress: SyncProgressInfo | None = None
 
 
+class VersionInfo(Body):
+    version: str
+    chunks: int
+
+
+class SourceMatchInfo(Body):
+    """Why a source fits GET /api/v1/sources?query=: the query's words in its name, its best chunk for it."""
+
+    score: float
+    name_tokens: list[str]
+    relevance: float
+    hits: int
+    best_title: str | None
+    best_uri: str | None
+    version: str | None  # a version the query names that this source holds
+
+
 class SourceInfo(Body):
     source_identifier: str
     documents: int
@@ -200,6 +217,11 @@ class SourceInfo(Body):
     last_ingested_at: str | None
     sync: SyncStatusInfo | None = None
     progress: SyncProgressInfo | None = None  # the sync running now, if its syncer reports progress
+    last_synced_at: str | None = None  # when its syncer last reported a finished sync (sync.syncedAt)
+    versions: list[VersionInfo] = Field(default_factory=list)  # documentation versions present, newest first
+    unversioned_chunks: int = 0  # chunks of the current copy (no version)
+    quality: float | None = None  # a judged quality figure, when one is kept (none is yet)
+    match: SourceMatchInfo | None = None  # only with ?query=
 
 
 class SourceList(Body):

@@ -305,6 +305,11 @@ class VectorStore(ABC):
         """Counts for one source from filtered engine counts; zeros for an unknown source."""
 
     @abstractmethod
+    def version_counts(self, sources: list[str] | None, uri_prefix: str | None, limit: int) -> dict[str, int]:
+        """Chunks per documentation version in `sources` (None: every source), at most `limit` versions:
+        a facet over the indexed version, not a scan."""
+
+    @abstractmethod
     def count(self, allowed: list[str] | None = None) -> tuple[int, int]:
         """(documents, chunks) in the collection, or in the sources of `allowed`."""
 

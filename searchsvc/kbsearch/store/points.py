@@ -37,6 +37,7 @@ from kbsearch.store import signature as sg
 from kbsearch.store.base import (
     CHUNKER,
     DENSE_VECTOR,
+    DOC_VERSION,
     INGESTED_AT,
     KIND,
     KIND_BODY,
@@ -282,6 +283,13 @@ class PointStore(VectorStore):
                 self._count([cd.Match(KIND, KIND_DOCUMENT), *scope]),
                 self._count([cd.Match(KIND, KIND_CHUNK), *scope]),
             )
+
+    def version_counts(self, sources: list[str] | None, uri_prefix: str | None, limit: int) -> dict[str, int]:
+        where: list[cd.Condition] = [cd.Match(KIND, KIND_CHUNK), *cd.scope_conditions(sources)]
+        if uri_prefix:
+            where.append(cd.Prefix(URI, uri_prefix))
+        with self._guard("count versions"):
+            return self._facet(DOC_VERSION, where, limit)
 
     def search(
         self,

@@ -22,6 +22,7 @@ from kbsearch.services.search.pageweights import PathWeights
 from kbsearch.services.search.querylog import QueryLog
 from kbsearch.services.search.ranking import PageEvidence, Relevance, collapse_pages, with_relevance
 from kbsearch.services.search.rerank import RerankStage
+from kbsearch.services.search.versioncheck import require_version
 from kbsearch.services.serving import Serving
 from kbsearch.settings import SearchSettings
 
@@ -155,6 +156,9 @@ class SearchService:
                     sources=sources,
                 )
             )
+        if not outcome.hits and self.peers is None and ask_peers:
+            # Nothing found: say so if the version itself is absent (peers might hold it, so not with peers).
+            await require_version(self.store, request.filter, sources)
         return outcome
 
     async def _merged(
