@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import httpx
 import tenacity
+from opentelemetry import propagate
 
 from kboperator import __version__
 from kboperator.errors import DocumentRejectedError, ServiceAuthError, ServiceRejectedError, ServiceUnavailableError
@@ -92,7 +93,13 @@ class SearchClient:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, transport=transport, timeout=timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            transport=transport,
+            timeout=timeout,
+            event_hooks={"request": [_traceparent]},
+        )
         self.max_attempts = max_attempts
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -351,3 +358,9 @@ def _retry_after(response: httpx.Response) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+async def _traceparent(request: httpx.Request) -> None:
+    """The current trace's W3C `traceparent` on every call, so the service's spans join the sync's trace.
+    Without an OpenTelemetry SDK configured in the operator there is no current trace and nothing is sent."""
+    propagate.inject(request.headers)

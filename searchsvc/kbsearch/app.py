@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from kbsearch import __version__
+from kbsearch import __version__, tracing
 from kbsearch.aio.bodies import BodyBudget
 from kbsearch.api import ask, documents, dotai, insights, rebuild, resource_metadata, search, system
 from kbsearch.api.apidocs import install_api_docs
@@ -61,6 +61,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         with ExitStack() as listeners:
+            listeners.enter_context(tracing.installed(settings.telemetry))  # closed last: flushes every span
             if settings.http.metrics_port is not None:  # its own port, never the API's (kbsearch.metrics)
                 port = listeners.enter_context(
                     metrics_listener(metrics.registry, settings.http.host, settings.http.metrics_port)

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kbsearch import tracing
 from kbsearch.models import MetadataValue, SearchHit
 from kbsearch.peers.config import Peer
 
@@ -141,6 +142,7 @@ class PeerClient:
             "Accept": "application/json",
             PEER_SEARCH_HEADER: "1",
         }
+        tracing.inject(headers)  # the peer's spans join this search's trace
         url = f"{peer.config.url}/api/v1/search"
         async with self._http.stream("POST", url, json=body, headers=headers, timeout=timeout_s) as response:
             if response.status_code != 200:

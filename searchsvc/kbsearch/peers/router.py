@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
+from kbsearch import tracing
 from kbsearch.commands import SearchQuery
 from kbsearch.metrics import Metrics
 from kbsearch.models import SearchHit
@@ -158,7 +159,8 @@ class PeerRouter:
         if not asked:
             return PeerAnswers([], unanswered)
         body = peer_body(request)
-        outcomes = await asyncio.gather(*(self._one(peer, body) for peer in asked))
+        with tracing.span("peers", {"kb.peers.asked": len(asked)}):
+            outcomes = await asyncio.gather(*(self._one(peer, body) for peer in asked))
         unanswered += [o for o in outcomes if isinstance(o, Unanswered)]
         # A peer asked for `limit` sends no more; the re-scoring embeds no more than that of any peer.
         answered = [
@@ -172,7 +174,8 @@ class PeerRouter:
         breaker = self.breakers[peer.name]
         started = time.perf_counter()
         try:
-            hits = await self.client.search(peer, body, self.budget_s(peer))
+            with tracing.span(f"peer {peer.name}", {"kb.peer.name": peer.name}):
+                hits = await self.client.search(peer, body, self.budget_s(peer))
         except PeerFailure as failure:
             breaker.failed()
             if failure.reason == "timeout":

@@ -36,6 +36,7 @@ from kbsearch.settings.service import (
     HttpSettings,
     StoreSettings,
 )
+from kbsearch.settings.tracing import TracingSettings
 
 __all__ = [
     "ENV_PREFIX",
@@ -57,6 +58,7 @@ __all__ = [
     "Section",
     "Settings",
     "StoreSettings",
+    "TracingSettings",
     "describe",
     "is_loopback",
     "names",
@@ -111,6 +113,7 @@ class Settings(BaseSettings):
     insights: QueryLogSettings = Field(default_factory=QueryLogSettings)
     rebuilds: RebuildSettings = Field(default_factory=RebuildSettings)
     peering: PeerSettings = Field(default_factory=PeerSettings)
+    telemetry: TracingSettings = Field(default_factory=TracingSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from kbsearch import tracing
 from kbsearch.errors import LLMUnavailableError, ServiceError
 from kbsearch.llm.chat import ChatClient, ChatMessage, TextPiece, ToolCall, ToolSpec, parse_arguments
 from kbsearch.metrics import Metrics
@@ -166,14 +167,16 @@ class AskService:
         run = _Run(request, caller)
         outcome = "error"
         try:
-            answering = self._llm(run) if self.chat is not None else self._extractive(run)
-            async with aclosing(answering) as events:
-                async for event in events:
+            with tracing.ask(self.mode, self.chat.model if self.chat is not None else None) as span:
+                answering = self._llm(run) if self.chat is not None else self._extractive(run)
+                async with aclosing(answering) as events:
+                    async for event in events:
+                        yield event
+                async for event in self._conclude(run):
                     yield event
-            async for event in self._conclude(run):
-                yield event
-            response = self._response(run)
-            outcome = "grounded" if response.grounded else "ungrounded"
+                response = self._response(run)
+                outcome = "grounded" if response.grounded else "ungrounded"
+                span.answered(outcome, run.usage.prompt_tokens, run.usage.completion_tokens)
             yield AskEvent("done", response)
         except ServiceError as exc:
             outcome = exc.code

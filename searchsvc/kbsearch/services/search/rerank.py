@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Sequence
 
+from kbsearch import tracing
 from kbsearch.errors import LLMTimeoutError, LLMUnavailableError
 from kbsearch.llm.chat import ChatClient, ChatMessage, TextPiece
 from kbsearch.metrics import Metrics
@@ -56,7 +57,8 @@ class RerankStage:
         outcome = "ok"
         try:
             async with asyncio.timeout(self.budget_s):
-                scores = await self.reranker.scores(query, [passage_of(hit) for hit in head])
+                with tracing.rerank(self.reranker.name, len(head)):
+                    scores = await self.reranker.scores(query, [passage_of(hit) for hit in head])
             if len(scores) != len(head):
                 raise RerankError(f"{len(scores)} scores for {len(head)} passages")
         except TimeoutError:

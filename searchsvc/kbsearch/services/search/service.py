@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 
+from kbsearch import tracing
 from kbsearch.aio.fairness import FairTurns
 from kbsearch.aio.runtime import embed_call, store_call
 from kbsearch.commands import SearchQuery
@@ -129,6 +130,14 @@ class SearchService:
         Every search, whatever its face, is recorded in the query log here, and only here. With peers,
         they are asked at once and waited for outside the caller's turn (their time is not local work).
         """
+        with tracing.retrieval(self.store_name, request.limit, request.mode) as span:
+            outcome = await self._search_traced(request, caller, origin=origin, ask_peers=ask_peers)
+            span.retrieved(outcome.hits, tracing.documents_shown())
+        return outcome
+
+    async def _search_traced(
+        self, request: SearchQuery, caller: Caller, *, origin: SearchOrigin, ask_peers: bool
+    ) -> SearchOutcome:
         asking = None
         if self.peers is not None and ask_peers:
             asking = asyncio.create_task(self.peers.ask(request, caller.scope.patterns, caller.scope.allows))
@@ -202,9 +211,10 @@ class SearchService:
         """The query's vector, in the caller's own cache partition: a hit on another caller's query would
         show in the timing. NFKC as the keyword lane and the PDF text have it: "ﬂow" asks for "flow"."""
         embedder = self.serving.embedder
-        vector = await embed_call(
-            embedder.partition(caller.partition).embed_query, unicodedata.normalize("NFKC", query)
-        )
+        with tracing.embedding(embedder.provider, embedder.model):
+            vector = await embed_call(
+                embedder.partition(caller.partition).embed_query, unicodedata.normalize("NFKC", query)
+            )
         return EmbeddedQuery(embedder, vector)
 
     async def _search(self, request: SearchQuery, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
@@ -215,7 +225,8 @@ class SearchService:
     async def _search_held(self, request: SearchQuery, caller: Caller) -> tuple[SearchOutcome, list[str] | None]:
         started = time.perf_counter()
         # The caller's scope is part of the engine filter, so `limit` is filled from what it may see.
-        sources = narrow(request.filter.source_identifiers, await caller.scope.resolve(self.catalog))
+        with tracing.span("scope resolution"):
+            sources = narrow(request.filter.source_identifiers, await caller.scope.resolve(self.catalog))
         if sources == []:
             elapsed = (time.perf_counter() - started) * 1000
             empty = SearchOutcome(
@@ -234,17 +245,18 @@ class SearchService:
         fetch = (
             min(MAX_FETCH, max(self.candidates, request.limit * FETCH_PER_PAGE)) if request.collapse else request.limit
         )
-        hits = await store_call(
-            lambda: store.search(
-                mode=request.mode,
-                dense=dense,
-                sparse=sparse,
-                filter=search_filter,
-                limit=fetch,
-                candidates=max(self.candidates, fetch),
-                fusion=self.fusion,
+        with tracing.engine(store.backend, store.collection, request.mode):
+            hits = await store_call(
+                lambda: store.search(
+                    mode=request.mode,
+                    dense=dense,
+                    sparse=sparse,
+                    filter=search_filter,
+                    limit=fetch,
+                    candidates=max(self.candidates, fetch),
+                    fusion=self.fusion,
+                )
             )
-        )
         evidence = PageEvidence(
             encoder.tokens(request.query), encoder.tokens, self.path_weights.for_query(request.query)
         )
