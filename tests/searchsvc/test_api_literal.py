@@ -80,7 +80,9 @@ async def test_every_chunk_and_the_response_shape(loaded):
 
 
 async def test_get_search_takes_literal_and_case_sensitive(loaded):
-    response = await loaded.get("/api/v1/search", params={"q": "err_conn_reset", "mode": "literal", "caseSensitive": True})
+    response = await loaded.get(
+        "/api/v1/search", params={"q": "err_conn_reset", "mode": "literal", "caseSensitive": True}
+    )
     assert response.status_code == 200, response.text
     assert [r["uri"] for r in response.json()["results"]] == ["https://git.example/k/lower.md"]
 

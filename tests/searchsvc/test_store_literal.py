@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import qdrant_edge as qe
 import pytest
+import qdrant_edge as qe
 
 from kbsearch.models import SearchFilter
 from kbsearch.store.base import CONTENT, VectorStore

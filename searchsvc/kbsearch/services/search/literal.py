@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from kbsearch.models import SearchHit
 
-__all__ = ["literal_hits", "occurrences", "by_occurrences"]
+__all__ = ["by_occurrences", "literal_hits", "occurrences"]
 
 
 def occurrences(text: str, content: str, *, case_sensitive: bool) -> int:
