@@ -39,6 +39,7 @@ class SearchQuery:
     mode: SearchMode = "hybrid"
     filter: SearchFilter = field(default_factory=SearchFilter)
     collapse: bool = True  # one result per page; False: every matching chunk
+    case_sensitive: bool = False  # literal mode only: the text's case must match too
 
 
 @dataclass(frozen=True, slots=True)

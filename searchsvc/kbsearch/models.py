@@ -10,7 +10,8 @@ from typing import Literal
 # A fixed namespace makes point ids deterministic: re-ingesting never duplicates.
 POINT_ID_NAMESPACE = uuid.UUID("6f1f8a52-9a7c-4d8e-b0f4-2b7d0c1e5a31")
 
-SearchMode = Literal["hybrid", "dense", "keyword"]
+# literal: the chunks that hold the query as written (services/search/literal.py).
+SearchMode = Literal["hybrid", "dense", "keyword", "literal"]
 # rrf: reciprocal rank fusion (k, lane weights); dbsf: distribution-based score fusion (each lane's
 # scores normalised by their mean +- 3 standard deviations, then summed).
 FusionMethod = Literal["rrf", "dbsf"]

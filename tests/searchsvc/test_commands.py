@@ -104,4 +104,6 @@ def test_a_peer_is_sent_every_field_the_caller_set() -> None:
     }
     command = SearchRequest.model_validate(asked).to_command()
     assert peer_body(command) == asked
+    literal = {"query": "ERR_X", "mode": "literal", "caseSensitive": True}
+    assert peer_body(SearchRequest.model_validate(literal).to_command()) == literal
     assert SearchRequest.model_validate(peer_body(command)).to_command() == command

@@ -105,8 +105,16 @@ async def test_tools_list_has_typed_tools_and_write_tools_only_for_writers(servi
     assert reader == CORE_READ_TOOLS | COMPAT_READ_TOOLS
     search = admin["search_knowledge"]
     assert search.input_schema["required"] == ["query"]
-    assert set(search.input_schema["properties"]) == {"query", "limit", "sources", "uri_prefix", "mode", "version"}
-    assert search.input_schema["properties"]["mode"]["enum"] == ["hybrid", "dense", "keyword"]
+    assert set(search.input_schema["properties"]) == {
+        "query",
+        "limit",
+        "sources",
+        "uri_prefix",
+        "mode",
+        "version",
+        "case_sensitive",
+    }
+    assert search.input_schema["properties"]["mode"]["enum"] == ["hybrid", "dense", "keyword", "literal"]
     assert {"results", "query", "mode", "tookMs"} <= set(search.output_schema["properties"])
     assert admin["fetch_document"].output_schema["properties"]["nextStart"]
     assert admin["get_chunk_context"].output_schema["properties"]["chunks"]
@@ -156,6 +164,20 @@ async def test_search_filters_by_source_and_uri_prefix(service):
     keyword = result.structured_content
     uris = [r["uri"] for r in keyword["results"]]
     assert keyword["mode"] == "keyword" and 1 <= len(uris) <= 2 and len(set(uris)) == len(uris)  # one per page
+
+
+async def test_a_literal_search_finds_the_text_as_written(service):
+    result = await call(service, ADMIN, "search_knowledge", query=f"The {B_WORD} team", mode="literal", limit=100)
+    assert not result.is_error, text_of(result)
+    found = result.structured_content
+    assert found["mode"] == "literal" and found["results"]
+    assert all(f"The {B_WORD} team" in r["content"] for r in found["results"])
+    result = await call(
+        service, ADMIN, "search_knowledge", query=f"the {B_WORD.upper()} team", mode="literal", case_sensitive=True
+    )
+    assert result.structured_content["results"] == []
+    result = await call(service, ADMIN, "search_knowledge", query="deploys", case_sensitive=True)
+    assert result.is_error and "caseSensitive" in text_of(result)
 
 
 @pytest.mark.parametrize(
@@ -260,6 +282,10 @@ async def test_a_scoped_identity_never_sees_another_teams_documents(service):
                 structured = dict(result.structured_content)
                 structured.pop("query")  # the caller's own words, echoed
                 assert_no_b(text_of(result) + json.dumps(structured))
+        # The text as written is in team b's chunks (the admin finds it above): never here.
+        for arguments in ({}, {"sources": ["team-b/docs"]}):
+            result = await client.call_tool("search_knowledge", {"query": B_WORD, "mode": "literal"} | arguments)
+            assert not result.is_error and result.structured_content["results"] == [], text_of(result)
         for tool, arguments in [
             ("fetch_document", {"uri": b_uri}),
             ("get_chunk_context", {"uri": b_uri, "chunk_index": 0}),

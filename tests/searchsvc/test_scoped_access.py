@@ -107,7 +107,7 @@ SEARCH_FILTERS = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword"])
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword", "literal"])
 async def test_search_never_returns_another_teams_chunks(service, mode):
     a_chunks = None
     for search_filter in SEARCH_FILTERS:

@@ -40,7 +40,11 @@ async def _run(
 async def search(
     body: SearchRequest, service: SearchDep, http: Request, response: Response, caller: ReaderDep
 ) -> SearchResponse:
-    """Hybrid (default), dense or keyword search with optional filters, within the caller's sources."""
+    """Hybrid (default), dense, keyword or literal search with optional filters, within the caller's sources.
+
+    Literal finds the chunks that hold the query as written (whole words; case-folded unless
+    `caseSensitive`), most occurrences first; its query is at most 256 characters.
+    """
     return await _run(body, service, http, response, caller)
 
 
@@ -52,11 +56,12 @@ async def search_get(
     caller: ReaderDep,
     q: Annotated[str, Query(min_length=1, max_length=1000)],
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
-    mode: Literal["hybrid", "dense", "keyword"] = "hybrid",
+    mode: Literal["hybrid", "dense", "keyword", "literal"] = "hybrid",
     sourceIdentifier: SourceIdListQuery = None,
     uriPrefix: UriPrefixQuery = None,
     version: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     collapse: bool = True,
+    caseSensitive: bool = False,
 ) -> SearchResponse:
     """The same search as POST, from query parameters."""
     filter_body: dict[str, Any] = {}
@@ -67,7 +72,9 @@ async def search_get(
     if version:
         filter_body["version"] = version
     try:
-        request = SearchRequest(query=q, limit=limit, mode=mode, filter=filter_body, collapse=collapse)
+        request = SearchRequest(
+            query=q, limit=limit, mode=mode, filter=filter_body, collapse=collapse, case_sensitive=caseSensitive
+        )
     except ValidationError as exc:
         message = validation_message(exc, style="first", default="query")
         raise InvalidRequestError(message, details={"errors": field_problems(exc, default="query")}) from exc

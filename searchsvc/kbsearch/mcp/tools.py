@@ -66,8 +66,14 @@ UriPrefix = Annotated[
     str | None, Field(description="Only documents whose URI starts with this prefix.", max_length=MAX_URI_CHARS)
 ]
 Mode = Annotated[
-    SearchMode, Field(description="hybrid (default): meaning and keywords fused; dense: meaning only; keyword: BM25.")
+    SearchMode,
+    Field(
+        description="hybrid (default): meaning and keywords fused; dense: meaning only; keyword: BM25 (stemmed); "
+        "literal: only chunks holding the query exactly as written, whole words (an error message, a flag "
+        "such as --dry-run=server, an identifier), most occurrences first; at most 256 characters."
+    ),
 ]
+CaseSensitive = Annotated[bool, Field(description="literal mode only: the case must match too (default false).")]
 Version = Annotated[
     str | None,
     Field(
@@ -91,6 +97,7 @@ async def run_search(
     uri_prefix: str | None = None,
     mode: SearchMode = "hybrid",
     version: str | None = None,
+    case_sensitive: bool = False,
 ) -> SearchResponse:
     """One scoped search, validated exactly as REST's POST /api/v1/search validates its body."""
     with tool_errors(SEARCH_ARGUMENTS):
@@ -99,6 +106,7 @@ async def run_search(
             query=query,
             limit=limit,
             mode=mode,
+            case_sensitive=case_sensitive,
             # The wire keys, so an error names the field as REST's does (SEARCH_ARGUMENTS maps them).
             filter={"sourceIdentifier": sources, "uriPrefix": uri_prefix, "version": version},
         ).to_command()
@@ -114,13 +122,14 @@ async def search_knowledge(
     uri_prefix: UriPrefix = None,
     mode: Mode = "hybrid",
     version: Version = None,
+    case_sensitive: CaseSensitive = False,
 ) -> Annotated[CallToolResult, SearchResponse]:
     """Search the knowledge base. Each result is one page: its best chunk with its title and heading path,
     URI, relevance (0-1: below about 0.5 it is probably not about the question) and text, the newest version
     first. Read more around a hit with get_chunk_context, or the whole document with fetch_document.
     Unsure which source or version? Call resolve_sources once first, then pass sources and version.
     """
-    response = await run_search(tool_context(ctx), query, limit, sources, uri_prefix, mode, version)
+    response = await run_search(tool_context(ctx), query, limit, sources, uri_prefix, mode, version, case_sensitive)
     return tool_result(render.search_text(response), response)
 
 

@@ -75,25 +75,47 @@ class SearchFilterBody(Body):
 # A search query's length; an ask's question may be longer (MAX_QUESTION_CHARS), and an extractive
 # ask searches its first MAX_QUERY_CHARS characters (the embedder reads about as many).
 MAX_QUERY_CHARS = 1000
+# A literal query's length: an error message, a flag or an identifier, matched as a phrase of its words.
+MAX_LITERAL_CHARS = 256
 
 
 class SearchRequest(Body):
     query: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
     limit: Annotated[StrictInt, Field(ge=1, le=100)] = 10
-    mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
+    mode: Literal["hybrid", "dense", "keyword", "literal"] = "hybrid"
     filter: SearchFilterBody = Field(default_factory=SearchFilterBody)
     # One result per page (its best chunk, newest version first); false gives every matching chunk.
     collapse: StrictBool = True
+    # Literal mode only: the text's case must match as well as its characters.
+    case_sensitive: StrictBool = False
 
     @field_validator("query")
     @classmethod
     def _not_blank(cls, query: str) -> str:
         return usable_text(query, "query")
 
+    @model_validator(mode="after")
+    def _literal(self) -> SearchRequest:
+        if self.mode != "literal":
+            if self.case_sensitive:
+                raise ValueError("caseSensitive applies to mode literal only")
+            return self
+        if len(self.query) > MAX_LITERAL_CHARS:
+            raise ValueError(f"a literal query is at most {MAX_LITERAL_CHARS} characters")
+        # The engine finds the text by its words: without one, no chunk can be found.
+        if not any(c.isalnum() for c in self.query):
+            raise ValueError("a literal query needs at least one letter or digit")
+        return self
+
     def to_command(self) -> SearchQuery:
         """The one way a search body becomes a search: REST, MCP and the console all come through here."""
         return SearchQuery(
-            query=self.query, limit=self.limit, mode=self.mode, filter=self.filter.to_command(), collapse=self.collapse
+            query=self.query,
+            limit=self.limit,
+            mode=self.mode,
+            filter=self.filter.to_command(),
+            collapse=self.collapse,
+            case_sensitive=self.case_sensitive,
         )
 
 

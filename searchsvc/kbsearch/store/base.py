@@ -83,6 +83,10 @@ SYNCED_AT_S = "syncedAtS"  # the report's time as seconds since the epoch: a new
 
 # Keyword payload indexes every backend creates.
 KEYWORD_INDEXES = (KIND, URI, SOURCE, CHECKSUM, TEXT_HASH)
+# A chunk's content also has a full-text index (word tokens, lowercased, with positions), which
+# literal search's phrase condition (conditions.Phrase) is served by. Both backends create it on
+# open when it is missing, so a store from before it gains it by itself.
+TEXT_INDEXES = (CONTENT,)
 
 # A metadata search filter is resolved to the URIs of the matching documents first; past
 # this many the request is refused (422) and must be narrowed by source or URI prefix.
@@ -324,9 +328,11 @@ class VectorStore(ABC):
         limit: int,
         candidates: int,
         fusion: Fusion,
+        phrase: str | None = None,
     ) -> list[SearchHit]:
         """Top `limit` chunks. Hybrid fuses `candidates` dense and sparse hits by `fusion`,
-        in the engine.
+        in the engine. Literal is hybrid over the chunks whose content holds `phrase`'s words in
+        order (a phrase condition on the content's text index, beside the filter's).
 
         A metadata filter is resolved to the URIs of the matching records first (at most
         MAX_METADATA_FILTER_DOCUMENTS, else InvalidRequestError), so the engine still applies

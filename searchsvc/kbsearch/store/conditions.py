@@ -56,6 +56,14 @@ class Range:
 
 
 @dataclass(frozen=True, slots=True)
+class Phrase:
+    """The text index at `key` holds `phrase`'s word tokens in order (case and punctuation aside)."""
+
+    key: str
+    phrase: str
+
+
+@dataclass(frozen=True, slots=True)
 class Missing:
     """The key is absent (or empty): how points from before a field existed are found."""
 
@@ -82,7 +90,7 @@ class OnlyAmong:
     values: list[str]
 
 
-Condition = Match | MatchAny | Prefix | Range | Missing | AnyOf | HasId | OnlyAmong
+Condition = Match | MatchAny | Prefix | Range | Missing | AnyOf | HasId | OnlyAmong | Phrase
 
 # A value no stored version has: a write conditional on it can only insert.
 _NO_VERSION = -1

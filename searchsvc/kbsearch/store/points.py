@@ -36,6 +36,7 @@ from kbsearch.store import payloads as pl
 from kbsearch.store import signature as sg
 from kbsearch.store.base import (
     CHUNKER,
+    CONTENT,
     DENSE_VECTOR,
     DOC_VERSION,
     INGESTED_AT,
@@ -301,7 +302,14 @@ class PointStore(VectorStore):
         limit: int,
         candidates: int,
         fusion: Fusion,
+        phrase: str | None = None,
     ) -> list[SearchHit]:
+        conditions: list[cd.Condition] = []
+        if mode == "literal":
+            if not phrase:
+                raise ValueError("literal search needs a phrase")
+            # Ranked as hybrid is: the dense lane reaches every chunk the phrase condition lets through.
+            mode, conditions = "hybrid", [cd.Phrase(CONTENT, phrase)]
         uris = None
         if filter.metadata:
             with self._guard("resolve a metadata filter"):
@@ -316,7 +324,7 @@ class PointStore(VectorStore):
                 mode=mode,
                 dense=dense,
                 sparse=sparse,
-                conditions=cd.search_conditions(filter, uris),
+                conditions=cd.search_conditions(filter, uris) + conditions,
                 limit=limit,
                 candidates=candidates,
                 fusion=fusion,

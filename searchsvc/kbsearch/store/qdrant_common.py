@@ -88,6 +88,8 @@ def to_condition(condition: cd.Condition) -> Any:
             return qm.FieldCondition(key=key, match=qm.MatchAny(any=values))
         case cd.Prefix(key, prefix):
             return qm.FieldCondition(key=key, match=qm.MatchPrefix(prefix=prefix))
+        case cd.Phrase(key, phrase):
+            return qm.FieldCondition(key=key, match=qm.MatchPhrase(phrase=phrase))
         case cd.Range(key, gte, lte, lt):
             return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lte=lte, lt=lt))
     raise TypeError(f"unknown condition {condition!r}")

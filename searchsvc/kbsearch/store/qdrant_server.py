@@ -35,6 +35,7 @@ from kbsearch.store import signature as sg
 from kbsearch.store.base import (
     CHECKSUM,
     CHUNK_INDEX,
+    CONTENT,
     DENSE_VECTOR,
     DOC_VERSION,
     EPOCH,
@@ -74,6 +75,10 @@ _INDEXES: dict[str, Any] = {
     DOC_VERSION: qm.PayloadSchemaType.KEYWORD,
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qm.PayloadSchemaType.DATETIME,
+    # Literal search's phrase condition (store/base.py, TEXT_INDEXES); the edge store's twin.
+    CONTENT: qm.TextIndexParams(
+        type=qm.TextIndexType.TEXT, tokenizer=qm.TokenizerType.WORD, lowercase=True, phrase_matching=True
+    ),
 }
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Hybrid, dense and keyword search over the store."""
+"""Hybrid, dense, keyword and literal search over the store."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from kbsearch.models import Fusion, QueryLogEntry, SearchHit, SearchOrigin
 from kbsearch.peers.rescore import rescored
 from kbsearch.peers.router import PeerAnswers, PeerRouter, Unanswered, merge
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
+from kbsearch.services.search.literal import by_occurrences, literal_hits
 from kbsearch.services.search.pageweights import PathWeights
 from kbsearch.services.search.querylog import QueryLog
 from kbsearch.services.search.ranking import PageEvidence, Relevance, collapse_pages, with_relevance
@@ -241,10 +242,11 @@ class SearchService:
         embedded = time.perf_counter()
 
         search_filter = replace(request.filter, source_identifiers=sources)
-        # Collapsing needs more chunks than pages: several chunks and versions of one page compete.
-        fetch = (
-            min(MAX_FETCH, max(self.candidates, request.limit * FETCH_PER_PAGE)) if request.collapse else request.limit
-        )
+        literal = request.mode == "literal"
+        # Collapsing needs more chunks than pages: several chunks and versions of one page compete; a
+        # literal search drops the engine's chunks that do not hold the text exactly.
+        wide = request.collapse or literal
+        fetch = min(MAX_FETCH, max(self.candidates, request.limit * FETCH_PER_PAGE)) if wide else request.limit
         with tracing.engine(store.backend, store.collection, request.mode):
             hits = await store_call(
                 lambda: store.search(
@@ -255,18 +257,24 @@ class SearchService:
                     limit=fetch,
                     candidates=max(self.candidates, fetch),
                     fusion=self.fusion,
+                    phrase=request.query if literal else None,
                 )
             )
         evidence = PageEvidence(
             encoder.tokens(request.query), encoder.tokens, self.path_weights.for_query(request.query)
         )
+        if literal:
+            hits = literal_hits(hits, request.query, case_sensitive=request.case_sensitive)
         if request.collapse:
-            hits = collapse_pages(hits, request.limit, self.relevance, evidence)
+            # A literal search cuts after ordering by occurrences, not by relevance.
+            hits = collapse_pages(hits, len(hits) if literal else request.limit, self.relevance, evidence)
         else:
             hits = with_relevance(hits, self.relevance, evidence)
+        if literal:
+            hits = by_occurrences(hits)[: request.limit]
         ranked = time.perf_counter()
-        # The one second stage of every face: it reorders, the relevance stays calibrated.
-        if self.rerank is not None:
+        # The one second stage of every face: it reorders by meaning, which a literal search does not ask for.
+        if self.rerank is not None and not literal:
             hits = await self.rerank.rerank(request.query, hits)
         finished = time.perf_counter()
         outcome = SearchOutcome(

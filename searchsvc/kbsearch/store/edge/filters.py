@@ -47,6 +47,8 @@ def _condition(condition: cd.Condition) -> Any:
             return qe.FieldCondition(key, match=qe.MatchAny(values))
         case cd.Prefix(key, prefix):
             return qe.FieldCondition(key, match=qe.MatchPrefix(prefix))
+        case cd.Phrase(key, phrase):
+            return qe.FieldCondition(key, match=qe.MatchPhrase(phrase))
         case cd.Range(key, gte, lte, lt):
             return qe.FieldCondition(key, range=qe.RangeFloat(gte=gte, lte=lte, lt=lt))
     raise TypeError(f"unknown condition {condition!r}")

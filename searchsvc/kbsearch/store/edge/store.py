@@ -34,6 +34,7 @@ from kbsearch.store import signature as sg
 from kbsearch.store.base import (
     CHECKSUM,
     CHUNK_INDEX,
+    CONTENT,
     DENSE_VECTOR,
     DOC_VERSION,
     INGESTED_AT,
@@ -76,6 +77,10 @@ _INDEXES: dict[str, Any] = {
     DOC_VERSION: qe.KeywordIndexParams(memory=_INDEX_MEMORY),
     # Lets a source's latest ingest be read with one ordered scroll.
     INGESTED_AT: qe.DatetimeIndexParams(memory=_INDEX_MEMORY),
+    # Literal search's phrase condition (store/base.py, TEXT_INDEXES).
+    CONTENT: qe.TextIndexParams(
+        tokenizer=qe.TokenizerType.Word, lowercase=True, phrase_matching=True, memory=_INDEX_MEMORY
+    ),
 }
 
 # Writes logged while an index is built, to replay on the new shard; past this the build is dropped.
