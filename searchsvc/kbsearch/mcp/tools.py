@@ -114,8 +114,8 @@ async def search_knowledge(
     version: Version = None,
 ) -> Annotated[CallToolResult, SearchResponse]:
     """Search the knowledge base. Each result is one page: its best chunk with its title and heading path,
-    URI, relevance (0-1: below about 0.5 it is probably not about the question) and text, the newest version
-    first. Read more around a hit with get_chunk_context, or the whole document with fetch_document.
+    URI, relevance (0-1, calibrated, results in its order: below 0.5 most are not about the question) and text,
+    the newest version first. Read more around a hit with get_chunk_context, or the whole document with fetch_document.
     """
     response = await run_search(tool_context(ctx), query, limit, sources, uri_prefix, mode, version)
     return tool_result(render.search_text(response), response)
