@@ -19,7 +19,8 @@ A page ranks by page-level evidence (PageEvidence), from its chunks' fused score
 Relevance is absolute, unlike fusion's per-query normalised scores, and it is what orders the
 results: a small logistic model (RelevanceModel) over the page's evidence (its best chunk's
 cosine with the query under the service's own embedder, the query's best cosine, its page score
-as a share of the best page's, its further matches), fitted on judged questions with
+as a share of the best page's, how far the best page leads the next one where it holds the question's
+words, its further matches), fitted on judged questions with
 `python -m bench.calibrate` and shipped as data per embedder (relevance_models.json). An embedder
 with no fitted model falls back to the old curve over the cosine alone (Relevance.of). A nonsense
 query gets a low relevance whatever the fusion makes of it: its cosines are low.
