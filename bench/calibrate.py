@@ -61,9 +61,14 @@ def dump(args: argparse.Namespace) -> None:
         inner = local_embedder(None)
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         cache = DiskVectorCache(inner, CACHE_DIR / f"docsqa-vectors-{model_tag(inner.model)}{inner.backend}.npz")
-        # The curve, whatever is shipped: the cosine is read back from its relevance.
+        # The curve, whatever is shipped, shallow so that the cosine reads back from its relevance precisely.
         settings = Settings(
-            data_dir=work / "data", onnx_dir=CACHE_DIR / "onnx", query_log="off", relevance_model="curve"
+            data_dir=work / "data",
+            onnx_dir=CACHE_DIR / "onnx",
+            query_log="off",
+            relevance_model="curve",
+            relevance_midpoint=0.0,
+            relevance_steepness=4.0,
         )
         midpoint, steepness = relevance_calibration(settings.embedding, settings.search)
         with run_service(settings, embedder=cache.provider) as svc:
@@ -84,6 +89,7 @@ def dump(args: argparse.Namespace) -> None:
                     for rank, hit in enumerate(body.raise_for_status().json()["results"]):
                         path = str(hit.get("metadata", {}).get("path", ""))
                         page = fold(path) if args.fold_versions else path
+                        title = " ".join([hit.get("title") or "", *hit.get("headings", []), path.rsplit("/", 1)[-1]])
                         rows.append(
                             {
                                 "set": args.name,
@@ -94,12 +100,11 @@ def dump(args: argparse.Namespace) -> None:
                                 "score": hit["score"],
                                 "cosine": _inverse(hit["relevance"], midpoint, steepness),
                                 "more": hit.get("moreMatches", 0),
-                                "coverage": coverage(
-                                    query_stems,
-                                    tokens(
-                                        " ".join([hit.get("title") or "", *hit.get("headings", []), hit["content"]])
-                                    ),
+                                "coverage": coverage(query_stems, tokens(title + " " + hit["content"])),
+                                "title_coverage": coverage(
+                                    query_stems, tokens(title.replace("-", " ").replace("_", " "))
                                 ),
+                                "stems": len(set(query_stems)),
                             }
                         )
         out.write_text("".join(json.dumps(r) + "\n" for r in rows))

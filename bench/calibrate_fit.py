@@ -17,6 +17,10 @@ THRESHOLD = 0.5  # SEARCHSVC_RELEVANCE_THRESHOLD's default
 VARIANTS = {
     # The page evidence's order kept (share is monotone in the page score), calibrated by the query's best cosine.
     "order-kept": ("top_cosine", "share", "top_coverage"),
+    # The same, and how far the page leads the next one (1 alone: a one-page answer has no rival).
+    "lead": ("top_cosine", "share", "top_coverage", "lead"),
+    # The lead only where the question's words are on the best page (an off-topic page alone leads nothing).
+    "lead-covered": ("top_cosine", "share", "top_coverage", "covered_lead"),
     # The page's own cosine and further matches may reorder the pages.
     "all": ("cosine", "top_cosine", "share", "more", "coverage", "top_coverage"),
 }
@@ -31,12 +35,17 @@ def features(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         top_score = max(r["score"] for r in group)
         top_cosine = max(r["cosine"] for r in group)
         top_coverage = max(r.get("coverage", 0.0) for r in group)
+        ordered = sorted((r["score"] for r in group), reverse=True)
         for r in group:
             r["top_cosine"] = top_cosine
             r["top_coverage"] = top_coverage
             r.setdefault("coverage", 0.0)
             r["share"] = min(max(r["score"] / top_score, 0.0), 1.0) if top_score > 0 else 0.0
             r["more"] = math.log1p(max(r.get("more", 0), 0))
+            # How far the page leads the best other page, as a share of the best page (0 below the top).
+            rival = (ordered[1] if len(ordered) > 1 else 0.0) if r["score"] >= ordered[0] else ordered[0]
+            r["lead"] = min(max((r["score"] - rival) / top_score, 0.0), 1.0) if top_score > 0 else 0.0
+            r["covered_lead"] = r["lead"] * top_coverage
     return rows
 
 

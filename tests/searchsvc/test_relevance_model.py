@@ -117,3 +117,29 @@ def test_the_page_evidence_order_is_kept_by_a_model_over_the_share_and_the_query
     old = collapse_pages(hits, 5, Relevance(0.35, 12.0))
     assert [h.uri for h in old] == ["docs/a.md", "docs/b.md"]
     assert [h.relevance for h in old] == [Relevance(0.35, 12.0).of(0.40), Relevance(0.35, 12.0).of(0.55)]
+
+
+@settings(max_examples=200)
+@given(page_hits)
+def test_the_shipped_model_orders_pages_as_the_page_evidence_does(raw):
+    hits = sorted(
+        (hit(f"docs/p{p}.md", score, sim, chunk=i) for i, (p, score, sim) in enumerate(raw)), key=lambda h: -h.score
+    )
+    tokens = Bm25Encoder().tokens
+    evidence = PageEvidence(tokens("some text p3"), tokens, lambda _metadata, _path: 1.0)
+    fitted = collapse_pages(hits, 30, Relevance(0.35, 12.0, shipped_model("all-MiniLM-L6-v2")), evidence)
+    curve = collapse_pages(hits, 30, Relevance(0.35, 12.0), evidence)
+    # Hits without a vector get 0 and sink; among the others the order is the page evidence's.
+    assert [h.uri for h in fitted if h.similarity is not None] == [h.uri for h in curve if h.similarity is not None]
+
+
+def test_a_page_alone_is_relevant_when_it_holds_the_questions_words_and_not_otherwise():
+    # The README's example: one page, a one-word question with a low cosine (0.28 under MiniLM).
+    relevance = Relevance(0.35, 12.0, shipped_model("all-MiniLM-L6-v2"))
+    tokens = Bm25Encoder().tokens
+    page = [hit("install.md", 1.0, 0.28, text="Run helm install to deploy the chart.")]
+    on_topic = collapse_pages(page, 5, relevance, PageEvidence(tokens("deploy"), tokens, lambda _m, _p: 1.0))
+    off_topic = collapse_pages(
+        page, 5, relevance, PageEvidence(tokens("terraform state locking with s3"), tokens, lambda _m, _p: 1.0)
+    )
+    assert (on_topic[0].relevance or 0.0) >= 0.5 > (off_topic[0].relevance or 0.0)

@@ -125,8 +125,8 @@ async def search_knowledge(
     case_sensitive: CaseSensitive = False,
 ) -> Annotated[CallToolResult, SearchResponse]:
     """Search the knowledge base. Each result is one page: its best chunk with its title and heading path,
-    URI, relevance (0-1: below about 0.5 it is probably not about the question) and text, the newest version
-    first. Read more around a hit with get_chunk_context, or the whole document with fetch_document.
+    URI, relevance (0-1, calibrated, results in its order: below 0.5 most are not about the question) and text,
+    the newest version first. Read more around a hit with get_chunk_context, or the whole document with fetch_document.
     Unsure which source or version? Call resolve_sources once first, then pass sources and version.
     """
     response = await run_search(tool_context(ctx), query, limit, sources, uri_prefix, mode, version, case_sensitive)

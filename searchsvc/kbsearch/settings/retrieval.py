@@ -128,11 +128,11 @@ class SearchSettings(Section):
         "and an answer that cites only such hits is not grounded.",
     )
     relevance_model: Literal["fitted", "curve"] = Field(
-        "curve",
+        "fitted",
         description="fitted: relevance (and the order of results) from the model fitted for the local embedder "
-        "(services/search/relevance_models.json, refit: `python -m bench.calibrate`); curve: the logistic curve over "
-        "the cosine alone (below), results in the page evidence's order. An embedder with no fitted model uses "
-        "the curve. Default curve: the fitted model under-rates paraphrased questions over tiny corpora.",
+        "(services/search/relevance_models.json, refit: `python -m bench.calibrate`), monotone in the page "
+        "evidence, so the order is the page evidence's; curve: the logistic curve over the cosine alone (below), "
+        "results in the page evidence's order. An embedder with no fitted model uses the curve.",
     )
     relevance_midpoint: float = Field(
         0.35, ge=-1, le=1, description="Relevance calibration: the query-chunk cosine that maps to relevance 0.5."

@@ -19,7 +19,8 @@ A page ranks by page-level evidence (PageEvidence), from its chunks' fused score
 Relevance is absolute, unlike fusion's per-query normalised scores, and it is what orders the
 results: a small logistic model (RelevanceModel) over the page's evidence (its best chunk's
 cosine with the query under the service's own embedder, the query's best cosine, its page score
-as a share of the best page's, its further matches), fitted on judged questions with
+as a share of the best page's, how far the best page leads the next one where it holds the question's
+words, its further matches), fitted on judged questions with
 `python -m bench.calibrate` and shipped as data per embedder (relevance_models.json). An embedder
 with no fitted model falls back to the old curve over the cosine alone (Relevance.of). A nonsense
 query gets a low relevance whatever the fusion makes of it: its cosines are low.
@@ -59,7 +60,7 @@ _K1, _B = 1.2, 0.75
 
 
 # The model's inputs, by name (relevance_models.json names its weights by these).
-FEATURES = ("cosine", "top_cosine", "share", "more", "coverage", "top_coverage")
+FEATURES = ("cosine", "top_cosine", "share", "more", "coverage", "top_coverage", "lead", "covered_lead")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,10 @@ class Evidence:
     more: float  # log(1 + further chunks of the page that matched)
     coverage: float = 0.0  # the share of the question's stems its title, headings and text hold
     top_coverage: float = 0.0  # the best coverage of any hit of the query
+    # How far the hit's score leads the best other hit's, over the best (0 below the top; 1 alone). Monotone
+    # in the hit's own score, like share, so a model over these keeps the page evidence's order.
+    lead: float = 0.0
+    covered_lead: float = 0.0  # lead x top_coverage: a page alone leads only where the question's words are
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +130,10 @@ class Relevance:
         """`hits` (with their similarity, best score first) given their relevance, highest first (stable:
         ties keep the order). Without a model, the old way: the score's order, the curve's relevance."""
         top_score = max(scores, default=0.0)
+        runner_up = sorted(scores, reverse=True)[1] if len(scores) > 1 else 0.0
         top_cosine = max((h.similarity for h in hits if h.similarity is not None), default=0.0)
         covers = [
-            coverage(query_stems, stems(" ".join([hit.title or "", *hit.headings, hit.content])))
+            coverage(query_stems, stems(" ".join([hit.title or "", *hit.headings, _file_name(hit), hit.content])))
             if query_stems is not None and stems is not None
             else 0.0
             for hit in hits
@@ -147,6 +153,8 @@ class Relevance:
                         more=math.log1p(max(more, 0)),
                         coverage=cover,
                         top_coverage=top_cover,
+                        lead=(lead := _lead(score, top_score, runner_up)),
+                        covered_lead=lead * top_cover,
                     )
                 ),
             )
@@ -172,6 +180,17 @@ def coverage(query_stems: list[str], text_stems: list[str]) -> float:
     """The share of the question's distinct stems that the text holds (0 for a question of stop words alone)."""
     asked = set(query_stems)
     return len(asked & set(text_stems)) / len(asked) if asked else 0.0
+
+
+def _lead(score: float, top_score: float, runner_up: float) -> float:
+    """How far `score` leads the best other score, as a share of the best (0 for any but the best)."""
+    if top_score <= 0 or score < top_score:
+        return 0.0
+    return min(max((score - runner_up) / top_score, 0.0), 1.0)
+
+
+def _file_name(hit: SearchHit) -> str:
+    return _path(hit).rsplit("/", 1)[-1]
 
 
 def _sigmoid(z: float) -> float:
