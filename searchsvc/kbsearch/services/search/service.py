@@ -168,7 +168,7 @@ class SearchService:
             )
         if not outcome.hits and self.peers is None and ask_peers:
             # Nothing found: say so if the version itself is absent (peers might hold it, so not with peers).
-            await require_version(self.store, request.filter, sources)
+            await require_version(self.serving.store, request.filter, sources)
         return outcome
 
     async def _merged(
