@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from qdrant_client import QdrantClient
 
-from tests.support.controlplane import _Child, _die_with_parent, _port_is_free, free_port
+from tests.support.controlplane import _Child, _die_with_parent, free_port
 
 __all__ = ["Balancer", "QdrantCluster", "QdrantNode", "qdrant_binary", "qdrant_server", "storage_root", "wipe"]
 
@@ -87,6 +87,18 @@ class _Process(_Child):
             )
 
 
+def _bindable(port: int) -> bool:
+    """Free for a server: nothing listens on it. Connections of a killed node that linger in
+    TIME_WAIT do not count (SO_REUSEADDR, as Qdrant's listeners), so a node restarts on its ports."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 class QdrantNode:
     """One Qdrant process on free loopback ports, its storage under `root`."""
 
@@ -120,7 +132,7 @@ class QdrantNode:
 
     def start(self, *, bootstrap: QdrantNode | None = None, timeout_s: float = 60) -> QdrantNode:
         ports = [p for p in (self.http_port, self.grpc_port, self.p2p_port) if p is not None]
-        if taken := [p for p in ports if not _port_is_free(p)]:
+        if taken := [p for p in ports if not _bindable(p)]:
             raise RuntimeError(f"loopback ports already taken: {taken}")
         argv = [str(self.binary), "--disable-telemetry"]
         if self.cluster:
@@ -152,7 +164,8 @@ class QdrantNode:
         return self._child is not None and self._child.alive()
 
     def kill(self) -> None:
-        """SIGKILL: the node vanishes as a crashed or partitioned one would."""
+        """SIGKILL: the node vanishes as a crashed or partitioned one would; start() brings it back
+        on the same ports and storage, as a restarted pod."""
         if self._child is not None:
             self._child.kill()
 

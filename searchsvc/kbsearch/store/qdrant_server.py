@@ -5,16 +5,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import uuid
-import warnings
 from contextlib import AbstractContextManager
 from typing import Any
 
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
-from qdrant_client.http.exceptions import UnexpectedResponse
 
-from kbsearch.errors import ConfigurationError, StoreUnavailableError
+from kbsearch.errors import StoreUnavailableError
 from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
@@ -31,23 +28,17 @@ from kbsearch.models import (
 )
 from kbsearch.store import conditions as cd
 from kbsearch.store import payloads as pl
+from kbsearch.store import qdrant_setup as setup
 from kbsearch.store import signature as sg
 from kbsearch.store.base import (
-    CHECKSUM,
-    CHUNK_INDEX,
-    CONTENT,
     DENSE_VECTOR,
-    DOC_VERSION,
     EPOCH,
-    INGESTED_AT,
     KIND,
     KIND_CHUNK,
     KIND_DOCUMENT,
     SOURCE,
     SPARSE_VECTOR,
-    TEXT_HASH,
     URI,
-    VERSION,
     VectorStore,
 )
 from kbsearch.store.health import server_problem
@@ -60,31 +51,9 @@ from kbsearch.store.qdrant_common import (
     to_filter,
     unavailable_on_failure,
 )
-
-# uri gets a prefix-enabled keyword index so uriPrefix filters are served by the index.
-_INDEXES: dict[str, Any] = {
-    KIND: qm.PayloadSchemaType.KEYWORD,
-    URI: qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, prefix=True),
-    SOURCE: qm.PayloadSchemaType.KEYWORD,
-    CHUNK_INDEX: qm.IntegerIndexParams(type=qm.IntegerIndexType.INTEGER, lookup=True, range=True),
-    # Finds incomplete records at start-up without reading every payload.
-    CHECKSUM: qm.PayloadSchemaType.KEYWORD,
-    # Finds a stored vector of a repeated chunk text in the same source (vectors_by_text_hash).
-    TEXT_HASH: qm.PayloadSchemaType.KEYWORD,
-    # The version filter of docs search (services/documents/versions.py).
-    DOC_VERSION: qm.PayloadSchemaType.KEYWORD,
-    # Lets a source's latest ingest be read with one ordered scroll.
-    INGESTED_AT: qm.PayloadSchemaType.DATETIME,
-    # Literal search's phrase condition (store/base.py, TEXT_INDEXES); the edge store's twin.
-    CONTENT: qm.TextIndexParams(
-        type=qm.TextIndexType.TEXT, tokenizer=qm.TokenizerType.WORD, lowercase=True, phrase_matching=True
-    ),
-}
+from kbsearch.store.qdrant_query import query_points
 
 log = logging.getLogger(__name__)
-
-# Points fetched past a cut so that ties at it are broken by id (see _top).
-TIE_SLACK = 16
 
 # On a shadow's signature point once its first swap began (see adopt).
 _SWAP_READY = "swapReady"
@@ -146,7 +115,7 @@ class QdrantServerStore(PointStore):
     def open(self, signature: CollectionSignature, *, check: bool = True) -> None:
         with self._lock, unavailable_on_failure(f"open collection '{self.collection}'"):
             if not self._exists(self.collection) and not self._finish_first_swap():
-                self._create(signature)
+                setup.create_collection(self.client, self.collection, signature, self.layout)
             found = self.client.retrieve(self.collection, [sg.SIGNATURE_POINT_ID], with_payload=True)
             stored = sg.signature_from_payload(found[0].payload or {}) if found else None
             has_points = self.client.count(self.collection, exact=True).count > 0
@@ -159,8 +128,8 @@ class QdrantServerStore(PointStore):
                 self.client.upsert(
                     self.collection, [point], wait=True, ordering=ORDERING, update_filter=to_filter([cd.Missing(EPOCH)])
                 )
-            self._ensure_indexes()
-            self._check_conditional_writes()
+            setup.ensure_indexes(self.client, self.collection)
+            setup.check_conditional_writes(self.client, self.collection)
 
     def _finish_first_swap(self) -> bool:
         """Alias the configured name to a rebuilt collection whose first swap was interrupted."""
@@ -268,56 +237,6 @@ class QdrantServerStore(PointStore):
             self.client.upsert(
                 self.collection, [bare_point(sg.SIGNATURE_POINT_ID, payload)], wait=True, ordering=ORDERING
             )
-
-    def _check_conditional_writes(self) -> None:
-        """Refuse a server that ignores conditional writes: replicas would lose updates on it.
-
-        Qdrant answers conditional upserts since 1.16; an older one would overwrite silently.
-        The probe uses its own random point, so replicas starting together do not meet.
-        """
-        probe = str(uuid.uuid4())
-        try:
-            self.client.upsert(self.collection, [bare_point(probe, {VERSION: 1})], wait=True, ordering=ORDERING)
-            self.client.upsert(
-                self.collection,
-                [bare_point(probe, {VERSION: 3})],
-                wait=True,
-                ordering=ORDERING,
-                update_filter=to_filter([cd.Match(VERSION, 2)]),
-            )
-            found = self.client.retrieve(self.collection, [probe], with_payload=True)
-        finally:
-            self.client.delete(
-                self.collection, points_selector=qm.PointIdsList(points=[probe]), wait=True, ordering=ORDERING
-            )
-        if not found or (found[0].payload or {}).get(VERSION) != 1:
-            raise ConfigurationError(
-                "The Qdrant server ignored a conditional write (update_filter), so writes from several "
-                "search replicas could overwrite each other. Use Qdrant 1.16 or later."
-            )
-
-    def _create(self, signature: CollectionSignature) -> None:
-        try:
-            self.client.create_collection(
-                self.collection,
-                vectors_config={DENSE_VECTOR: qm.VectorParams(size=signature.dimensions, distance=qm.Distance.COSINE)},
-                sparse_vectors_config={SPARSE_VECTOR: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
-                shard_number=self.layout.shards,
-                replication_factor=self.layout.replication_factor,
-            )
-        except UnexpectedResponse as exc:
-            # Another replica created it between our check and our create: validate theirs.
-            if exc.status_code != 409:
-                raise
-
-    def _ensure_indexes(self) -> None:
-        present = self.client.get_collection(self.collection).payload_schema or {}
-        with warnings.catch_warnings():
-            # Local mode (used in tests) warns that payload indexes do nothing there.
-            warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
-            for field, schema in _INDEXES.items():
-                if field not in present:
-                    self.client.create_payload_index(self.collection, field, field_schema=schema)
 
     def close(self) -> None:
         if self._owns_client:
@@ -514,100 +433,14 @@ class QdrantServerStore(PointStore):
         candidates: int,
         fusion: Fusion,
     ) -> list[SearchHit]:
-        where = to_filter(conditions)
-        stages: list[tuple[Any, str, float]] = []
-        if dense is not None and mode in ("hybrid", "dense"):
-            stages.append((list(dense), DENSE_VECTOR, fusion.dense_weight))
-        # A query of stopwords only has no terms: it can match nothing, so it is not sent.
-        if sparse is not None and sparse.indices and mode in ("hybrid", "keyword"):
-            vector = qm.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
-            stages.append((vector, SPARSE_VECTOR, fusion.keyword_weight))
-        if mode == "dense" and not stages:
-            raise ValueError("dense search needs a dense query vector")
-        if not stages:
-            return []
-        # With a query vector, each hit's cosine to it comes back too (see EdgeStore._query).
-        wanted = [DENSE_VECTOR] if dense is not None else False
-        # TIE_SLACK more than asked, so that _top can break ties at the cut by id.
-        common: dict[str, Any] = {
-            "query_filter": where,
-            "limit": limit + TIE_SLACK,
-            "with_payload": True,
-            "with_vectors": wanted,
-        }
-        if mode == "hybrid":
-            prefetch = [qm.Prefetch(query=q, using=using, filter=where, limit=candidates) for q, using, _ in stages]
-            lane_size = candidates
-            if fusion.full_scores and len(stages) > 1:
-                # Each lane rescores the union of both lanes' candidates, chosen here (ties by id).
-                union = self._candidate_union(stages, where, candidates)
-                if not union:
-                    return []
-                pinned = qm.Filter(must=[*(where.must if where else []), qm.HasIdCondition(has_id=union)])  # type: ignore[misc]
-                lane_size = len(union)
-                prefetch = [qm.Prefetch(query=q, using=using, filter=pinned, limit=lane_size) for q, using, _ in stages]
-            weights = [w for _, _, w in stages]
-            fused: Any
-            if fusion.method == "dbsf" and any(w != 1.0 for w in weights):
-                # Weighted DBSF: each lane normalised alone (a DBSF of one prefetch), then a weighted sum.
-                dbsf = qm.FusionQuery(fusion=qm.Fusion.DBSF)
-                prefetch = [qm.Prefetch(prefetch=[p], query=dbsf, limit=lane_size) for p in prefetch]
-                fused = _weighted_sum(weights)
-            else:
-                fused = _fusion(fusion, weights)
-            response = self.client.query_points(self.collection, prefetch=prefetch, query=fused, **common)
-        else:
-            query, using, _ = stages[0]
-            response = self.client.query_points(self.collection, query=query, using=using, **common)
-        return [
-            pl.hit_from_payload(p.id, p.score, p.payload or {}, _similarity(dense, p.vector))
-            for p in _top(response.points, limit)
-        ]
-
-    def _candidate_union(self, stages: list[tuple[Any, str, float]], where: qm.Filter | None, n: int) -> list[Any]:
-        """Each lane's top `n` (ties broken by id, as _top does), in one batch of lane queries."""
-        requests = [
-            qm.QueryRequest(query=q, using=using, filter=where, limit=n + TIE_SLACK, with_payload=False)
-            for q, using, _ in stages
-        ]
-        answers = self.client.query_batch_points(self.collection, requests=requests)
-        return sorted({p.id for answer in answers for p in _top(answer.points, n)}, key=str)
-
-
-def _top(points: list[qm.ScoredPoint], n: int) -> list[qm.ScoredPoint]:
-    """The engine's first `n` (best first), with the points tied at the cut chosen by id.
-
-    Which of several equal scores an engine keeps at a cut depends on where the points sit
-    (segments, shards, which replica answers): Qdrant's local mode and a server differ, and so do
-    runs on a cluster. By id, every engine and replica keeps the same ones. Above the cut the
-    engine's order stays (its fusion ranks a lane in that order). Callers fetch TIE_SLACK more
-    than `n`: a tie reaching further past the cut than that stays the engine's pick.
-    """
-    if len(points) <= n or n <= 0:
-        return points[: max(n, 0)]
-    edge = points[n - 1].score
-    above = [p for p in points if p.score > edge]
-    tied = sorted((p for p in points if p.score == edge), key=lambda p: str(p.id))[: n - len(above)]
-    kept = {str(p.id) for p in tied}
-    return [p for p in points if p.score > edge or str(p.id) in kept]
-
-
-def _similarity(dense: list[float] | None, vectors: Any) -> float | None:
-    if dense is None or not isinstance(vectors, dict) or not isinstance(vectors.get(DENSE_VECTOR), list):
-        return None
-    return pl.cosine(dense, vectors[DENSE_VECTOR])
-
-
-def _fusion(fusion: Fusion, weights: list[float]) -> qm.FusionQuery | qm.RrfQuery:
-    """The engine's fusion of the lanes' prefetches; `weights` follows the prefetch order."""
-    if fusion.method == "dbsf":
-        return qm.FusionQuery(fusion=qm.Fusion.DBSF)
-    return qm.RrfQuery(rrf=qm.Rrf(k=fusion.rrf_k, weights=weights))
-
-
-def _weighted_sum(weights: list[float]) -> qm.FormulaQuery:
-    """sum(weight_i * score of prefetch i); a point a lane did not return scores 0 there."""
-    terms: list[qm.Expression] = [qm.MultExpression(mult=[w, f"$score[{i}]"]) for i, w in enumerate(weights)]
-    return qm.FormulaQuery(
-        formula=qm.SumExpression(sum=terms), defaults={f"$score[{i}]": 0.0 for i in range(len(weights))}
-    )
+        return query_points(
+            self.client,
+            self.collection,
+            mode=mode,
+            dense=dense,
+            sparse=sparse,
+            conditions=conditions,
+            limit=limit,
+            candidates=candidates,
+            fusion=fusion,
+        )
