@@ -22,6 +22,7 @@ from qdrant_client import QdrantClient
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.deps import context_of
 from kbsearch.store.base import VectorStore
+from kbsearch.store.bm25 import Bm25Encoder
 from kbsearch.store.qdrant_server import QdrantServerStore
 from tests.fixtures.upgrade.make_fixture import HERE as FIXTURE_DIR
 from tests.fixtures.upgrade.make_fixture import unpack
@@ -165,7 +166,9 @@ async def test_an_upgrade_from_the_previous_release_serves_searches_throughout_a
     documents = {d["uri"]: d for d in manifest["documents"]}  # type: ignore[attr-defined]
     async with running_service("edge", data_dir, store=make_store("edge", data_dir, "knowledge"), **options) as client:
         status = await rebuild_status(client)
-        assert status["reason"] is not None and old_chunker in status["reason"]
+        # Its keyword vectors came from the previous encoder: the signature names it, so it rebuilds.
+        assert status["reason"] is not None and f"sparse={manifest['sparse']['encoder']}" in status["reason"]  # type: ignore[index]
+        assert f"sparse={Bm25Encoder.name}" in status["reason"]
         done = await wait_for(client, {"idle"}, searching="kafka lag")
         assert "building" in done["seen"], "no search ran while the rebuild was building"
         assert done["message"] == "swapped in" and done["check"]["passed"] is True
@@ -173,6 +176,7 @@ async def test_an_upgrade_from_the_previous_release_serves_searches_throughout_a
 
         store: VectorStore = context_of(client.app).store  # type: ignore[attr-defined]
         assert store.collection_chunker() == new_chunker
+        assert (signature := store.stored_signature()) is not None and signature.sparse_encoder == Bm25Encoder.name
         records, _ = store.list_documents(source_identifier=None, uri_prefix=None, limit=100, cursor=None)
         assert {r.uri for r in records} == set(documents)
         assert {r.chunker for r in records} == {new_chunker}

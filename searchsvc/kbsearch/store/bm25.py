@@ -4,6 +4,14 @@ Tokens: the text is NFKC-normalised and casefolded, then split into Unicode word
 letters, digits and underscore; "IL-6" gives "il" and "6"). English stopwords (the NLTK list,
 the same as Qdrant's built-in English list) and tokens over MAX_TOKEN_CHARS (hashes, base64) are
 dropped; each remaining token is stemmed with the Snowball English stemmer (PyStemmer).
+Identifiers stay whole as `\\w+` keeps them ("load_config"); other scripts' words (Korean, Greek...)
+are whole-word tokens the English stemmer leaves as they are.
+
+Chinese and Japanese: a word token holding Han or kana is cut where the script changes; its
+non-CJK parts take the English path above, its CJK runs are segmented by kbsearch.store.cjk
+(jieba-rs for Chinese, SudachiPy for Japanese; the language is read per chunk and per query from
+script ranges), function words dropped, and their terms kept unstemmed up to MAX_TOKEN_CHARS.
+A text without Han or kana takes exactly the path of kb-bm25-en-v2, so its terms are unchanged.
 
 Term ids: the absolute value of the signed 32-bit MurmurHash3 (seed 0, UTF-8 bytes) of the stem,
 `abs(mmh3.hash(stem))`: the scheme of fastembed's `Qdrant/bm25`, Qdrant's server-side bm25 and
@@ -14,7 +22,9 @@ with k1=1.2, b=0.75, avg_len=120; a query term gets 1.0 per distinct stem. IDF i
 (Qdrant's IDF modifier), so it stays right as documents come and go.
 
 Bounds on untrusted text (tests/searchsvc/test_sparse_properties.py): one pass of a linear regex
-over the normalised text, so time and the token count are linear in it; NFKC and casefolding grow
+over the normalised text, and CJK runs segmented in pieces of at most cjk.PIECE_CHARS characters, so
+time is linear in it, and the token count is at most three per character (a Chinese word of n
+characters gives at most n+1 terms with its sub-words, and n >= 2 for each sub-word); NFKC and casefolding grow
 a text by at most a constant factor (18 for U+FDFA). A query vector has at most one entry per token;
 a chunk's at most its own and its two neighbours' tokens, each weight in (0, K1 + 1).
 
@@ -39,6 +49,7 @@ import mmh3
 import Stemmer
 
 from kbsearch.models import SparseVector
+from kbsearch.store import cjk
 
 K1 = 1.2
 B = 0.75
@@ -69,7 +80,7 @@ STOPWORDS = frozenset(
 class Bm25Encoder:
     """Encodes a document's chunks and queries as BM25 sparse vectors (indices sorted ascending)."""
 
-    name = "kb-bm25-en-v2"
+    name = "kb-bm25-cjk-v3"
 
     def __init__(self) -> None:
         # A PyStemmer object is not thread-safe; encoding runs in worker threads.
@@ -77,12 +88,22 @@ class Bm25Encoder:
 
     def tokens(self, text: str) -> list[str]:
         """The stems of `text`, in order, stopwords and over-long tokens dropped."""
-        words = [
-            w
-            for w in _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
-            if w not in STOPWORDS and len(w) <= MAX_TOKEN_CHARS
-        ]
-        return list(self._stemmer().stemWords(words))
+        normal = unicodedata.normalize("NFKC", text).casefold()
+        if not cjk.has_cjk(normal):
+            return list(self._stemmer().stemWords([w for w in _WORD.findall(normal) if _english(w)]))
+        lang = cjk.language(normal)
+        out: list[str] = []
+        english: list[int] = []  # where out holds a word still to stem, stemmed in one call below
+        for word in _WORD.findall(normal):
+            for run in cjk.runs(word) if cjk.has_cjk(word) else (word,):
+                if cjk.has_cjk(run):
+                    out.extend(t for t in cjk.terms(run, lang) if 0 < len(t) <= MAX_TOKEN_CHARS)
+                elif _english(run):
+                    english.append(len(out))
+                    out.append(run)
+        for i, stem in zip(english, self._stemmer().stemWords([out[i] for i in english]), strict=True):
+            out[i] = stem
+        return out
 
     def encode_chunks(self, texts: Sequence[str]) -> list[SparseVector]:
         """The vectors of ONE document's chunks, given in document order (neighbours add context)."""
@@ -110,6 +131,10 @@ class Bm25Encoder:
         if stemmer is None:
             stemmer = self._local.stemmer = Stemmer.Stemmer("english")
         return stemmer
+
+
+def _english(word: str) -> bool:
+    return word not in STOPWORDS and len(word) <= MAX_TOKEN_CHARS
 
 
 def term_id(stem: str) -> int:

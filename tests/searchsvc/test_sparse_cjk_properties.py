@@ -1,0 +1,81 @@
+# ruff: noqa: RUF001 - CJK punctuation is what these tests feed the tokenizer
+"""The Chinese and Japanese tokenizer on generated text: it ends, its output is linear in its input,
+every character of a CJK run is in a piece (indexed, or knowingly dropped as a function word),
+and identifiers keep their English-lane tokens whatever CJK text surrounds them."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kbsearch.store import cjk
+from kbsearch.store.bm25 import MAX_TOKEN_CHARS, Bm25Encoder
+from tests.support.properties import properties, within
+
+ENCODER = Bm25Encoder()
+# Han (common and extension A, a compatibility ideograph, an astral one), kana, the iteration mark.
+CJK_CHARS = st.sampled_from("的了在是管理控制器副本滚动更新部署命名空间配额網絡策略㐀豈𠀀々") | st.characters(
+    min_codepoint=0x3041, max_codepoint=0x30FF
+)
+RUN = st.text(alphabet=CJK_CHARS, min_size=1, max_size=80)
+IDENTIFIER = st.from_regex(r"[a-z][a-z0-9_]{0,20}", fullmatch=True)
+PIECES = st.one_of(
+    RUN, IDENTIFIER, st.sampled_from([" ", "、", "。", "，", "ｶﾀｶﾅ", "kube-apiserver", "한국어"]), st.text(max_size=10)
+)
+TEXT = st.lists(PIECES, max_size=30).map("".join)
+# A Chinese word of n characters gives itself and at most 2n - 3 sub-words; kept generous.
+PER_CHAR = 3
+
+
+@properties(300)
+@given(text=TEXT)
+def test_tokens_are_linear_in_the_text_and_each_is_bounded(text: str) -> None:
+    tokens = ENCODER.tokens(text)
+    assert len(tokens) <= PER_CHAR * len(unicodedata.normalize("NFKC", text).casefold())
+    assert all(0 < len(t) <= MAX_TOKEN_CHARS for t in tokens)
+
+
+@properties(300)
+@given(run=RUN, lang=st.sampled_from(["zh", "ja"]))
+def test_every_character_of_a_run_is_in_a_piece_kept_or_knowingly_dropped(run: str, lang: cjk.Language) -> None:
+    pieces = cjk.pieces(run, lang)
+    assert "".join(p.surface for p in pieces) == run
+    assert all(p.surface for p in pieces)
+    assert cjk.terms(run, lang) == [t for p in pieces for t in p.terms]
+
+
+@properties(200)
+@given(identifier=IDENTIFIER, before=RUN, after=RUN, glue=st.sampled_from([" ", "、", "(", "`", "\n# "]))
+def test_an_identifier_keeps_its_tokens_inside_cjk_text(identifier: str, before: str, after: str, glue: str) -> None:
+    alone = ENCODER.tokens(identifier)
+    mixed = ENCODER.tokens(before + glue + identifier + glue + after)
+    if alone:  # a stopword alone ("the") has none
+        assert alone[0] in mixed
+    assert len(alone) <= 1  # \w+ keeps it whole: one token
+
+
+@properties(100)
+@given(text=TEXT)
+def test_text_without_han_or_kana_is_tokenized_as_by_the_english_lane(text: str) -> None:
+    plain = "".join(c for c in text if not cjk.has_cjk(unicodedata.normalize("NFKC", c)))
+    normal = unicodedata.normalize("NFKC", plain).casefold()
+    if not cjk.has_cjk(normal):
+        words = bm25_words(normal)
+        assert ENCODER.tokens(plain) == list(ENCODER._stemmer().stemWords(words))
+
+
+def bm25_words(normal: str) -> list[str]:
+    from kbsearch.store.bm25 import _WORD, STOPWORDS
+
+    return [w for w in _WORD.findall(normal) if w not in STOPWORDS and len(w) <= MAX_TOKEN_CHARS]
+
+
+def test_megabyte_cjk_inputs_of_hostile_shapes_finish() -> None:
+    """A hang detector (128 Ki characters each, seconds here): one huge Han run, one huge katakana
+    run (an unknown word to Sudachi), alternating scripts in one word token, 64 Ki one-character words."""
+    shapes = ["管" * 2**17, "ア" * 2**17, "管a" * 2**16, "管 " * 2**16, "のa_" * 2**15]
+    for text in shapes:
+        vectors = within(300, lambda text=text: ENCODER.encode_chunks([text]))
+        assert len(vectors) == 1
