@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from kbsearch.commands import DocumentWritten, SearchQuery
 from kbsearch.models import SearchOrigin, SyncStatus
-from kbsearch.schemas.documents import DocumentText, PutDocumentResponse
+from kbsearch.schemas.documents import DocumentText, PutDocumentResponse, SourceDocumentList
 from kbsearch.schemas.search import SearchResponse, SearchResult, UnansweredPeer
 from kbsearch.schemas.sources import (
     SourceInfo,
@@ -28,7 +28,7 @@ from kbsearch.schemas.sources import (
     VersionInfo,
 )
 from kbsearch.services.access.scope import Caller
-from kbsearch.services.documents.reads import DocumentPage
+from kbsearch.services.documents.reads import DocumentPage, SourceDocuments
 from kbsearch.services.search.service import SearchOutcome
 from kbsearch.services.sources import SourceService
 
@@ -170,3 +170,7 @@ def text_page(page: DocumentPage) -> DocumentText:
         next_start=page.next_start,
         text=page.text,
     )
+
+
+def source_documents(page: SourceDocuments) -> SourceDocumentList:
+    return SourceDocumentList.model_validate(page, from_attributes=True)

@@ -48,6 +48,7 @@ CORE_READ_TOOLS = {
     "fetch_document",
     "get_chunk_context",
     "list_sources",
+    "list_documents",
     "resolve_sources",
     "ask_knowledge",
 }
@@ -675,3 +676,40 @@ def test_mcp_requests_are_counted_under_their_own_route(service):
     metrics = httpx.get(METRICS_URLS[service]).text
     counted = [line for line in metrics.splitlines() if line.startswith("searchsvc_http_requests_total{")]
     assert any('route="/mcp"' in line and 'method="POST"' in line for line in counted), counted
+
+
+# --- list_documents ------------------------------------------------------------------------------
+
+
+async def test_list_documents_pages_a_source_as_rest_does_and_hides_other_teams(service):
+    async with mcp_client(service, TEAM_A) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert tools["list_documents"].input_schema["required"] == ["source"]
+        assert set(tools["list_documents"].input_schema["properties"]) == {"source", "prefix", "cursor", "limit"}
+        assert {"sourceIdentifier", "documents", "nextCursor"} <= set(
+            tools["list_documents"].output_schema["properties"]
+        )
+        first = await client.call_tool("list_documents", {"source": "team-a/docs", "limit": 2})
+        assert not first.is_error, text_of(first)
+        cursor = first.structured_content["nextCursor"]
+        assert len(first.structured_content["documents"]) == 2 and cursor
+        assert text_of(first).startswith("2 documents of team-a/docs (more: cursor=")
+        rest_page = await client.call_tool("list_documents", {"source": "team-a/docs", "limit": 2, "cursor": cursor})
+        uris = [d["uri"] for d in first.structured_content["documents"] + rest_page.structured_content["documents"]]
+        assert sorted(uris) == sorted(A_DOCS) and rest_page.structured_content["nextCursor"] is None
+        handbook = await client.call_tool("list_documents", {"source": "team-a/handbook", "prefix": LONG})
+        [only] = handbook.structured_content["documents"]
+        assert only["uri"] == LONG and only["title"] == "The handbook" and f"The handbook — {LONG}" in text_of(handbook)
+        outside = await client.call_tool("list_documents", {"source": "team-b/docs"})
+        unknown = await client.call_tool("list_documents", {"source": "team-z/docs"})
+        assert outside.is_error and unknown.is_error
+        assert text_of(outside).replace("team-b/docs", "X") == text_of(unknown).replace("team-z/docs", "X")
+        assert text_of(outside).startswith("SOURCE_NOT_FOUND: ")
+        assert_no_b(text_of(outside).replace("team-b/docs", "X"))
+        bad = await client.call_tool("list_documents", {"source": "team-a/docs", "limit": 0})
+        assert bad.is_error and "limit" in text_of(bad)
+    async with httpx.AsyncClient() as http:
+        rest = await http.get(
+            f"{service}/api/v1/sources/team-a%2Fdocs/documents", params={"limit": 2}, headers=bearer(TEAM_A)
+        )
+    assert rest.json() == first.structured_content  # the same records and cursor as REST's

@@ -59,6 +59,7 @@ async def test_the_bridge_serves_the_services_tools_with_the_callers_scope(servi
             "fetch_document",
             "get_chunk_context",
             "list_sources",
+            "list_documents",
             "resolve_sources",
             "ask_knowledge",
         }

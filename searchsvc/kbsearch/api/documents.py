@@ -10,7 +10,7 @@ from kbsearch.api.auth import ReaderDep, WriterDep
 from kbsearch.api.params import SOURCE_PATH, SourceIdPath, SourceIdQuery, UriPrefixQuery, UriQuery
 from kbsearch.deps import DocumentReadsDep, DocumentsDep, SourcesDep, SyncStatusDep
 from kbsearch.errors import NotFoundError
-from kbsearch.presenters import put_response, source_list, sync_infos, text_page
+from kbsearch.presenters import put_response, source_documents, source_list, sync_infos, text_page
 from kbsearch.schemas.documents import (
     DeleteDocumentResponse,
     DeleteSourceResponse,
@@ -19,6 +19,7 @@ from kbsearch.schemas.documents import (
     DocumentText,
     PutDocumentRequest,
     PutDocumentResponse,
+    SourceDocumentList,
 )
 from kbsearch.schemas.sources import (
     SourceList,
@@ -27,6 +28,7 @@ from kbsearch.schemas.sources import (
     SyncStatusResponse,
 )
 from kbsearch.schemas.system import ErrorResponse
+from kbsearch.services.documents.reads import MAX_LIST_LIMIT
 
 ERROR_STATUSES = (401, 403, 409, 413, 422, 429, 503)
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in ERROR_STATUSES}
@@ -117,6 +119,25 @@ async def delete_source(
     """Delete every document of one source, however many chunks it has, and its sync status."""
     documents, chunks = await service.delete_source(sourceIdentifier, caller)
     return DeleteSourceResponse(source_identifier=sourceIdentifier, documents_deleted=documents, chunks_deleted=chunks)
+
+
+# Before GET /sources/{id}: its path pattern takes slashes, so it would match .../documents too.
+@router.get(f"/sources/{SOURCE_PATH}/documents", tags=["sources"], responses={404: {"model": ErrorResponse}})
+async def list_source_documents(
+    sourceIdentifier: SourceIdPath,
+    service: DocumentReadsDep,
+    caller: ReaderDep,
+    prefix: UriPrefixQuery = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 100,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+) -> SourceDocumentList:
+    """One page of a source's documents: uri, title, last write and documentation version, in a stable order.
+
+    Read on with `cursor=nextCursor` until it is null. An unknown source and one the caller may not see
+    both answer 404 SOURCE_NOT_FOUND with the same body (GET /api/v1/documents answers them an empty list).
+    """
+    page = await service.source_documents(sourceIdentifier, caller, prefix=prefix, limit=limit, cursor=cursor)
+    return source_documents(page)
 
 
 @router.get(f"/sources/{SOURCE_PATH}", tags=["sources"])

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from kbsearch.mcp.models import ChunkContext, SourcesOverview
 from kbsearch.schemas.ask import AskResponse
-from kbsearch.schemas.documents import DeleteDocumentResponse, DocumentText, PutDocumentResponse
+from kbsearch.schemas.documents import DeleteDocumentResponse, DocumentText, PutDocumentResponse, SourceDocumentList
 from kbsearch.schemas.search import SearchResponse, SearchResult
 from kbsearch.schemas.sources import SourceInfo
 
@@ -113,6 +113,17 @@ def sources_text(overview: SourcesOverview) -> str:
         return "No sources are visible to you."
     header = f"{len(overview.sources)} sources, {overview.documents} documents, {overview.chunks} chunks"
     return header + "\n" + "\n".join(_source_line(s) for s in overview.sources)
+
+
+def source_documents_text(listing: SourceDocumentList) -> str:
+    header = f"{len(listing.documents)} documents of {listing.source_identifier}"
+    if not listing.documents:
+        return header + (" on this page." if listing.next_cursor else ".")
+    lines = [header + (f" (more: cursor={listing.next_cursor})" if listing.next_cursor else "")]
+    for d in listing.documents:
+        version = f" [version {d.version}]" if d.version else ""
+        lines.append(f"- {d.title or '(untitled)'}{version} — {d.uri} (written {d.ingested_at})")
+    return "\n".join(lines)
 
 
 def put_text(response: PutDocumentResponse) -> str:

@@ -31,8 +31,8 @@ INSTRUCTIONS = (
     "A knowledge base of documents (mostly markdown from git repositories), searchable by meaning and keywords. "
     "For a question about a named product or version, call resolve_sources first (once), then "
     "search_knowledge with its sources and version; read around a hit with get_chunk_context or the whole "
-    "document with fetch_document; list_sources says what there is; ask_knowledge answers a question with "
-    "checked citations. "
+    "document with fetch_document; list_sources says what there is and list_documents a source's pages; "
+    "ask_knowledge answers a question with checked citations. "
     "Cite documents by their URI."
 )
 
@@ -64,6 +64,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(tools.fetch_document, "Read a document", READ),
     ToolSpec(tools.get_chunk_context, "Read around a search hit", READ),
     ToolSpec(tools.list_sources, "List sources", READ),
+    ToolSpec(tools.list_documents, "List a source's documents", READ),
     ToolSpec(tools.resolve_sources, "Find the sources for a task", READ),
     ToolSpec(tools.ask_knowledge, "Ask the knowledge base", ANSWER),
     ToolSpec(tools.ingest_document, "Store a document", REPLACE, writes=True),

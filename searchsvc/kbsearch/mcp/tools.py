@@ -29,13 +29,20 @@ from kbsearch.mcp.models import (
     SourcesOverview,
 )
 from kbsearch.models import SearchMode
-from kbsearch.presenters import put_response, search_response, source_list, text_page
+from kbsearch.presenters import put_response, search_response, source_documents, source_list, text_page
 from kbsearch.schemas.ask import MAX_QUESTION_CHARS, AskRequest, AskResponse, AskSearchEvent
-from kbsearch.schemas.documents import DeleteDocumentResponse, DocumentText, PutDocumentRequest, PutDocumentResponse
-from kbsearch.schemas.fields import Metadata
+from kbsearch.schemas.documents import (
+    DeleteDocumentResponse,
+    DocumentText,
+    PutDocumentRequest,
+    PutDocumentResponse,
+    SourceDocumentList,
+)
+from kbsearch.schemas.fields import Metadata, SourceIdentifier, Uri
 from kbsearch.schemas.search import SearchRequest, SearchResponse
 from kbsearch.schemas.system import ErrorResponse
 from kbsearch.services.answers.ask import AskEvent
+from kbsearch.services.documents.reads import MAX_LIST_LIMIT
 
 MAX_URI_CHARS = 2048  # kbsearch.schemas.fields.Uri
 # Seconds without any progress after which a long ask sends one anyway.
@@ -281,6 +288,27 @@ async def list_sources(ctx: Context) -> Annotated[CallToolResult, SourcesOvervie
         sources=listing.sources,
     )
     return tool_result(render.sources_text(overview), overview)
+
+
+async def list_documents(
+    ctx: Context,
+    source: Annotated[SourceIdentifier, Field(description="The source's sourceIdentifier, as list_sources gives it.")],
+    prefix: Annotated[Uri | None, Field(description="Only documents whose URI starts with this prefix.")] = None,
+    cursor: Annotated[
+        str | None, Field(description="The nextCursor of the previous page; omit for the first.", max_length=64)
+    ] = None,
+    limit: Annotated[int, Field(description=f"Documents per page, 1-{MAX_LIST_LIMIT}.", ge=1, le=MAX_LIST_LIMIT)] = 100,
+) -> Annotated[CallToolResult, SourceDocumentList]:
+    """The documents of one source: URI, title, last write and version, one page at a time. When nextCursor
+    is not null, call again with cursor=nextCursor. Read one with fetch_document.
+    """
+    tools = tool_context(ctx)
+    with tool_errors():
+        page = await tools.app.document_reads.source_documents(
+            source, tools.caller, prefix=prefix, limit=limit, cursor=cursor
+        )
+    listing = source_documents(page)
+    return tool_result(render.source_documents_text(listing), listing)
 
 
 async def resolve_sources(

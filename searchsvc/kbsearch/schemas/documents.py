@@ -111,3 +111,18 @@ class DocumentText(Body):
 class DocumentList(Body):
     documents: list[DocumentInfo]
     next_cursor: str | None
+
+
+class SourceDocumentInfo(Body):
+    uri: str
+    title: str | None
+    ingested_at: str = Field(description="When the document was last written (RFC 3339, UTC).")
+    version: str | None = Field(description="The documentation version it belongs to; null for the current copy.")
+
+
+class SourceDocumentList(Body):
+    """One page of a source's documents; pass `nextCursor` as `cursor` to read on, null on the last page."""
+
+    source_identifier: str
+    documents: list[SourceDocumentInfo]
+    next_cursor: str | None

@@ -10,13 +10,17 @@ import uuid
 from collections.abc import Iterable
 
 from kbsearch.aio.runtime import store_call
-from kbsearch.errors import InvalidRequestError
+from kbsearch.errors import InvalidRequestError, NotFoundError
 from kbsearch.models import DocumentChunk, DocumentRecord, SourceStats, SourceStatus
 from kbsearch.services.access.scope import Caller, SourceCatalog, narrow
+from kbsearch.services.documents.versions import detect_version
 from kbsearch.services.serving import Serving
 from kbsearch.store.base import VectorStore
 
-__all__ = ["DocumentPage", "DocumentReads", "join_chunks"]
+__all__ = ["MAX_LIST_LIMIT", "DocumentPage", "DocumentReads", "SourceDocument", "SourceDocuments", "join_chunks"]
+
+# The most records one page of a listing holds: a response stays a few hundred kilobytes at most.
+MAX_LIST_LIMIT = 1000
 
 
 def encode_cursor(point_id: str) -> str:
@@ -32,6 +36,15 @@ def decode_cursor(cursor: str) -> str:
             "cursor is not one this service issued; start again without a cursor",
             code="INVALID_CURSOR",
         ) from exc
+
+
+def _source_not_found(source_identifier: str) -> NotFoundError:
+    # The same message and code for a missing source and another team's: no existence leak.
+    return NotFoundError(
+        f"no source {source_identifier!r} (or it is not visible to you)",
+        code="SOURCE_NOT_FOUND",
+        details={"sourceIdentifier": source_identifier},
+    )
 
 
 def join_chunks(chunks: Iterable[DocumentChunk]) -> str:
@@ -67,6 +80,25 @@ class DocumentPage:
         return self.end if self.end < self.total_chars else None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class SourceDocument:
+    """One document of a source's listing: what names it, when it was last written, its docs version."""
+
+    uri: str
+    title: str | None
+    ingested_at: str
+    version: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SourceDocuments:
+    """One page of a source's documents; `next_cursor` is None on the last page."""
+
+    source_identifier: str
+    documents: builtins.list[SourceDocument]
+    next_cursor: str | None
+
+
 class DocumentReads:
     """What a caller may read of the stored documents; out of scope looks like absent."""
 
@@ -93,6 +125,38 @@ class DocumentReads:
             )
         )
         return records, encode_cursor(next_id) if next_id else None
+
+    async def source_documents(
+        self, source_identifier: str, caller: Caller, *, prefix: str | None, limit: int, cursor: str | None
+    ) -> SourceDocuments:
+        """One page of a source's documents (those whose URI starts with `prefix`), in a stable order.
+
+        404 SOURCE_NOT_FOUND when the source is unknown or outside the caller's scope: the two look
+        alike, so another team's source names never show. Unlike `list`, which answers an empty page.
+        """
+        if not 1 <= limit <= MAX_LIST_LIMIT:
+            raise InvalidRequestError(f"limit must be 1 to {MAX_LIST_LIMIT}, not {limit}")
+        if not caller.scope.allows(source_identifier):
+            raise _source_not_found(source_identifier)
+        start = decode_cursor(cursor) if cursor else None
+        # The scope is in the engine query too (`allowed`), not only in the check above.
+        records, next_id = await store_call(
+            lambda: self.store.list_documents(
+                source_identifier=source_identifier,
+                uri_prefix=prefix,
+                limit=limit,
+                cursor=start,
+                allowed=[source_identifier],
+            )
+        )
+        if not records:  # an empty page: a prefix that matches nothing, or no such source at all
+            status = await store_call(self.store.source_status, source_identifier)
+            if status.documents == 0 and status.sync is None:
+                raise _source_not_found(source_identifier)
+        documents = [
+            SourceDocument(r.uri, r.title, r.ingested_at, detect_version(r.uri, r.metadata).version) for r in records
+        ]
+        return SourceDocuments(source_identifier, documents, encode_cursor(next_id) if next_id else None)
 
     async def sources(self, caller: Caller) -> builtins.list[SourceStats]:  # `list` here is the method above
         allowed = await caller.scope.resolve(self.catalog)
