@@ -620,7 +620,7 @@ async def test_a_refused_argument_reads_invalid_argument_not_pydantic(service):
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
-def test_initialize_advertises_tools_only(service, version):
+def test_initialize_advertises_tools_resources_and_prompts(service, version):
     params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     response = httpx.post(
         f"{service}/mcp", json=rpc("initialize", params), headers={"accept": ACCEPT, **bearer(TEAM_A)}
@@ -628,21 +628,23 @@ def test_initialize_advertises_tools_only(service, version):
     assert response.status_code == 200, response.text
     result = response.json()["result"]
     assert result["protocolVersion"] == version
-    assert set(result["capabilities"]) == {"tools"}
-    for method in ("resources/list", "prompts/list"):
-        unserved = httpx.post(
+    # No subscriptions and no list-changed notifications: the lists never change while the service runs.
+    assert set(result["capabilities"]) == {"tools", "resources", "prompts"}
+    assert not result["capabilities"]["resources"].get("subscribe")
+    for method, key in (("resources/list", "resources"), ("prompts/list", "prompts")):
+        served = httpx.post(
             f"{service}/mcp",
             json=rpc(method),
             headers={"accept": ACCEPT, "mcp-protocol-version": version, **bearer(TEAM_A)},
         )
-        assert unserved.json()["error"]["code"] == -32601, method  # method not found
+        assert served.json()["result"][key], method  # kbsearch.mcp.resources; tests/searchsvc/test_mcp_resources.py
 
 
-async def test_the_sdk_client_sees_tools_only_on_the_current_revision(service):
+async def test_the_sdk_client_sees_tools_resources_and_prompts_on_the_current_revision(service):
     async with mcp_client(service, TEAM_A) as client:
         capabilities = client.server_capabilities
         assert capabilities.tools is not None
-        assert capabilities.resources is None and capabilities.prompts is None
+        assert capabilities.resources is not None and capabilities.prompts is not None
 
 
 async def test_ask_knowledge_reports_progress_to_a_client_that_asks_for_it(service):

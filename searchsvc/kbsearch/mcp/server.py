@@ -5,25 +5,35 @@ return annotation `Annotated[CallToolResult, Model]` gives its outputSchema, and
 `tool_result(text, model)` (kbsearch.mcp.context). It reaches the caller and the services the
 lifespan built through `tool_context(ctx)` (`.caller`, and `.app`, the AppContext).
 A spec with `writes=True` is listed only to callers that may write; its service refuses the
-others anyway.
+others anyway. The resources and the prompt are kbsearch.mcp.resources'.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult, ToolAnnotations
+from mcp.server.mcpserver.resources import Resource
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    GetPromptResult,
+    InputRequiredResult,
+    ListToolsResult,
+    ToolAnnotations,
+)
 from pydantic import ValidationError
 
 from kbsearch import __version__
-from kbsearch.mcp import compat, tools
+from kbsearch.mcp import compat, resources, tools
 from kbsearch.mcp.context import caller_of, invalid_arguments
 from kbsearch.settings import CompatSettings
 
@@ -89,19 +99,20 @@ def tool_specs(compat: CompatSettings) -> list[ToolSpec]:
     return specs
 
 
-# Handlers MCPServer always installs although this server has nothing behind them: with them gone,
-# initialize advertises tools only, and a client is not invited to list empty resources or prompts.
-UNSERVED = ("prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read")
-
-
 class KnowledgeServer(MCPServer):
     """MCPServer whose tool errors are the service's own words: `CODE: message`.
 
     The SDK checks arguments against the input schema (limits included) before a tool runs, and
     reports a failure as pydantic's own multi-line text; the agent gets `INVALID_ARGUMENT: name:
     problem` instead. The SDK's `Error executing tool <name>: ` prefix is dropped from every tool
-    error, so the stable code comes first, as in a REST error body.
+    error, so the stable code comes first, as in a REST error body. A refused prompt argument reads
+    the same way, and a resource that depends on the caller (kbsearch.mcp.resources) is read with
+    the request's context.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.caller_resources: dict[str, resources.CallerResource] = {}
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -117,11 +128,39 @@ class KnowledgeServer(MCPServer):
                 raise ToolError(message.removeprefix(prefix)) from exc.__cause__
             raise
 
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        """A refused prompt argument reads `INVALID_ARGUMENT: name: problem` (-32602), as a tool's does."""
+        try:
+            return await super().get_prompt(name, arguments, context)
+        except ValueError as exc:
+            cause: BaseException | None = exc
+            while cause is not None and not isinstance(cause, ValidationError):
+                cause = cause.__cause__
+            if cause is None:
+                raise
+            raise MCPError(code=INVALID_PARAMS, message=invalid_arguments(cause, {})) from cause
+
+    def add_resource(self, resource: Resource) -> None:
+        if isinstance(resource, resources.CallerResource):
+            self.caller_resources[str(resource.uri)] = resource
+        super().add_resource(resource)
+
+    async def read_resource(
+        self, uri: Any, context: Context[Any, Any] | None = None
+    ) -> Iterable[ReadResourceContents] | InputRequiredResult:
+        """A resource whose content depends on the caller is read with the request's context."""
+        resource = self.caller_resources.get(str(uri))
+        if resource is not None and context is not None:
+            return [ReadResourceContents(content=await resource.read_for(context), mime_type=resource.mime_type)]
+        return await super().read_resource(uri, context)
+
 
 def build_server(compat: CompatSettings) -> MCPServer:
     """The tools the settings switch on; transport and authentication are kbsearch.mcp.http's job."""
     with _logging_left_alone():
-        # No subscriptions/listen: the tool list never changes while the service runs.
+        # No subscriptions/listen: the tool, resource and prompt lists never change while the service runs.
         server: MCPServer = KnowledgeServer(
             name="knowledge-base",
             title="Knowledge base",
@@ -129,9 +168,7 @@ def build_server(compat: CompatSettings) -> MCPServer:
             instructions=INSTRUCTIONS,
             subscriptions=False,
         )
-    handlers = server._lowlevel_server._request_handlers
-    for method in UNSERVED:
-        handlers.pop(method, None)
+    resources.register(server)
     specs = tool_specs(compat)
     for spec in specs:
         server.add_tool(spec.fn, name=spec.tool_name, title=spec.title, annotations=spec.annotations)

@@ -279,15 +279,19 @@ async def get_chunk_context(
 
 async def list_sources(ctx: Context) -> Annotated[CallToolResult, SourcesOverview]:
     """The sources you may read, with their document and chunk counts, last sync and versions: what there is."""
-    tools = tool_context(ctx)
+    overview = await sources_overview(tool_context(ctx))
+    return tool_result(render.sources_text(overview), overview)
+
+
+async def sources_overview(tools: ToolContext, query: str | None = None) -> SourcesOverview:
+    """The sources the caller may read (those fitting `query`, best first): list_sources' and kb://sources' body."""
     with tool_errors():
-        listing = await source_list(tools.app.sources, tools.caller, origin="mcp")
-    overview = SourcesOverview(
+        listing = await source_list(tools.app.sources, tools.caller, query, origin="mcp")
+    return SourcesOverview(
         documents=sum(s.documents for s in listing.sources),
         chunks=sum(s.chunks for s in listing.sources),
         sources=listing.sources,
     )
-    return tool_result(render.sources_text(overview), overview)
 
 
 async def list_documents(
@@ -327,14 +331,7 @@ async def resolve_sources(
     its documents, last sync, versions present and why it matched. Then search_knowledge or ask_knowledge with
     sources=[sourceIdentifier] and version (or version='source@version'). A few calls per question at most.
     """
-    tools = tool_context(ctx)
-    with tool_errors():
-        listing = await source_list(tools.app.sources, tools.caller, query, origin="mcp")
-    overview = SourcesOverview(
-        documents=sum(s.documents for s in listing.sources),
-        chunks=sum(s.chunks for s in listing.sources),
-        sources=listing.sources,
-    )
+    overview = await sources_overview(tool_context(ctx), query)
     return tool_result(render.sources_text(overview), overview)
 
 

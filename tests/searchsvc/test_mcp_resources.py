@@ -1,0 +1,149 @@
+"""MCP resources and prompts over real HTTP, with the MCP SDK's own client, against a real service process.
+
+One `python -m kbsearch` serves the module with team a's and team b's documents (the setup of
+test_scoped_access): each team reads its own documents as resources, never the other's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from tests.searchsvc.test_scoped_access import (
+    A_DOCS,
+    ADMIN,
+    B_DOCS,
+    B_WORD,
+    NOBODY,
+    TEAM_A,
+    TOKENS,
+    bearer,
+    content,
+)
+from tests.support.mcpclient import mcp_client, text_of
+from tests.support.service_process import ServiceProcess
+
+A_DOC = next(iter(A_DOCS))
+B_DOC = next(iter(B_DOCS))
+# A URI with a query and a space: percent-encoded in the resource URI, decoded once by the template.
+ODD = "https://git.example/a/odd page.md?ref=main"
+ODD_CONTENT = "# Odd page\n\nA page whose URI needs encoding, about kestrels."
+
+
+def document_uri(uri: str) -> str:
+    return "kb://documents/" + quote(uri, safe=":/")
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root: Path = tmp_path_factory.mktemp("mcpres")
+    (root / "tokens.yaml").write_text(TOKENS)
+    env = {"SEARCHSVC_DATA_DIR": str(root / "data"), "SEARCHSVC_TOKENS_FILE": str(root / "tokens.yaml")}
+    process = ServiceProcess(root / "service.log", env).start()
+    try:
+        process.wait_ready()
+        documents = {uri: (source, content(uri, source)) for uri, source in {**A_DOCS, **B_DOCS}.items()}
+        documents[ODD] = ("team-a/docs", ODD_CONTENT)
+        for uri, (source, text) in documents.items():
+            body = {"uri": uri, "content": text, "metadata": {"sourceIdentifier": source}}
+            response = process.client.put("/api/v1/documents", json=body, headers=bearer(ADMIN))
+            assert response.status_code == 200, response.text
+        yield f"http://127.0.0.1:{process.port}"
+    finally:
+        process.stop()
+
+
+async def test_the_server_advertises_resources_and_prompts(service):
+    async with mcp_client(service, TEAM_A) as client:
+        capabilities = client.server_capabilities
+    assert capabilities.tools is not None
+    assert capabilities.resources is not None and capabilities.prompts is not None
+
+
+async def test_resources_list_the_sources_and_templates_the_documents(service):
+    async with mcp_client(service, TEAM_A) as client:
+        listed = (await client.list_resources()).resources
+        templates = (await client.list_resource_templates()).resource_templates
+    assert [(str(r.uri), r.mime_type) for r in listed] == [("kb://sources", "application/json")]
+    assert [t.uri_template for t in templates] == ["kb://documents/{+uri}"]
+
+
+@pytest.mark.parametrize(("token", "sources"), [(TEAM_A, {"team-a/docs"}), (ADMIN, {"team-a/docs", "team-b/docs"})])
+async def test_the_sources_resource_is_list_sources_body_in_the_callers_scope(service, token, sources):
+    async with mcp_client(service, token) as client:
+        read = await client.read_resource("kb://sources")
+        tool = await client.call_tool("list_sources", {})
+    [item] = read.contents
+    assert item.mime_type == "application/json" and str(item.uri) == "kb://sources"
+    body = json.loads(item.text)
+    assert body == tool.structured_content
+    assert {s["sourceIdentifier"] for s in body["sources"]} == sources
+    if token == TEAM_A:
+        assert B_WORD not in item.text and "team-b" not in item.text
+
+
+async def test_nobody_reads_an_empty_sources_resource(service):
+    async with mcp_client(service, NOBODY) as client:
+        body = json.loads((await client.read_resource("kb://sources")).contents[0].text)
+    assert body["sources"] == [] and body["documents"] == 0
+
+
+async def test_a_document_resource_is_fetch_documents_text(service):
+    async with mcp_client(service, TEAM_A) as client:
+        read = await client.read_resource(document_uri(A_DOC))
+        fetched = await client.call_tool("fetch_document", {"uri": A_DOC, "max_chars": 100_000})
+    [item] = read.contents
+    assert not fetched.is_error, text_of(fetched)
+    assert item.text == fetched.structured_content["text"]
+    assert item.mime_type == "text/markdown" and "shared words about deploys" in item.text
+
+
+async def test_a_document_uri_with_a_query_and_a_space_is_read_percent_encoded(service):
+    async with mcp_client(service, TEAM_A) as client:
+        read = await client.read_resource(document_uri(ODD))
+    assert "kestrels" in read.contents[0].text
+
+
+async def test_another_teams_document_reads_as_an_unknown_one(service):
+    unknown = "https://git.example/a/missing.md"
+    async with mcp_client(service, TEAM_A) as client:
+        with pytest.raises(MCPError) as hidden:
+            await client.read_resource(document_uri(B_DOC))
+        with pytest.raises(MCPError) as missing:
+            await client.read_resource(document_uri(unknown))
+    assert hidden.value.code == missing.value.code == INVALID_PARAMS
+    assert hidden.value.message == missing.value.message.replace(unknown, B_DOC)
+    assert hidden.value.message.startswith("NOT_FOUND: ") and B_WORD not in hidden.value.message
+    # The admin may read it: the document exists, team a is only out of scope.
+    async with mcp_client(service, ADMIN) as client:
+        read = await client.read_resource(document_uri(B_DOC))
+    assert B_WORD in read.contents[0].text
+
+
+async def test_the_prompt_tells_the_model_to_resolve_search_and_cite(service):
+    question = "How do deploys work?"
+    async with mcp_client(service, TEAM_A) as client:
+        prompts = (await client.list_prompts()).prompts
+        got = await client.get_prompt("answer_with_citations", {"question": question})
+    [prompt] = prompts
+    assert prompt.name == "answer_with_citations"
+    assert [(a.name, a.required) for a in prompt.arguments or []] == [("question", True)]
+    [message] = got.messages
+    assert message.role == "user" and message.content.type == "text"
+    text = message.content.text
+    assert question in text
+    assert "resolve_sources" in text and "search_knowledge" in text and "URI" in text
+
+
+async def test_a_refused_prompt_argument_reads_invalid_argument(service):
+    async with mcp_client(service, TEAM_A) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.get_prompt("answer_with_citations", {"question": "x" * 2001})
+    assert refused.value.code == INVALID_PARAMS
+    assert refused.value.message == "INVALID_ARGUMENT: question: String should have at most 2000 characters"
