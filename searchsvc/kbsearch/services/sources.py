@@ -24,7 +24,7 @@ from kbsearch.store.base import VectorStore
 
 # Bounds of one resolve, whatever the query: its tokens, the chunks its search reads, the sources it returns.
 MAX_QUERY_TOKENS = 32
-RESOLVE_HITS = 50
+RESOLVE_HITS = 50  # pages: the calibrated relevance is a page's
 MAX_RESOLVED = 10
 # Versions listed per source (a facet's limit): more than any docs site keeps.
 MAX_VERSIONS = 200
@@ -46,7 +46,7 @@ class SourceMatch:
     score: float  # 0-1: NAME_WEIGHT of the name's words matched, the rest the task's best relevance
     name_tokens: tuple[str, ...]
     relevance: float  # the best relevance of its chunks for the query (0: none found)
-    hits: int  # its chunks among the query's RESOLVE_HITS results
+    hits: int  # its pages among the query's RESOLVE_HITS results
     best_title: str | None
     best_uri: str | None
     version: str | None  # a version the query names that the source holds
@@ -101,7 +101,7 @@ class SourceService:
     ) -> dict[str, SourceMatch]:
         words = set(tokens(query))
         outcome = await self.search.search(
-            SearchQuery(query=query, limit=RESOLVE_HITS, collapse=False), caller, origin=origin
+            SearchQuery(query=query, limit=RESOLVE_HITS), caller, origin=origin
         )
         matches: dict[str, SourceMatch] = {}
         for stats in listed:
