@@ -26,7 +26,7 @@ from kbsearch.services.documents.versions import detect_version, newest_first_ke
         ("release-1.2/guide.md", "1.2", "*/guide.md"),
         # A version beside a name is a version only where the repository shows the layout, which one
         # path cannot: the writer says so (test_a_writer_can_name_the_version_itself; the operator reads
-        # it from the siblings, tests/operator/test_sync_versions.py).
+        # it from the siblings, tests/operator/sync/test_sync_versions.py).
         ("content/v1.16-docs/usage/ingress.md", None, "content/v1.16-docs/usage/ingress.md"),
         ("docs-2.21/guide.md", None, "docs-2.21/guide.md"),
         ("content/python-3.11/guide.md", None, "content/python-3.11/guide.md"),

@@ -19,8 +19,9 @@ from pydantic import BaseModel
 
 from kboperator.kube.resource import KnowledgeSourceSpec, KnowledgeSourceStatus
 from kboperator.kube.secrets import REPOSITORY_KEYS, SEARCH_TOKEN_KEYS, SECRET_TYPE_LABEL
+from tests.support.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 CRD_FILE = ROOT / "crds" / "knowledgesources.yaml"
 EXAMPLES = sorted((ROOT / "crds" / "examples").glob("*.yaml"))
 INVALID = sorted((ROOT / "crds" / "examples" / "invalid").glob("*.yaml"))

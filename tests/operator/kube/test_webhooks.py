@@ -30,8 +30,9 @@ from kboperator.kube.webhooks import (
 )
 from kboperator.sync.paths import PathFilter
 from tests.support.kube import KubeApi, KubeEmulator
+from tests.support.paths import REPO_ROOT
 
-PAYLOADS = Path(__file__).parent / "webhook_payloads"
+PAYLOADS = REPO_ROOT / "tests" / "operator" / "webhook_payloads"
 REPO = "https://github.com/acme/handbook.git"
 TOKEN_A = "team-a-webhook-secret-0123456789"
 TOKEN_B = "team-b-webhook-secret-9876543210"

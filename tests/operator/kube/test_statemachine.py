@@ -22,7 +22,7 @@ from kboperator.kube.statemachine import Action, Decision, Reason, Trigger, deci
 from kboperator.kube.status import StatusWriter
 from kboperator.models import Baseline, FileIssue, SyncResult
 from kboperator.settings import OperatorSettings
-from tests.operator.test_crd import _schema, _strict
+from tests.operator.kube.test_crd import _schema, _strict
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_seconds=60)

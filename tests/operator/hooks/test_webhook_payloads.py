@@ -6,15 +6,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from pathlib import Path
 
 import pytest
 
 from kboperator.hooks.push import Push, parse_push, same_ref, same_repository
 from kboperator.hooks.signatures import identify, verify
 from kboperator.repourl import parse_repo_url
+from tests.support.paths import REPO_ROOT
 
-PAYLOADS = Path(__file__).parent / "webhook_payloads"
+PAYLOADS = REPO_ROOT / "tests" / "operator" / "webhook_payloads"
 SECRET = b"s3cret-webhook-token-of-the-source"
 
 
