@@ -19,44 +19,17 @@ from pydantic import BaseModel
 
 from kboperator.kube.resource import KnowledgeSourceSpec, KnowledgeSourceStatus
 from kboperator.kube.secrets import REPOSITORY_KEYS, SEARCH_TOKEN_KEYS, SECRET_TYPE_LABEL
+from tests.operator.kube.support import CRD_FILE, crd_document, crd_schema, strict_schema
 from tests.support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
-CRD_FILE = ROOT / "crds" / "knowledgesources.yaml"
 EXAMPLES = sorted((ROOT / "crds" / "examples").glob("*.yaml"))
 INVALID = sorted((ROOT / "crds" / "examples" / "invalid").glob("*.yaml"))
 
 
-def _crd() -> dict[str, Any]:
-    return yaml.safe_load(CRD_FILE.read_text())
-
-
-def _schema() -> dict[str, Any]:
-    return _crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-
-
-def _strict(node: dict[str, Any]) -> dict[str, Any]:
-    """Refuse unknown fields, as kubectl's default strict field validation does."""
-    node = copy.deepcopy(node)
-    if (
-        "properties" in node
-        and "additionalProperties" not in node
-        and not node.get("x-kubernetes-preserve-unknown-fields")
-    ):
-        node["additionalProperties"] = False
-    for key, child in node.get("properties", {}).items():
-        # metadata is validated by the API server itself, not by this schema.
-        node["properties"][key] = child if key == "metadata" else _strict(child)
-    if isinstance(node.get("items"), dict):
-        node["items"] = _strict(node["items"])
-    if isinstance(node.get("additionalProperties"), dict):
-        node["additionalProperties"] = _strict(node["additionalProperties"])
-    return node
-
-
 def _validator() -> jsonschema.Draft4Validator:
     # The CRD dialect is OpenAPI v3.0, closest to draft 4; format checks as the API server does.
-    return jsonschema.Draft4Validator(_strict(_schema()), format_checker=jsonschema.FormatChecker())
+    return jsonschema.Draft4Validator(strict_schema(crd_schema()), format_checker=jsonschema.FormatChecker())
 
 
 def _sources(path: Path) -> list[dict[str, Any]]:
@@ -74,7 +47,7 @@ def _nodes(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str
 
 
 def test_names_are_the_agreed_ones() -> None:
-    crd = _crd()
+    crd = crd_document()
     assert crd["metadata"]["name"] == "knowledgesources.kb.knowledgebase.dev"
     assert crd["spec"]["group"] == "kb.knowledgebase.dev"
     assert crd["spec"]["scope"] == "Namespaced"
@@ -103,16 +76,16 @@ def test_kubernetes_validate_strict_accepts_the_crd() -> None:
 def test_every_schema_field_has_a_description() -> None:
     # The API server refuses anything but `type` on metadata (it is the standard ObjectMeta).
     missing = [
-        path or "<root>" for path, node in _nodes(_schema()) if not node.get("description") and path != ".metadata"
+        path or "<root>" for path, node in _nodes(crd_schema()) if not node.get("description") and path != ".metadata"
     ]
     assert missing == []
-    assert _schema()["properties"]["metadata"] == {"type": "object"}
+    assert crd_schema()["properties"]["metadata"] == {"type": "object"}
 
 
 def test_every_default_is_valid_for_its_own_field() -> None:
     invalid = [
         path
-        for path, node in _nodes(_schema())
+        for path, node in _nodes(crd_schema())
         if "default" in node and not jsonschema.Draft4Validator(node).is_valid(node["default"])
     ]
     assert invalid == []
@@ -158,7 +131,7 @@ def _mismatches(annotation: Any, node: dict[str, Any], path: str) -> list[str]:
 
 
 def test_the_spec_model_is_the_crds_spec() -> None:
-    assert _mismatches(KnowledgeSourceSpec, _schema()["properties"]["spec"], "spec") == []
+    assert _mismatches(KnowledgeSourceSpec, crd_schema()["properties"]["spec"], "spec") == []
 
 
 def test_the_spec_models_defaults_are_the_crds() -> None:
@@ -170,7 +143,7 @@ def test_the_spec_models_defaults_are_the_crds() -> None:
             if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
                 yield from defaults(field.annotation, child, f"{path}.{field.alias}")
 
-    pairs = list(defaults(KnowledgeSourceSpec, _schema()["properties"]["spec"], "spec"))
+    pairs = list(defaults(KnowledgeSourceSpec, crd_schema()["properties"]["spec"], "spec"))
     assert [where for where, model, crd in pairs if model != crd] == []
     assert {where for where, _, _ in pairs} == {
         "spec.repository.ref", "spec.paths", "spec.exclude", "spec.maxFileSizeBytes", "spec.schedule",
@@ -180,7 +153,7 @@ def test_the_spec_models_defaults_are_the_crds() -> None:
 
 def test_the_status_model_is_the_crds_status() -> None:
     # A structural schema prunes undeclared status fields: one the model has and the CRD lacks is lost.
-    status = copy.deepcopy(_schema()["properties"]["status"])
+    status = copy.deepcopy(crd_schema()["properties"]["status"])
     kopf = status["properties"].pop("kopf")  # kopf's own progress: the model keeps it as an extra key
     assert kopf["x-kubernetes-preserve-unknown-fields"] is True
     assert KnowledgeSourceStatus.model_config.get("extra") == "allow"
@@ -188,7 +161,7 @@ def test_the_status_model_is_the_crds_status() -> None:
 
 
 def test_the_model_comparison_finds_a_difference() -> None:
-    spec = copy.deepcopy(_schema()["properties"]["spec"])
+    spec = copy.deepcopy(crd_schema()["properties"]["spec"])
     spec["properties"]["suspend"]["type"] = "string"
     spec["properties"]["newField"] = {"type": "string"}
     del spec["properties"]["webhook"]

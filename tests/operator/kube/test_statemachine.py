@@ -22,7 +22,7 @@ from kboperator.kube.statemachine import Action, Decision, Reason, Trigger, deci
 from kboperator.kube.status import StatusWriter
 from kboperator.models import Baseline, FileIssue, SyncResult
 from kboperator.settings import OperatorSettings
-from tests.operator.kube.test_crd import _schema, _strict
+from tests.operator.kube.support import crd_schema, strict_schema
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_seconds=60)
@@ -538,7 +538,7 @@ def test_a_damaged_clone_is_a_named_failure_not_an_internal_error() -> None:
 
 def test_every_status_field_written_is_declared_in_the_crd(monkeypatch: pytest.MonkeyPatch) -> None:
     # A structural schema prunes undeclared status fields: the drift baseline would be lost silently.
-    validator = jsonschema.Draft4Validator(_strict(_schema()["properties"]["status"]))
+    validator = jsonschema.Draft4Validator(strict_schema(crd_schema()["properties"]["status"]))
     source = parse_source("kb", "docs", SPEC, allow_local=False)
     result = SyncResult(
         commit="b" * 40, full=True, added=1, modified=0, deleted=0, renamed=0, unchanged=0,
