@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kboperator.sync.versions import VersionLayout, affixed_version
 from kbsearch.services.documents.versions import detect_version, newest_first_key
-from tests.operator.test_cli import SOURCE, TOKEN, Server, base_args, run
+from tests.operator.cli_support import SOURCE, TOKEN, Server, base_args, run
 from tests.support.git import WorkRepo
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
