@@ -12,7 +12,7 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from tests.console.test_http import csrf_of
+from tests.console.support import csrf_of
 from tests.support.service import running_service
 
 DOCS = {
