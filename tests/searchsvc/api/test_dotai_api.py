@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.searchsvc.services.access.test_scoped_access import (
+from tests.support.scoped_access import (
     A_DOCS,
     A_WRITER,
     ADMIN,

@@ -20,7 +20,10 @@ from kbsearch.api.resource_metadata import metadata
 from kbsearch.deps import context_of
 from kbsearch.settings import Settings
 from tests.searchsvc.api_fixtures import sections
-from tests.searchsvc.services.access.test_scoped_access import (
+from tests.searchsvc.services.documents.test_sync_status import report, status_path
+from tests.support.formatfiles import pdf_pages
+from tests.support.mcpclient import ACCEPT, everything, mcp_client, rpc, text_of
+from tests.support.scoped_access import (
     A_DOCS,
     A_WRITER,
     ADMIN,
@@ -33,9 +36,6 @@ from tests.searchsvc.services.access.test_scoped_access import (
     bearer,
     content,
 )
-from tests.searchsvc.services.documents.test_sync_status import report, status_path
-from tests.support.formatfiles import pdf_pages
-from tests.support.mcpclient import ACCEPT, everything, mcp_client, rpc, text_of
 from tests.support.service import BASE_URL, running_service
 from tests.support.service_process import ServiceProcess
 

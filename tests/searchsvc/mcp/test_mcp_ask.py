@@ -10,9 +10,9 @@ import pytest
 
 from kbsearch.services.answers.ask import NOTHING_FOUND
 from tests.searchsvc.ask_support import DOCS
-from tests.searchsvc.services.access.test_scoped_access import ADMIN, B_WORD, TEAM_A, TOKENS, assert_no_b, bearer
 from tests.support.chatstub import Answer, CallTools, Fail, chat_stub
 from tests.support.mcpclient import everything, mcp_client, text_of
+from tests.support.scoped_access import ADMIN, B_WORD, TEAM_A, TOKENS, assert_no_b, bearer
 from tests.support.service_process import ServiceProcess
 
 ROLLBACK, CANARY, _ = DOCS

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.searchsvc.services.access.test_scoped_access import A_DOCS, ADMIN, B_DOCS, TEAM_A, TOKENS, bearer, content
+from tests.support.scoped_access import A_DOCS, ADMIN, B_DOCS, TEAM_A, TOKENS, bearer, content
 from tests.support.service_process import REPO, ServiceProcess
 
 DEFAULT_INSPECTOR = REPO / ".tools" / "mcp-inspector" / "node_modules" / ".bin" / "mcp-inspector"

@@ -13,7 +13,8 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from kbsearch.mcp.stdio import BridgeError, endpoint_url, read_token
-from tests.searchsvc.services.access.test_scoped_access import (
+from tests.support.mcpclient import text_of
+from tests.support.scoped_access import (
     ADMIN,
     B_WORD,
     TEAM_A,
@@ -22,7 +23,6 @@ from tests.searchsvc.services.access.test_scoped_access import (
     bearer,
     content,
 )
-from tests.support.mcpclient import text_of
 from tests.support.service_process import REPO, ServiceProcess, free_port
 
 A_URI, B_URI = "https://git.example/a/stdio.md", "https://git.example/b/stdio.md"

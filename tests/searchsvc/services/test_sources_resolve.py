@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbsearch.services.sources import MAX_QUERY_TOKENS, tokens
-from tests.searchsvc.services.access.test_scoped_access import ADMIN, TEAM_A, TOKENS, assert_no_b, bearer, content
+from tests.support.scoped_access import ADMIN, TEAM_A, TOKENS, assert_no_b, bearer, content
 from tests.support.service import STORE_KINDS, running_service
 
 A_VERSIONS = {"2.20": "team-a/docs", "2.21": "team-a/docs", "9.9": "team-b/docs"}

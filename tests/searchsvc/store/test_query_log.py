@@ -25,7 +25,7 @@ from kbsearch.services.access.scope import Caller
 from kbsearch.store.factory import query_log_beside
 from kbsearch.store.querylog import QueryLogStore
 from tests.searchsvc.api_fixtures import put
-from tests.searchsvc.services.access.test_scoped_access import bearer, entry, tokens_yaml
+from tests.support.scoped_access import bearer, entry, tokens_yaml
 from tests.support.service import STORE_KINDS, make_store, running_service, serve
 
 ADMIN, TEAM_A, TEAM_B, NOBODY = "admin-secret-tok-1", "team-a-secret-tok-2", "team-b-secret-tok-3", "nobody-tok-4"

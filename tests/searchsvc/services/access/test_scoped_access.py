@@ -6,7 +6,6 @@ count, a source name or a chunk of b in any field fails them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -18,49 +17,24 @@ import pytest
 from kbsearch.app import create_app
 from kbsearch.errors import ConfigurationError
 from kbsearch.settings import Settings
+from tests.support.scoped_access import (
+    A_DOCS,
+    A_WRITER,
+    ADMIN,
+    B_DOCS,
+    B_WORD,
+    HASHED,
+    NOBODY,
+    ORPHAN,
+    TEAM_A,
+    TOKENS,
+    assert_no_b,
+    bearer,
+    content,
+    entry,
+    tokens_yaml,
+)
 from tests.support.service import CHALLENGE, STORE_KINDS, running_service
-
-ADMIN, TEAM_A, A_WRITER, NOBODY, HASHED = (
-    "admin-tok-1",
-    "team-a-tok-2",
-    "a-writer-tok-3",
-    "nobody-tok-4",
-    "hashed-tok-5",
-)
-B_WORD = "zebrafish"  # only in team b's documents
-A_DOCS = {f"https://git.example/a/doc{i}.md": "team-a/docs" for i in range(3)}
-B_DOCS = {f"https://git.example/b/doc{i}.md": "team-b/docs" for i in range(4)}
-ORPHAN = "https://git.example/orphan.md"
-
-
-def tokens_yaml(*entries: str) -> str:
-    return "tokens:\n" + "".join(entries)
-
-
-def entry(name: str, token: str, sources: str, write: bool = False) -> str:
-    return f'  - name: {name}\n    token: "{token}"\n    write: {str(write).lower()}\n    sources: {sources}\n'
-
-
-TOKENS = tokens_yaml(
-    entry("admin", ADMIN, '["*"]', write=True),
-    entry("team-a-agent", TEAM_A, '["team-a/*"]'),
-    entry("team-a-writer", A_WRITER, '["team-a/*"]', write=True),
-    entry("nobody", NOBODY, "[]"),
-    f'  - name: hashed\n    sha256: "{hashlib.sha256(HASHED.encode()).hexdigest()}"\n    sources: ["team-a/docs"]\n',
-)
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"}
-
-
-def content(uri: str, source: str) -> str:
-    extra = f" The {B_WORD} team keeps its secrets here." if source.startswith("team-b") else ""
-    sections = [
-        f"## Part {j}\n\n" + " ".join(f"shared words about deploys part{j} line{k}." for k in range(14))
-        for j in range(2)
-    ]
-    return f"# {uri}\n\n{extra}\n\n" + "\n\n".join(sections) + extra
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -79,11 +53,6 @@ async def service(request, tmp_path):
         orphan = {"uri": ORPHAN, "content": content(ORPHAN, "none"), "metadata": {"team": "a"}}
         assert (await client.put("/api/v1/documents", json=orphan, headers=bearer(ADMIN))).status_code == 200
         yield client
-
-
-def assert_no_b(text: str) -> None:
-    for leak in ("team-b", "/b/", B_WORD, "orphan"):
-        assert leak not in text, f"{leak!r} leaked: {text[:500]}"
 
 
 async def get(client: httpx.AsyncClient, path: str, token: str, **params) -> httpx.Response:

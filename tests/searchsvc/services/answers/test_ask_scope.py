@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 
-from tests.searchsvc.services.access.test_scoped_access import (
+from tests.support.chatstub import Answer, CallTools, chat_stub, cite_everything
+from tests.support.scoped_access import (
     A_DOCS,
     ADMIN,
     B_DOCS,
@@ -20,7 +21,6 @@ from tests.searchsvc.services.access.test_scoped_access import (
     bearer,
     content,
 )
-from tests.support.chatstub import Answer, CallTools, chat_stub, cite_everything
 from tests.support.service import running_service
 
 NEVER_SHOWN = "".join(f"[{n}]" for n in range(7, 30))

@@ -10,7 +10,7 @@ import pytest
 
 from kbsearch.schemas.sources import MAX_REPORTED_FILES
 from tests.searchsvc.api_fixtures import put
-from tests.searchsvc.services.access.test_scoped_access import bearer, entry, tokens_yaml
+from tests.support.scoped_access import bearer, entry, tokens_yaml
 from tests.support.service import STORE_KINDS, running_service
 
 SOURCE = "team-a/docs"
