@@ -185,7 +185,7 @@ async def test_start_up_repairs_what_a_killed_process_left(store_opener, tmp_pat
     from kbsearch.models import INCOMPLETE, CollectionSignature
     from kbsearch.settings import Settings
     from kbsearch.store.bm25 import Bm25Encoder
-    from tests.searchsvc.store.test_store_behaviour import ingest, make_chunks, make_record, put_record
+    from tests.searchsvc.store.support import ingest, make_chunks, make_record, put_record
     from tests.support.hashing import HashingEmbedder
     from tests.support.service import serve
 

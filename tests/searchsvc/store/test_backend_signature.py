@@ -9,7 +9,7 @@ import pytest
 from kbsearch.errors import ConfigurationError
 from kbsearch.models import CollectionSignature, interchangeable_backends
 from tests.searchsvc.conftest import StoreOpener
-from tests.searchsvc.store.test_store_behaviour import ingest
+from tests.searchsvc.store.support import ingest
 
 LOCAL = CollectionSignature("local", "all-MiniLM-L6-v2", 64, "qdrant-edge-bm25", "torch")
 

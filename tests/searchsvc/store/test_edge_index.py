@@ -27,7 +27,7 @@ from kbsearch.store.edge.optimize import IndexOptions
 from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.factory import build_store
 from tests.searchsvc.conftest import TEST_SIGNATURE
-from tests.searchsvc.store.test_store_behaviour import EMBEDDER, ingest, sparse_query
+from tests.searchsvc.store.support import EMBEDDER, ingest, sparse_query
 from tests.support.paths import REPO_ROOT
 
 SMALL_SEGMENTS = IndexOptions(threshold=1, threads=1, indexing_threshold_kb=1)

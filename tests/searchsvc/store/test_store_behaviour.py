@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -23,7 +22,6 @@ import kbsearch
 from kbsearch.errors import ConfigurationError, InvalidRequestError, StoreUnavailableError
 from kbsearch.models import (
     INCOMPLETE,
-    ChunkPoint,
     DocumentRecord,
     FileIssue,
     Fusion,
@@ -31,7 +29,6 @@ from kbsearch.models import (
     SearchFilter,
     SourceStats,
     SourceStatus,
-    SparseVector,
     SyncStatus,
     chunk_point_id,
     document_point_id,
@@ -45,121 +42,18 @@ from kbsearch.store.factory import build_store, query_log_beside
 from kbsearch.store.qdrant_server import QdrantServerStore
 from kbsearch.store.querylog import QueryLogStore, entry_from_payload
 from tests.searchsvc.conftest import TEST_SIGNATURE, StoreOpener
-from tests.support.hashing import HashingEmbedder
+from tests.searchsvc.store.support import (
+    EMBEDDER,
+    RRF_60,
+    all_documents,
+    ingest,
+    ingest_bulk,
+    make_chunks,
+    make_record,
+    put_record,
+    sparse_query,
+)
 from tests.support.paths import REPO_ROOT
-
-EMBEDDER = HashingEmbedder(dimensions=TEST_SIGNATURE.dimensions)
-BM25 = qdrant_edge.Bm25()
-
-
-# --- test data ----------------------------------------------------------------------------
-
-
-def sparse_document(text: str) -> SparseVector:
-    vector = BM25.embed_document(text)
-    return SparseVector(list(vector.indices), list(vector.values))
-
-
-def sparse_query(text: str) -> SparseVector:
-    vector = BM25.embed_query(text)
-    return SparseVector(list(vector.indices), list(vector.values))
-
-
-def make_chunks(uri: str, texts: list[str], *, source: str | None, version: int = 0) -> list[ChunkPoint]:
-    dense = EMBEDDER.embed_documents(texts)
-    return [
-        ChunkPoint(
-            uri=uri,
-            source_identifier=source,
-            chunk_index=i,
-            total_chunks=len(texts),
-            text=text,
-            text_hash=f"hash-{uri}-{i}",
-            title=f"Title of {uri}",
-            tags=["t1"],
-            headings=["Top", f"Section {i}"],
-            dense=dense[i],
-            sparse=sparse_document(text),
-            version=version,
-        )
-        for i, text in enumerate(texts)
-    ]
-
-
-def make_record(
-    uri: str,
-    chunks: int,
-    *,
-    source: str | None,
-    ingested_at: str = "2026-01-01T00:00:00Z",
-    metadata: dict | None = None,
-    version: int = 1,
-    checksum: str | None = None,
-) -> DocumentRecord:
-    return DocumentRecord(
-        uri=uri,
-        source_identifier=source,
-        checksum=checksum or f"sha256:{uri}",
-        chunks=chunks,
-        metadata=dict(metadata or {}),
-        title=f"Title of {uri}",
-        ingested_at=ingested_at,
-        chunker="splitter-v1",
-        version=version,
-        write_id=uuid.uuid4().hex,
-    )
-
-
-def put_record(store: VectorStore, record: DocumentRecord) -> DocumentRecord:
-    """Write a record over whatever record is stored (tests write one document at a time)."""
-    stored = store.get_document(record.uri)
-    assert store.write_document(record, stored.version if stored else None)
-    return record
-
-
-def ingest(
-    store: VectorStore,
-    uri: str,
-    texts: list[str],
-    *,
-    source: str | None = "src-a",
-    metadata: dict | None = None,
-    ingested_at: str = "2026-01-01T00:00:00Z",
-) -> DocumentRecord:
-    stored = store.get_document(uri)
-    version = stored.version + 1 if stored else 1
-    store.upsert_chunks(make_chunks(uri, texts, source=source, version=version))
-    store.delete_chunks(uri, None, version - 1)
-    record = make_record(uri, len(texts), source=source, ingested_at=ingested_at, metadata=metadata, version=version)
-    assert store.write_document(record, stored.version if stored else None)
-    return record
-
-
-def ingest_bulk(store: VectorStore, *, source: str, documents: int, chunks_each: int) -> None:
-    """Many chunks, fast: vectors are computed once and shared."""
-    dense = EMBEDDER.embed_query("bulk chunk text")
-    sparse = sparse_document("bulk chunk text")
-    for d in range(documents):
-        uri = f"{source}/doc-{d}.md"
-        store.upsert_chunks(
-            [
-                ChunkPoint(uri, source, i, chunks_each, "bulk", f"h{i}", None, [], [], dense, sparse, 1)
-                for i in range(chunks_each)
-            ]
-        )
-        put_record(store, make_record(uri, chunks_each, source=source))
-
-
-def all_documents(store: VectorStore, *, limit: int = 1000, **filters) -> list[DocumentRecord]:
-    params = {"source_identifier": None, "uri_prefix": None} | filters
-    records, cursor = store.list_documents(limit=limit, cursor=None, **params)
-    while cursor is not None:
-        page, cursor = store.list_documents(limit=limit, cursor=cursor, **params)
-        records += page
-    return records
-
-
-RRF_60 = Fusion(rrf_k=60)
 
 
 def search(
@@ -220,7 +114,7 @@ def test_edge_writes_survive_a_killed_process(tmp_path: Path):
         f"""
         import os, signal
         from kbsearch.store.edge.store import EdgeStore
-        from tests.searchsvc.store.test_store_behaviour import ingest
+        from tests.searchsvc.store.support import ingest
         from tests.searchsvc.conftest import TEST_SIGNATURE
         store = EdgeStore({str(tmp_path)!r}, "test")
         store.open(TEST_SIGNATURE)
@@ -284,7 +178,7 @@ def test_edge_refuses_a_second_open_of_the_same_directory(tmp_path: Path):
 HOLD_THEN_WRITE = """
 import sys
 from kbsearch.store.edge.store import EdgeStore
-from tests.searchsvc.store.test_store_behaviour import ingest
+from tests.searchsvc.store.support import ingest
 from tests.searchsvc.conftest import TEST_SIGNATURE
 store = EdgeStore(sys.argv[1], "test")
 store.open(TEST_SIGNATURE)

@@ -10,7 +10,7 @@ from kbsearch.store.base import CONTENT, VectorStore
 from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.qdrant_server import QdrantServerStore
 from tests.searchsvc.conftest import StoreOpener
-from tests.searchsvc.store.test_store_behaviour import EMBEDDER, RRF_60, ingest, sparse_query
+from tests.searchsvc.store.support import EMBEDDER, RRF_60, ingest, sparse_query
 
 TEXTS = {
     "a.md": ["Run kubectl apply --dry-run=server to check the manifest.", "Nothing literal here."],

@@ -220,7 +220,7 @@ def test_edge_keeps_every_update_after_a_kill_before_any_fsync(tmp_path: Path):
         "import os, signal, sys\n"
         "from kbsearch.store.edge.store import EdgeStore\n"
         "from tests.searchsvc.services.documents.test_kill_midwrite import SIGNATURE\n"
-        "from tests.searchsvc.store.test_store_behaviour import ingest\n"
+        "from tests.searchsvc.store.support import ingest\n"
         "store = EdgeStore(sys.argv[1], 'knowledge', flush_interval_s=3600)\n"  # never fsync'ed by us
         "store.open(SIGNATURE)\n"
         "for i in range(200):\n"
