@@ -12,31 +12,18 @@ import asyncio
 import json
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from kbsearch.settings import Settings
 from kbsearch.store.factory import build_store
 from tests.searchsvc.api_fixtures import counts, put, sections
-from tests.support.qdrant import Balancer, QdrantCluster, qdrant_binary, storage_root
+from tests.searchsvc.store.cluster_support import COLLECTION, search_ids
+from tests.support.qdrant import Balancer, QdrantCluster
 from tests.support.service import running_service
 
-COLLECTION = "knowledge"
 DOCUMENTS = 12
-
-
-@pytest.fixture
-def cluster() -> Iterator[QdrantCluster]:
-    binary = qdrant_binary()
-    with storage_root("qdrant-cluster") as root:
-        nodes = QdrantCluster(binary, root, 3)
-        try:
-            yield nodes.start()
-        finally:
-            nodes.stop()
 
 
 def shard_copies(cluster: QdrantCluster) -> dict[int, set[int]]:
@@ -50,15 +37,6 @@ def shard_copies(cluster: QdrantCluster) -> dict[int, set[int]]:
     for shard in info["remote_shards"]:
         copies.setdefault(shard["shard_id"], set()).add(shard["peer_id"])
     return copies
-
-
-async def search_ids(client: httpx.AsyncClient, query: str) -> dict[tuple[str, int], float]:
-    """The hits and their scores (equal scores come in no set order; which are kept at the cut is set)."""
-    response = await client.post("/api/v1/search", json={"query": query, "limit": 20, "collapse": False})
-    assert response.status_code == 200, response.text
-    results = response.json()["results"]
-    assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
-    return {(r["uri"], r["chunkIndex"]): round(r["score"], 6) for r in results}
 
 
 async def readiness(client: httpx.AsyncClient) -> httpx.Response:

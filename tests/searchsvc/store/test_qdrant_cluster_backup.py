@@ -11,7 +11,7 @@ from pathlib import Path
 from kbsearch.settings import Settings
 from kbsearch.store.factory import build_store
 from tests.searchsvc.api_fixtures import counts, put, sections
-from tests.searchsvc.store.test_qdrant_cluster import COLLECTION, cluster, search_ids  # noqa: F401 - the fixture
+from tests.searchsvc.store.cluster_support import COLLECTION, search_ids
 from tests.support.qdrant import Balancer, QdrantCluster, wipe
 from tests.support.service import running_service
 
@@ -33,7 +33,7 @@ def backup(action: str, url: str, collection: str, file: Path) -> str:
 
 
 async def test_export_wipe_import_gives_back_every_point(
-    cluster: QdrantCluster,  # noqa: F811 - the imported fixture
+    cluster: QdrantCluster,
     tmp_path: Path,
 ) -> None:
     with Balancer(cluster.nodes) as balancer:

@@ -20,7 +20,7 @@ import httpx
 from kbsearch.settings import Settings
 from kbsearch.store.factory import build_store
 from tests.searchsvc.api_fixtures import counts, sections
-from tests.searchsvc.store.test_qdrant_cluster import COLLECTION, cluster  # noqa: F401 - the fixture
+from tests.searchsvc.store.cluster_support import COLLECTION
 from tests.support.qdrant import Balancer, QdrantCluster
 from tests.support.service import running_service
 
@@ -96,7 +96,7 @@ async def check_index(services: list[httpx.AsyncClient], acknowledged: set[int])
 
 
 async def test_a_node_killed_under_two_services_loses_no_acknowledged_write(
-    cluster: QdrantCluster,  # noqa: F811 - the imported fixture
+    cluster: QdrantCluster,
     tmp_path: Path,
 ) -> None:
     with Balancer(cluster.nodes) as balancer:
