@@ -131,7 +131,7 @@ $(KUBE_TOOLS)/.built: hack/build-kube-tools.sh $(KUBE_PINS)
 	hack/build-kube-tools.sh $(CURDIR)/$(KUBE_TOOLS)
 	touch $@
 
-# The MCP Inspector CLI, a client nobody here wrote, as tests/searchsvc/test_mcp_inspector.py runs it.
+# The MCP Inspector CLI, a client nobody here wrote, as tests/searchsvc/mcp/test_mcp_inspector.py runs it.
 # Pinned in hack/mcp-inspector/package.json, every package checked against package-lock.json's
 # integrity hashes by `npm ci`; no install scripts run.
 MCP_INSPECTOR := $(TOOLS)/mcp-inspector

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 #: The KnowledgeSource CRD's defaults (crds/knowledgesources.yaml) that the CLI shares: kube/resource.py
-#: and `knowledge-sync` both read them here, and tests/operator/test_crd.py holds them to the CRD.
+#: and `knowledge-sync` both read them here, and tests/operator/kube/test_crd.py holds them to the CRD.
 DEFAULT_REF = "main"
 DEFAULT_PATHS = ("**/*.md",)
 DEFAULT_MAX_FILE_SIZE = 1_048_576

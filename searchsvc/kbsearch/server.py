@@ -4,7 +4,7 @@ uvicorn arms no timer on a new connection, and any byte disarms its keep-alive t
 that sends half a request line (or one header byte a minute) held a descriptor forever. The
 app's middleware bounds the body (SEARCHSVC_REQUEST_BODY_TIMEOUT_S); this protocol bounds what
 comes before it. Both hooks are uvicorn internals of H11Protocol (pinned to h11 for that reason);
-tests/searchsvc/test_http_server.py checks them against a served process.
+tests/searchsvc/api/test_http_server.py checks them against a served process.
 """
 
 from __future__ import annotations

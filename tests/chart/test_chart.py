@@ -33,6 +33,7 @@ from tests.chart.helmchart import (
     run_helm,
     values_args,
 )
+from tests.chart.support import crd_schema
 
 ALL = sorted(SCENARIOS)
 KS_GROUP = "kb.knowledgebase.dev"
@@ -655,12 +656,6 @@ def test_helm_test_pod_checks_search_readiness() -> None:
     script = " ".join(pod["spec"]["containers"][0]["command"])
     assert f"http://{SEARCH}.{NAMESPACE}.svc:8000/readyz" in script
     assert "wget" in script
-
-
-def crd_schema() -> dict:
-    crd = yaml.safe_load((REPO / "crds" / "knowledgesources.yaml").read_text())
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
-    return version["schema"]["openAPIV3Schema"]
 
 
 def test_notes_explain_the_next_steps() -> None:

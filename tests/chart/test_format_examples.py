@@ -8,7 +8,7 @@ import jsonschema
 import yaml
 
 from kboperator.sync.paths import PathFilter
-from tests.chart.test_chart import crd_schema
+from tests.chart.support import crd_schema
 
 EXAMPLE = Path(__file__).parents[2] / "charts" / "knowledge-base" / "examples" / "sphinx-and-docusaurus-sources.yaml"
 

@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import posixpath
 
 import pytest
 
 from kboperator.__main__ import liveness_endpoint
 from kboperator.errors import InvalidSpecError
-from kboperator.settings import OperatorSettings
-from tests.chart.helmchart import NAMESPACE, OPERATOR, SEARCH, container, env_of, render, render_error, render_ok
+from tests.chart.helmchart import NAMESPACE, OPERATOR, SEARCH, container, render, render_error, render_ok
+from tests.chart.support import operator_settings
 
 KNOWN_HOSTS = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
-
-
-def operator_settings(manifests, monkeypatch: pytest.MonkeyPatch) -> OperatorSettings:
-    """The settings the operator would start with, from the rendered env (Secret refs left out)."""
-    for name in list(os.environ):
-        if name.startswith("KBOPERATOR_"):
-            monkeypatch.delenv(name)
-    for name, env in env_of(container(manifests, "Deployment", OPERATOR, "operator")).items():
-        if name.startswith("KBOPERATOR_") and "value" in env:
-            monkeypatch.setenv(name, env["value"])
-    return OperatorSettings()
 
 
 def test_the_liveness_probe_calls_the_port_the_operator_listens_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,7 @@ from tests.chart.helmchart import (
     render_ok,
     run_helm,
 )
-from tests.chart.test_operator_settings import operator_settings
+from tests.chart.support import operator_settings
 
 HOOKS = f"{OPERATOR}-webhooks"
 ON = ("--set", "operator.webhooks.enabled=true")

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from tests.console.test_http import csrf_of
+from tests.console.support import csrf_of
 from tests.support.service import running_service
 
 DOCS = {
@@ -30,7 +30,7 @@ DOCS = {
 @asynccontextmanager
 async def ask_app(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     # The test embedder's cosines are not MiniLM's: every retrieved chunk counts as relevant here
-    # (relevance gating is tested in tests/searchsvc/test_api_pages.py).
+    # (relevance gating is tested in tests/searchsvc/api/test_api_pages.py).
     async with running_service("edge", tmp_path / "data", relevance_threshold=0.0) as client:
         for uri, content in DOCS.items():
             body = {"uri": uri, "content": content, "metadata": {"sourceIdentifier": "ops/docs"}}

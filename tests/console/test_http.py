@@ -13,7 +13,7 @@ import yaml
 from kbsearch.console.rendering import ConsoleTemplates
 from kbsearch.deps import parts_of
 from tests.console.corpus import XSS_CONTENT, XSS_MARKER, XSS_URI
-from tests.support.console import csrf_in
+from tests.console.support import csrf_of
 from tests.support.service import running_service
 
 WRITER, READER = "http-writer-token", "http-reader-token"
@@ -43,13 +43,6 @@ async def scoped_service(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
 async def open_app(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     async with running_service("edge", tmp_path / "data") as client:
         yield client
-
-
-async def csrf_of(client: httpx.AsyncClient) -> str:
-    csrf = csrf_in((await client.get("/ui/login")).text)
-    cookie = client.cookies.get("kb_console_csrf") or client.cookies.get("__Host-kb_console_csrf")  # http, https
-    assert cookie == csrf
-    return csrf
 
 
 async def sign_in(client: httpx.AsyncClient, token: str = READER) -> httpx.Response:

@@ -2,52 +2,18 @@
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
-import httpx
 import yaml
 
+from tests.console.support import READER, WRITE, WRITER, ago, card, report, sign_in, sources_page
 from tests.support.service import running_service
-
-WRITER, READER = "fresh-writer-token", "fresh-reader-token"
-WRITE = {"Authorization": f"Bearer {WRITER}"}
-
-
-def ago(**delta: float) -> str:
-    return (datetime.now(UTC) - timedelta(**delta)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def report(client: httpx.AsyncClient, source: str, body: dict) -> None:
-    response = await client.put(f"/api/v1/sources/{source}/status", json=body, headers=WRITE)
-    assert response.status_code == 200 and response.json()["stored"], response.text
 
 
 def freshness(commit: str, lag: float, searchable: str) -> dict:
     seen = (datetime.fromisoformat(searchable.replace("Z", "+00:00")) - timedelta(seconds=lag)).isoformat()
     return {"remoteCommit": commit, "seenAt": seen, "searchableAt": searchable, "lagSeconds": lag}
-
-
-async def sign_in(client: httpx.AsyncClient, token: str) -> None:
-    login = await client.get("/ui/login")
-    match = re.search(r'name="csrf_token" value="([^"]+)"', login.text)
-    assert match
-    signed = await client.post("/ui/login", data={"token": token, "csrf_token": match.group(1), "next": "/ui/sources"})
-    assert signed.status_code == 303, signed.text
-
-
-async def sources_page(client: httpx.AsyncClient) -> str:
-    page = await client.get("/ui/sources")
-    assert page.status_code == 200, page.text
-    return page.text
-
-
-def card(page: str, source: str) -> str:
-    """The source's card on the page (from its heading to the next card)."""
-    start = page.index(f">{source}</a></h2>")
-    end = page.find('<article class="card source"', start)
-    return page[start : end if end > 0 else len(page)]
 
 
 async def test_the_sources_page_shows_last_success_age_and_push_to_searchable_lag(tmp_path: Path) -> None:

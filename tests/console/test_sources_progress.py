@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.console.test_sources_freshness import READER, WRITE, WRITER, ago, card, sign_in, sources_page
+from tests.console.support import READER, WRITE, WRITER, ago, card, sign_in, sources_page
 from tests.support.service import running_service
 
 

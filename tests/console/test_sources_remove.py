@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from tests.console.test_sources_freshness import READER, WRITE, WRITER, ago, card, report, sign_in, sources_page
+from tests.console.support import READER, WRITE, WRITER, ago, card, report, sign_in, sources_page
 from tests.support.service import running_service
 
 FAILED = {"phase": "error", "documents": 0, "syncedAt": "", "message": "fetch failed: repository not found"}

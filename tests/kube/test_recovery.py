@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.kube.cluster import Operator, Release, SearchService, eventually, log_time
-from tests.kube.test_operator import apply, expected, namespace_for, source_manifest, synced_at
+from tests.kube.support import apply, expected, namespace_for, source_manifest, synced_at
 from tests.support.controlplane import ControlPlane
 from tests.support.git import WorkRepo
 

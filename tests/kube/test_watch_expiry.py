@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.kube.cluster import Release, SearchService, eventually, install, operators
-from tests.kube.test_operator import apply, expected, source_manifest, synced_at
+from tests.kube.support import apply, expected, source_manifest, synced_at
 from tests.support.controlplane import ControlPlane, running_control_plane
 from tests.support.git import WorkRepo
 

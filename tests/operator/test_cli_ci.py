@@ -11,8 +11,8 @@ import pytest
 
 from kboperator.repourl import parse_repo_url
 from kboperator.sync.docuri import check_web_url, document_uri
+from tests.operator.cli_support import SOURCE, Server, run
 from tests.operator.search_service import sha256
-from tests.operator.test_cli import SOURCE, Server, run, server  # noqa: F401  # `server` is a fixture
 from tests.support.git import WorkRepo, git
 
 WEB = "https://github.com/acme/handbook"
@@ -41,7 +41,7 @@ def checkout(upstream: WorkRepo, folder: Path, *, detach: bool = False) -> Path:
     return folder
 
 
-def args(server: Server, repo: Path, cache: Path, *extra: str) -> list[str]:  # noqa: F811
+def args(server: Server, repo: Path, cache: Path, *extra: str) -> list[str]:
     return ["--repo", str(repo), "--source-id", SOURCE, "--service", server.url, "--cache-dir", str(cache), *extra]
 
 
@@ -55,7 +55,7 @@ def expected(upstream: WorkRepo, **uri: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("keep_cache", [False, True], ids=["fresh-cache", "kept-cache"])
 def test_a_shallow_checkout_syncs_and_a_later_one_falls_back_to_a_full_reconcile_of_the_changes(
-    server: Server,  # noqa: F811
+    server: Server,
     upstream: WorkRepo,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -96,7 +96,7 @@ def test_a_shallow_checkout_syncs_and_a_later_one_falls_back_to_a_full_reconcile
 
 
 def test_ci_variables_set_the_links_of_the_jobs_own_checkout(
-    server: Server,  # noqa: F811
+    server: Server,
     upstream: WorkRepo,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -135,7 +135,7 @@ def test_ci_variables_set_the_links_of_the_jobs_own_checkout(
     ],
 )
 def test_failures_show_what_went_wrong(
-    server: Server,  # noqa: F811
+    server: Server,
     upstream: WorkRepo,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -149,7 +149,7 @@ def test_failures_show_what_went_wrong(
 
 
 def test_a_folder_that_is_not_a_repository_shows_gits_message(
-    server: Server,  # noqa: F811
+    server: Server,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -1,7 +1,7 @@
 """The KnowledgeSource's spec and status as typed models: crds/knowledgesources.yaml in Python.
 
 Attribute names are snake_case, the API's keys camelCase (`alias_generator=to_camel`).
-tests/operator/test_crd.py holds every model here against the CRD schema, in both directions.
+tests/operator/kube/test_crd.py holds every model here against the CRD schema, in both directions.
 The spec model checks types and the CRD's defaults; the rules git and the sync engine share
 (URL, ref, globs, metadata, schedule) are checked by source.parse_source on the typed values.
 """

@@ -29,7 +29,7 @@ _MAX_PATH_WEIGHTS = 32
 MAX_PATH_WEIGHT = 4.0  # the service ignores a larger rankWeight
 MIN_PATH_WEIGHT = 0.01  # the CRD's minimum
 # Files the search service converts from their bytes: sent base64-encoded, never decoded as text here.
-# The two programs share no code: tests/operator/test_binary_formats_contract.py pins this to the
+# The two programs share no code: tests/operator/sync/test_binary_formats_contract.py pins this to the
 # service's one table of formats (kbsearch.convert.formats.FORMATS, its binary ones).
 BINARY_EXTENSIONS = frozenset({".pdf", ".docx"})
 

@@ -25,7 +25,7 @@ regular expression runs in time linear in its line. The output is at most OUTPUT
 characters: a line gains a bounded prefix (a fence around a one-character literal line, a list
 marker, `> ` per quote level up to MAX_DEPTH), attribute references expand by at most the input's
 length in all, and a table has no more columns than cells
-(tests/searchsvc/test_convert_bounds.py holds both with Hypothesis).
+(tests/searchsvc/convert/test_convert_bounds.py holds both with Hypothesis).
 """
 
 from __future__ import annotations

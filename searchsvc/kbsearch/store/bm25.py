@@ -21,7 +21,7 @@ Weights: a chunk term gets the BM25 term-frequency part tf*(k1+1) / (tf + k1*(1-
 with k1=1.2, b=0.75, avg_len=120; a query term gets 1.0 per distinct stem. IDF is left to the store
 (Qdrant's IDF modifier), so it stays right as documents come and go.
 
-Bounds on untrusted text (tests/searchsvc/test_sparse_properties.py): one pass of a linear regex
+Bounds on untrusted text (tests/searchsvc/store/test_sparse_properties.py): one pass of a linear regex
 over the normalised text, and CJK runs segmented in pieces of at most cjk.PIECE_CHARS characters, so
 time is linear in it, and the token count is at most three per character (a Chinese word of n
 characters gives at most n+1 terms with its sub-words, and n >= 2 for each sub-word); NFKC and casefolding grow
