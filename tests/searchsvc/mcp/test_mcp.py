@@ -637,7 +637,7 @@ def test_initialize_advertises_tools_resources_and_prompts(service, version):
             json=rpc(method),
             headers={"accept": ACCEPT, "mcp-protocol-version": version, **bearer(TEAM_A)},
         )
-        assert served.json()["result"][key], method  # kbsearch.mcp.resources; tests/searchsvc/test_mcp_resources.py
+        assert served.json()["result"][key], method  # kbsearch.mcp.resources; tests/searchsvc/mcp/test_mcp_resources.py
 
 
 async def test_the_sdk_client_sees_tools_resources_and_prompts_on_the_current_revision(service):

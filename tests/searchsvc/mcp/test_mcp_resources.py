@@ -15,7 +15,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from tests.searchsvc.test_scoped_access import (
+from tests.support.mcpclient import mcp_client, text_of
+from tests.support.scoped_access import (
     A_DOCS,
     ADMIN,
     B_DOCS,
@@ -26,7 +27,6 @@ from tests.searchsvc.test_scoped_access import (
     bearer,
     content,
 )
-from tests.support.mcpclient import mcp_client, text_of
 from tests.support.service_process import ServiceProcess
 
 A_DOC = next(iter(A_DOCS))

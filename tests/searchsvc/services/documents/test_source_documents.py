@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from kbsearch.services.documents.reads import DocumentReads
-from tests.searchsvc.test_scoped_access import A_WRITER, ADMIN, NOBODY, TEAM_A, TOKENS, bearer
-from tests.searchsvc.test_sync_status import report, status_path
+from tests.searchsvc.services.documents.test_sync_status import report, status_path
 from tests.support.mcpclient import ACCEPT, rpc
+from tests.support.scoped_access import A_WRITER, ADMIN, NOBODY, TEAM_A, TOKENS, bearer
 from tests.support.service import STORE_KINDS, running_service
 
 A_SOURCE, B_SOURCE = "team-a/docs", "team-b/docs"
