@@ -45,7 +45,8 @@ ALGORITHM_VERSION = 3  # 3: a frame wider than half a chunk is not repeated
 # No chunk is shorter unless its whole section is (a lone "```yaml" or "> **Notice:**" says nothing).
 FLOOR_CHARS = 150
 
-# The bound on all chunk text over the body (see the module's docstring; tests/searchsvc/chunker/test_chunker_properties.py).
+# The bound on all chunk text over the body (see the module's docstring;
+# tests/searchsvc/chunker/test_chunker_properties.py).
 OUTPUT_FACTOR = 3
 _WORDS = re.compile(r"\w+")
 # The prose splitter's cost grows with the square of a run of text without structure (one 1 MB
