@@ -100,9 +100,7 @@ class SourceService:
         self, listed: Sequence[SourceStats], query: str, caller: Caller, origin: SearchOrigin
     ) -> dict[str, SourceMatch]:
         words = set(tokens(query))
-        outcome = await self.search.search(
-            SearchQuery(query=query, limit=RESOLVE_HITS), caller, origin=origin
-        )
+        outcome = await self.search.search(SearchQuery(query=query, limit=RESOLVE_HITS), caller, origin=origin)
         matches: dict[str, SourceMatch] = {}
         for stats in listed:
             source = stats.source_identifier

@@ -80,8 +80,7 @@ def _chinese(text: str) -> list[Piece]:
     import rjieba  # its import loads the dictionary (~0.5 s): only when Chinese text comes
 
     return [
-        Piece(word, () if tag[:1] in _ZH_DROP else tuple(rjieba.cut_for_search(word)))
-        for word, tag in rjieba.tag(text)
+        Piece(word, () if tag[:1] in _ZH_DROP else tuple(rjieba.cut_for_search(word))) for word, tag in rjieba.tag(text)
     ]
 
 
