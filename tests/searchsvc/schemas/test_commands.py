@@ -41,6 +41,16 @@ async def test_rest_mcp_and_the_console_search_through_the_one_to_command(
     monkeypatch.setattr(SearchRequest, "to_command", spy)
     monkeypatch.setattr(SearchService, "search", seen)
     async with running_service("edge", tmp_path / "data") as client:
+        # A page of that version: a search naming a version nobody holds is refused (VERSION_NOT_FOUND).
+        written = await client.put(
+            "/api/v1/documents",
+            json={
+                "uri": "https://git.example/a/2.1/deploys.md",
+                "content": "# Deploys\n\nHow deploys roll out.",
+                "metadata": {"sourceIdentifier": "docs/a", "version": "2.1"},
+            },
+        )
+        assert written.status_code == 200, written.text
         rest = await client.post(
             "/api/v1/search",
             json={
