@@ -22,6 +22,7 @@ import pytest
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.deps import context_of
 from kbsearch.store.base import VectorStore
+from kbsearch.store.bm25 import Bm25Encoder
 from tests.fixtures.upgrade.make_fixture import HERE as FIXTURE_DIR
 from tests.searchsvc.services.rebuild.test_rebuild import rebuild_status, search_uris, wait_for
 from tests.support.previous_release import extract
@@ -132,8 +133,9 @@ async def test_todays_release_on_the_previous_releases_versioned_data_rebuilds_a
     store = make_store("edge", data, COLLECTION)
     async with running_service("edge", data, store=store, collection=COLLECTION, rebuild_pause_ms=20) as client:
         status = await rebuild_status(client)
-        today = MarkdownChunker().fingerprint.split(";")[0] + ";"  # today's chunker version
-        assert "markdown-v1;" in status["reason"] and today in status["reason"], status
+        # The first difference is named: the previous release's keyword encoder against today's (the chunker
+        # differs too, and is checked on the swapped collection below).
+        assert "sparse=kb-bm25-en-v2]" in status["reason"] and f"sparse={Bm25Encoder.name}]" in status["reason"], status
         done = await wait_for(client, {"idle", "refused"}, searching="kafka consumer group lag")
         assert "building" in done["seen"], "no search ran while the rebuild was building"
         # Swapped by itself: no forced step, the self-check passed.
