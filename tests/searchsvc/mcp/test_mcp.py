@@ -20,7 +20,6 @@ from kbsearch.api.resource_metadata import metadata
 from kbsearch.deps import context_of
 from kbsearch.settings import Settings
 from tests.searchsvc.api_fixtures import sections
-from tests.searchsvc.services.documents.test_sync_status import report, status_path
 from tests.support.formatfiles import pdf_pages
 from tests.support.mcpclient import ACCEPT, everything, mcp_client, rpc, text_of
 from tests.support.scoped_access import (
@@ -38,6 +37,7 @@ from tests.support.scoped_access import (
 )
 from tests.support.service import BASE_URL, running_service
 from tests.support.service_process import ServiceProcess
+from tests.support.sync_reports import report, status_path
 
 LONG = "https://git.example/a/handbook.md"
 LONG_CONTENT = "---\ntitle: The handbook\n---\n# The handbook\n\n" + sections(12, words="delta epsilon zeta")

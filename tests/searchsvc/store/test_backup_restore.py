@@ -10,8 +10,8 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from tests.searchsvc.services.documents.test_sync_status import report, status_path
 from tests.support.service_process import ServiceProcess
+from tests.support.sync_reports import report, status_path
 
 TOKEN = "backup-admin-token-123"
 AUTH = {"authorization": f"Bearer {TOKEN}"}

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from kbsearch.services.documents.reads import DocumentReads
-from tests.searchsvc.services.documents.test_sync_status import report, status_path
 from tests.support.mcpclient import ACCEPT, rpc
 from tests.support.scoped_access import A_WRITER, ADMIN, NOBODY, TEAM_A, TOKENS, bearer
 from tests.support.service import STORE_KINDS, running_service
+from tests.support.sync_reports import report, status_path
 
 A_SOURCE, B_SOURCE = "team-a/docs", "team-b/docs"
 A_GUIDES = {f"https://git.example/a/guides/g{i}.md": f"Guide {i}" for i in range(5)}

@@ -12,8 +12,8 @@ from kbsearch.schemas.sources import MAX_REPORTED_FILES
 from tests.searchsvc.api_fixtures import put
 from tests.support.scoped_access import bearer, entry, tokens_yaml
 from tests.support.service import STORE_KINDS, running_service
+from tests.support.sync_reports import SOURCE, report, status_path
 
-SOURCE = "team-a/docs"
 ADMIN, A_WRITER, A_READER, B_WRITER = "admin-tok-1", "a-writer-tok-2", "a-reader-tok-3", "b-writer-tok-4"
 TOKENS = tokens_yaml(
     entry("admin", ADMIN, '["*"]', write=True),
@@ -21,25 +21,6 @@ TOKENS = tokens_yaml(
     entry("team-a-reader", A_READER, '["team-a/*"]'),
     entry("team-b-writer", B_WRITER, '["team-b/*"]', write=True),
 )
-
-
-def report(**changes: object) -> dict[str, object]:
-    body: dict[str, object] = {
-        "commit": "0123456789abcdef0123456789abcdef01234567",
-        "phase": "partial",
-        "documents": 2,
-        "added": 2,
-        "failedFiles": [{"path": "docs/broken.md", "reason": "not ingested: 503 STORE_UNAVAILABLE"}],
-        "skippedFiles": [{"path": "big.md", "reason": "refused by the search service", "code": "DOCUMENT_TOO_LARGE"}],
-        "syncedAt": "2026-11-24T10:00:00Z",
-        "nextSyncAt": "2026-11-24T11:00:00+01:00",
-        "message": "1 document failed",
-    }
-    return body | changes
-
-
-def status_path(source: str = SOURCE) -> str:
-    return f"/api/v1/sources/{quote(source, safe='')}/status"
 
 
 async def sources(client: httpx.AsyncClient, token: str | None = None) -> dict[str, dict]:
