@@ -8,7 +8,7 @@ import re
 
 from kbsearch.services.answers.citations import RetrievalLedger
 from kbsearch.services.answers.extractive import MAX_BLOCK_LINES, _bounded_code
-from tests.searchsvc.services.answers.test_extractive_answers import answer, hit
+from tests.searchsvc.services.answers.support import answer, hit
 
 FAQ = """## Installing
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from kbsearch.chunker.mdblocks import markdown_blocks
-from kbsearch.models import SearchHit
-from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger
-from kbsearch.services.answers.extractive import MAX_CANDIDATES, Extract, answer_pieces, extract
+from kbsearch.services.answers.citations import RetrievalLedger
+from kbsearch.services.answers.extractive import MAX_CANDIDATES, extract
+from tests.searchsvc.services.answers.support import answer, hit
 from tests.support.hashing import HashingEmbedder
 
 SYNC_OPTIONS = """## Create Namespace
@@ -60,35 +60,6 @@ Argo CD checks the health of every resource it deploys after each sync.
 Custom health checks for custom resources are written in Lua by the operator.
 The health of an application is the worst health of its resources.
 """
-
-
-def hit(n: int, content: str, uri: str | None = None) -> SearchHit:
-    return SearchHit(
-        id=f"chunk-{n}",
-        score=1.0,
-        uri=uri or f"https://git.example/docs/{n}.md",
-        chunk_index=0,
-        total_chunks=1,
-        content=content,
-        title="Argo CD docs",
-        headings=[],
-        metadata={},
-        source_identifier="docs",
-    )
-
-
-async def answer(question: str, *chunks: str, max_sentences: int = 3) -> tuple[str, list[Extract]]:
-    """The answer text as ask streams it (markers verified), and the passages chosen."""
-    ledger = RetrievalLedger()
-    ledger.add(hit(n, content) for n, content in enumerate(chunks, start=1))
-    extracts = await extract(
-        question, ledger, HashingEmbedder(dimensions=1024), max_sentences=max_sentences, min_similarity=-1.0
-    )
-    citations = CitationFilter(lambda n: n in ledger)
-    for text, verbatim in answer_pieces(extracts):
-        citations.verbatim(text) if verbatim else citations.feed(text)
-    citations.finish()
-    return citations.text, extracts
 
 
 async def test_a_sentence_ending_with_a_colon_brings_its_code_block_fenced_and_verbatim():
