@@ -24,9 +24,9 @@ from kbsearch.deps import context_of
 from kbsearch.store.base import VectorStore
 from kbsearch.store.bm25 import Bm25Encoder
 from tests.fixtures.upgrade.make_fixture import HERE as FIXTURE_DIR
-from tests.searchsvc.services.rebuild.test_rebuild import rebuild_status, search_uris, wait_for
 from tests.support.previous_release import extract
 from tests.support.randomembed import RandomEmbeddings
+from tests.support.rebuilds import rebuild_status, search_uris, wait_for
 from tests.support.service import configured_service, make_store, running_service, settings_of
 from tests.support.service_process import ServiceProcess
 

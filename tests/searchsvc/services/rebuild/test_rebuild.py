@@ -7,7 +7,6 @@ while it builds the new collection, then swap it in complete.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import time
@@ -30,6 +29,7 @@ from tests.support.formatfiles import code_cell, docx_file, markdown_cell, noteb
 from tests.support.hashing import HashingEmbedder
 from tests.support.randomembed import MODEL as RANDOM_MODEL
 from tests.support.randomembed import RandomEmbeddings
+from tests.support.rebuilds import rebuild_status, search_uris, wait_for
 from tests.support.service import STORE_KINDS, configured_service, make_store, running_service, scraped, settings_of
 from tests.support.service_process import ServiceProcess
 
@@ -90,37 +90,6 @@ async def put(client: httpx.AsyncClient, uri: str, content: str, source: str = "
     body = {"uri": uri, "content": content, "metadata": {"sourceIdentifier": source}}
     response = await client.put("/api/v1/documents", json=body)
     assert response.status_code == 200, response.text
-
-
-async def rebuild_status(client: httpx.AsyncClient) -> dict:
-    response = await client.get("/api/v1/status")
-    assert response.status_code == 200, response.text
-    rebuild: dict = response.json()["rebuild"]
-    return rebuild
-
-
-async def search_uris(client: httpx.AsyncClient, query: str, mode: str = "hybrid") -> list[str]:
-    response = await client.post("/api/v1/search", json={"query": query, "limit": 10, "mode": mode})
-    assert response.status_code == 200, response.text
-    return list(dict.fromkeys(r["uri"] for r in response.json()["results"]))
-
-
-async def wait_for(client: httpx.AsyncClient, states: set[str], *, searching: str | None = None) -> dict:
-    """Poll the rebuild until it reaches one of `states`, searching meanwhile; every search must answer."""
-    seen: list[str] = []
-    deadline = time.monotonic() + 300  # a bound for a stuck rebuild, not a speed requirement
-    while time.monotonic() < deadline:
-        status = await rebuild_status(client)
-        seen.append(status["state"])
-        if status["state"] in states and (status["state"] != "idle" or status["finishedAt"]):
-            status["seen"] = seen
-            return status
-        if status["state"] == "failed":
-            raise AssertionError(f"the rebuild failed: {status['message']}")
-        if searching is not None:
-            assert await search_uris(client, searching), f"no results for {searching!r} while {status['state']}"
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"the rebuild never reached {states}: {seen[-5:]}")
 
 
 class SharedQdrant:
