@@ -6,7 +6,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -23,17 +22,12 @@ from kbsearch.context import build_context
 from kbsearch.deps import AppParts
 from kbsearch.deps import install as install_parts
 from kbsearch.embedders.base import EmbeddingProvider
-from kbsearch.errors import ConfigurationError
+from kbsearch.factory import Factory
 from kbsearch.llm.chat import ChatClient
 from kbsearch.mcp.http import McpFace
 from kbsearch.metrics import Metrics, metrics_listener
 from kbsearch.models import CollectionSignature
-from kbsearch.services.access.auth import Authenticator
-from kbsearch.services.access.tokens import StaticTokens, legacy_entries
-
-if TYPE_CHECKING:
-    from kbsearch.services.access.kubernetes import KubernetesAuth
-from kbsearch.settings import AuthSettings, Settings
+from kbsearch.settings import Settings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.querylog import QueryLogStore
 
@@ -54,7 +48,8 @@ def create_app(
     settings would build (tests)."""
     settings = settings or Settings()
     metrics = Metrics()
-    authenticator = build_authenticator(settings.auth)  # a malformed tokens file stops start-up here
+    factory = Factory(settings, metrics)
+    authenticator = factory.create_authenticator()  # a malformed tokens file stops start-up here
 
     parts = AppParts(settings=settings, metrics=metrics, authenticator=authenticator)
 
@@ -73,8 +68,7 @@ def create_app(
     @asynccontextmanager
     async def serving(app: FastAPI) -> AsyncIterator[None]:
         context = await build_context(
-            settings,
-            metrics,
+            factory,
             store=store,
             embedder=embedder,
             chat=chat,
@@ -145,35 +139,3 @@ def memory_limit_bytes(configured_mb: int, cgroup: Path = Path("/sys/fs/cgroup/m
     except OSError:  # no cgroup v2 here (a laptop, cgroup v1)
         return None
     return int(value) if value.isdigit() else None  # "max": no limit
-
-
-def build_authenticator(auth: AuthSettings) -> Authenticator:
-    secret = auth.api_token.get_secret_value() if auth.api_token else None
-    read = auth.read_token.get_secret_value() if auth.read_token else None
-    tokens = StaticTokens(auth.tokens_file, legacy_entries(secret, read))
-    return Authenticator(
-        tokens,
-        reads_need_token=auth.authenticates or read is not None,
-        writes_need_token=not auth.writes_open,
-        kubernetes=_kubernetes_auth(auth) if auth.auth_mode == "kubernetes" else None,
-    )
-
-
-def _kubernetes_auth(auth: AuthSettings) -> KubernetesAuth:
-    from kbsearch.services.access.kubernetes import KubernetesAuth  # the client is slow to import; tokens mode skips it
-
-    try:
-        return KubernetesAuth.from_environment(
-            audiences=auth.audiences,
-            writers=auth.writers,
-            cache_seconds=auth.auth_cache_seconds,
-            cache_size=auth.auth_cache_size,
-            timeout_s=auth.auth_timeout_seconds,
-            negative_cache_seconds=auth.auth_negative_cache_seconds,
-            max_reviews_in_flight=auth.auth_max_reviews_in_flight,
-            max_reviews_per_client=auth.auth_max_reviews_per_client,
-        )
-    except Exception as exc:  # noqa: BLE001 - the client's configuration errors have no common base
-        raise ConfigurationError(
-            f"SEARCHSVC_AUTH_MODE=kubernetes: no Kubernetes API configuration (in-cluster or KUBECONFIG): {exc}"
-        ) from None
