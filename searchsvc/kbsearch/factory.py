@@ -7,6 +7,7 @@ constructor (tests/test_layout.py holds it), so following one setting means read
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.access.tokens import StaticTokens, legacy_entries
 from kbsearch.services.answers.ask import AskService
 from kbsearch.services.documents.budget import DocumentBudget, DocumentWork
+from kbsearch.services.documents.prep import DocumentPreparer
 from kbsearch.services.documents.reads import DocumentReads
 from kbsearch.services.documents.service import DocumentService
 from kbsearch.services.documents.syncstatus import SyncStatusService
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
 __all__ = ["Factory"]
 
 log = logging.getLogger(__name__)
+
+# A rebuild's shadow takes any document the live collection holds, whatever today's size limit.
+UNLIMITED_BYTES = 1 << 40
 
 
 class Factory:
@@ -180,7 +185,24 @@ class Factory:
             catalog=catalog,
             max_source_bytes=documents.max_source_bytes,
             work=work,
+            prep=self.create_document_preparer(
+                serving,
+                work,
+                max_document_bytes=documents.max_document_bytes,
+                max_source_bytes=documents.max_source_bytes,
+            ),
             max_pending_writes_per_writer=documents.max_pending_writes_per_writer,
+        )
+
+    def create_document_preparer(
+        self, serving: Serving, work: DocumentWork, *, max_document_bytes: int, max_source_bytes: int
+    ) -> DocumentPreparer:
+        return DocumentPreparer(
+            serving=serving,
+            metrics=self.metrics,
+            work=work,
+            max_document_bytes=max_document_bytes,
+            max_source_bytes=max_source_bytes,
         )
 
     def create_document_reads(self, serving: Serving, catalog: SourceCatalog) -> DocumentReads:
@@ -320,7 +342,44 @@ class Factory:
             insights=insights,
             metrics=self.metrics,
             target=target,
+            shadow_documents=functools.partial(self.create_shadow_documents, serving, target, documents.work),
+            shadow_search=functools.partial(self.create_shadow_search, serving, target, search),
             pause_s=rebuilds.rebuild_pause_ms / 1000,
             margin=rebuilds.rebuild_check_margin,
             check_queries=rebuilds.rebuild_check_queries,
+        )
+
+    def create_shadow_serving(self, serving: Serving, target: Target, shadow: VectorStore) -> Serving:
+        """The shadow collection, served by the configured embedder, encoder and chunker."""
+        return self.create_serving(shadow, target.embedder, serving.sparse, serving.chunker, target.signature)
+
+    def create_shadow_documents(
+        self, serving: Serving, target: Target, work: DocumentWork, shadow: VectorStore
+    ) -> DocumentService:
+        """The rebuild's writer into its shadow: any document the live collection holds, whatever today's
+        size limit, with the serving converter and budget (re-chunking takes turns with live writes)."""
+        shadow_serving = self.create_shadow_serving(serving, target, shadow)
+        return DocumentService(
+            serving=shadow_serving,
+            metrics=self.metrics,
+            max_document_bytes=UNLIMITED_BYTES,
+            max_pending_writes=1 << 30,
+            catalog=self.create_catalog(shadow),
+            work=work,
+            prep=self.create_document_preparer(
+                shadow_serving, work, max_document_bytes=UNLIMITED_BYTES, max_source_bytes=UNLIMITED_BYTES
+            ),
+            max_source_bytes=UNLIMITED_BYTES,
+        )
+
+    def create_shadow_search(
+        self, serving: Serving, target: Target, search: SearchService, shadow: VectorStore
+    ) -> SearchService:
+        """The search a rebuild's self-check runs on its shadow: the live search's fusion, nothing logged."""
+        return SearchService(
+            serving=self.create_shadow_serving(serving, target, shadow),
+            metrics=self.metrics,
+            fusion=search.fusion,
+            candidates=search.candidates,
+            catalog=self.create_catalog(shadow),
         )

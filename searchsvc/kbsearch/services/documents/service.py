@@ -15,7 +15,6 @@ from typing import Any
 from kbsearch.aio.locks import KeyedLocks, SharedExclusiveLocks
 from kbsearch.aio.runtime import in_thread, run_to_completion, store_call
 from kbsearch.commands import DocumentWrite, DocumentWritten, WriteStatus
-from kbsearch.convert import ConversionWorker
 from kbsearch.errors import (
     ConflictError,
     OverloadedError,
@@ -99,9 +98,9 @@ class DocumentService:
         max_document_bytes: int,
         max_pending_writes: int,
         catalog: SourceCatalog,
-        converter: ConversionWorker | None = None,
+        work: DocumentWork,
+        prep: DocumentPreparer,
         max_source_bytes: int | None = None,
-        work: DocumentWork | None = None,
         max_pending_writes_per_writer: int | None = None,
     ) -> None:
         self.serving = serving  # the store, embedder and chunker; a rebuild's mirror while one runs
@@ -110,20 +109,14 @@ class DocumentService:
         self.max_document_bytes = max_document_bytes
         self.max_source_bytes = max_source_bytes if max_source_bytes is not None else max_document_bytes
         # Conversions and chunking: off the shared thread pool, in turns by writer, within a budget.
-        self.work = work if work is not None else DocumentWork(serving.chunker, converter)
+        self.work = work
         self.max_pending_writes = max_pending_writes
         self.max_pending_writes_per_writer = max_pending_writes_per_writer or max_pending_writes
         self._pending_by_writer: dict[str, int] = {}
         self._uri_locks = KeyedLocks()
         self._source_gates = SharedExclusiveLocks()
         self._pending = 0
-        self._prep = DocumentPreparer(
-            serving=serving,
-            metrics=metrics,
-            work=self.work,
-            max_document_bytes=self.max_document_bytes,
-            max_source_bytes=self.max_source_bytes,
-        )
+        self._prep = prep  # checks, converts, chunks and embeds what a write stores
         self._writes = SharedExclusiveLocks()
 
     @property

@@ -31,6 +31,7 @@ import functools
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,14 +41,14 @@ from kbsearch.convert.formats import MARKDOWN
 from kbsearch.errors import ConflictError
 from kbsearch.metrics import Metrics
 from kbsearch.models import INCOMPLETE, CollectionSignature, DocumentChunk, DocumentRecord
-from kbsearch.services.access.scope import Caller, SourceCatalog, SourceScope
+from kbsearch.services.access.scope import Caller, SourceScope
 from kbsearch.services.documents.reads import join_chunks
 from kbsearch.services.documents.repair import repair
 from kbsearch.services.documents.service import DocumentService, now
 from kbsearch.services.rebuild.selfcheck import DEPTH, CheckResult, build_check_set, self_check
 from kbsearch.services.search.insights import InsightsService
 from kbsearch.services.search.service import SearchService
-from kbsearch.services.serving import Served, Serving, Target
+from kbsearch.services.serving import Serving, Target
 from kbsearch.store import signature as sg
 from kbsearch.store.base import VectorStore
 
@@ -59,8 +60,6 @@ RebuildState = Literal["idle", "building", "checking", "refused", "swapping", "f
 # The rebuild writes and reads every source, as the service itself.
 REBUILDER = Caller("rebuild", True, SourceScope.everything())
 PAGE = 128  # live records read per listing call
-# The shadow takes any document the live collection holds, whatever today's size limit.
-UNLIMITED_BYTES = 1 << 40
 
 
 def rebuild_reason(
@@ -110,6 +109,8 @@ class RebuildService:
         insights: InsightsService | None,
         metrics: Metrics,
         target: Target,
+        shadow_documents: Callable[[VectorStore], DocumentService],
+        shadow_search: Callable[[VectorStore], SearchService],
         pause_s: float,
         margin: float,
         check_queries: int,
@@ -120,6 +121,9 @@ class RebuildService:
         self.insights = insights
         self.metrics = metrics
         self.target = target
+        # The services over a shadow collection, made by kbsearch.factory: a writer and a search.
+        self.shadow_documents = shadow_documents
+        self.shadow_search = shadow_search
         self.pause_s = pause_s
         self.margin = margin
         self.check_queries = check_queries
@@ -227,15 +231,7 @@ class RebuildService:
             await in_thread(repair, shadow)  # a write a kill -9 interrupted in the shadow
             # The serving path's converter (its limits, its slots): a PDF or notebook is converted
             # again from its stored bytes, the way it was when it was PUT.
-            self._shadow_docs = DocumentService(
-                serving=self._shadow_serving(shadow),
-                metrics=self.metrics,
-                max_document_bytes=UNLIMITED_BYTES,
-                max_pending_writes=1 << 30,
-                catalog=SourceCatalog(shadow),
-                work=self.documents.work,  # the serving converter and budget; re-chunking takes turns with live writes
-                max_source_bytes=UNLIMITED_BYTES,
-            )
+            self._shadow_docs = self.shadow_documents(shadow)
             self.serving.mirror_writes(self)
             await self._copy_all()
             await self._drop_deleted()
@@ -353,13 +349,7 @@ class RebuildService:
 
     async def _self_check(self) -> CheckResult:
         assert self._shadow is not None
-        shadow_search = SearchService(
-            serving=self._shadow_serving(self._shadow),
-            metrics=self.metrics,
-            fusion=self.search.fusion,
-            candidates=self.search.candidates,
-            catalog=SourceCatalog(self._shadow),
-        )
+        shadow_search = self.shadow_search(self._shadow)
         check = await build_check_set(self.live, self.search, self.insights, REBUILDER, queries=self.check_queries)
         return await self_check(self.search, shadow_search, check, REBUILDER, margin=self.margin)
 
@@ -380,18 +370,6 @@ class RebuildService:
             async with self.serving.exclusive():
                 await in_thread(self.live.adopt, staged)
                 self.serving.swap_to(self.target)
-
-    def _shadow_serving(self, shadow: VectorStore) -> Serving:
-        """The shadow collection, served by the configured embedder, encoder and chunker."""
-        return Serving(
-            Served(
-                store=shadow,
-                embedder=self.target.embedder,
-                sparse=self.serving.sparse,
-                chunker=self.serving.chunker,
-                signature=self.target.signature,
-            )
-        )
 
     async def _detach(self, *, drop: bool) -> None:
         self.serving.mirror_writes(None)
