@@ -180,10 +180,7 @@ class Factory:
         return DocumentService(
             serving=serving,
             metrics=self.metrics,
-            max_document_bytes=documents.max_document_bytes,
-            max_pending_writes=documents.max_pending_writes,
             catalog=catalog,
-            max_source_bytes=documents.max_source_bytes,
             work=work,
             prep=self.create_document_preparer(
                 serving,
@@ -191,7 +188,7 @@ class Factory:
                 max_document_bytes=documents.max_document_bytes,
                 max_source_bytes=documents.max_source_bytes,
             ),
-            max_pending_writes_per_writer=documents.max_pending_writes_per_writer,
+            settings=documents,
         )
 
     def create_document_preparer(
@@ -308,16 +305,12 @@ class Factory:
         )
 
     def create_ask_service(self, search: SearchService, serving: Serving, chat: ChatClient | None) -> AskService:
-        answers = self.settings.answers
         return AskService(
             search=search,
             serving=serving,
             chat=chat,
             metrics=self.metrics,
-            results_per_search=answers.ask_results_per_search,
-            min_similarity=answers.ask_min_similarity,
-            answer_sentences=answers.ask_answer_sentences,
-            timeout_s=answers.ask_timeout_s,
+            settings=self.settings.answers,
         )
 
     def create_sources(self, serving: Serving, reads: DocumentReads, search: SearchService) -> SourceService:
@@ -334,7 +327,6 @@ class Factory:
         target: Target,
     ) -> RebuildService:
         """Background rebuilds into a shadow collection made by the configured embedder, encoder and chunker."""
-        rebuilds = self.settings.rebuilds
         return RebuildService(
             serving=serving,
             documents=documents,
@@ -344,9 +336,7 @@ class Factory:
             target=target,
             shadow_documents=functools.partial(self.create_shadow_documents, serving, target, documents.work),
             shadow_search=functools.partial(self.create_shadow_search, serving, target, search),
-            pause_s=rebuilds.rebuild_pause_ms / 1000,
-            margin=rebuilds.rebuild_check_margin,
-            check_queries=rebuilds.rebuild_check_queries,
+            settings=self.settings.rebuilds,
         )
 
     def create_shadow_serving(self, serving: Serving, target: Target, shadow: VectorStore) -> Serving:
@@ -362,14 +352,15 @@ class Factory:
         return DocumentService(
             serving=shadow_serving,
             metrics=self.metrics,
-            max_document_bytes=UNLIMITED_BYTES,
-            max_pending_writes=1 << 30,
             catalog=self.create_catalog(shadow),
             work=work,
             prep=self.create_document_preparer(
                 shadow_serving, work, max_document_bytes=UNLIMITED_BYTES, max_source_bytes=UNLIMITED_BYTES
             ),
-            max_source_bytes=UNLIMITED_BYTES,
+            # The rebuild's copies never wait in the live queue's bounds.
+            settings=self.settings.documents.model_copy(
+                update={"max_pending_writes": 1 << 30, "max_pending_writes_per_writer": 1 << 30}
+            ),
         )
 
     def create_shadow_search(

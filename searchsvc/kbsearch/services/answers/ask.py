@@ -49,6 +49,7 @@ from kbsearch.services.answers.citations import CitationFilter, RetrievalLedger,
 from kbsearch.services.answers.extractive import Extract, answer_pieces, extract
 from kbsearch.services.search.service import SearchService
 from kbsearch.services.serving import Serving
+from kbsearch.settings import AskSettings
 
 log = logging.getLogger(__name__)
 
@@ -115,19 +116,13 @@ class AskService:
         serving: Serving,
         chat: ChatClient | None,
         metrics: Metrics,
-        results_per_search: int,
-        min_similarity: float,
-        answer_sentences: int,
-        timeout_s: float,
+        settings: AskSettings,
     ) -> None:
         self.search = search
         self.serving = serving  # the embedder that reads the sentences: the collection's
         self.chat = chat
         self.metrics = metrics
-        self.results_per_search = results_per_search
-        self.min_similarity = min_similarity
-        self.answer_sentences = answer_sentences
-        self.timeout_s = timeout_s
+        self.settings = settings
 
     @property
     def mode(self) -> Literal["llm", "extractive"]:
@@ -191,7 +186,7 @@ class AskService:
 
     async def _llm(self, run: _Run) -> AsyncGenerator[AskEvent]:
         assert self.chat is not None
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.settings.ask_timeout_s
         budget = run.request.max_searches
         messages = [
             ChatMessage("system", SYSTEM_PROMPT.format(searches=budget)),
@@ -267,8 +262,8 @@ class AskService:
                 run.ledger,
                 # The sentences the caller may read, in its own partition.
                 self.serving.embedder.partition(run.caller.partition),
-                max_sentences=self.answer_sentences,
-                min_similarity=self.min_similarity,
+                max_sentences=self.settings.ask_answer_sentences,
+                min_similarity=self.settings.ask_min_similarity,
             )
         # Citations are numbered in the order the answer reads them: [1] first, then [2]...; the chunks
         # the answer does not cite follow. The searches are announced once the numbers are final.
@@ -306,7 +301,7 @@ class AskService:
             search_filter = search_filter.model_copy(update={"uri_prefix": within})
         request = SearchRequest(
             query=query,
-            limit=self.results_per_search if within is None else PAGE_CHUNKS,
+            limit=self.settings.ask_results_per_search if within is None else PAGE_CHUNKS,
             filter=search_filter,
             collapse=within is None,
         ).to_command()

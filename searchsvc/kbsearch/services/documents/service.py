@@ -31,6 +31,7 @@ from kbsearch.services.documents.budget import DocumentWork, writer_of
 from kbsearch.services.documents.prep import DocumentPreparer, Prepared, Source
 from kbsearch.services.documents.versions import detect_version
 from kbsearch.services.serving import Serving
+from kbsearch.settings import DocumentSettings
 from kbsearch.store.base import VectorStore
 
 log = logging.getLogger(__name__)
@@ -95,23 +96,17 @@ class DocumentService:
         *,
         serving: Serving,
         metrics: Metrics,
-        max_document_bytes: int,
-        max_pending_writes: int,
         catalog: SourceCatalog,
         work: DocumentWork,
         prep: DocumentPreparer,
-        max_source_bytes: int | None = None,
-        max_pending_writes_per_writer: int | None = None,
+        settings: DocumentSettings,
     ) -> None:
         self.serving = serving  # the store, embedder and chunker; a rebuild's mirror while one runs
         self.catalog = catalog
         self.metrics = metrics
-        self.max_document_bytes = max_document_bytes
-        self.max_source_bytes = max_source_bytes if max_source_bytes is not None else max_document_bytes
         # Conversions and chunking: off the shared thread pool, in turns by writer, within a budget.
         self.work = work
-        self.max_pending_writes = max_pending_writes
-        self.max_pending_writes_per_writer = max_pending_writes_per_writer or max_pending_writes
+        self.settings = settings  # the queue's bounds; the sizes are the preparer's
         self._pending_by_writer: dict[str, int] = {}
         self._uri_locks = KeyedLocks()
         self._source_gates = SharedExclusiveLocks()
@@ -139,18 +134,18 @@ class DocumentService:
         require_writer(caller, request.source_identifier)
         document = self._prep.source(request)
         writer = writer_of(caller, request.source_identifier)
-        if self._pending >= self.max_pending_writes:
+        if self._pending >= self.settings.max_pending_writes:
             raise OverloadedError(
                 f"{self._pending} writes are already queued; retry later",
                 details={"retryAfterSeconds": 1},
             )
         mine = self._pending_by_writer.get(writer, 0)
-        if mine >= self.max_pending_writes_per_writer:
+        if mine >= self.settings.max_pending_writes_per_writer:
             # One team's backlog must leave room in the queue for the others' writes.
             raise OverloadedError(
                 f"{mine} writes of this writer are already queued; retry later",
                 code="TOO_MANY_WRITES",
-                details={"retryAfterSeconds": 1, "limit": self.max_pending_writes_per_writer},
+                details={"retryAfterSeconds": 1, "limit": self.settings.max_pending_writes_per_writer},
             )
         await self._require_writable()
         self._pending += 1

@@ -49,6 +49,7 @@ from kbsearch.services.rebuild.selfcheck import DEPTH, CheckResult, build_check_
 from kbsearch.services.search.insights import InsightsService
 from kbsearch.services.search.service import SearchService
 from kbsearch.services.serving import Serving, Target
+from kbsearch.settings import RebuildSettings
 from kbsearch.store import signature as sg
 from kbsearch.store.base import VectorStore
 
@@ -111,9 +112,7 @@ class RebuildService:
         target: Target,
         shadow_documents: Callable[[VectorStore], DocumentService],
         shadow_search: Callable[[VectorStore], SearchService],
-        pause_s: float,
-        margin: float,
-        check_queries: int,
+        settings: RebuildSettings,
     ) -> None:
         self.serving = serving  # the live collection's; its swap is one `replace`, its write hook our mirror
         self.documents = documents
@@ -124,9 +123,7 @@ class RebuildService:
         # The services over a shadow collection, made by kbsearch.factory: a writer and a search.
         self.shadow_documents = shadow_documents
         self.shadow_search = shadow_search
-        self.pause_s = pause_s
-        self.margin = margin
-        self.check_queries = check_queries
+        self.settings = settings
 
         self.state: RebuildState = "idle"
         self.reason: str | None = None
@@ -282,7 +279,7 @@ class RebuildService:
                         self.progress.copied += 1
                 self.progress.done += 1
                 self._publish()
-                await asyncio.sleep(self.pause_s)
+                await asyncio.sleep(self.settings.rebuild_pause_ms / 1000)
             if cursor is None:
                 return
 
@@ -350,8 +347,11 @@ class RebuildService:
     async def _self_check(self) -> CheckResult:
         assert self._shadow is not None
         shadow_search = self.shadow_search(self._shadow)
-        check = await build_check_set(self.live, self.search, self.insights, REBUILDER, queries=self.check_queries)
-        return await self_check(self.search, shadow_search, check, REBUILDER, margin=self.margin)
+        settings = self.settings
+        check = await build_check_set(
+            self.live, self.search, self.insights, REBUILDER, queries=settings.rebuild_check_queries
+        )
+        return await self_check(self.search, shadow_search, check, REBUILDER, margin=settings.rebuild_check_margin)
 
     async def _swap(self) -> None:
         """Writes wait from the last copies to the switch; searches only for the switch itself."""
