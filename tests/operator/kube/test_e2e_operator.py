@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from kboperator.crd import FINALIZER, PLURAL, SYNC_REQUEST_ANNOTATION
 from kbsearch.app import create_app
 from kbsearch.settings import Settings
+from tests.operator.kube.e2e_support import condition, has_event, synced_at
 from tests.operator.secrets import create_secret
 from tests.operator.world import CLUSTERWIDE, NAMESPACE, NAMESPACED, World
 from tests.support.hashing import HashingEmbedder
@@ -67,17 +67,6 @@ async def test_create_reaches_synced(world: World) -> None:
     assert other.get("docs") and not other.status("docs")
 
 
-def synced_at(world: World, name: str, commit: str) -> Callable[[], dict[str, Any] | None]:
-    """A check: the source is Synced at `commit`; returns its status."""
-
-    def check() -> dict[str, Any] | None:
-        status = world.api.status(name)
-        ok = status.get("phase") == "Synced" and status.get("lastSyncedCommit") == commit
-        return status if ok else None
-
-    return check
-
-
 async def reported(world: World, name: str) -> dict[str, Any]:
     """The sync status the operator reported to the service for a source.
 
@@ -90,15 +79,6 @@ async def reported(world: World, name: str) -> dict[str, Any]:
     assert found is not None and found["sync"] is not None, f"no sync report for {name}"
     sync: dict[str, Any] = found["sync"]
     return sync
-
-
-async def has_event(world: World, name: str, reason: str) -> None:
-    """Events are posted in the background: wait for one with this reason."""
-    await eventually(lambda: reason in [e["reason"] for e in world.api.events(name)], what=f"event {reason}")
-
-
-def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next(c for c in status.get("conditions", []) if c["type"] == kind)
 
 
 @both_modes

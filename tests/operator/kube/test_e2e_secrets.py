@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.operator.kube.test_e2e_operator import condition, has_event, synced_at
+from tests.operator.kube.e2e_support import condition, has_event, synced_at
 from tests.operator.secrets import create_secret, delete_secret
 from tests.operator.world import World
 from tests.support.kube import eventually

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from kboperator.kube.webhooks import hook_path
-from tests.operator.kube.test_e2e_operator import synced_at
+from tests.operator.kube.e2e_support import synced_at
 from tests.operator.secrets import create_secret
 from tests.operator.world import NAMESPACE, World
 from tests.support.kube import eventually

@@ -1,7 +1,8 @@
 """MCP in Kubernetes mode: the same TokenReview identities and scope as REST, and a 503 stays a 503.
 
-The app runs in-process (the kmock API server answers the reviews, as in test_kubernetes_access);
-the requests are raw JSON-RPC POSTs to /mcp, which stateless mode serves without a handshake.
+The app runs in-process (the kmock API server answers the reviews, as in test_kubernetes_access; both
+read tests/support/kubernetes_mode.py); the requests are raw JSON-RPC POSTs to /mcp, which stateless
+mode serves without a handshake.
 """
 
 from __future__ import annotations
@@ -12,16 +13,15 @@ import time
 
 import httpx
 
-from tests.searchsvc.services.access.test_kubernetes_access import (
+from tests.support.kube_reviews import jwt_token
+from tests.support.kubernetes_mode import (
     AGENT_A,
     B_WORD,
     STRANGER,
     WRITER,
     bearer,
     kubernetes_service,
-    reviews,  # noqa: F401  # a fixture
 )
-from tests.support.kube_reviews import jwt_token
 from tests.support.mcpclient import ACCEPT, rpc
 
 HEADERS = {"accept": ACCEPT, "host": "127.0.0.1:8000"}
@@ -38,7 +38,7 @@ async def tool_names(client: httpx.AsyncClient, token: str) -> set[str]:
     return {tool["name"] for tool in response.json()["result"]["tools"]}
 
 
-async def test_kubernetes_identities_get_their_scope_and_their_tools(reviews, kubeconfig, tmp_path):  # noqa: F811
+async def test_kubernetes_identities_get_their_scope_and_their_tools(reviews, kubeconfig, tmp_path):
     async with kubernetes_service(tmp_path / "data") as client:
         response = await call_tool(client, AGENT_A, "list_sources")
         assert response.status_code == 200, response.text
@@ -56,7 +56,7 @@ async def test_kubernetes_identities_get_their_scope_and_their_tools(reviews, ku
         assert invalid.status_code == 401 and invalid.headers["www-authenticate"].startswith("Bearer")
 
 
-async def test_a_failing_review_api_is_503_on_mcp_never_an_empty_answer(reviews, kubeconfig, tmp_path):  # noqa: F811
+async def test_a_failing_review_api_is_503_on_mcp_never_an_empty_answer(reviews, kubeconfig, tmp_path):
     async with kubernetes_service(tmp_path / "data") as client:
         assert (await call_tool(client, AGENT_A, "list_sources")).status_code == 200
         reviews.failing = True

@@ -27,34 +27,11 @@ from kbsearch.store.edge.optimize import IndexOptions
 from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.factory import build_store
 from tests.searchsvc.conftest import TEST_SIGNATURE
+from tests.searchsvc.store.edge_index_support import fill, open_store
 from tests.searchsvc.store.support import EMBEDDER, ingest, sparse_query
 from tests.support.paths import REPO_ROOT
 
-SMALL_SEGMENTS = IndexOptions(threshold=1, threads=1, indexing_threshold_kb=1)
 QUERIES = ["alpha beta", "gamma delta release notes", "kubernetes operator sync", "zeta"]
-WORDS = [
-    *("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda"),
-    *("kubernetes", "operator", "sync", "release", "notes", "index", "shard", "segment", "vector", "graph"),
-    *("search", "query", "token", "chunk", "source", "branch", "commit", "secret", "volume", "pod", "service"),
-]
-
-
-def open_store(data_dir: Path, **kwargs) -> EdgeStore:
-    kwargs.setdefault("index", SMALL_SEGMENTS)
-    kwargs.setdefault("index_interval_s", 3600)  # the tests call build_now themselves
-    store = EdgeStore(data_dir, "test", **kwargs)
-    store.open(TEST_SIGNATURE)
-    return store
-
-
-def fill(store: EdgeStore, documents: int, *, first: int = 0) -> None:
-    for d in range(first, first + documents):
-        # Varied lengths and term counts, so that keyword scores rarely tie.
-        texts = [
-            " ".join(WORDS[(d * d * 7 + c * 13 + k * k * 3) % len(WORDS)] for k in range(4 + (d + c) % 9)) + f" doc{d}"
-            for c in range(5)
-        ]
-        ingest(store, f"docs/{d}.md", texts)
 
 
 def answers(store: EdgeStore) -> dict[tuple[str, str], tuple[list[float], list[str]]]:
@@ -273,7 +250,7 @@ def test_a_service_killed_during_a_build_reopens_with_every_write_and_no_stale_c
     script = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from tests.searchsvc.store.test_edge_index import fill, open_store\n"
+        "from tests.searchsvc.store.edge_index_support import fill, open_store\n"
         "store = open_store(Path(sys.argv[1]), flush_interval_s=3600)\n"  # never fsync'ed by the flusher
         "fill(store, 20)\n"
         "def die(event, pid):\n"

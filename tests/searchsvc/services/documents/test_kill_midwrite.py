@@ -33,17 +33,16 @@ import httpx
 
 import kbsearch
 from kbsearch.chunker import MarkdownChunker
-from kbsearch.models import INCOMPLETE, CollectionSignature
-from kbsearch.store.bm25 import Bm25Encoder
+from kbsearch.models import INCOMPLETE
 from kbsearch.store.edge.store import EdgeStore
 from tests.searchsvc.api_fixtures import sections
+from tests.searchsvc.services.documents.support import SIGNATURE
 from tests.support.paths import REPO_ROOT
 from tests.support.service_process import ServiceProcess
 
 SOURCE = "killed"
 URIS = [f"docs/doc-{i}.md" for i in range(4)]
 ROUNDS = 6
-SIGNATURE = CollectionSignature("hashing", "hashing-v1", 64, Bm25Encoder.name)
 CHUNKER = MarkdownChunker(500, 800, 0)  # the service's chunking with the local embedder's defaults
 
 
@@ -219,7 +218,7 @@ def test_edge_keeps_every_update_after_a_kill_before_any_fsync(tmp_path: Path):
     script = (
         "import os, signal, sys\n"
         "from kbsearch.store.edge.store import EdgeStore\n"
-        "from tests.searchsvc.services.documents.test_kill_midwrite import SIGNATURE\n"
+        "from tests.searchsvc.services.documents.support import SIGNATURE\n"
         "from tests.searchsvc.store.support import ingest\n"
         "store = EdgeStore(sys.argv[1], 'knowledge', flush_interval_s=3600)\n"  # never fsync'ed by us
         "store.open(SIGNATURE)\n"
