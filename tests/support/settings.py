@@ -1,4 +1,4 @@
-"""The service's factories fed from one flat `Settings(...)`, as kbsearch.context feeds them its sections."""
+"""The service's factories fed from one flat `Settings(...)`, as kbsearch.factory feeds them their sections."""
 
 from __future__ import annotations
 

@@ -131,7 +131,7 @@ class HttpSettings(Section):
 
 
 class AuthSettings(Section):
-    """Who may call: static tokens, the tokens file, Kubernetes TokenReviews (kbsearch.app.build_authenticator)."""
+    """Who may call: static tokens, the tokens file, Kubernetes TokenReviews (Factory.create_authenticator)."""
 
     api_token: SecretStr | None = Field(None, description="Bearer token required for writes.")
     read_token: SecretStr | None = Field(
