@@ -10,15 +10,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import qdrant_edge
 
-import kbsearch
 from kbsearch.models import Fusion, SearchFilter, SearchHit
 from kbsearch.settings import Settings
 from kbsearch.store.edge.indexer import BuildOutcome
@@ -29,7 +26,7 @@ from kbsearch.store.factory import build_store
 from tests.searchsvc.conftest import TEST_SIGNATURE
 from tests.searchsvc.store.edge_index_support import fill, open_store
 from tests.searchsvc.store.support import EMBEDDER, ingest, sparse_query
-from tests.support.paths import REPO_ROOT
+from tests.support.children import run_python
 
 QUERIES = ["alpha beta", "gamma delta release notes", "kubernetes operator sync", "zeta"]
 
@@ -261,11 +258,7 @@ def test_a_service_killed_during_a_build_reopens_with_every_write_and_no_stale_c
         "store.indexer.on_child = die\n"
         "store.indexer.build_now()\n"
     )
-    root = REPO_ROOT
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(kbsearch.__file__).resolve().parents[1]), str(root)])}
-    parent = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)], env=env, cwd=root, capture_output=True, timeout=300
-    )
+    parent = run_python(script, str(tmp_path), timeout=300)
     assert parent.returncode == -9, parent.stderr
     assert (tmp_path / "test@1").is_dir()  # the copy the killed build left
     child = int((tmp_path / "child.pid").read_text())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import os
 import socket
 import subprocess
 import sys
@@ -18,7 +17,6 @@ from pathlib import Path
 import pytest
 import qdrant_edge
 
-import kbsearch
 from kbsearch.errors import ConfigurationError, InvalidRequestError, StoreUnavailableError
 from kbsearch.models import (
     INCOMPLETE,
@@ -53,7 +51,7 @@ from tests.searchsvc.store.support import (
     put_record,
     sparse_query,
 )
-from tests.support.paths import REPO_ROOT
+from tests.support.children import child_env
 
 
 def search(
@@ -100,12 +98,6 @@ def test_a_reopened_store_keeps_its_data(store_opener: StoreOpener):
     assert reopened.count() == (1, 2)
     assert reopened.reusable_vectors("docs/a.md", ["hash-docs/a.md-0"]) == vectors
     assert [h.uri for h in search(reopened, "gamma delta", mode="keyword")] == ["docs/a.md"]
-
-
-def child_env() -> dict[str, str]:
-    """Environment for a child Python that imports kbsearch and these tests, however installed."""
-    paths = [str(Path(kbsearch.__file__).resolve().parents[1]), str(REPO_ROOT)]
-    return os.environ | {"PYTHONPATH": os.pathsep.join(paths)}
 
 
 def test_edge_writes_survive_a_killed_process(tmp_path: Path):

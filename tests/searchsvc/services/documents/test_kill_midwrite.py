@@ -20,9 +20,7 @@ Where the kill lands varies from run to run; what is checked does not.
 from __future__ import annotations
 
 import hashlib
-import os
 import random
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,13 +29,12 @@ from pathlib import Path
 
 import httpx
 
-import kbsearch
 from kbsearch.chunker import MarkdownChunker
 from kbsearch.models import INCOMPLETE
 from kbsearch.store.edge.store import EdgeStore
 from tests.searchsvc.api_fixtures import sections
 from tests.searchsvc.services.documents.support import SIGNATURE
-from tests.support.paths import REPO_ROOT
+from tests.support.children import run_python
 from tests.support.service_process import ServiceProcess
 
 SOURCE = "killed"
@@ -226,11 +223,7 @@ def test_edge_keeps_every_update_after_a_kill_before_any_fsync(tmp_path: Path):
         "    ingest(store, f'docs/{i}.md', [f'text {i}'])\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    root = REPO_ROOT
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(kbsearch.__file__).resolve().parents[1]), str(root)])}
-    child = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)], env=env, cwd=root, capture_output=True, timeout=120
-    )
+    child = run_python(script, str(tmp_path), timeout=120)
     assert child.returncode == -9, child.stderr
     store = EdgeStore(tmp_path, "knowledge")
     store.open(SIGNATURE)
