@@ -71,7 +71,7 @@ JITTER = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_secon
 DUE = "2024-05-01T11:59:00Z"  # a nextSyncTime already past at NOW
 REF_DEV = dict(SPEC, repository={"url": SPEC["repository"]["url"], "ref": "dev"})  # another document set
 BAD_REF = {"repository": {"url": "https://github.com/acme/docs", "ref": "a..b"}}
-W, SU, INV, RE, ST, AN, SY, KEEP, DEL = (
+W, SU, INV, RE, ST, AN, SY, KEEP, DEL, CD = (
     Action.WAIT,
     Action.SUSPEND,
     Action.INVALID,
@@ -81,6 +81,7 @@ W, SU, INV, RE, ST, AN, SY, KEEP, DEL = (
     Action.SYNC,
     Action.RETAIN,
     Action.DELETE,
+    Action.CHECK_DRIFT,
 )
 FIRST, ANNOUNCED, REQUESTED, CHANGED, SCHEDULED = (
     Trigger.FIRST_SYNC,
@@ -89,6 +90,11 @@ FIRST, ANNOUNCED, REQUESTED, CHANGED, SCHEDULED = (
     Trigger.SPEC_CHANGED,
     Trigger.SCHEDULED,
 )
+
+
+BASELINE = {"collectionEpoch": "e1", "expectedDocumentCount": 3}
+DRIFTED = [{"type": "DriftDetected", "status": "True", "reason": "ServiceDrifted", "message": "why",
+            "lastTransitionTime": "t"}]  # fmt: skip
 
 
 def deleted(spec: dict[str, Any]) -> dict[str, Any]:
@@ -282,6 +288,31 @@ TRANSITIONS: list[tuple[str, dict[str, Any], dict[str, Any], OperatorSettings, b
         False,
         (AN, True, SCHEDULED, None),
     ),
+    ("synced with a baseline, drift check due", body(), synced(**BASELINE), SETTINGS, False, (CD, False, None, None)),
+    (
+        "drift found, policy Auto",
+        body(),
+        synced(**BASELINE, conditions=DRIFTED),
+        SETTINGS,
+        False,
+        (AN, True, Trigger.DRIFTED, None),
+    ),
+    (
+        "drift found, policy Manual: checks go on",
+        body(dict(SPEC, driftPolicy="Manual")),
+        synced(**BASELINE, conditions=DRIFTED),
+        SETTINGS,
+        False,
+        (CD, False, None, None),
+    ),
+    (
+        "policy Ignore: no check",
+        body(dict(SPEC, driftPolicy="Ignore")),
+        synced(**BASELINE),
+        SETTINGS,
+        False,
+        (W, False, None, 1800),
+    ),
 ]
 
 
@@ -297,7 +328,7 @@ def test_every_transition(
 ) -> None:
     decision = decide_on(obj, typed(status), settings, NOW, restarted=restarted)
     assert (decision.action, decision.full, decision.trigger, decision.wait) == expected
-    assert (decision.source is not None) == (decision.action in (RE, ST, AN, SY))
+    assert (decision.source is not None) == (decision.action in (RE, ST, AN, SY, CD))
     assert bool(decision.error) == (decision.action is INV)
 
 
@@ -313,6 +344,7 @@ def test_the_trigger_is_shown_as_before() -> None:
         "announced",
         "requested at None",
         "spec changed",
+        "drift detected",
         "scheduled",
     ]
 
@@ -331,6 +363,9 @@ def test_the_reasons_are_the_strings_users_see() -> None:
         "SyncEnded",
         "SyncStopped",
         "SyncInterrupted",
+        "ServiceDrifted",
+        "NoDrift",
+        "DriftRepaired",
         "Pending",
         "Suspended",
         "SyncSucceeded",
