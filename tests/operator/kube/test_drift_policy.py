@@ -16,7 +16,7 @@ from kboperator.kube.statemachine import DRIFT, Action, Trigger, decide, drift_c
 from kboperator.kube.status import StatusWriter
 from kboperator.models import Baseline, SyncResult
 from kboperator.settings import OperatorSettings
-from tests.operator.kube.test_statemachine import BASELINE, NOW, SETTINGS, SPEC, _partial, body, synced, typed
+from tests.operator.kube.sources import BASELINE, NOW, SETTINGS, SPEC, body, partial_sync, synced, typed
 
 LAST_SYNC = datetime.datetime(2024, 5, 1, 11, 30, tzinfo=datetime.UTC)  # synced()'s lastSyncTime
 WHY = "the service holds 2 documents of this source, the last sync left 3: documents were deleted"
@@ -168,9 +168,8 @@ def test_a_successful_sync_clears_the_condition(events: list[tuple[str, str, str
 def test_a_partial_sync_leaves_the_condition_true(events: list[tuple[str, str, str]]) -> None:
     status = typed(synced(**BASELINE))
     writer_for(status)[0].drift_checked(WHY, "Auto")
-    writer_for(status)[0].synced(
-        parse_source("kb", "docs", SPEC, allow_local=False), _partial(True), NOW, NOW + datetime.timedelta(seconds=40)
-    )
+    retry_at = NOW + datetime.timedelta(seconds=40)
+    writer_for(status)[0].synced(parse_source("kb", "docs", SPEC, allow_local=False), partial_sync(True), NOW, retry_at)
     assert (drift_condition(status) or ("",))[0] == "True"
     retry = decide(observe(body(), SETTINGS), status, SETTINGS, NOW)
     assert retry.action is Action.WAIT  # the retry keeps its backoff: no re-sync in a tight loop
