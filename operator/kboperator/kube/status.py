@@ -271,7 +271,8 @@ class StatusWriter:
             conditions = [(READY, True, Reason.SYNC_SUCCEEDED, ready), (SYNCED, True, Reason.SYNC_SUCCEEDED, text)]
             drift = self.status.condition(DRIFT)
             if result.drift or (drift is not None and drift.status == "True"):
-                seen = result.drift or (drift.message if drift else "")
+                # The check's finding, without what it said would follow (drift_checked appends "; <then>").
+                seen = result.drift or (drift.message.rsplit("; ", 1)[0] if drift else "")
                 repaired = f"repaired by the sync of {short}, which left {result.documents} documents; it found: {seen}"
                 conditions.append((DRIFT, False, Reason.DRIFT_REPAIRED, repaired))
             changes.conditions = self._conditions(*conditions)
