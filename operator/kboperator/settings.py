@@ -65,6 +65,14 @@ class OperatorSettings(BaseSettings):
     startup_jitter_seconds: float = Field(
         30, ge=0, description="Overdue syncs at start-up are spread over this many seconds."
     )
+    drift_check_interval_seconds: float = Field(
+        300,
+        ge=0,
+        description=(
+            "Between syncs, a synced source's counts are read from its search service this often and compared "
+            "with what its last sync left (one GET); spec.driftPolicy says what drift leads to. 0 turns it off."
+        ),
+    )
     min_sync_interval_seconds: float = Field(
         60.0,
         ge=0,

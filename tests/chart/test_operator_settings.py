@@ -80,3 +80,10 @@ def test_local_repositories_need_a_root(monkeypatch: pytest.MonkeyPatch) -> None
     settings = operator_settings(manifests, monkeypatch)
     assert settings.allow_local_repositories and str(settings.local_repositories_root) == "/srv/git"
     assert not settings.local_repositories_root.is_relative_to(settings.cache_dir)
+
+
+def test_the_drift_check_interval_reaches_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert operator_settings(render("default"), monkeypatch).drift_check_interval_seconds == 300  # its own default
+    tuned = operator_settings(render_ok("--set", "operator.driftCheckIntervalSeconds=0"), monkeypatch)
+    assert tuned.drift_check_interval_seconds == 0  # off
+    assert "/operator/driftCheckIntervalSeconds" in render_error("--set", "operator.driftCheckIntervalSeconds=-1")

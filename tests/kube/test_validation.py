@@ -18,6 +18,7 @@ VALID = sorted((ROOT / "crds" / "examples").glob("*.yaml"))
 #: The field each invalid example gets wrong, as the API server names it.
 FIELD = {
     "bad-deletion-policy": "spec.deletionPolicy",
+    "bad-drift-policy": "spec.driftPolicy",
     "bad-schedule": "spec.schedule",
     "credentials-in-url": "spec.repository.url",
     "empty-paths": "spec.paths",

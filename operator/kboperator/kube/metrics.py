@@ -49,6 +49,12 @@ class OperatorMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.drift_checks = Counter(
+            "kb_operator_drift_checks",
+            "Drift checks between syncs by result: clean, drift, or failed (the service did not answer).",
+            ["result"],
+            registry=self.registry,
+        )
         self.fetches_skipped = Counter(
             "kb_operator_fetches_skipped",
             "Syncs that found the ref still at the last synced commit (git ls-remote) and fetched nothing.",

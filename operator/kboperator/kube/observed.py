@@ -41,6 +41,8 @@ class Observed:
     webhook_secret: str | None
     freshness_bound_seconds: int | None
     repository_url: str | None
+    #: spec.driftPolicy: Auto, Manual or Ignore (statemachine.drift_check_time).
+    drift_policy: str
 
     @property
     def source_id(self) -> str:
@@ -89,6 +91,7 @@ def observe(body: Mapping[str, Any], settings: OperatorSettings) -> Observed:
         webhook_secret=webhook_ref.name if webhook_ref else None,
         freshness_bound_seconds=typed.freshness_bound_seconds,
         repository_url=typed.repository.url,
+        drift_policy=typed.drift_policy,
     )
 
 
@@ -103,4 +106,5 @@ def _lenient(spec: Mapping[str, Any]) -> dict[str, Any]:
         "webhook_secret": ((spec.get("webhook") or {}).get("secretRef") or {}).get("name") or None,
         "freshness_bound_seconds": bound if isinstance(bound, int) and not isinstance(bound, bool) else None,
         "repository_url": url if isinstance(url, str) else None,
+        "drift_policy": "Ignore",  # a spec that does not type is never synced, so never checked either
     }

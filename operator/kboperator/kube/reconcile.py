@@ -22,7 +22,8 @@ Retry policy:
 The engine also does a full reconcile on the first sync, when the last synced commit left the
 history, and on drift: the service's collection epoch or the source's document count is no
 longer what the last successful sync left (status.collectionEpoch, status.expectedDocumentCount;
-see drift.py).
+see drift.py). Between syncs the loop makes the same check on its own (`_check_drift`, when
+statemachine.drift_check_time says so), under the source's lock and one engine lease.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class SourceState:
     hook: tuple[Any, Any] | None = None
     #: Why the source takes no webhooks, as last reported in an event.
     hook_problem: str | None = None
+    #: When this process last checked the source for drift between syncs.
+    drift_checked_at: datetime.datetime | None = None
 
 
 def source_state(memo: Any) -> SourceState:
@@ -133,7 +136,9 @@ async def run_loop_turn(
         writer.interrupted()
     await _refresh_webhook(context, state, writer, observed)
     now = utcnow()
-    decision = decide(observed, writer.status, context.settings, now, restarted=restarted)
+    decision = decide(
+        observed, writer.status, context.settings, now, restarted=restarted, drift_checked_at=state.drift_checked_at
+    )
     if decision.action in (Action.WAIT, Action.RETAIN, Action.DELETE):  # being deleted: wait to be stopped
         await _nap(state, stopped, decision.wait)
     elif decision.action is Action.STAGGER:
@@ -141,8 +146,41 @@ async def run_loop_turn(
     elif decision.action is Action.SYNC:
         if not stopped:
             await _sync(context, state, writer, observed, decision.full, stopped)
+    elif decision.action is Action.CHECK_DRIFT:
+        if not stopped:
+            await _check_drift(context, state, writer, observed, stopped)
     else:
         writer.apply(decision, now)
+
+
+async def _check_drift(
+    context: OperatorContext, state: SourceState, writer: StatusWriter, observed: Observed, stopped: kopf.DaemonStopped
+) -> None:
+    """Between syncs: does the service still hold what the last sync left? One GET of the source's counts.
+
+    A service that does not answer is only logged: the next check, or the next sync, asks again.
+    """
+    source = observed.source
+    assert source is not None  # decide() checks only a spec that parsed
+    status = writer.status
+    baseline = Baseline(epoch=status.collection_epoch, documents=status.expected_document_count)
+    state.drift_checked_at = utcnow()
+    try:
+        # Under the lock: a cleanup deleting the documents must not look like drift.
+        async with state.lock:
+            if stopped:  # deleted meanwhile: the cleanup that held the lock emptied the source on purpose
+                return
+            async with context.engine(source.namespace, source.service) as engine:
+                drift = await engine.drift(source.source_id, baseline)
+    except (SyncError, SecretError) as exc:
+        context.metrics.drift_checks.labels(result="failed").inc()
+        log.warning("source %s: the drift check could not read the search service: %s", source.source_id, exc)
+        return
+    context.metrics.drift_checks.labels(result="drift" if drift else "clean").inc()
+    if drift:
+        log.warning("source %s: drift detected between syncs (driftPolicy %s): %s", source.source_id,
+                    observed.drift_policy, drift)  # fmt: skip
+    writer.drift_checked(drift, observed.drift_policy)
 
 
 async def _refresh_webhook(

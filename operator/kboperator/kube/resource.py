@@ -194,6 +194,8 @@ class KnowledgeSourceSpec(_Camel):
     search_service: SearchServiceSpec | None = None
     webhook: WebhookSpec | None = None
     freshness_bound_seconds: int | None = None
+    #: What drift found between syncs leads to (kube/statemachine.py): a re-sync, a condition only, or no check.
+    drift_policy: Literal["Auto", "Manual", "Ignore"] = "Auto"
 
     @classmethod
     def parse(cls, spec: Mapping[str, Any]) -> KnowledgeSourceSpec:
@@ -224,4 +226,6 @@ def _refusal(error: Mapping[str, Any]) -> str:
         return f"spec.maxFileSizeBytes must be a positive integer, not {value!r}"
     if where == ("deletionPolicy",):
         return f"spec.deletionPolicy must be Delete or Retain, not {value!r}"
+    if where == ("driftPolicy",):
+        return f"spec.driftPolicy must be Auto, Manual or Ignore, not {value!r}"
     return f"spec.{'.'.join(map(str, where))}: {error['msg']}"

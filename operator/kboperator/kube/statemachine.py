@@ -23,17 +23,30 @@ status.py writes what it did. First match wins, top to bottom:
                                                                     PartialSync or a failure Reason
     generation changed, same document set, not        RESCHEDULE    same phase, nextSyncTime re-planned
       failed or suspended
-    otherwise                                         WAIT          (until nextSyncTime, or woken)
+    Synced, a drift check is due (drift_check_time)   CHECK_DRIFT   DriftDetected True (Warning event) or
+                                                                    False; same phase
+    otherwise                                         WAIT          (until nextSyncTime or the next drift
+                                                                    check, or woken)
 
 A sync is due (its Trigger): no phase yet (FIRST_SYNC); phase Pending or Syncing (ANNOUNCED: an
 announced sync, or one interrupted by a restart); a new sync-request annotation (REQUESTED);
 a new generation that changes the document set or leaves Failed/Suspended (SPEC_CHANGED);
-nextSyncTime reached or absent (SCHEDULED).
+Synced with the DriftDetected condition True and spec.driftPolicy Auto (DRIFTED: at once, not at
+nextSyncTime); nextSyncTime reached or absent (SCHEDULED).
 A due sync is full (a reconcile against the service's listing) when requested (not by a
 webhook: its `push:` request asks for an incremental sync of the new commits), when the
 document set changed (specHash), or when the safety pass is due (FULL_RECONCILE_INTERVAL, or
 lastFullSyncTime cleared: a failed, partial or interrupted sync may have applied part of a diff;
-`interrupted` tells the loop to clear it when it first finds a source Syncing after a restart).
+`interrupted` tells the loop to clear it when it first finds a source Syncing after a restart),
+and while the DriftDetected condition is True (whatever the policy: the diff no longer tells what
+the service lacks).
+
+Drift between syncs: a Synced source whose last sync recorded a baseline (collectionEpoch or
+expectedDocumentCount) is checked every KBOPERATOR_DRIFT_CHECK_INTERVAL_SECONDS, counted from its
+last sync or its last check, unless spec.driftPolicy is Ignore. The check (reconcile.py) reads the
+source's counts once and judges them with sync/drift.drift_reason, the very test a sync makes
+before its diff. Auto then re-syncs (DRIFTED above); Manual only shows the condition, until a
+requested or scheduled sync, whose success clears it.
 
 Reasons (`Reason`) are the exact strings written to conditions and events: a user-visible contract.
 """
@@ -70,6 +83,8 @@ SYNCED = "Synced"
 FRESH = "FreshWithinBound"
 #: True while a sync runs (its message: "syncing 25 of 126 documents"), False once it ended.
 SYNCING = "Syncing"
+#: True while the service no longer holds what the last sync left; written once drift is first looked for.
+DRIFT = "DriftDetected"
 
 
 class Action(enum.Enum):
@@ -84,6 +99,7 @@ class Action(enum.Enum):
     SYNC = "sync"  # run the announced sync
     RETAIN = "retain"  # the object is being deleted, its documents stay (deletionPolicy Retain)
     DELETE = "delete"  # the object is being deleted: delete its documents first
+    CHECK_DRIFT = "check-drift"  # compare the service's counts with the last sync's baseline
 
 
 class Reason(enum.StrEnum):
@@ -116,6 +132,10 @@ class Reason(enum.StrEnum):
     SYNC_ENDED = "SyncEnded"
     SYNC_STOPPED = "SyncStopped"
     SYNC_INTERRUPTED = "SyncInterrupted"
+    # The DriftDetected condition (and the DriftDetected event when it turns True).
+    SERVICE_DRIFTED = "ServiceDrifted"
+    NO_DRIFT = "NoDrift"
+    DRIFT_REPAIRED = "DriftRepaired"
     # Events only.
     WEBHOOK_UNAVAILABLE = "WebhookUnavailable"
     SYNC_COMPLETED = "SyncCompleted"
@@ -134,6 +154,7 @@ class Trigger(enum.Enum):
     ANNOUNCED = "announced"
     REQUESTED = "requested"
     SPEC_CHANGED = "spec changed"
+    DRIFTED = "drift detected"
     SCHEDULED = "scheduled"
 
 
@@ -200,10 +221,12 @@ def decide(
     now: datetime.datetime,
     *,
     restarted: bool = False,
+    drift_checked_at: datetime.datetime | None = None,
 ) -> Decision:
     """The next step for one source, from its spec, annotations and our own last status.
 
     `restarted`: this is the first call for the object since the operator started.
+    `drift_checked_at`: when this process last checked the source for drift (None: not yet).
     Deletion and suspension act even on a spec that does not parse (observed.py reads their fields
     leniently then).
     """
@@ -230,7 +253,8 @@ def decide(
         return Decision(Action.WAIT)
     synced_hash = status.spec_hash
     respec = bool(synced_hash and synced_hash != source.spec_hash)
-    full = (manual and not pushed) or respec or _safety_due(status, settings, now)
+    drifted = _condition_true(status, DRIFT)
+    full = (manual and not pushed) or respec or drifted or _safety_due(status, settings, now)
     trigger: Trigger
     if phase in (None, Phase.PENDING, Phase.SYNCING):
         trigger = Trigger.FIRST_SYNC if phase is None else Trigger.ANNOUNCED
@@ -240,10 +264,15 @@ def decide(
         if source.spec_hash == synced_hash and phase not in (Phase.FAILED, Phase.SUSPENDED):
             return Decision(Action.RESCHEDULE, source=source)
         trigger = Trigger.SPEC_CHANGED
+    elif drifted and observed.drift_policy == "Auto" and phase == Phase.SYNCED:
+        trigger = Trigger.DRIFTED
     else:
         planned = status.next_sync_time
         if planned is not None and now < planned:
-            return Decision(Action.WAIT, wait=(planned - now).total_seconds())
+            check_at = drift_check_time(observed, status, settings, drift_checked_at)
+            if check_at is not None and check_at <= now:
+                return Decision(Action.CHECK_DRIFT, source=source)
+            return Decision(Action.WAIT, wait=(min(planned, check_at or planned) - now).total_seconds())
         trigger = Trigger.SCHEDULED
     due = Decision(Action.SYNC, full=full, trigger=trigger, request=request, source=source)
     if restarted and trigger is Trigger.SCHEDULED and settings.startup_jitter_seconds > 0:
@@ -252,6 +281,33 @@ def decide(
     if phase not in (Phase.PENDING, Phase.SYNCING) or not same_generation:
         return Decision(Action.ANNOUNCE, full=full, trigger=trigger, request=request, source=source)
     return due
+
+
+def drift_check_time(
+    observed: Observed,
+    status: KnowledgeSourceStatus,
+    settings: OperatorSettings,
+    checked_at: datetime.datetime | None,
+) -> datetime.datetime | None:
+    """When the source is next checked for drift between syncs; None: it is not checked.
+
+    Only a Synced source with a baseline is checked (a failed one is retried in full anyway), and
+    not under spec.driftPolicy Ignore or with KBOPERATOR_DRIFT_CHECK_INTERVAL_SECONDS 0. A sync
+    counts as a check (it made the same one), so a source checks again an interval after
+    whichever came last.
+    """
+    interval = settings.drift_check_interval_seconds
+    if interval <= 0 or observed.drift_policy == "Ignore" or status.phase != Phase.SYNCED:
+        return None
+    if status.collection_epoch is None and status.expected_document_count is None:
+        return None  # nothing to compare with (synced by a service too old to tell)
+    last = max((t for t in (status.last_sync_time, checked_at) if t is not None), default=None)
+    return None if last is None else last + datetime.timedelta(seconds=interval)
+
+
+def _condition_true(status: KnowledgeSourceStatus, type_: str) -> bool:
+    found = status.condition(type_)
+    return found is not None and found.status == "True"
 
 
 def _safety_due(status: KnowledgeSourceStatus, settings: OperatorSettings, now: datetime.datetime) -> bool:

@@ -18,6 +18,7 @@ from kboperator.kube.metrics import OperatorMetrics
 from kboperator.kube.resource import Condition, Freshness, KnowledgeSourceStatus, LastSync, Phase, SyncProgress
 from kboperator.kube.source import Source, source_id
 from kboperator.kube.statemachine import (
+    DRIFT,
     FRESH,
     READY,
     SYNCED,
@@ -266,10 +267,15 @@ class StatusWriter:
             changes.collection_epoch = result.baseline.epoch
             changes.expected_document_count = result.baseline.documents
             changes.next_sync_time = source.schedule.next_after(now)
-            changes.conditions = self._conditions(
-                (READY, True, Reason.SYNC_SUCCEEDED, f"{result.documents} documents mirror commit {short}"),
-                (SYNCED, True, Reason.SYNC_SUCCEEDED, text),
-            )
+            ready = f"{result.documents} documents mirror commit {short}"
+            conditions = [(READY, True, Reason.SYNC_SUCCEEDED, ready), (SYNCED, True, Reason.SYNC_SUCCEEDED, text)]
+            drift = self.status.condition(DRIFT)
+            if result.drift or (drift is not None and drift.status == "True"):
+                # The check's finding, without what it said would follow (drift_checked appends "; <then>").
+                seen = result.drift or (drift.message.rsplit("; ", 1)[0] if drift else "")
+                repaired = f"repaired by the sync of {short}, which left {result.documents} documents; it found: {seen}"
+                conditions.append((DRIFT, False, Reason.DRIFT_REPAIRED, repaired))
+            changes.conditions = self._conditions(*conditions)
             if result.full:
                 changes.last_full_sync_time = now
             changed = result.added + result.modified + result.deleted + result.renamed
@@ -369,6 +375,35 @@ class StatusWriter:
             changes.freshness = fresh
         if changes.model_fields_set:
             self._write(changes)
+
+    def drift_checked(self, drift: str | None, policy: str) -> None:
+        """A check between syncs found `drift` (None: the service holds what the last sync left).
+
+        One Warning event when the condition turns True, not one per check; the condition is
+        written only when it changes, so that a quiet source's checks write nothing.
+        """
+        current = self.status.condition(DRIFT)
+        if drift is None:
+            if current is None or current.status == "True":
+                held = self.status.expected_document_count
+                message = "the search service holds what the last sync left" + (
+                    f" ({held} documents)" if held is not None else ""
+                )
+                clean = self._conditions((DRIFT, False, Reason.NO_DRIFT, message))
+                self._write(KnowledgeSourceStatus(conditions=clean))
+            return
+        then = (
+            "a full re-sync starts now (spec.driftPolicy Auto)"
+            if policy == "Auto"
+            else f"spec.driftPolicy is Manual: request a sync ({SYNC_REQUEST_ANNOTATION}) to repair it"
+        )
+        message = f"{drift}; {then}"[:MAX_MESSAGE]
+        if current is None or current.status != "True":
+            self._event(Reason.DRIFT_DETECTED, message, warning=True)
+        if current is None or current.status != "True" or current.message != message:
+            self._write(
+                KnowledgeSourceStatus(conditions=self._conditions((DRIFT, True, Reason.SERVICE_DRIFTED, message)))
+            )
 
     def _condition_status(self, type_: str) -> str | None:
         item = self.status.condition(type_)

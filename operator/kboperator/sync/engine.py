@@ -281,6 +281,11 @@ class SyncEngine:
             log.info("the search service at %s takes no sync status (an older version)", self.client.base_url)
         return taken
 
+    async def drift(self, source_id: str, baseline: Baseline) -> str | None:
+        """Why the service no longer holds what the last sync left (see drift.py); one GET, for the
+        check a Kubernetes source makes between syncs. None: no drift, or the service cannot tell."""
+        return drift_reason(await self._stats(source_id), baseline)
+
     async def _stats(self, source_id: str) -> SourceStats | None:
         stats = await self.client.source_stats(source_id)
         if stats is None and not self._told_no_stats:

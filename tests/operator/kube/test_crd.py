@@ -147,7 +147,7 @@ def test_the_spec_models_defaults_are_the_crds() -> None:
     assert [where for where, model, crd in pairs if model != crd] == []
     assert {where for where, _, _ in pairs} == {
         "spec.repository.ref", "spec.paths", "spec.exclude", "spec.maxFileSizeBytes", "spec.schedule",
-        "spec.suspend", "spec.deletionPolicy",
+        "spec.suspend", "spec.deletionPolicy", "spec.driftPolicy",
     }  # fmt: skip
 
 

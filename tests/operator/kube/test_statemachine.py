@@ -11,7 +11,6 @@ import jsonschema
 import kopf
 import pytest
 
-from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.errors import RepositoryReadError, ServiceUnavailableError
 from kboperator.kube import reconcile
 from kboperator.kube.observed import observe
@@ -22,17 +21,18 @@ from kboperator.kube.statemachine import Action, Decision, Reason, Trigger, deci
 from kboperator.kube.status import StatusWriter
 from kboperator.models import Baseline, FileIssue, SyncResult
 from kboperator.settings import OperatorSettings
+from tests.operator.kube.sources import (
+    BASELINE,
+    DRIFTED,
+    NOW,
+    SETTINGS,
+    SPEC,
+    body,
+    partial_sync,
+    synced,
+    typed,
+)
 from tests.operator.kube.support import crd_schema, strict_schema
-
-NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
-SETTINGS = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_seconds=60)
-SPEC = {"repository": {"url": "https://github.com/acme/docs"}, "schedule": "@every 1h"}
-
-
-def body(spec: dict[str, Any] | None = None, generation: int = 1, request: str | None = None) -> dict[str, Any]:
-    annotations = {SYNC_REQUEST_ANNOTATION: request} if request else {}
-    meta = {"name": "docs", "namespace": "kb", "generation": generation, "annotations": annotations}
-    return {"metadata": meta, "spec": spec or SPEC}
 
 
 def decide_on(
@@ -40,26 +40,6 @@ def decide_on(
 ) -> Decision:
     """decide() on the object as a turn observes it."""
     return decide(observe(obj, settings), status, settings, now, **kw)
-
-
-def synced(**changes: Any) -> dict[str, Any]:
-    """The status after a successful sync at 11:30, planned again for 12:30."""
-    spec_hash = parse_source("kb", "docs", SPEC, allow_local=False).spec_hash
-    status = {
-        "phase": "Synced",
-        "observedGeneration": 1,
-        "lastSyncedCommit": "a" * 40,
-        "specHash": spec_hash,
-        "lastSyncTime": "2024-05-01T11:30:00Z",
-        "lastFullSyncTime": "2024-05-01T11:30:00Z",
-        "nextSyncTime": "2024-05-01T12:30:00Z",
-    }
-    return {k: v for k, v in {**status, **changes}.items() if v is not None}
-
-
-def typed(status: dict[str, Any]) -> KnowledgeSourceStatus:
-    """A status as the operator reads it from the object."""
-    return KnowledgeSourceStatus.model_validate(status)
 
 
 def failed(reason: str, **changes: Any) -> dict[str, Any]:
@@ -71,7 +51,7 @@ JITTER = OperatorSettings(full_reconcile_interval=86400, min_sync_interval_secon
 DUE = "2024-05-01T11:59:00Z"  # a nextSyncTime already past at NOW
 REF_DEV = dict(SPEC, repository={"url": SPEC["repository"]["url"], "ref": "dev"})  # another document set
 BAD_REF = {"repository": {"url": "https://github.com/acme/docs", "ref": "a..b"}}
-W, SU, INV, RE, ST, AN, SY, KEEP, DEL = (
+W, SU, INV, RE, ST, AN, SY, KEEP, DEL, CD = (
     Action.WAIT,
     Action.SUSPEND,
     Action.INVALID,
@@ -81,6 +61,7 @@ W, SU, INV, RE, ST, AN, SY, KEEP, DEL = (
     Action.SYNC,
     Action.RETAIN,
     Action.DELETE,
+    Action.CHECK_DRIFT,
 )
 FIRST, ANNOUNCED, REQUESTED, CHANGED, SCHEDULED = (
     Trigger.FIRST_SYNC,
@@ -282,6 +263,31 @@ TRANSITIONS: list[tuple[str, dict[str, Any], dict[str, Any], OperatorSettings, b
         False,
         (AN, True, SCHEDULED, None),
     ),
+    ("synced with a baseline, drift check due", body(), synced(**BASELINE), SETTINGS, False, (CD, False, None, None)),
+    (
+        "drift found, policy Auto",
+        body(),
+        synced(**BASELINE, conditions=DRIFTED),
+        SETTINGS,
+        False,
+        (AN, True, Trigger.DRIFTED, None),
+    ),
+    (
+        "drift found, policy Manual: checks go on",
+        body(dict(SPEC, driftPolicy="Manual")),
+        synced(**BASELINE, conditions=DRIFTED),
+        SETTINGS,
+        False,
+        (CD, False, None, None),
+    ),
+    (
+        "policy Ignore: no check",
+        body(dict(SPEC, driftPolicy="Ignore")),
+        synced(**BASELINE),
+        SETTINGS,
+        False,
+        (W, False, None, 1800),
+    ),
 ]
 
 
@@ -297,7 +303,7 @@ def test_every_transition(
 ) -> None:
     decision = decide_on(obj, typed(status), settings, NOW, restarted=restarted)
     assert (decision.action, decision.full, decision.trigger, decision.wait) == expected
-    assert (decision.source is not None) == (decision.action in (RE, ST, AN, SY))
+    assert (decision.source is not None) == (decision.action in (RE, ST, AN, SY, CD))
     assert bool(decision.error) == (decision.action is INV)
 
 
@@ -313,6 +319,7 @@ def test_the_trigger_is_shown_as_before() -> None:
         "announced",
         "requested at None",
         "spec changed",
+        "drift detected",
         "scheduled",
     ]
 
@@ -331,6 +338,9 @@ def test_the_reasons_are_the_strings_users_see() -> None:
         "SyncEnded",
         "SyncStopped",
         "SyncInterrupted",
+        "ServiceDrifted",
+        "NoDrift",
+        "DriftRepaired",
         "Pending",
         "Suspended",
         "SyncSucceeded",
@@ -423,20 +433,12 @@ def _after(step: Callable[[StatusWriter], None], monkeypatch: pytest.MonkeyPatch
     return status.dump()
 
 
-def _partial(full: bool) -> SyncResult:
-    failed = [FileIssue("y.md", "not ingested: 413")]
-    return SyncResult(
-        commit="b" * 40, full=full, added=0, modified=0, deleted=1, renamed=0, unchanged=0,
-        skipped=[], failed=failed, documents=1, duration_s=0.1,
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize("full", [False, True])
 def test_a_partial_sync_owes_a_full_reconcile(full: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # The partial sync applied some changes (a deletion) but the commit stays: if the repository
     # is then reverted to that commit, only a full reconcile notices what the service lost.
     source = parse_source("kb", "docs", SPEC, allow_local=False)
-    status = _after(lambda writer: writer.synced(source, _partial(full), NOW, NOW), monkeypatch)
+    status = _after(lambda writer: writer.synced(source, partial_sync(full), NOW, NOW), monkeypatch)
     assert status["lastSyncedCommit"] == "a" * 40
     decision = decide_on(body(), typed(status), SETTINGS, NOW)
     assert decision.action is AN and decision.full
@@ -547,7 +549,7 @@ def test_every_status_field_written_is_declared_in_the_crd(monkeypatch: pytest.M
     )  # fmt: skip
     for step in (
         lambda writer: writer.synced(source, result, NOW, NOW),
-        lambda writer: writer.synced(source, _partial(False), NOW, NOW),
+        lambda writer: writer.synced(source, partial_sync(False), NOW, NOW),
         lambda writer: writer.failed(ServiceUnavailableError("down"), retry_at=NOW),
     ):
         status = _after(step, monkeypatch)

@@ -175,3 +175,17 @@ async def test_an_older_service_is_synced_as_before(
         third = await engine.sync(prepare(spec_for(repo)), second.commit, baseline=Baseline("e1", 4))
         assert third.full and third.drift is not None and "no longer reports" in third.drift
         assert await mirrors(service, repo)
+
+
+async def test_the_check_between_syncs_finds_the_drift_the_next_sync_repairs(repo: WorkRepo, tmp_path: Path) -> None:
+    # SyncEngine.drift is what the operator asks between syncs: the same drift_reason, one GET.
+    async with engine_on(tmp_path / "data", tmp_path / "cache") as (engine, service):
+        first = await engine.sync(prepare(spec_for(repo)), None)
+        assert await engine.drift(SOURCE, first.baseline) is None
+        gone = await service.delete("/api/v1/documents", params={"uri": file_uri(repo.path, "c.md")})
+        assert gone.status_code == 200
+        found = await engine.drift(SOURCE, first.baseline)
+        assert found is not None and "holds 2 documents of this source, the last sync left 3" in found
+        again = await engine.sync(prepare(spec_for(repo)), first.commit, baseline=first.baseline)
+        assert again.drift == found and again.full and await mirrors(service, repo)
+        assert await engine.drift(SOURCE, again.baseline) is None
