@@ -70,6 +70,14 @@ class SourceStats:
     epoch: str  # changes when the collection is re-created
 
 
+@dataclass(frozen=True)
+class FoundPage:
+    """One result of POST /api/v1/search (one per page: results are collapsed by document)."""
+
+    uri: str
+    path: str | None  # the document's `path` metadata: its path in the repository
+
+
 class SearchClient:
     """Async client for one search service. Use `async with`, or call `aclose()`."""
 
@@ -224,6 +232,27 @@ class SearchClient:
                 return False
             raise
         return True
+
+    async def search_pages(self, query: str, source_id: str, limit: int) -> list[FoundPage]:
+        """POST /api/v1/search within one source: its best `limit` pages for `query`, best first."""
+        payload = {"query": query, "limit": limit, "filter": {"sourceIdentifier": source_id}}
+        body = await self._call("POST", "/api/v1/search", json=payload)
+        with _contract("POST /api/v1/search"):
+            pages = []
+            for item in body["results"]:
+                path = (item.get("metadata") or {}).get("path")
+                pages.append(FoundPage(uri=str(item["uri"]), path=path if isinstance(path, str) else None))
+            return pages
+
+    async def ask(self, question: str, source_id: str) -> str:
+        """POST /api/v1/ask within one source: the answer's text."""
+        payload = {"question": question, "filter": {"sourceIdentifier": source_id}}
+        body = await self._call("POST", "/api/v1/ask", json=payload)
+        with _contract("POST /api/v1/ask"):
+            answer = body["answer"]
+            if not isinstance(answer, str):
+                raise TypeError(f"answer is {type(answer).__name__}, not a string")
+            return answer
 
     async def _call(
         self, method: str, path: str, *, document: bool = False, attempts: int | None = None, **kwargs: Any
