@@ -204,16 +204,23 @@ class SearchClient:
         """PUT /api/v1/sources/{id}/status: tell the service how a sync of the source ended.
 
         True when the service took it (it keeps a later report it already has); False from a
-        service too old to take it (404/405). Tried at most twice: the caller logs a
+        service too old to take it (404/405). A service that refuses the `quality` block (422: older
+        than the judged questions) is sent the report again without it. Tried at most twice: the caller logs a
         failure and reports again after its next sync, so a report never holds a sync up for long.
         """
         path = f"/api/v1/sources/{quote(source_id, safe='')}/status"
+        sent = report.to_json()
         try:
-            body = await self._call("PUT", path, json=report.to_json(), attempts=min(2, self.max_attempts))
+            body = await self._call("PUT", path, json=sent, attempts=min(2, self.max_attempts))
         except ServiceRejectedError as exc:
             if exc.status in _NO_SUCH_ENDPOINT:
                 return False
-            raise
+            if exc.status != 422 or "quality" not in sent:
+                raise
+            # A service older than the judged questions refuses the unknown block: the outcome without it.
+            log.info("the search service at %s takes no quality block (an older version)", self.base_url)
+            sent.pop("quality")
+            body = await self._call("PUT", path, json=sent, attempts=min(2, self.max_attempts))
         with _contract("PUT /api/v1/sources/{sourceIdentifier}/status"):
             _nonempty(body["sync"]["syncedAt"])
         return True
