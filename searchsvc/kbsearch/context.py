@@ -208,7 +208,9 @@ async def build_context(
         documents=documents,
         document_reads=reads,
         sync_status=SyncStatusService(
-            serving, catalog=catalog, max_clock_skew_s=settings.documents.sync_status_max_clock_skew_s,
+            serving,
+            catalog=catalog,
+            max_clock_skew_s=settings.documents.sync_status_max_clock_skew_s,
             metrics=metrics,
         ),
         query_log=query_log,

@@ -191,7 +191,6 @@ class Metrics:
             registry=self.registry,
         )
 
-
     def record_quality(
         self, source: str, figures: Mapping[str, float | None], counts: Mapping[str, int | None]
     ) -> None:

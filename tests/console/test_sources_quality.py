@@ -23,7 +23,11 @@ async def test_the_sources_page_shows_the_quality_and_what_searches_missed(tmp_p
     (tmp_path / "tokens.yaml").write_text(yaml.safe_dump(tokens))
     async with running_service("edge", tmp_path / "data", tokens_file=tmp_path / "tokens.yaml") as client:
         for source in ("docs/a", "docs/b", "private/x"):
-            body = {"uri": f"https://x/{source}.md", "content": "# Page\n\ntext", "metadata": {"sourceIdentifier": source}}
+            body = {
+                "uri": f"https://x/{source}.md",
+                "content": "# Page\n\ntext",
+                "metadata": {"sourceIdentifier": source},
+            }
             assert (await client.put("/api/v1/documents", json=body, headers=WRITE)).status_code == 200
         failed = {
             "question": f"How does {HOSTILE} work?", "expected": ["docs/flux.md"], "rank": None,

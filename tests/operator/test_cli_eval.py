@@ -33,9 +33,7 @@ def test_eval_prints_each_question_and_the_threshold_sets_the_exit_status(
     assert lines[3].split()[:3] == ["yes", "yes", "-"]
     assert lines[4].split()[:3] == ["no", "no", "0/1"]
     assert "missing: '1.21 gigawatts'" in lines[5] and "expected: docs/flux.md" in lines[6]
-    assert lines[-1] == (
-        "quality: 3 questions, hit@1 0.67, hit@5 0.67, answers with their facts 0.50 of 2; 1 failed"
-    )
+    assert lines[-1] == ("quality: 3 questions, hit@1 0.67, hit@5 0.67, answers with their facts 0.50 of 2; 1 failed")
     # The same figures reached the service's sources list.
     listed = httpx.get(f"{server.url}/api/v1/sources").json()["sources"]
     assert next(s for s in listed if s["sourceIdentifier"] == SOURCE)["quality"] == 0.6667

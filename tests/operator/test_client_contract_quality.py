@@ -38,7 +38,9 @@ async def test_search_pages_and_ask_stay_within_the_source(search_client: Search
 
 def quality() -> Quality:
     outcomes = [
-        QuestionOutcome(f"question {i}\nwith a second line " + "w" * 600, (f"docs/p{i}.md",), None, ("x" * 300,), ("x" * 300,))
+        QuestionOutcome(
+            f"question {i}\nwith a second line " + "w" * 600, (f"docs/p{i}.md",), None, ("x" * 300,), ("x" * 300,)
+        )
         for i in range(30)
     ]
     return Quality((QuestionOutcome("found?", ("docs/a.md",), 1), *outcomes))
@@ -66,7 +68,9 @@ async def test_an_older_service_gets_the_report_without_its_quality() -> None:
         if "quality" in body:  # what a service older than the block answers: an unknown key
             error = {"code": "VALIDATION_ERROR", "message": "quality: Extra inputs are not permitted", "details": {}}
             return httpx.Response(422, json={"error": error})
-        return httpx.Response(200, json={"sourceIdentifier": SOURCE, "stored": True, "sync": {"syncedAt": body["syncedAt"]}})
+        return httpx.Response(
+            200, json={"sourceIdentifier": SOURCE, "stored": True, "sync": {"syncedAt": body["syncedAt"]}}
+        )
 
     report = SyncReport.of(synced(quality=quality()), None, synced_at="2026-11-24T10:00:00Z", next_sync_at=None)
     async with SearchClient(BASE_URL, transport=httpx.MockTransport(handler), sleep=no_sleep) as client:

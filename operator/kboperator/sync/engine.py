@@ -58,8 +58,8 @@ from dataclasses import dataclass, field, replace
 
 from kboperator.errors import (
     DocumentRejectedError,
-    QuestionsError,
     MassDeletionRefusedError,
+    QuestionsError,
     ServiceRejectedError,
     ServiceUnavailableError,
     SyncError,

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 
 from kboperator.errors import QuestionsError, SyncError
-from kboperator.models import Quality, QuestionOutcome
 from kboperator.git.repo import Checkout
+from kboperator.models import Quality, QuestionOutcome
 from kboperator.searchclient import SearchClient
 from kboperator.sync.questions import QUESTIONS_PATH, QuestionSet, check_size, parse_questions
 
@@ -49,9 +49,7 @@ async def evaluate(client: SearchClient, source_id: str, questions: QuestionSet 
             if question.facts:
                 answer = _plain(await client.ask(question.question, source_id))
                 missing = tuple(fact for fact in question.facts if _plain(fact) not in answer)
-            outcomes.append(
-                QuestionOutcome(question.question, question.pages, rank, tuple(question.facts), missing)
-            )
+            outcomes.append(QuestionOutcome(question.question, question.pages, rank, tuple(question.facts), missing))
     except SyncError as exc:
         log.warning("source %s: the judged questions stopped after %d: %s", source_id, len(outcomes), exc)
         return Quality(error=f"the search service stopped answering after {len(outcomes)} questions: {exc}")

@@ -125,7 +125,7 @@ def parse_questions(data: bytes) -> QuestionSet:
     except UnicodeDecodeError:
         raise QuestionsError(f"{QUESTIONS_PATH} is not UTF-8 text") from None
     try:
-        loaded: Any = yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader, bounded
+        loaded: Any = yaml.load(text, Loader=_BoundedLoader)
     except ValueError:  # a constructor's refusal, e.g. an integer of more than 4300 digits
         raise QuestionsError(f"{QUESTIONS_PATH}: a value YAML cannot read (a number too long?)") from None
     except yaml.YAMLError as exc:

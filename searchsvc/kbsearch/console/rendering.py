@@ -115,7 +115,12 @@ class ConsoleTemplates:
             loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined, trim_blocks=True
         )
         environment.filters.update(
-            when=when, when_utc=when_utc, age=age, duration=duration, share=share, snippet=snippet,
+            when=when,
+            when_utc=when_utc,
+            age=age,
+            duration=duration,
+            share=share,
+            snippet=snippet,
             highlight=highlight,
         )
         environment.globals.update(is_web=is_web, query_string=query_string, chunk_link=chunk_link)

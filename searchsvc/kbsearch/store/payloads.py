@@ -265,9 +265,11 @@ def _quality(payload: Mapping[str, Any] | None) -> JudgedQuality | None:
         failed=int(payload.get("failed") or 0),
         failed_questions=[
             FailedQuestion(
-                question=q["question"], expected=list(q.get("expected") or []), rank=q.get("rank"),
+                question=q["question"],
+                expected=list(q.get("expected") or []),
+                rank=q.get("rank"),
                 missing_facts=list(q.get("missingFacts") or []),
-            )  # fmt: skip
+            )
             for q in payload.get("failedQuestions") or []
         ],
         error=payload.get("error"),

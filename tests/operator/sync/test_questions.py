@@ -31,7 +31,11 @@ def test_a_question_with_one_page_or_several_and_facts() -> None:
         b"  - question: Where are backups?\n    expected: [docs/backup.md, docs/restore.md]\n"
     )
     first, second = parsed.questions
-    assert (first.question, first.pages, first.facts) == ("How do I install it?", ("docs/install.md",), ["helm install"])
+    assert (first.question, first.pages, first.facts) == (
+        "How do I install it?",
+        ("docs/install.md",),
+        ["helm install"],
+    )
     assert (second.pages, second.facts) == (("docs/backup.md", "docs/restore.md"), [])
 
 
@@ -42,8 +46,14 @@ def test_a_question_with_one_page_or_several_and_facts() -> None:
         (b"- question: x", "must be a mapping with a `questions` list"),
         (b"version: 2\nquestions: []", "version: Input should be 1"),
         (b"questions:\n  - question: x\n    expected: a.md\n    extra: 1\n", "questions[0].extra: Extra inputs"),
-        (b"questions:\n  - question: ' '\n    expected: a.md\n", "questions[0].question: Value error, must not be blank"),
-        (b"questions:\n  - question: x\n    expected: /a.md\n", "questions[0].expected: Value error, a page is its path"),
+        (
+            b"questions:\n  - question: ' '\n    expected: a.md\n",
+            "questions[0].question: Value error, must not be blank",
+        ),
+        (
+            b"questions:\n  - question: x\n    expected: /a.md\n",
+            "questions[0].expected: Value error, a page is its path",
+        ),
         (b"questions:\n  - question: x\n    expected: []\n", "questions[0].expected: List should have at least 1"),
         (b"questions:\n  - {question: x, expected: a.md, facts: [1]}\n", "questions[0].facts[0]: Input should be"),
         (b"a: &anchor 1\nquestions: []\n", "YAML anchors (&name) are not allowed"),
@@ -65,7 +75,9 @@ def test_the_bounds() -> None:
     with pytest.raises(QuestionsError, match=rf"questions: List should have at most {MAX_QUESTIONS} items"):
         parse_questions(yaml.safe_dump({"questions": [dict(one) for _ in range(MAX_QUESTIONS + 1)]}).encode())
     long = {"question": "w" * (MAX_QUESTION_CHARS + 1), "expected": "a.md"}
-    with pytest.raises(QuestionsError, match=rf"questions\[0\].question: String should have at most {MAX_QUESTION_CHARS}"):
+    with pytest.raises(
+        QuestionsError, match=rf"questions\[0\].question: String should have at most {MAX_QUESTION_CHARS}"
+    ):
         parse_questions(yaml.safe_dump({"questions": [long]}).encode())
     with pytest.raises(QuestionsError, match=f"at most {MAX_FILE_BYTES} are read"):
         parse_questions(b"#" * (MAX_FILE_BYTES + 1))
@@ -120,9 +132,7 @@ VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=6) | st.dictionaries(KEYS, inner, max_size=5),
     max_leaves=30,
 )
-QUESTION = st.fixed_dictionaries(
-    {"question": VALUES, "expected": VALUES}, optional={"facts": VALUES, "other": VALUES}
-)
+QUESTION = st.fixed_dictionaries({"question": VALUES, "expected": VALUES}, optional={"facts": VALUES, "other": VALUES})
 DOCUMENTS = st.one_of(
     VALUES,
     st.fixed_dictionaries(

@@ -1,4 +1,4 @@
-"""A sync report's judged questions (`quality`): validated, stored per commit, listed, and in the gauges, on both stores."""
+"""A sync report's judged questions (`quality`): validated, stored per commit, listed, in the gauges, on both stores."""
 
 from __future__ import annotations
 
@@ -94,7 +94,10 @@ async def test_a_quality_without_figures_says_why(api: httpx.AsyncClient) -> Non
         ({"withFacts": 5}, "quality"),
         ({"failedQuestions": [{"question": "a\nb"}]}, "quality.failedQuestions.0.question"),
         ({"failedQuestions": [{"question": "q", "rank": 6}]}, "quality.failedQuestions.0.rank"),
-        ({"failedQuestions": [{"question": "q"}] * (MAX_REPORTED_QUESTIONS + 1), "failed": 4}, "quality.failedQuestions"),
+        (
+            {"failedQuestions": [{"question": "q"}] * (MAX_REPORTED_QUESTIONS + 1), "failed": 4},
+            "quality.failedQuestions",
+        ),
         ({"unknown": 1}, "quality.unknown"),
     ],
 )
