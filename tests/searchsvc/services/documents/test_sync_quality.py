@@ -52,6 +52,8 @@ async def test_the_quality_is_stored_listed_and_kept_for_its_commit(api: httpx.A
     assert gauge(api, "searchsvc_source_quality", {"figure": "hit_at_5"}) == 0.75
     assert gauge(api, "searchsvc_source_quality", {"figure": "facts"}) == 0.5
     assert gauge(api, "searchsvc_source_questions", {"outcome": "failed"}) == 1
+    resolved = (await api.get("/api/v1/sources", params={"query": "alpha"})).json()["sources"]
+    assert [(s["sourceIdentifier"], s["quality"]) for s in resolved] == [(SOURCE, 0.75)]  # the resolve's slot
 
     # A later report of the same commit without quality (a sync that fetched nothing) keeps it.
     same = report(phase="ok", failedFiles=[], syncedAt="2026-11-24T11:00:00Z")
