@@ -4,7 +4,9 @@ Exit status: 0 the service now matches the repository, except for the files it l
 (including those the service refused for good: too large, another source's URI, invalid); 1
 some documents failed (listed), or a transient problem (repository or service unreachable)
 stopped the sync; 2 a usage or configuration error (invalid spec, refused credentials, a refused
-mass deletion). With --state, exit 0 advances the state's commit, skips or not.
+mass deletion); 3 the sync converged but the judged questions (.kb/questions.yaml) scored under
+--eval-min-hit5, or gave no figure to compare. With --state, a sync that converged advances the
+state's commit, skips or not, whatever its questions scored.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import datetime
 import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,7 @@ from kboperator.models import (
     Baseline,
     Credentials,
     Freshness,
+    Quality,
     RepoSpec,
     SyncResult,
     SyncSpec,
@@ -46,13 +50,14 @@ from kboperator.statefile import read_state, write_state
 from kboperator.sync.docuri import check_web_url
 from kboperator.sync.engine import SyncEngine
 from kboperator.sync.prepared import prepare
+from kboperator.sync.questions import QUESTIONS_PATH
 from kboperator.sync.reporting import ServiceProgress, ThrottledProgress, fan_out
 from kboperator.syncview import NORMAL, PROGRESS_INTERVAL_S, QUIET, VERBOSE, LogHandler, SyncView
 from kboperator.version import package_version
 
 log = logging.getLogger("kboperator.cli")
 
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_QUALITY = 0, 1, 2, 3
 # Errors no retry can fix: someone has to change the command line, a Secret or the repository.
 _CONFIG_ERRORS = (
     InvalidSpecError,
@@ -71,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="knowledge-sync",
         description="Make a knowledge-base source mirror a git repository exactly.",
-        epilog="Exit status: 0 converged, 1 some documents failed or a transient error, 2 usage or config error. "
+        epilog="Exit status: 0 converged, 1 some documents failed or a transient error, 2 usage or config error, "
+        "3 the judged questions scored under --eval-min-hit5. "
         "When --repo is the CI job's own checkout, the links' base defaults to "
         "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY (GitHub, Gitea and Forgejo Actions), $CI_PROJECT_URL (GitLab CI) "
         "or $BITBUCKET_GIT_HTTP_ORIGIN (Bitbucket Pipelines); with --ref HEAD, the links' ref defaults to "
@@ -148,6 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="when stderr is not a terminal, a progress line at most this often "
         f"(default {PROGRESS_INTERVAL_S:g}; on a terminal, a progress bar)",
     )
+    judged = parser.add_argument_group("judged questions (.kb/questions.yaml)")
+    judged.add_argument(
+        "--eval",
+        action="store_true",
+        help="after the sync, print each judged question's hit@1, hit@5 and facts (asked again when the "
+        "ref did not move); without it, a sync that fetched a head with the file prints the figures alone",
+    )
+    judged.add_argument(
+        "--eval-min-hit5",
+        type=_share,
+        metavar="SHARE",
+        help="exit 3 when hit@5 is under SHARE (0 to 1), or when there is no figure; implies --eval",
+    )
     extra.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     return parser
 
@@ -177,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace, view: SyncView) -> int:
+    evaluating = args.eval or args.eval_min_hit5 is not None
     try:
         spec = _spec(args)
         token = _env(args.token_env, "--token-env") if args.token_env else None
@@ -210,6 +230,8 @@ async def _run(args: argparse.Namespace, view: SyncView) -> int:
                 raise
             await reporter.close()
             now = utcnow()
+            if evaluating and result.quality is None and not result.fetched:  # the ref did not move
+                result = replace(result, quality=await engine.judge(prepared, result.commit))
             await engine.report(
                 spec.source_id, result, None, synced_at=format_time(now), **_freshness(result, started, now)
             )
@@ -219,8 +241,25 @@ async def _run(args: argparse.Namespace, view: SyncView) -> int:
         return _fail(args, view, exc, EXIT_CONFIG)
     except SyncError as exc:
         return _fail(args, view, exc, EXIT_FAILED)
-    view.result(result, as_json=args.json)
-    return EXIT_OK if result.ok else EXIT_FAILED
+    view.result(result, as_json=args.json, table=evaluating)
+    if not result.ok:
+        return EXIT_FAILED
+    return _judged(args, view, result.quality) if evaluating else EXIT_OK
+
+
+def _judged(args: argparse.Namespace, view: SyncView, quality: Quality | None) -> int:
+    """EXIT_QUALITY when --eval-min-hit5 is not met (a missing figure does not meet it)."""
+    if quality is None:
+        view.say(f"knowledge-sync: the synced commit has no {QUESTIONS_PATH}", level=QUIET)
+    threshold = args.eval_min_hit5
+    if threshold is None:
+        return EXIT_OK
+    hit5 = quality.hit_at_5 if quality is not None else None
+    if hit5 is None or hit5 < threshold:
+        print(f"knowledge-sync: hit@5 is {'-' if hit5 is None else f'{hit5:.2f}'}, under --eval-min-hit5 "
+              f"{threshold:g}", file=sys.stderr)  # fmt: skip
+        return EXIT_QUALITY
+    return EXIT_OK
 
 
 def _repo_label(url: str) -> str:
@@ -373,6 +412,16 @@ def _env(name: str, option: str) -> str:
 def _default_cache() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "knowledge-sync"
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("must be a share between 0 and 1, e.g. 0.8")
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -19,6 +19,8 @@
     ├── RepositoryReadError          transient: git could not read the cached clone.
     ├── MassDeletionRefusedError     permanent until the spec or the repository changes;
     │                                the message says why the sync refused to wipe a source.
+    ├── QuestionsError               permanent until the repository's .kb/questions.yaml
+    │                                changes; never fails a sync: its quality says why.
     ├── ServiceUnavailableError      transient: the search service answered 429/5xx or the
     │                                network failed, after all retries.
     ├── ServiceRejectedError         the service refused one request with a 4xx: a failure
@@ -55,6 +57,10 @@ class RepositoryUnavailableError(SyncError):
 
 class RepositoryReadError(SyncError):
     """git could not read the cached clone (damaged, or the disk failed)."""
+
+
+class QuestionsError(SyncError):
+    """The repository's judged questions (.kb/questions.yaml) are not a file we take: fix the file."""
 
 
 class MassDeletionRefusedError(SyncError):

@@ -117,6 +117,114 @@ class FileIssue:
         return {"path": self.path, "reason": self.reason} | ({"code": self.code} if self.code else {})
 
 
+#: The failed questions a quality report lists (the service takes at most as many).
+REPORTED_QUESTIONS = 20
+_REPORTED_QUESTION = 500
+_REPORTED_FACT = 200
+_REPORTED_EXPECTED = 10
+
+
+@dataclass(frozen=True)
+class QuestionOutcome:
+    """One judged question (.kb/questions.yaml) asked of the index after a sync.
+
+    `rank`: where the first expected page came in the source's search (1 to 5), None when not in
+    the top 5. `missing_facts`: the question's facts its answer does not hold (case-insensitive).
+    """
+
+    question: str
+    expected: tuple[str, ...]
+    rank: int | None
+    facts: tuple[str, ...] = ()
+    missing_facts: tuple[str, ...] = ()
+
+    @property
+    def hit_at_1(self) -> bool:
+        return self.rank == 1
+
+    @property
+    def hit_at_5(self) -> bool:
+        return self.rank is not None
+
+    @property
+    def holds_facts(self) -> bool | None:
+        """Whether the answer holds every fact; None for a question without facts."""
+        return None if not self.facts else not self.missing_facts
+
+    @property
+    def failed(self) -> bool:
+        return not self.hit_at_5 or self.holds_facts is False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "question": _one_line(self.question)[:_REPORTED_QUESTION],
+            "expected": [_PATH_CONTROL.sub(" ", p)[:_REPORTED_PATH] for p in self.expected[:_REPORTED_EXPECTED]],
+            "rank": self.rank,
+            "missingFacts": [_one_line(f)[:_REPORTED_FACT] for f in self.missing_facts[:_REPORTED_EXPECTED]],
+        }
+
+
+@dataclass(frozen=True)
+class Quality:
+    """How well the index answers a source's judged questions, measured after a sync.
+
+    `error`: why there are no figures (the questions file was refused, or the search service
+    stopped answering while they were asked); the figures are None then, and for no questions.
+    """
+
+    outcomes: tuple[QuestionOutcome, ...] = ()
+    error: str | None = None
+
+    @property
+    def questions(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def hit_at_1(self) -> float | None:
+        return _share([o.hit_at_1 for o in self.outcomes])
+
+    @property
+    def hit_at_5(self) -> float | None:
+        return _share([o.hit_at_5 for o in self.outcomes])
+
+    @property
+    def with_facts(self) -> int:
+        return sum(1 for o in self.outcomes if o.facts)
+
+    @property
+    def facts_share(self) -> float | None:
+        """The share of the questions with facts whose answer holds them all."""
+        return _share([held for o in self.outcomes if (held := o.holds_facts) is not None])
+
+    @property
+    def failed(self) -> list[QuestionOutcome]:
+        return [o for o in self.outcomes if o.failed]
+
+    def to_json(self) -> dict[str, Any]:
+        """The `quality` block of a sync report (and of `knowledge-sync --json`)."""
+        failed = self.failed
+        body: dict[str, Any] = {
+            "questions": self.questions,
+            "hitAt1": self.hit_at_1,
+            "hitAt5": self.hit_at_5,
+            "withFacts": self.with_facts,
+            "factsShare": self.facts_share,
+            "failed": len(failed),
+            "failedQuestions": [o.to_json() for o in failed[:REPORTED_QUESTIONS]],
+        }
+        if self.error:
+            body["error"] = _CONTROL.sub(" ", self.error)[:_REPORTED_MESSAGE]
+        return body
+
+
+def _one_line(text: str) -> str:
+    return " ".join(_PATH_CONTROL.sub(" ", text).split())
+
+
+def _share(flags: list[bool]) -> float | None:
+    return round(sum(flags) / len(flags), 4) if flags else None
+
+
 @dataclass(frozen=True)
 class Baseline:
     """What the last successful sync left in the service; the drift check compares against it.
@@ -155,6 +263,8 @@ class SyncResult:
     drift: str | None = None
     #: False when `git ls-remote` found the ref still at the last synced commit: nothing was fetched.
     fetched: bool = True
+    #: The judged questions asked after the sync (.kb/questions.yaml); None when none were asked.
+    quality: Quality | None = None
 
     @property
     def ok(self) -> bool:
@@ -185,7 +295,7 @@ class SyncResult:
             "drift": self.drift,
             "fetched": self.fetched,
             "durationSeconds": round(self.duration_s, 3),
-        }
+        } | ({"quality": self.quality.to_json()} if self.quality is not None else {})
 
 
 #: What the search service takes in one status report (PUT /api/v1/sources/{id}/status).
@@ -271,6 +381,8 @@ class SyncReport:
                 "failedFiles": [_reported(issue) for issue in result.failed[:REPORTED_FILES]],
                 "skippedFiles": [_reported(issue) for issue in result.skipped[:REPORTED_FILES]],
             }
+            if result.quality is not None:  # only when asked: a report without it keeps the stored one
+                body["quality"] = result.quality.to_json()
         return body
 
 

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from kboperator.models import SyncResult
+from kboperator.models import Quality, SyncResult
 from kboperator.sync.progress import DocumentDone, Phase, Planned, SyncEvent
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -108,8 +108,9 @@ class SyncView:
             self._bar.close()
             self._bar = None
 
-    def result(self, result: SyncResult, *, as_json: bool) -> None:
-        """Every skipped and failed file on stderr, then the result on stdout."""
+    def result(self, result: SyncResult, *, as_json: bool, table: bool = False) -> None:
+        """Every skipped and failed file on stderr, then the result on stdout; `table`: each judged
+        question's line too (`--eval`), else the figures alone."""
         self.close()
         for issue in result.skipped:
             tqdm.write(f"skipped: {issue.path}: {issue.reason}", file=self.err)
@@ -121,6 +122,8 @@ class SyncView:
             self.out.write(json.dumps(result.to_json()) + "\n")
         else:
             self.out.write(summary(result) + "\n")
+            if result.quality is not None:
+                self.out.write((quality_table(result.quality) if table else quality_line(result.quality)) + "\n")
 
     def error(self, record: dict[str, Any], *, as_json: bool) -> None:
         self.close()
@@ -169,3 +172,42 @@ def summary(result: SyncResult) -> str:
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def quality_line(quality: Quality) -> str:
+    """The judged questions' figures in words, e.g. `quality: 20 questions, hit@1 0.65, hit@5 0.9, ...`."""
+    if quality.error is not None:
+        return f"quality: no figures: {quality.error}"
+    if not quality.questions:
+        return "quality: .kb/questions.yaml holds no questions"
+    facts = (
+        f", answers with their facts {_figure(quality.facts_share)} of {quality.with_facts}"
+        if quality.with_facts
+        else ""
+    )
+    return (
+        f"quality: {_count(quality.questions, 'question')}, hit@1 {_figure(quality.hit_at_1)}, "
+        f"hit@5 {_figure(quality.hit_at_5)}{facts}; {len(quality.failed)} failed"
+    )
+
+
+def quality_table(quality: Quality) -> str:
+    """One line per judged question (its rank among the top 5, its facts held), then the figures."""
+    lines = [f"{'hit@1':>5}  {'hit@5':>5}  {'facts':>5}  question"]
+    for o in quality.outcomes:
+        facts = f"{len(o.facts) - len(o.missing_facts)}/{len(o.facts)}" if o.facts else "-"
+        question = " ".join(o.question.split())
+        lines.append(f"{_yes(o.hit_at_1):>5}  {_yes(o.hit_at_5):>5}  {facts:>5}  {question}")
+        if o.missing_facts:
+            lines.append(f"{'':>20}missing: {', '.join(repr(f) for f in o.missing_facts)}")
+        if not o.hit_at_5:
+            lines.append(f"{'':>20}expected: {', '.join(o.expected)}")
+    return "\n".join([*lines, quality_line(quality)]) if quality.outcomes else quality_line(quality)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

@@ -207,7 +207,10 @@ class Factory:
 
     def create_sync_status(self, serving: Serving, catalog: SourceCatalog) -> SyncStatusService:
         return SyncStatusService(
-            serving, catalog=catalog, max_clock_skew_s=self.settings.documents.sync_status_max_clock_skew_s
+            serving,
+            catalog=catalog,
+            max_clock_skew_s=self.settings.documents.sync_status_max_clock_skew_s,
+            metrics=self.metrics,
         )
 
     # --- the read path -----------------------------------------------------------------------

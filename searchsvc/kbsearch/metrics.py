@@ -9,8 +9,8 @@ secret for every Prometheus, and a path on a port every tenant reaches.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -169,12 +169,44 @@ class Metrics:
             ["peer"],
             registry=self.registry,
         )
+        # Judged questions (.kb/questions.yaml) of each source, as its last sync report gave them.
+        self.source_quality = Gauge(
+            "searchsvc_source_quality",
+            "A source's judged questions as its last sync report measured them, by figure: hit_at_1, "
+            "hit_at_5 (shares of questions whose expected page came first, or in the top 5) and facts "
+            "(the share of answers holding their facts). Set by the replica that took the report.",
+            ["source", "figure"],
+            registry=self.registry,
+        )
+        self.source_questions = Gauge(
+            "searchsvc_source_questions",
+            "Judged questions of a source, by outcome: asked, failed.",
+            ["source", "outcome"],
+            registry=self.registry,
+        )
         self.peer_breaker_state = Gauge(
             "searchsvc_peer_breaker_state",
             "A peer's circuit breaker: 0 closed, 1 half-open, 2 open.",
             ["peer"],
             registry=self.registry,
         )
+
+    def record_quality(
+        self, source: str, figures: Mapping[str, float | None], counts: Mapping[str, int | None]
+    ) -> None:
+        """The gauges of a source's judged questions (figures by `figure`, counts by `outcome`); a
+        value None removes its series, so a figure a source no longer has is not shown stale."""
+        series: tuple[tuple[Gauge, Mapping[str, float | None]], ...] = (
+            (self.source_quality, figures),
+            (self.source_questions, counts),
+        )
+        for gauge, values in series:
+            for label, value in values.items():
+                if value is None:
+                    with suppress(KeyError):  # never set
+                        gauge.remove(source, label)
+                else:
+                    gauge.labels(source, label).set(value)
 
 
 @contextmanager

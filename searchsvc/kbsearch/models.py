@@ -302,6 +302,7 @@ class SyncStatus:
     last_success_at: str | None = None  # RFC 3339, UTC: when the last successful sync ended
     freshness: Freshness | None = None
     progress: SyncProgress | None = None
+    quality: JudgedQuality | None = None  # the judged questions of `commit`, if its syncer asked them
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +318,33 @@ class SyncProgress:
     total: int | None
     started_at: str
     reported_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class FailedQuestion:
+    """A judged question the index did not answer: its expected page not in the top 5 (`rank` None),
+    or its answer without some of its facts."""
+
+    question: str
+    expected: list[str]
+    rank: int | None
+    missing_facts: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedQuality:
+    """How well a source's index answers the judged questions of its repository (.kb/questions.yaml),
+    as its syncer measured them after a sync: shares in [0, 1], None when there is nothing to share
+    (no questions, none with facts, or `error`: why there are no figures)."""
+
+    questions: int
+    hit_at_1: float | None
+    hit_at_5: float | None
+    with_facts: int
+    facts_share: float | None
+    failed: int
+    failed_questions: list[FailedQuestion]
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,8 @@ This pins what the operator relies on, including PUT /api/v1/sources/{sourceIden
 sync's outcome, shown by GET /api/v1/sources), GET /api/v1/sources/{sourceIdentifier} (counts
 and the collection epoch, zeros for an unknown source, never 404) and `collectionEpoch` in GET
 /api/v1/status: an id that stays across restarts and changes when the collection is re-created.
+What the judged questions rely on (search and ask within a source, a report's `quality` block) is
+pinned in test_client_contract_quality.py.
 """
 
 from __future__ import annotations

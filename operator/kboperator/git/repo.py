@@ -373,6 +373,15 @@ class Checkout:
             raise RepositoryReadError(f"reading blob {sha} from the cached clone failed: it is a {safe_decode(kind)}")
         return data
 
+    def file_at(self, path: str) -> TreeEntry | None:
+        """One regular file at head, with its size; None when there is none (a partial clone must
+        have fetched its blob)."""
+        out = self._git("ls_tree", "-z", "--full-tree", self.head, "--", path)
+        entry = next((e for e in parse_ls_tree(out) if e.path == path and e.kind == "file"), None)
+        if entry is None:
+            return None
+        return TreeEntry(entry.path, entry.sha, entry.mode, self.blob_sizes([entry.sha])[entry.sha])
+
     def has_commit(self, sha: str) -> bool:
         """True when the commit is in the clone (a force-push may have made it vanish)."""
         if not _SHA.match(sha or ""):

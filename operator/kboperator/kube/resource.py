@@ -82,6 +82,21 @@ class LastSync(_Camel):
     drift: str | None = None
 
 
+class JudgedQuality(_Camel):
+    """status.quality: the judged questions (.kb/questions.yaml) of the last commit synced, asked after its sync."""
+
+    commit: str | None = None
+    measured_time: Time = None
+    questions: int | None = None
+    hit_at_1: float | None = None
+    hit_at_5: float | None = None
+    facts_share: float | None = None
+    failed: int | None = None
+    #: The first failed questions' texts (status stays small: the service's sources page lists more).
+    failed_questions: list[str] | None = None
+    error: str | None = None
+
+
 class SyncProgress(_Camel):
     """status.progress: how far the running sync is; absent when none runs."""
 
@@ -127,6 +142,7 @@ class KnowledgeSourceStatus(_Camel):
     webhook_path: str | None = None
     freshness: Freshness | None = None
     progress: SyncProgress | None = None
+    quality: JudgedQuality | None = None
     document_count: int | None = None
     expected_document_count: int | None = None
     collection_epoch: str | None = None

@@ -15,7 +15,15 @@ import kopf
 
 from kboperator.crd import SYNC_REQUEST_ANNOTATION
 from kboperator.kube.metrics import OperatorMetrics
-from kboperator.kube.resource import Condition, Freshness, KnowledgeSourceStatus, LastSync, Phase, SyncProgress
+from kboperator.kube.resource import (
+    Condition,
+    Freshness,
+    JudgedQuality,
+    KnowledgeSourceStatus,
+    LastSync,
+    Phase,
+    SyncProgress,
+)
 from kboperator.kube.source import Source, source_id
 from kboperator.kube.statemachine import (
     DRIFT,
@@ -29,13 +37,14 @@ from kboperator.kube.statemachine import (
     failure_reason,
     reason_of,
 )
-from kboperator.models import FileIssue, SyncResult
+from kboperator.models import FileIssue, Quality, SyncResult
 from kboperator.models import Freshness as ReportedFreshness
 from kboperator.schedule import format_time, utcnow
 from kboperator.sync.reporting import Snapshot
 
 #: Bounded lists in status: the CRD's maxItems, so that a huge repository cannot bloat the object.
 MAX_LISTED_FILES = 50
+MAX_LISTED_QUESTIONS = 5  # status.quality.failedQuestions
 #: Kubernetes caps a condition message at 32 KiB; stay well below it.
 MAX_MESSAGE = 2000
 
@@ -82,6 +91,16 @@ def issues(items: Iterable[FileIssue]) -> list[dict[str, str]]:
 def unlisted(items: Sequence[FileIssue]) -> int:
     """How many of `items` a bounded status list leaves out."""
     return max(0, len(items) - MAX_LISTED_FILES)
+
+
+def judged_quality(commit: str, quality: Quality, now: datetime.datetime) -> JudgedQuality:
+    """status.quality: the figures of the judged questions, and the first few that failed."""
+    failed = [" ".join(o.question.split())[:200] for o in quality.failed[:MAX_LISTED_QUESTIONS]]
+    return JudgedQuality(
+        commit=commit[:12], measured_time=now, questions=quality.questions, hit_at_1=quality.hit_at_1,
+        hit_at_5=quality.hit_at_5, facts_share=quality.facts_share, failed=len(quality.failed),
+        failed_questions=failed or None, error=quality.error[:MAX_MESSAGE] if quality.error else None,
+    )  # fmt: skip
 
 
 def last_sync(result: SyncResult) -> LastSync:
@@ -245,6 +264,9 @@ class StatusWriter:
             skipped_files_omitted=unlisted(result.skipped),
             failed_files=issues(result.failed),
         )
+        if result.fetched:  # a sync that fetched nothing asked nothing: its commit's figures stand
+            quality = result.quality
+            changes.quality = judged_quality(result.commit, quality, now) if quality is not None else None
         if result.drift:
             self._event(Reason.DRIFT_DETECTED, f"full reconcile: {result.drift}", warning=True)
         if result.rejected:

@@ -40,6 +40,11 @@ timeouts; other 4xx, which say the URL is not a v1 search service) hold the comm
 
 When the service keeps failing (`give_up_after` documents in a row exhausted their retries),
 the remaining documents are reported failed without being attempted.
+
+Judged questions (sync.questions, sync.quality): a sync that fetched a head holding
+`.kb/questions.yaml` asks them of the service once its writes are done, and its result carries
+the figures (`SyncResult.quality`; a refused file is an error there, never a failed sync). A sync
+that fetched nothing asks nothing: the figures of its commit stand (`judge` asks them on demand).
 """
 
 from __future__ import annotations
@@ -49,22 +54,25 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kboperator.errors import (
     DocumentRejectedError,
     MassDeletionRefusedError,
+    QuestionsError,
     ServiceRejectedError,
     ServiceUnavailableError,
     SyncError,
 )
 from kboperator.git.repo import Checkout, RepoCache
-from kboperator.models import Baseline, FileIssue, Freshness, SyncReport, SyncResult, SyncSpec
+from kboperator.models import Baseline, FileIssue, Freshness, Quality, SyncReport, SyncResult, SyncSpec
 from kboperator.searchclient import ListedDocument, SearchClient, SourceStats
 from kboperator.sync.documents import Document, DocumentReader, same_metadata, valid_path
 from kboperator.sync.drift import drift_reason
 from kboperator.sync.prepared import PreparedSync
 from kboperator.sync.progress import Action, DocumentDone, Outcome, Phase, Planned, Progress, ignore
+from kboperator.sync.quality import evaluate, read_questions
+from kboperator.sync.questions import QUESTIONS_PATH, QuestionSet
 
 log = logging.getLogger(__name__)
 
@@ -186,11 +194,12 @@ class SyncEngine:
         checkout = await asyncio.to_thread(
             functools.partial(
                 self.git.open, spec.source_id, prepared.repo, shallow=shallow,
-                wanted=path_filter.matches, since=since, expected=remote,
+                wanted=_with_questions(path_filter.matches), since=since, expected=remote,
             )
         )  # fmt: skip
         try:
             progress(Phase(spec.source_id, "reading"))
+            questions = await asyncio.to_thread(read_questions, checkout)
             reader = DocumentReader(spec, checkout, path_filter, prepared.version, prepared.weights)
             if since and not await asyncio.to_thread(checkout.is_ancestor, since):
                 log.info("source %s: commit %s is not in the history of %s; full reconcile",
@@ -224,6 +233,8 @@ class SyncEngine:
             # the next sync sees another epoch and reconciles fully.
             baseline=Baseline(epoch=before.epoch if before else None, documents=documents), drift=drift,
         )  # fmt: skip
+        if questions is not None:
+            result = replace(result, quality=await self._judge(spec.source_id, questions))
         log.info(
             "source %s synced to %s (%s): %d added, %d modified, %d deleted, %d renamed, %d unchanged, "
             "%d skipped (%d refused by the service), %d failed; %d documents in %.2fs",
@@ -232,6 +243,32 @@ class SyncEngine:
             len(result.rejected), len(result.failed), result.documents, result.duration_s,
         )  # fmt: skip
         return result
+
+    async def judge(self, prepared: PreparedSync, commit: str) -> Quality | None:
+        """Ask the judged questions of `commit` (a synced head the cache holds: nothing is fetched
+        then) of the service; None when that commit has no questions file."""
+        checkout = await asyncio.to_thread(
+            functools.partial(
+                self.git.open, prepared.spec.source_id, prepared.repo,
+                wanted=_with_questions(prepared.filter.matches), expected=commit,
+            )
+        )  # fmt: skip
+        try:
+            questions = await asyncio.to_thread(read_questions, checkout)
+        finally:
+            await asyncio.to_thread(checkout.close)
+        return None if questions is None else await self._judge(prepared.spec.source_id, questions)
+
+    async def _judge(self, source_id: str, questions: QuestionSet | QuestionsError) -> Quality:
+        quality = await evaluate(self.client, source_id, questions)
+        if quality.error is None:
+            log.info(
+                "source %s: %d judged questions, hit@1 %s, hit@5 %s, facts held %s", source_id, quality.questions,
+                quality.hit_at_1, quality.hit_at_5, quality.facts_share,
+            )  # fmt: skip
+        else:
+            log.warning("source %s: no quality figures: %s", source_id, quality.error)
+        return quality
 
     async def _unchanged(
         self, spec: SyncSpec, last_commit: str, remote: str | None, baseline: Baseline, started: float
@@ -375,6 +412,11 @@ class SyncEngine:
         await _bounded([functools.partial(put, doc) for doc in plan.puts.values()], self.concurrency)
         await _bounded([functools.partial(delete, uri, path) for uri, path in plan.deletes.items()], self.concurrency)
         return tally
+
+
+def _with_questions(wanted: Callable[[str], bool]) -> Callable[[str], bool]:
+    """The paths a partial clone fetches: the documents', and the judged questions."""
+    return lambda path: path == QUESTIONS_PATH or wanted(path)
 
 
 async def _bounded(jobs: Iterable[Callable[[], Awaitable[None]]], concurrency: int) -> None:

@@ -104,10 +104,14 @@ async def search_page(
 
 
 @router.get("/sources")
-async def sources_page(request: Request, caller: Reader, documents: DocumentReadsDep, ctx: ContextDep) -> HTMLResponse:
+async def sources_page(
+    request: Request, caller: Reader, documents: DocumentReadsDep, ctx: ContextDep, insights: InsightsDep
+) -> HTMLResponse:
     sources = await documents.sources(caller)
     status = ctx.rebuild.status()
-    return _render(request, "sources.html", {"sources": sources, "rebuild": status})
+    # Beside each source's judged questions: what searches found little of (the insights page's lists).
+    missed = await insights.insights(caller, "24h")
+    return _render(request, "sources.html", {"sources": sources, "rebuild": status, "missed": missed})
 
 
 @router.get("/documents")

@@ -81,6 +81,11 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 86400:.0f} d"
 
 
+def share(value: float | None) -> str:
+    """A share in [0, 1] as a percentage (`85%`), `—` when there is none."""
+    return "—" if value is None else f"{value * 100:.0f}%"
+
+
 def _parse(value: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -110,7 +115,13 @@ class ConsoleTemplates:
             loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined, trim_blocks=True
         )
         environment.filters.update(
-            when=when, when_utc=when_utc, age=age, duration=duration, snippet=snippet, highlight=highlight
+            when=when,
+            when_utc=when_utc,
+            age=age,
+            duration=duration,
+            share=share,
+            snippet=snippet,
+            highlight=highlight,
         )
         environment.globals.update(is_web=is_web, query_string=query_string, chunk_link=chunk_link)
         self.versions = asset_versions()

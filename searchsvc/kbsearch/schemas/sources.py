@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, AwareDatetime, Field, StrictStr, model_validator
 
 from kbsearch.commands import ProgressReport, SyncReport
-from kbsearch.models import FileIssue, Freshness, SyncStatus, rfc3339
+from kbsearch.models import FailedQuestion, FileIssue, Freshness, JudgedQuality, SyncStatus, rfc3339
 from kbsearch.schemas.fields import Body, Count, one_line, text_lines
 
 # A sync status report: bounded so that one source's failures cannot bloat the store or a page.
@@ -18,6 +18,12 @@ MAX_ISSUE_REASON = 1000
 MAX_SYNC_MESSAGE = 2000
 MAX_COMMIT = 128
 ISSUE_CODE = r"^[A-Za-z0-9_.\-]{1,64}$"
+# The judged questions' block: the first failed questions, each bounded as the operator bounds them.
+MAX_REPORTED_QUESTIONS = 20
+MAX_QUESTION = 500
+MAX_EXPECTED_PAGES = 10
+MAX_FACT = 200
+MAX_QUESTIONS = 200
 
 
 class FileIssueBody(Body):
@@ -47,6 +53,80 @@ class FreshnessBody(Body):
             searchable_at=rfc3339(self.searchable_at),
             lag_seconds=self.lag_seconds,
         )
+
+
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class FailedQuestionBody(Body):
+    """A judged question the index did not answer: `rank` of its expected page (1-5; None: not in the
+    top 5), and the facts its answer lacks."""
+
+    question: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUESTION), AfterValidator(one_line)]
+    expected: Annotated[
+        list[Annotated[StrictStr, Field(min_length=1, max_length=MAX_FILE_PATH), AfterValidator(one_line)]],
+        Field(max_length=MAX_EXPECTED_PAGES),
+    ] = Field(default_factory=list)
+    rank: Annotated[int, Field(ge=1, le=5)] | None = None
+    missing_facts: Annotated[
+        list[Annotated[StrictStr, Field(min_length=1, max_length=MAX_FACT), AfterValidator(one_line)]],
+        Field(max_length=MAX_EXPECTED_PAGES),
+    ] = Field(default_factory=list)
+
+
+class QualityBody(Body):
+    """The judged questions of the synced commit (.kb/questions.yaml), asked after the sync: hit@1 and
+    hit@5 (an expected page first, or in the top 5), the share of answers that hold their facts (of
+    `withFacts` questions), the first failed questions. `error`: why there are no figures."""
+
+    questions: Annotated[int, Field(ge=0, le=MAX_QUESTIONS)]
+    hit_at_1: Share | None = None
+    hit_at_5: Share | None = None
+    with_facts: Annotated[int, Field(ge=0, le=MAX_QUESTIONS)] = 0
+    facts_share: Share | None = None
+    failed: Annotated[int, Field(ge=0, le=MAX_QUESTIONS)] | None = None
+    failed_questions: Annotated[list[FailedQuestionBody], Field(max_length=MAX_REPORTED_QUESTIONS)] = Field(
+        default_factory=list
+    )
+    error: Annotated[StrictStr, Field(max_length=MAX_SYNC_MESSAGE), AfterValidator(text_lines)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QualityBody:
+        if self.failed is None:
+            self.failed = len(self.failed_questions)
+        if self.failed < len(self.failed_questions) or self.failed > self.questions:
+            raise ValueError("quality.failed is the full count: at least the questions listed, at most all")
+        if self.with_facts > self.questions:
+            raise ValueError("quality.withFacts counts questions: at most quality.questions")
+        return self
+
+    def to_command(self) -> JudgedQuality:
+        failed = [
+            FailedQuestion(question=q.question, expected=q.expected, rank=q.rank, missing_facts=q.missing_facts)
+            for q in self.failed_questions
+        ]
+        return JudgedQuality(
+            questions=self.questions, hit_at_1=self.hit_at_1, hit_at_5=self.hit_at_5, with_facts=self.with_facts,
+            facts_share=self.facts_share, failed=self.failed or 0, failed_questions=failed, error=self.error,
+        )  # fmt: skip
+
+
+class FailedQuestionInfo(Body):
+    question: str
+    expected: list[str]
+    rank: int | None
+    missing_facts: list[str]
+
+
+class QualityInfo(Body):
+    questions: int
+    hit_at_1: float | None
+    hit_at_5: float | None
+    with_facts: int
+    facts_share: float | None
+    failed: int
+    failed_questions: list[FailedQuestionInfo]
+    error: str | None = None
 
 
 class FreshnessInfo(Body):
@@ -106,6 +186,9 @@ class SyncStatusRequest(Body):
     last_success_at: AwareDatetime | None = None
     freshness: FreshnessBody | None = None
     progress: SyncProgressBody | None = None
+    # The judged questions of `commit`, when its syncer asked them; without it, a report of the same
+    # commit keeps the quality stored (a sync that fetched nothing asks nothing).
+    quality: QualityBody | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> SyncStatusRequest:
@@ -151,6 +234,7 @@ class SyncStatusRequest(Body):
             unchanged=self.unchanged,
             last_success_at=_time(self.last_success_at),
             freshness=self.freshness.to_command() if self.freshness else None,
+            quality=self.quality.to_command() if self.quality else None,
         )
         return SyncReport(source_identifier=source_identifier, status=status, synced_at=self.synced_at)
 
@@ -184,6 +268,7 @@ class SyncStatusInfo(Body):
     message: str | None
     last_success_at: str | None = None
     freshness: FreshnessInfo | None = None
+    quality: QualityInfo | None = None  # the judged questions of `commit`, if its syncer asked them
 
 
 class SyncStatusResponse(Body):
@@ -220,7 +305,7 @@ class SourceInfo(Body):
     last_synced_at: str | None = None  # when its syncer last reported a finished sync (sync.syncedAt)
     versions: list[VersionInfo] = Field(default_factory=list)  # documentation versions present, newest first
     unversioned_chunks: int = 0  # chunks of the current copy (no version)
-    quality: float | None = None  # a judged quality figure, when one is kept (none is yet)
+    quality: float | None = None  # hit@5 of the source's judged questions (sync.quality), when measured
     match: SourceMatchInfo | None = None  # only with ?query=
 
 

@@ -57,7 +57,7 @@ class SourceView:
     stats: SourceStats
     versions: tuple[tuple[str, int], ...]  # (version, chunks), newest first
     unversioned_chunks: int  # chunks of the current copy, which has no version
-    quality: float | None = None  # a judged quality figure; none is kept yet
+    quality: float | None = None  # hit@5 of its judged questions, from its last sync report (sync.quality)
     match: SourceMatch | None = None
 
 
@@ -92,9 +92,11 @@ class SourceService:
     async def _view(self, stats: SourceStats) -> SourceView:
         counts = await store_call(self.store.version_counts, [stats.source_identifier], None, MAX_VERSIONS)
         versions = tuple(sorted(counts.items(), key=lambda item: newest_first_key(item[0])))
+        judged = stats.sync.quality if stats.sync is not None else None
         return SourceView(
-            stats=stats, versions=versions, unversioned_chunks=max(0, stats.chunks - sum(counts.values()))
-        )
+            stats=stats, versions=versions, unversioned_chunks=max(0, stats.chunks - sum(counts.values())),
+            quality=judged.hit_at_5 if judged is not None else None,
+        )  # fmt: skip
 
     async def _matches(
         self, listed: Sequence[SourceStats], query: str, caller: Caller, origin: SearchOrigin

@@ -15,8 +15,10 @@ from kbsearch.models import (
     ChunkPoint,
     DocumentChunk,
     DocumentRecord,
+    FailedQuestion,
     FileIssue,
     Freshness,
+    JudgedQuality,
     SearchHit,
     SourceStats,
     StoredBody,
@@ -230,8 +232,52 @@ def sync_status_payload(status: SyncStatus) -> dict[str, Any]:
             "lastSuccessAt": status.last_success_at,
             "freshness": _freshness_payload(status.freshness) if status.freshness else None,
             "progress": _progress_payload(status.progress) if status.progress else None,
+            "quality": _quality_payload(status.quality) if status.quality else None,
         },
     }
+
+
+def _quality_payload(quality: JudgedQuality) -> dict[str, Any]:
+    return {
+        "questions": quality.questions,
+        "hitAt1": quality.hit_at_1,
+        "hitAt5": quality.hit_at_5,
+        "withFacts": quality.with_facts,
+        "factsShare": quality.facts_share,
+        "failed": quality.failed,
+        "failedQuestions": [
+            {"question": q.question, "expected": q.expected, "rank": q.rank, "missingFacts": q.missing_facts}
+            for q in quality.failed_questions
+        ],
+        "error": quality.error,
+    }
+
+
+def _quality(payload: Mapping[str, Any] | None) -> JudgedQuality | None:
+    if not payload:  # none asked, or a status stored before quality was reported
+        return None
+    return JudgedQuality(
+        questions=int(payload["questions"]),
+        hit_at_1=_share(payload.get("hitAt1")),
+        hit_at_5=_share(payload.get("hitAt5")),
+        with_facts=int(payload.get("withFacts") or 0),
+        facts_share=_share(payload.get("factsShare")),
+        failed=int(payload.get("failed") or 0),
+        failed_questions=[
+            FailedQuestion(
+                question=q["question"],
+                expected=list(q.get("expected") or []),
+                rank=q.get("rank"),
+                missing_facts=list(q.get("missingFacts") or []),
+            )
+            for q in payload.get("failedQuestions") or []
+        ],
+        error=payload.get("error"),
+    )
+
+
+def _share(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _progress_payload(progress: SyncProgress) -> dict[str, Any]:
@@ -298,6 +344,7 @@ def sync_status_from_payload(payload: Mapping[str, Any]) -> SyncStatus:
         last_success_at=sync.get("lastSuccessAt"),
         freshness=_freshness(sync.get("freshness")),
         progress=_progress(sync.get("progress")),
+        quality=_quality(sync.get("quality")),
     )
 
 

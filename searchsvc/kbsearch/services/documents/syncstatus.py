@@ -5,6 +5,11 @@ Both live in the source's one sync status record. A progress report keeps the la
 replaces its progress; an outcome replaces the record and so ends the progress. A progress report
 of a sync that started before the stored outcome ended is a late one and is dropped (as is an
 outcome older than the stored one): a delayed retry never brings back "syncing" after the end.
+
+An outcome may carry the judged questions' quality of its commit. One without it, of the commit
+the stored outcome names, keeps the stored quality (a sync that fetched nothing asks nothing);
+of another commit it has none. The figures also go to the Prometheus gauges of this replica
+(Metrics.record_quality).
 """
 
 from __future__ import annotations
@@ -16,22 +21,32 @@ from datetime import UTC, datetime
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.commands import ProgressReport, SyncReport
 from kbsearch.errors import InvalidRequestError
-from kbsearch.models import SyncProgress, SyncStatus, rfc3339
+from kbsearch.metrics import Metrics
+from kbsearch.models import JudgedQuality, SyncProgress, SyncStatus, rfc3339
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.services.serving import Serving
 from kbsearch.store.base import VectorStore
 from kbsearch.store.payloads import rfc3339_seconds
 
 DEFAULT_SKEW_S = 300.0
+QUALITY_FIGURES = ("hit_at_1", "hit_at_5", "facts")
 
 
 class SyncStatusService:
     """Stores one status per source in the collection, beside its documents (see store/base.py)."""
 
-    def __init__(self, serving: Serving, *, catalog: SourceCatalog, max_clock_skew_s: float = DEFAULT_SKEW_S) -> None:
+    def __init__(
+        self,
+        serving: Serving,
+        *,
+        catalog: SourceCatalog,
+        max_clock_skew_s: float = DEFAULT_SKEW_S,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.serving = serving
         self.catalog = catalog
         self.max_clock_skew_s = max_clock_skew_s
+        self.metrics = metrics
 
     @property
     def store(self) -> VectorStore:
@@ -67,12 +82,29 @@ class SyncStatusService:
         status = report.status
         if status is None:
             raise InvalidRequestError("a sync report carries an outcome or progress", code="VALIDATION_ERROR")
+        if status.quality is None and status.commit is not None:
+            current = await store_call(self.store.get_sync_status, source_identifier)
+            if current is not None and current.quality is not None and current.commit == status.commit:
+                status = replace(status, quality=current.quality)
         stored = await store_call(self.store.put_sync_status, status, trusted_until)
         self.catalog.wrote(source_identifier)
         if stored:
+            if self.metrics is not None:
+                self._gauges(source_identifier, status.quality)
             return status, True
         current = await store_call(self.store.get_sync_status, source_identifier)
         return (current or status), False
+
+    def _gauges(self, source_identifier: str, quality: JudgedQuality | None) -> None:
+        assert self.metrics is not None
+        measured = quality is not None and quality.error is None
+        if quality is None or not measured:
+            self.metrics.record_quality(
+                source_identifier, dict.fromkeys(QUALITY_FIGURES), dict.fromkeys(("asked", "failed"))
+            )
+            return
+        figures = {"hit_at_1": quality.hit_at_1, "hit_at_5": quality.hit_at_5, "facts": quality.facts_share}
+        self.metrics.record_quality(source_identifier, figures, {"asked": quality.questions, "failed": quality.failed})
 
     async def _progress(
         self, source_identifier: str, report: ProgressReport, trusted_until: float
