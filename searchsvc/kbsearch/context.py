@@ -329,6 +329,7 @@ def document_service(
         max_source_bytes=documents.max_source_bytes,
         work=document_work(documents, serving.chunker, converter),
         max_pending_writes_per_writer=documents.max_pending_writes_per_writer,
+        vector_reuse=documents.vector_reuse,
     )
 
 

@@ -29,7 +29,7 @@ from kbsearch.models import (
 )
 from kbsearch.services.access.scope import Caller, SourceCatalog, require_writer
 from kbsearch.services.documents.budget import DocumentWork, writer_of
-from kbsearch.services.documents.prep import DocumentPreparer, Prepared, Source
+from kbsearch.services.documents.prep import DocumentPreparer, Prepared, Source, VectorReuse
 from kbsearch.services.documents.versions import detect_version
 from kbsearch.services.serving import Serving
 from kbsearch.store.base import VectorStore
@@ -103,6 +103,7 @@ class DocumentService:
         max_source_bytes: int | None = None,
         work: DocumentWork | None = None,
         max_pending_writes_per_writer: int | None = None,
+        vector_reuse: VectorReuse = "readable",
     ) -> None:
         self.serving = serving  # the store, embedder and chunker; a rebuild's mirror while one runs
         self.catalog = catalog
@@ -123,6 +124,8 @@ class DocumentService:
             work=self.work,
             max_document_bytes=self.max_document_bytes,
             max_source_bytes=self.max_source_bytes,
+            catalog=catalog,
+            vector_reuse=vector_reuse,
         )
         self._writes = SharedExclusiveLocks()
 
@@ -234,7 +237,7 @@ class DocumentService:
                         return self._response(request, "updated", record, 0)
                     continue
             if prepared is None:
-                prepared = await self._prep.prepare(request, source, writer)
+                prepared = await self._prep.prepare(request, source, writer, caller)
             outcome = await run_to_completion(self._write(request, prepared, existing))
             if outcome is not None:
                 return self._response(request, "created" if existing is None else "updated", outcome, prepared.embedded)
