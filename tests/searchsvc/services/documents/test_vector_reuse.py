@@ -6,15 +6,18 @@ MiniLM gives for those texts, and search results are the same with reuse on and 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
 import pytest
 
 from kbsearch.deps import context_of
+from kbsearch.embedders.cache import CachedEmbedder
 from kbsearch.embedders.local import LocalEmbedder
 from kbsearch.models import chunk_point_id
 from tests.searchsvc.api_fixtures import sections
+from tests.support.hashing import HashingEmbedder
 from tests.support.service import STORE_KINDS, running_service
 
 ADMIN, A_WRITER, B_WRITER = "admin-t1", "a-write-t3", "b-write-t5"
@@ -66,6 +69,22 @@ async def test_a_scoped_writer_reuses_across_its_own_sources_only(tmp_path, toke
         assert (await put(client, "a/x.md", page, "team-a/one", A_WRITER))["chunksEmbedded"] == 3
         # ...but reuses its own team's copy in another of its sources.
         assert (await put(client, "a/y.md", page, "team-a/two", A_WRITER))["chunksEmbedded"] == 0
+
+
+async def test_concurrent_writes_share_texts_being_embedded_within_the_team_only(tmp_path, tokens):
+    # Two versions' sources synced at once: neither has stored the page yet, so only the texts
+    # shared while being embedded (and the cache) can save the second embedding; never across teams.
+    cache = CachedEmbedder(HashingEmbedder(), max_entries=1000)
+    page = sections(4, words="eta theta iota")
+    async with running_service("edge", tmp_path / "data", tokens_file=tokens, embedder=cache) as client:
+        misses = cache.misses
+        await asyncio.gather(
+            put(client, "v1/p.md", page, "team-a/v1"),
+            put(client, "v2/p.md", page, "team-a/v2"),
+        )
+        assert cache.misses - misses == 4
+        await put(client, "b/p.md", page, "team-b/docs")
+        assert cache.misses - misses == 8
 
 
 async def test_reuse_source_keeps_the_lookup_to_the_writers_own_source(tmp_path, tokens):
