@@ -185,6 +185,7 @@ class Factory:
             prep=self.create_document_preparer(
                 serving,
                 work,
+                catalog,
                 max_document_bytes=documents.max_document_bytes,
                 max_source_bytes=documents.max_source_bytes,
             ),
@@ -192,7 +193,13 @@ class Factory:
         )
 
     def create_document_preparer(
-        self, serving: Serving, work: DocumentWork, *, max_document_bytes: int, max_source_bytes: int
+        self,
+        serving: Serving,
+        work: DocumentWork,
+        catalog: SourceCatalog,
+        *,
+        max_document_bytes: int,
+        max_source_bytes: int,
     ) -> DocumentPreparer:
         return DocumentPreparer(
             serving=serving,
@@ -200,6 +207,8 @@ class Factory:
             work=work,
             max_document_bytes=max_document_bytes,
             max_source_bytes=max_source_bytes,
+            catalog=catalog,
+            vector_reuse=self.settings.documents.vector_reuse,
         )
 
     def create_document_reads(self, serving: Serving, catalog: SourceCatalog) -> DocumentReads:
@@ -352,13 +361,14 @@ class Factory:
         """The rebuild's writer into its shadow: any document the live collection holds, whatever today's
         size limit, with the serving converter and budget (re-chunking takes turns with live writes)."""
         shadow_serving = self.create_shadow_serving(serving, target, shadow)
+        catalog = self.create_catalog(shadow)
         return DocumentService(
             serving=shadow_serving,
             metrics=self.metrics,
-            catalog=self.create_catalog(shadow),
+            catalog=catalog,
             work=work,
             prep=self.create_document_preparer(
-                shadow_serving, work, max_document_bytes=UNLIMITED_BYTES, max_source_bytes=UNLIMITED_BYTES
+                shadow_serving, work, catalog, max_document_bytes=UNLIMITED_BYTES, max_source_bytes=UNLIMITED_BYTES
             ),
             # The rebuild's copies never wait in the live queue's bounds.
             settings=self.settings.documents.model_copy(

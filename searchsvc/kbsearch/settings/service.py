@@ -268,6 +268,11 @@ class DocumentSettings(Section):
         description="One writer's writes queued at once (a scoped token, or one team's sources); past it 429 "
         "TOO_MANY_WRITES.",
     )
+    vector_reuse: Literal["readable", "source", "off"] = Field(
+        "readable",
+        description="Where a write looks for a stored vector of the same chunk text before embedding it: "
+        "readable (the sources the writing caller may read), source (its own source only), off (none).",
+    )
     sync_status_max_clock_skew_s: float = Field(
         300.0, ge=0, description="A sync status dated further ahead of this service's clock is refused (422)."
     )

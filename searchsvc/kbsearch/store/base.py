@@ -203,6 +203,15 @@ class VectorStore(ABC):
         """
 
     @abstractmethod
+    def readable_vectors_by_text_hash(self, text_hashes: list[str], sources: list[str]) -> dict[str, list[float]]:
+        """A dense vector for each of `text_hashes` that some chunk of one of `sources` has (none: {}).
+
+        Through the same index and an engine filter on the exact `sources`, which the caller bounds
+        to what the writer may read within its team (services/documents/prep.py), so a vector
+        found tells the writer only of a text it could search for anyway.
+        """
+
+    @abstractmethod
     def write_document(self, record: DocumentRecord, expected_version: int | None) -> bool:
         """Write `record` only if the stored record has `expected_version` (None: no record).
 

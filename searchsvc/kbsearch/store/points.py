@@ -165,13 +165,21 @@ class PointStore(VectorStore):
             }
 
     def vectors_by_text_hash(self, text_hashes: list[str], source_identifier: str | None) -> dict[str, list[float]]:
-        wanted = set(text_hashes)
         source: cd.Condition = cd.Missing(SOURCE) if source_identifier is None else cd.Match(SOURCE, source_identifier)
+        return self._vectors_by_text_hash(text_hashes, [source])
+
+    def readable_vectors_by_text_hash(self, text_hashes: list[str], sources: list[str]) -> dict[str, list[float]]:
+        if not sources:
+            return {}
+        return self._vectors_by_text_hash(text_hashes, [cd.MatchAny(SOURCE, list(sources))])
+
+    def _vectors_by_text_hash(self, text_hashes: list[str], scope: list[cd.Condition]) -> dict[str, list[float]]:
+        wanted = set(text_hashes)
         found: dict[str, list[float]] = {}
         for start in range(0, len(text_hashes), pl.SCROLL_PAGE):
             conditions: list[cd.Condition] = [
                 cd.Match(KIND, KIND_CHUNK),
-                source,
+                *scope,
                 cd.MatchAny(TEXT_HASH, list(text_hashes[start : start + pl.SCROLL_PAGE])),
             ]
             with self._guard("read vectors by text hash"):

@@ -1148,6 +1148,21 @@ def test_vectors_are_found_by_text_hash_within_one_source_only(store):
     assert store.vectors_by_text_hash([], "src-a") == {}
 
 
+def test_vectors_are_found_by_text_hash_among_the_named_sources_only(store):
+    ingest(store, "docs/a.md", ["alpha text", "beta text"])
+    ingest(store, "docs/b.md", ["gamma text"], source="src-b")
+    ingest(store, "docs/c.md", ["delta text"], source=None)
+    wanted = ["hash-docs/a.md-1", "hash-docs/b.md-0", "hash-docs/c.md-0", "nope"]
+    assert set(store.readable_vectors_by_text_hash(wanted, ["src-a", "src-b"])) == {
+        "hash-docs/a.md-1",
+        "hash-docs/b.md-0",
+    }  # the sourceless document is in no named source
+    found = store.readable_vectors_by_text_hash(wanted, ["src-b", "src-z"])
+    assert set(found) == {"hash-docs/b.md-0"}
+    assert found["hash-docs/b.md-0"] == pytest.approx(EMBEDDER.embed_query("gamma text"))
+    assert store.readable_vectors_by_text_hash(wanted, []) == {}  # no source named: nothing, never everything
+
+
 def test_a_text_repeated_in_many_documents_gives_one_vector(store):
     ingest_bulk(store, source="versions", documents=30, chunks_each=4)  # hashes h0..h3 in every document
     found = store.vectors_by_text_hash(["h0", "h3", "h9"], "versions")

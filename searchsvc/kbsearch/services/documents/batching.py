@@ -35,9 +35,10 @@ class EmbeddingBatcher:
     A text is embedded once however many requests want it at the same time: a request whose text
     is already queued or being embedded (versioned documentation repeats whole pages, and the
     operator sends several files at once) waits for that text's vector instead of queueing it
-    again. Texts are shared only within one partition (a source): a vector another source's write
-    is waiting for is never handed to this one, so how long a write takes says nothing about other
-    sources' texts.
+    again. Texts are shared only within one partition (the reach of the preparer's stored-vector
+    lookup: a team's sources, a scoped writer's, or one source, services/documents/prep.py): a
+    vector another partition's write is waiting for is never handed to this one, so how long a
+    write takes says nothing about texts the writer could not search for.
 
     A failed call fails every request that has a text in it, and those requests' texts still
     queued with it (a write that fails is not embedded on; a request waiting for one of those

@@ -10,6 +10,7 @@ import base64
 import binascii
 import dataclasses
 import hashlib
+from typing import Literal
 
 from kbsearch.aio.runtime import in_thread, store_call
 from kbsearch.commands import DocumentWrite
@@ -19,13 +20,16 @@ from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import DocumentTooLargeError, InvalidRequestError
 from kbsearch.metrics import Metrics
 from kbsearch.models import ChunkPoint, ParsedDocument
-from kbsearch.services.access.scope import source_partition
+from kbsearch.services.access.scope import Caller, SourceCatalog, source_partition
 from kbsearch.services.documents.batching import EmbeddingBatcher
 from kbsearch.services.documents.budget import DocumentWork
 from kbsearch.services.documents.versions import detect_version
 from kbsearch.services.serving import Serving
 
-__all__ = ["DocumentPreparer", "Prepared", "Source", "sha256_hex"]
+__all__ = ["DocumentPreparer", "Prepared", "Source", "VectorReuse", "sha256_hex"]
+
+# Where a write looks for a stored vector of a chunk text (SEARCHSVC_VECTOR_REUSE).
+VectorReuse = Literal["readable", "source", "off"]
 
 
 def sha256_hex(text: str) -> str:
@@ -43,8 +47,12 @@ class DocumentPreparer:
         work: DocumentWork,
         max_document_bytes: int,
         max_source_bytes: int,
+        catalog: SourceCatalog | None = None,
+        vector_reuse: VectorReuse = "readable",
     ) -> None:
         self.serving = serving  # the store, embedder, encoder and chunker a write uses now
+        self.catalog = catalog  # resolves a glob scope for "readable" reuse; without it, own source only
+        self.vector_reuse = vector_reuse
         self.metrics = metrics
         self.work = work
         self.max_document_bytes = max_document_bytes
@@ -110,7 +118,7 @@ class DocumentPreparer:
         self.metrics.documents_converted.labels(source.format.name, "ok").inc()
         return converted.text, converted
 
-    async def prepare(self, request: DocumentWrite, source: Source, writer: str) -> Prepared:
+    async def prepare(self, request: DocumentWrite, source: Source, writer: str, caller: Caller) -> Prepared:
         """Chunks and vectors, before anything is written: a cancellation or a refusal here leaves no trace."""
         text, converted = await self._convert(source, writer)
         located = detect_version(request.uri, request.metadata)
@@ -119,7 +127,7 @@ class DocumentPreparer:
         # Chunk offsets count from the body (after any front matter); anchors from the whole text.
         shift = len(text) - len(parsed.body)
         hashes = [sha256_hex(chunk.embed_text) for chunk in parsed.chunks]
-        dense, embedded = await self._dense_vectors(parsed, hashes, request.source_identifier, writer)
+        dense, embedded = await self._dense_vectors(parsed, hashes, request.source_identifier, writer, caller)
         sparse = await in_thread(self.serving.sparse.encode_chunks, [c.embed_text for c in parsed.chunks])
         total = len(parsed.chunks)
         points = [
@@ -154,24 +162,48 @@ class DocumentPreparer:
         )
 
     async def _dense_vectors(
-        self, parsed: ParsedDocument, hashes: list[str], source_identifier: str | None, writer: str
+        self, parsed: ParsedDocument, hashes: list[str], source_identifier: str | None, writer: str, caller: Caller
     ) -> tuple[list[list[float]], int]:
-        """Vectors for every chunk: a stored vector of the same text in the same source, else embedded
-        in the writer's turns (services/documents/batching.py).
+        """Vectors for every chunk: a stored vector of the same embedded text, else embedded in the
+        writer's turns (services/documents/batching.py).
 
-        Only the writer's own source is looked in, and only its cache partition: `chunksEmbedded`
-        and the write's duration must not tell a writer that another source holds a text.
+        The key is the text embedded (its SHA-256), never the chunk's position or document, so
+        versioned copies of a page, a page moved or re-chunked, and a page two sources share are
+        embedded once. Looked up first in the writer's own source, then (`readable`) in the
+        other sources of the writer's team (`_reuse_sources`): whether a vector was found
+        (`chunksEmbedded`, the write's duration) tells a writer only of texts it could search
+        for anyway, never of another tenant's. One model made every vector of a collection (the
+        collection signature), and a stored vector is the very one the model gave
+        (tests/searchsvc/services/documents/test_vector_reuse.py).
         """
         unique = list(dict.fromkeys(hashes))
-        by_hash = await store_call(self.serving.store.vectors_by_text_hash, unique, source_identifier)
+        by_hash: dict[str, list[float]] = {}
+        if self.vector_reuse != "off":
+            by_hash = await store_call(self.serving.store.vectors_by_text_hash, unique, source_identifier)
+            missing = [h for h in unique if h not in by_hash]
+            if missing and self.vector_reuse == "readable" and self.catalog is not None:
+                others = await _reuse_sources(caller, source_identifier, self.catalog)
+                if others:
+                    found = await store_call(self.serving.store.readable_vectors_by_text_hash, missing, others)
+                    by_hash.update(found)
         missing = [h for h in unique if h not in by_hash]
         if missing:
             text_of = {hashes[i]: chunk.embed_text for i, chunk in enumerate(parsed.chunks)}
-            partition = source_partition(source_identifier)
+            partition = self._partition(caller, source_identifier)
             batcher = self._batcher_of(self.serving.embedder)
             vectors = await batcher.embed([text_of[h] for h in missing], partition, writer)
             by_hash.update(zip(missing, vectors, strict=True))
         return [by_hash[h] for h in hashes], len(missing)
+
+    def _partition(self, caller: Caller, source_identifier: str | None) -> str:
+        """Where texts being embedded and the embed cache are shared: the reach of the stored lookup."""
+        if self.vector_reuse != "readable":
+            return source_partition(source_identifier)
+        if not caller.scope.unrestricted:
+            return "writer\0" + caller.name + "\0" + ",".join(caller.scope.patterns)
+        if source_identifier is not None and "/" in source_identifier:
+            return "team\0" + source_identifier.split("/", 1)[0]
+        return source_partition(source_identifier)
 
 
 @dataclasses.dataclass(slots=True)
@@ -193,6 +225,22 @@ class Source:
     text: str | None
     checksum: str  # SHA-256 of the exact bytes: what a syncer computes from the file
     fingerprint: str
+
+
+async def _reuse_sources(caller: Caller, source_identifier: str | None, catalog: SourceCatalog) -> list[str]:
+    """The other sources whose stored vectors a write may reuse: what the writer may read, within its team.
+
+    A scoped token's readable sources are its own to search. An all-sources token (the operator's)
+    writes for many teams and copies what a write tells it into the team's status, so its bound is
+    the team the write is for (the sourceIdentifier's part before `/`, as services/documents/budget.py
+    takes turns), never every source it could read.
+    """
+    if not caller.scope.unrestricted:
+        return [s for s in await caller.scope.resolve(catalog) or [] if s != source_identifier]
+    if source_identifier is None or "/" not in source_identifier:
+        return []
+    team = source_identifier.split("/", 1)[0] + "/"
+    return sorted(s for s in await catalog.known() if s.startswith(team) and s != source_identifier)
 
 
 _NOWHERE = Anchor(0)

@@ -222,7 +222,7 @@ class DocumentService:
                         return self._response(request, "updated", record, 0)
                     continue
             if prepared is None:
-                prepared = await self._prep.prepare(request, source, writer)
+                prepared = await self._prep.prepare(request, source, writer, caller)
             outcome = await run_to_completion(self._write(request, prepared, existing))
             if outcome is not None:
                 return self._response(request, "created" if existing is None else "updated", outcome, prepared.embedded)
