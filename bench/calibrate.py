@@ -105,6 +105,10 @@ def dump(args: argparse.Namespace) -> None:
                                     query_stems, tokens(title.replace("-", " ").replace("_", " "))
                                 ),
                                 "stems": len(set(query_stems)),
+                                # The page's own stems, for offline second-stage experiments (IDF over the candidates).
+                                "query_stems": sorted(set(query_stems)),
+                                "title_stems": sorted(set(tokens(title.replace("-", " ").replace("_", " ")))),
+                                "text_stems": sorted(set(tokens(title + " " + hit["content"]))),
                             }
                         )
         out.write_text("".join(json.dumps(r) + "\n" for r in rows))
