@@ -4,7 +4,9 @@ Two steps, so the expensive one (syncing a corpus, embedding it) runs once per s
 
     python -m bench.calibrate dump --eval ../shared/eval/argocd-docs --name argocd-docs
     python -m bench.calibrate dump --eval ../shared/eval/cert-manager-docs --name cert-manager-docs --fold-versions
-    python -m bench.calibrate fit /tmp/kb-calibrate/*.jsonl [--write]
+    python -m bench.calibrate_beir --beir ../shared/eval/scifact-train --name scifact-train
+    python -m bench.calibrate_beir --beir ../shared/eval/mlquestions-dev --name mlquestions-dev
+    python -m bench.calibrate fit /tmp/kb-calibrate/*.jsonl [--write]   # the shipped model: all four sets
 
 `dump` syncs the set's corpus into the real service (as bench/docsqa.py does), asks every question
 and the off-topic ones (hybrid, 10 pages), and writes one row per returned page: the evidence the
