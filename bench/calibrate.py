@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     f = sub.add_parser("fit")
     f.add_argument("dumps", nargs="+", type=Path)
     f.add_argument("--write", action="store_true")
-    f.add_argument("--variant", default="rank", help="which feature set to ship (see calibrate_fit.VARIANTS)")
+    f.add_argument("--variant", default="rank-on-topic", help="which feature set to ship (see calibrate_fit.VARIANTS)")
     f.add_argument("--embedder", default="all-MiniLM-L6-v2")
     args = parser.parse_args(argv)
     if args.step == "dump":

@@ -18,7 +18,8 @@ A page ranks by page-level evidence (PageEvidence), from its chunks' fused score
 
 Relevance is absolute, unlike fusion's per-query normalised scores, and it is what orders the
 results: a small logistic model (RelevanceModel) over the page's evidence (its best chunk's
-cosine with the query under the service's own embedder, the query's best cosine, its page score
+cosine with the query under the service's own embedder, the query's best cosine (raw, and through
+the embedder's curve, which saturates), its page score
 as a share of the best page's, its place among the pages (1 / (1 + pages scored above it)), how
 far the best page leads the next one where it holds the question's words, its further matches),
 fitted on judged questions with `python -m bench.calibrate` and shipped as data per embedder
@@ -64,6 +65,7 @@ _K1, _B = 1.2, 0.75
 # The model's inputs, by name (relevance_models.json names its weights by these).
 FEATURES = (
     "cosine", "top_cosine", "share", "more", "coverage", "top_coverage", "lead", "covered_lead", "inverse_rank",
+    "top_on_topic",
 )  # fmt: skip
 # The query-level inputs (best cosine, best coverage) are read over its best pages by score, as many as the fit
 # saw a question return (bench/calibrate.py asks for 10), so a caller's limit does not move them.
@@ -87,6 +89,9 @@ class Evidence:
     # 1 / (1 + hits scored above it): its place, which reads alike on every corpus where the share does not (a
     # corpus of near-duplicate passages has ten pages at share 0.99). Monotone in the hit's own score too.
     inverse_rank: float = 0.0
+    # The embedder's own curve (Relevance.of) over top_cosine: on topic or not, saturating, so a corpus whose
+    # cosines run high (MLQuestions: 0.74 at the top, against 0.65 on docs) is not read as likelier right.
+    top_on_topic: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +156,7 @@ class Relevance:
             for hit in hits
         ]
         top_cover = max((covers[i] for i in best), default=0.0)
+        on_topic = self.of(top_cosine)
         scored = [
             # No vector, no evidence of meaning: relevance 0, whatever the keyword lane made of it.
             replace(
@@ -168,6 +174,7 @@ class Relevance:
                         lead=(lead := _lead(score, top_score, runner_up)),
                         covered_lead=lead * top_cover,
                         inverse_rank=1.0 / (1 + _above(score, descending)),
+                        top_on_topic=on_topic,
                     )
                 ),
             )
