@@ -4,7 +4,9 @@ Two steps, so the expensive one (syncing a corpus, embedding it) runs once per s
 
     python -m bench.calibrate dump --eval ../shared/eval/argocd-docs --name argocd-docs
     python -m bench.calibrate dump --eval ../shared/eval/cert-manager-docs --name cert-manager-docs --fold-versions
-    python -m bench.calibrate fit /tmp/kb-calibrate/*.jsonl [--write]
+    python -m bench.calibrate_beir --beir ../shared/eval/scifact-train --name scifact-train
+    python -m bench.calibrate_beir --beir ../shared/eval/mlquestions-dev --name mlquestions-dev
+    python -m bench.calibrate fit /tmp/kb-calibrate/*.jsonl [--write]   # the shipped model: all four sets
 
 `dump` syncs the set's corpus into the real service (as bench/docsqa.py does), asks every question
 and the off-topic ones (hybrid, 10 pages), and writes one row per returned page: the evidence the
@@ -105,6 +107,10 @@ def dump(args: argparse.Namespace) -> None:
                                     query_stems, tokens(title.replace("-", " ").replace("_", " "))
                                 ),
                                 "stems": len(set(query_stems)),
+                                # The page's own stems, for offline second-stage experiments (IDF over the candidates).
+                                "query_stems": sorted(set(query_stems)),
+                                "title_stems": sorted(set(tokens(title.replace("-", " ").replace("_", " ")))),
+                                "text_stems": sorted(set(tokens(title + " " + hit["content"]))),
                             }
                         )
         out.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -130,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     f = sub.add_parser("fit")
     f.add_argument("dumps", nargs="+", type=Path)
     f.add_argument("--write", action="store_true")
-    f.add_argument("--variant", default="order-kept", help="which feature set to ship (see calibrate_fit.VARIANTS)")
+    f.add_argument("--variant", default="rank-on-topic", help="which feature set to ship (see calibrate_fit.VARIANTS)")
     f.add_argument("--embedder", default="all-MiniLM-L6-v2")
     args = parser.parse_args(argv)
     if args.step == "dump":

@@ -102,6 +102,9 @@ def main(argv: list[str] | None = None) -> None:
                     "coverage": coverage(stems, encoder.tokens(title + " " + hit.content)),
                     "title_coverage": coverage(stems, encoder.tokens(title)),
                     "stems": len(set(stems)),
+                    "query_stems": sorted(set(stems)),
+                    "title_stems": sorted(set(encoder.tokens(title))),
+                    "text_stems": sorted(set(encoder.tokens(title + " " + hit.content))),
                 }
             )
     DUMP_DIR.mkdir(parents=True, exist_ok=True)

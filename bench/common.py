@@ -133,12 +133,15 @@ def load_scifact(folder: str | Path | None) -> SciFact:
     if folder is None:
         fail_usage("no SciFact folder given: pass --scifact PATH (e.g. ../shared/eval/scifact-train)")
     root = Path(folder)
-    needed = [root / "corpus.jsonl", root / "queries.jsonl", root / "qrels" / "train.tsv"]
+    # SciFact's split is train; MLQuestions ships dev only. The one split present is the one scored.
+    splits = sorted((root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
+    qrels_file = root / "qrels" / "train.tsv" if len(splits) != 1 else splits[0]
+    needed = [root / "corpus.jsonl", root / "queries.jsonl", qrels_file]
     missing = [str(p) for p in needed if not p.is_file()]
     if missing:
         fail_usage(
             f"SciFact data not found at {root.resolve()} (missing: {', '.join(missing)}). Pass --scifact with "
-            "the folder holding corpus.jsonl, queries.jsonl and qrels/train.tsv (BEIR layout); "
+            "the folder holding corpus.jsonl, queries.jsonl and qrels/train.tsv or one other split (BEIR layout); "
             "the data is never copied into the repository."
         )
     with open(needed[0], encoding="utf-8") as fh:

@@ -18,16 +18,19 @@ A page ranks by page-level evidence (PageEvidence), from its chunks' fused score
 
 Relevance is absolute, unlike fusion's per-query normalised scores, and it is what orders the
 results: a small logistic model (RelevanceModel) over the page's evidence (its best chunk's
-cosine with the query under the service's own embedder, the query's best cosine, its page score
-as a share of the best page's, how far the best page leads the next one where it holds the question's
-words, its further matches), fitted on judged questions with
-`python -m bench.calibrate` and shipped as data per embedder (relevance_models.json). An embedder
+cosine with the query under the service's own embedder, the query's best cosine (raw, and through
+the embedder's curve, which saturates), its page score
+as a share of the best page's, its place among the pages (1 / (1 + pages scored above it)), how
+far the best page leads the next one where it holds the question's words, its further matches),
+fitted on judged questions with `python -m bench.calibrate` and shipped as data per embedder
+(relevance_models.json); the query-level inputs are read over its ten best pages. An embedder
 with no fitted model falls back to the old curve over the cosine alone (Relevance.of). A nonsense
 query gets a low relevance whatever the fusion makes of it: its cosines are low.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import math
@@ -60,7 +63,13 @@ _K1, _B = 1.2, 0.75
 
 
 # The model's inputs, by name (relevance_models.json names its weights by these).
-FEATURES = ("cosine", "top_cosine", "share", "more", "coverage", "top_coverage", "lead", "covered_lead")
+FEATURES = (
+    "cosine", "top_cosine", "share", "more", "coverage", "top_coverage", "lead", "covered_lead", "inverse_rank",
+    "top_on_topic",
+)  # fmt: skip
+# The query-level inputs (best cosine, best coverage) are read over its best pages by score, as many as the fit
+# saw a question return (bench/calibrate.py asks for 10), so a caller's limit does not move them.
+STATS_PAGES = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +86,12 @@ class Evidence:
     # in the hit's own score, like share, so a model over these keeps the page evidence's order.
     lead: float = 0.0
     covered_lead: float = 0.0  # lead x top_coverage: a page alone leads only where the question's words are
+    # 1 / (1 + hits scored above it): its place, which reads alike on every corpus where the share does not (a
+    # corpus of near-duplicate passages has ten pages at share 0.99). Monotone in the hit's own score too.
+    inverse_rank: float = 0.0
+    # The embedder's own curve (Relevance.of) over top_cosine: on topic or not, saturating, so a corpus whose
+    # cosines run high (MLQuestions: 0.74 at the top, against 0.65 on docs) is not read as likelier right.
+    top_on_topic: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,15 +145,18 @@ class Relevance:
         """`hits` (with their similarity, best score first) given their relevance, highest first (stable:
         ties keep the order). Without a model, the old way: the score's order, the curve's relevance."""
         top_score = max(scores, default=0.0)
-        runner_up = sorted(scores, reverse=True)[1] if len(scores) > 1 else 0.0
-        top_cosine = max((h.similarity for h in hits if h.similarity is not None), default=0.0)
+        descending = sorted(scores, reverse=True)
+        runner_up = descending[1] if len(scores) > 1 else 0.0
+        best = sorted(range(len(hits)), key=lambda i: -scores[i])[:STATS_PAGES]
+        top_cosine = max((s for i in best if (s := hits[i].similarity) is not None), default=0.0)
         covers = [
             coverage(query_stems, stems(" ".join([hit.title or "", *hit.headings, _file_name(hit), hit.content])))
             if query_stems is not None and stems is not None
             else 0.0
             for hit in hits
         ]
-        top_cover = max(covers, default=0.0)
+        top_cover = max((covers[i] for i in best), default=0.0)
+        on_topic = self.of(top_cosine)
         scored = [
             # No vector, no evidence of meaning: relevance 0, whatever the keyword lane made of it.
             replace(
@@ -155,6 +173,8 @@ class Relevance:
                         top_coverage=top_cover,
                         lead=(lead := _lead(score, top_score, runner_up)),
                         covered_lead=lead * top_cover,
+                        inverse_rank=1.0 / (1 + _above(score, descending)),
+                        top_on_topic=on_topic,
                     )
                 ),
             )
@@ -180,6 +200,11 @@ def coverage(query_stems: list[str], text_stems: list[str]) -> float:
     """The share of the question's distinct stems that the text holds (0 for a question of stop words alone)."""
     asked = set(query_stems)
     return len(asked & set(text_stems)) / len(asked) if asked else 0.0
+
+
+def _above(score: float, descending: list[float]) -> int:
+    """How many of `descending` (sorted high to low) are strictly above `score`: ties share a place."""
+    return bisect.bisect_left(descending, -score, key=lambda s: -s)
 
 
 def _lead(score: float, top_score: float, runner_up: float) -> float:

@@ -143,3 +143,27 @@ def test_a_page_alone_is_relevant_when_it_holds_the_questions_words_and_not_othe
         page, 5, relevance, PageEvidence(tokens("terraform state locking with s3"), tokens, lambda _m, _p: 1.0)
     )
     assert (on_topic[0].relevance or 0.0) >= 0.5 > (off_topic[0].relevance or 0.0)
+
+
+def test_near_equal_pages_are_told_apart_by_their_place_and_tied_pages_share_one():
+    # MLQuestions' shape: ten short passages whose page scores sit within 1% of the best. Their shares are all
+    # about 1, so only the place separates the best page from the rest; two pages scored alike share a place.
+    relevance = Relevance(0.35, 12.0, shipped_model("all-MiniLM-L6-v2"))
+    hits = [hit(f"docs/p{i}.md", 1.0 - 0.001 * i, 0.7) for i in range(10)]
+    out = collapse_pages(hits, 10, relevance)
+    values = [h.relevance or 0.0 for h in out]
+    assert [h.uri for h in out] == [h.uri for h in hits]
+    assert values[0] - values[1] >= 0.1 and values[1] > values[-1]
+    tied = collapse_pages(
+        [hit("docs/a.md", 1.0, 0.7), hit("docs/b.md", 1.0, 0.7), hit("docs/c.md", 0.5, 0.7)], 3, relevance
+    )
+    assert tied[0].relevance == tied[1].relevance > (tied[2].relevance or 0.0)
+
+
+def test_the_querys_best_cosine_is_read_over_its_ten_best_pages_whatever_the_limit():
+    # The fit saw ten pages a question: a page ranked eleventh does not lift the others' relevance.
+    relevance = Relevance(0.35, 12.0, RelevanceModel(-3.0, {"top_cosine": 6.0, "inverse_rank": 1.0}))
+    hits = [hit(f"docs/p{i}.md", 1.0 - 0.01 * i, 0.3) for i in range(10)] + [hit("docs/late.md", 0.5, 0.9)]
+    top_three = collapse_pages(hits, 3, relevance)
+    without_it = collapse_pages(hits[:10], 3, relevance)
+    assert [h.relevance for h in top_three] == [h.relevance for h in without_it]
