@@ -33,7 +33,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from kbsearch import __version__
-from kbsearch.mcp import compat, resources, tools
+from kbsearch.mcp import caching, compat, resources, spans, tools
 from kbsearch.mcp.context import caller_of, invalid_arguments
 from kbsearch.settings import CompatSettings
 
@@ -167,12 +167,15 @@ def build_server(compat: CompatSettings) -> MCPServer:
             version=__version__,
             instructions=INSTRUCTIONS,
             subscriptions=False,
+            cache_hints=caching.CACHE_HINTS,
         )
     resources.register(server)
     specs = tool_specs(compat)
     for spec in specs:
         server.add_tool(spec.fn, name=spec.tool_name, title=spec.title, annotations=spec.annotations)
     server.middleware.append(HideWriteTools([s.tool_name for s in specs if s.writes]))
+    server.middleware.append(caching.sources_keep_briefly)
+    server.middleware.append(spans.name_the_resource)
     return server
 
 
@@ -192,8 +195,8 @@ def _logging_left_alone() -> Iterator[None]:
 class HideWriteTools:
     """tools/list leaves out the write tools for a caller that may not write.
 
-    tools/list answers are private to the caller (the SDK's default cache scope), so a shared
-    cache never hands one caller's list to another.
+    tools/list answers are private to the caller (kbsearch.mcp.caching), so a shared cache never
+    hands one caller's list to another.
     """
 
     def __init__(self, write_tools: Sequence[str]) -> None:
