@@ -106,7 +106,7 @@ async def test_the_bridge_serves_the_resources_and_the_prompt_as_the_http_face_d
         http_document = await http.read_resource(document_uri(A_URI))
         http_prompt = await http.get_prompt("answer_with_citations", {"question": "How do deploys work?"})
     assert capabilities.resources is not None and capabilities.prompts is not None
-    assert [str(r.uri) for r in listed.resources] == ["kb://sources"]
+    assert sorted(str(r.uri) for r in listed.resources) == ["kb://sources", "ui://knowledge-base/citations.html"]
     assert [t.uri_template for t in templates] == ["kb://documents/{+uri}"]
     assert sources.contents == http_sources.contents
     assert "team-a/docs" in sources.contents[0].text and "team-b" not in sources.contents[0].text
