@@ -34,7 +34,7 @@ from kbsearch.settings import TracingSettings
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
-__all__ = ["Span", "inject", "installed", "span"]
+__all__ = ["Span", "annotate", "inject", "installed", "span"]
 
 log = logging.getLogger(__name__)
 TRACER_NAME = "kbsearch"
@@ -184,6 +184,12 @@ def ask(mode: str, model: str | None) -> AbstractContextManager[Span]:
     if model is not None:
         attributes[gen_ai.GEN_AI_REQUEST_MODEL] = model
     return span("ask", attributes)
+
+
+def annotate(attributes: Mapping[str, AttributeValue]) -> None:
+    """Attributes for the span already current (the MCP SDK's server span, say); nothing when off."""
+    if _state.tracer is not None:
+        trace.get_current_span().set_attributes(attributes)
 
 
 def inject(headers: MutableMapping[str, str]) -> None:

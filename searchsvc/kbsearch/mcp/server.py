@@ -5,7 +5,8 @@ return annotation `Annotated[CallToolResult, Model]` gives its outputSchema, and
 `tool_result(text, model)` (kbsearch.mcp.context). It reaches the caller and the services the
 lifespan built through `tool_context(ctx)` (`.caller`, and `.app`, the AppContext).
 A spec with `writes=True` is listed only to callers that may write; its service refuses the
-others anyway. The resources and the prompt are kbsearch.mcp.resources'.
+others anyway. The resources and the prompt are kbsearch.mcp.resources', the citation viewer (an MCP
+App) kbsearch.mcp.apps', the cache hints kbsearch.mcp.caching's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from kbsearch import __version__
-from kbsearch.mcp import compat, resources, tools
+from kbsearch.mcp import apps, caching, compat, resources, spans, tools
 from kbsearch.mcp.context import caller_of, invalid_arguments
 from kbsearch.settings import CompatSettings
 
@@ -63,6 +64,7 @@ class ToolSpec:
     annotations: ToolAnnotations
     writes: bool = False
     name: str | None = None  # default: the function's name
+    meta: dict[str, Any] | None = None  # the tool's `_meta` (an MCP App's page, kbsearch.mcp.apps)
 
     @property
     def tool_name(self) -> str:
@@ -76,7 +78,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(tools.list_sources, "List sources", READ),
     ToolSpec(tools.list_documents, "List a source's documents", READ),
     ToolSpec(tools.resolve_sources, "Find the sources for a task", READ),
-    ToolSpec(tools.ask_knowledge, "Ask the knowledge base", ANSWER),
+    ToolSpec(tools.ask_knowledge, "Ask the knowledge base", ANSWER, meta=apps.VIEWER_META),
     ToolSpec(tools.ingest_document, "Store a document", REPLACE, writes=True),
     ToolSpec(tools.delete_document, "Delete a document", DELETE, writes=True),
 )
@@ -167,12 +169,16 @@ def build_server(compat: CompatSettings) -> MCPServer:
             version=__version__,
             instructions=INSTRUCTIONS,
             subscriptions=False,
+            cache_hints=caching.CACHE_HINTS,
+            extensions=[apps.citation_viewer()],
         )
     resources.register(server)
     specs = tool_specs(compat)
     for spec in specs:
-        server.add_tool(spec.fn, name=spec.tool_name, title=spec.title, annotations=spec.annotations)
+        server.add_tool(spec.fn, name=spec.tool_name, title=spec.title, annotations=spec.annotations, meta=spec.meta)
     server.middleware.append(HideWriteTools([s.tool_name for s in specs if s.writes]))
+    server.middleware.append(caching.sources_keep_briefly)
+    server.middleware.append(spans.name_the_resource)
     return server
 
 
@@ -192,8 +198,8 @@ def _logging_left_alone() -> Iterator[None]:
 class HideWriteTools:
     """tools/list leaves out the write tools for a caller that may not write.
 
-    tools/list answers are private to the caller (the SDK's default cache scope), so a shared
-    cache never hands one caller's list to another.
+    tools/list answers are private to the caller (kbsearch.mcp.caching), so a shared cache never
+    hands one caller's list to another.
     """
 
     def __init__(self, write_tools: Sequence[str]) -> None:

@@ -1,9 +1,11 @@
 """`knowledge-mcp --service URL --token-env VAR`: the service's MCP tools over stdio, for desktop agents.
 
-A bridge, not a second server: tools/list and tools/call are forwarded to the service's /mcp
-endpoint with the bearer token read from the named environment variable, so the tools, their
-schemas and the caller's scope are exactly the HTTP ones. The token never appears on the command
-line, in a URL or in a log line. stdout carries only the MCP protocol; messages go to stderr.
+A bridge, not a second server: the tools, the resources (kb://sources and the document template)
+and the prompt are forwarded to the service's /mcp endpoint with the bearer token read from the
+named environment variable, so their schemas, their answers (cache hints included) and the
+caller's scope are exactly the HTTP ones; a refusal is the service's own error, passed on. The
+token never appears on the command line, in a URL or in a log line. stdout carries only the MCP
+protocol; messages go to stderr.
 """
 
 from __future__ import annotations
@@ -24,7 +26,19 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
-from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+)
 
 from kbsearch import __version__
 from kbsearch.version import package_version
@@ -99,13 +113,35 @@ async def preflight(http: httpx2.AsyncClient, endpoint: str) -> None:
 
 
 def bridge(remote: Client) -> Server[Any]:
-    """A stdio server whose tools are the remote service's."""
+    """A stdio server whose tools, resources and prompts are the remote service's."""
+
+    def cursor(params: PaginatedRequestParams | None) -> str | None:
+        return params.cursor if params else None
 
     async def list_tools(ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListToolsResult:
-        return await remote.list_tools(cursor=params.cursor if params else None)
+        return await remote.list_tools(cursor=cursor(params))
 
     async def call_tool(ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
         return await remote.call_tool(params.name, params.arguments or {})
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        return await remote.list_resources(cursor=cursor(params))
+
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        return await remote.list_resource_templates(cursor=cursor(params))
+
+    async def read_resource(ctx: ServerRequestContext[Any], params: ReadResourceRequestParams) -> ReadResourceResult:
+        return await remote.read_resource(str(params.uri))
+
+    async def list_prompts(ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListPromptsResult:
+        return await remote.list_prompts(cursor=cursor(params))
+
+    async def get_prompt(ctx: ServerRequestContext[Any], params: GetPromptRequestParams) -> GetPromptResult:
+        return await remote.get_prompt(params.name, params.arguments)
 
     return Server(
         "knowledge-base",
@@ -113,6 +149,11 @@ def bridge(remote: Client) -> Server[Any]:
         instructions=remote.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
     )
 
 

@@ -86,3 +86,29 @@ def test_bad_arguments_and_missing_tokens_are_clear_errors(service: ServiceProce
     assert code != 0
     # The Inspector reports the service's own refusal, with its stable code.
     assert '\\"code\\":\\"UNAUTHENTICATED\\"' in err and "needs a bearer token" in err
+
+
+def test_resources_the_viewer_and_the_prompt_are_served_to_the_inspector(service: ServiceProcess) -> None:
+    code, listed, err = run(service, "--method", "resources/list", token=TEAM_A)
+    assert code == 0, err
+    assert {r["uri"]: r["mimeType"] for r in listed["resources"]} == {
+        "kb://sources": "application/json",
+        "ui://knowledge-base/citations.html": "text/html;profile=mcp-app",
+    }
+    code, read, err = run(service, "--method", "resources/read", "--uri", "kb://sources", token=TEAM_A)
+    assert code == 0, err
+    body = json.loads(read["contents"][0]["text"])
+    assert {s["sourceIdentifier"] for s in body["sources"]} == {"team-a/docs"}  # the caller's scope
+    code, viewer, err = run(
+        service, "--method", "resources/read", "--uri", "ui://knowledge-base/citations.html", token=TEAM_A
+    )
+    assert code == 0, err
+    assert "ui/notifications/tool-result" in viewer["contents"][0]["text"]
+    args = ["--method", "prompts/get", "--prompt-name", "answer_with_citations", "--prompt-args", "question=How?"]
+    code, prompt, err = run(service, *args, token=TEAM_A)
+    assert code == 0, err
+    assert "resolve_sources" in prompt["messages"][0]["content"]["text"]
+    code, tools, err = run(service, "--method", "tools/list", token=TEAM_A)
+    assert code == 0, err
+    ask = next(t for t in tools["tools"] if t["name"] == "ask_knowledge")
+    assert ask["_meta"]["ui"]["resourceUri"] == "ui://knowledge-base/citations.html"

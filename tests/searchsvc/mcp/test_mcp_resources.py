@@ -70,7 +70,10 @@ async def test_resources_list_the_sources_and_templates_the_documents(service):
     async with mcp_client(service, TEAM_A) as client:
         listed = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
-    assert [(str(r.uri), r.mime_type) for r in listed] == [("kb://sources", "application/json")]
+    assert sorted((str(r.uri), r.mime_type) for r in listed) == [
+        ("kb://sources", "application/json"),
+        ("ui://knowledge-base/citations.html", "text/html;profile=mcp-app"),  # the citation viewer (MCP App)
+    ]
     assert [t.uri_template for t in templates] == ["kb://documents/{+uri}"]
 
 
@@ -147,3 +150,40 @@ async def test_a_refused_prompt_argument_reads_invalid_argument(service):
             await client.get_prompt("answer_with_citations", {"question": "x" * 2001})
     assert refused.value.code == INVALID_PARAMS
     assert refused.value.message == "INVALID_ARGUMENT: question: String should have at most 2000 characters"
+
+
+async def test_the_client_discovers_the_server_and_every_list_or_read_says_how_long_it_keeps(service):
+    """MCP 2026-07-28: the SDK client's server/discover probe, and ttlMs/cacheScope on lists and reads."""
+    async with mcp_client(service, TEAM_A) as client:
+        discovered = client.session.discover_result
+        lists = [
+            await client.list_tools(),
+            await client.list_resources(),
+            await client.list_resource_templates(),
+            await client.list_prompts(),
+        ]
+        sources = await client.read_resource("kb://sources")
+        document = await client.read_resource(document_uri(A_DOC))
+        protocol = client.protocol_version
+    assert protocol == "2026-07-28"
+    assert discovered is not None and "2026-07-28" in discovered.supported_versions
+    assert discovered.capabilities.resources is not None and discovered.capabilities.prompts is not None
+    assert (discovered.ttl_ms, discovered.cache_scope) == (300_000, "private")
+    # Every answer is made for the caller's token: never "public".
+    assert [(r.ttl_ms, r.cache_scope) for r in lists] == [(300_000, "private")] * 4
+    assert (sources.ttl_ms, sources.cache_scope) == (15_000, "private")  # counts and sync times move
+    assert (document.ttl_ms, document.cache_scope) == (60_000, "private")
+
+
+async def test_ask_knowledge_names_the_citation_viewer_an_mcp_app_host_renders(service):
+    """MCP Apps: the extension is advertised, ask_knowledge points at a ui:// page, and the page is served."""
+    async with mcp_client(service, TEAM_A) as client:
+        extensions = client.server_capabilities.extensions or {}
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        page = await client.read_resource("ui://knowledge-base/citations.html")
+    assert "io.modelcontextprotocol/ui" in extensions
+    assert tools["ask_knowledge"].meta == {"ui": {"resourceUri": "ui://knowledge-base/citations.html"}}
+    assert all(not (tool.meta or {}).get("ui") for name, tool in tools.items() if name != "ask_knowledge")
+    [item] = page.contents
+    assert item.mime_type == "text/html;profile=mcp-app"
+    assert "ui/notifications/tool-result" in item.text and "innerHTML" not in item.text

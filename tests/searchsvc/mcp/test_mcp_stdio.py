@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from kbsearch.mcp.stdio import BridgeError, endpoint_url, read_token
-from tests.support.mcpclient import text_of
+from tests.support.mcpclient import mcp_client, text_of
 from tests.support.scoped_access import (
     ADMIN,
     B_WORD,
@@ -81,6 +83,42 @@ async def test_the_bridge_serves_the_services_tools_with_the_callers_scope(servi
         assert refused.is_error and "no document" in text_of(refused)
         bad = await client.call_tool("search_knowledge", {"query": "deploys", "limit": 0})
         assert bad.is_error and "limit" in text_of(bad)
+
+
+def document_uri(uri: str) -> str:
+    return "kb://documents/" + uri  # these URIs need no percent-encoding
+
+
+async def test_the_bridge_serves_the_resources_and_the_prompt_as_the_http_face_does(service):
+    """The same service methods answer: each read through stdio equals the same read over /mcp."""
+    async with Client(bridge(service, TEAM_A)) as client:
+        capabilities = client.server_capabilities
+        listed = await client.list_resources()
+        templates = (await client.list_resource_templates()).resource_templates
+        sources = await client.read_resource("kb://sources")
+        document = await client.read_resource(document_uri(A_URI))
+        with pytest.raises(MCPError) as hidden:
+            await client.read_resource(document_uri(B_URI))
+        prompts = (await client.list_prompts()).prompts
+        prompt = await client.get_prompt("answer_with_citations", {"question": "How do deploys work?"})
+    async with mcp_client(service, TEAM_A) as http:
+        http_sources = await http.read_resource("kb://sources")
+        http_document = await http.read_resource(document_uri(A_URI))
+        http_prompt = await http.get_prompt("answer_with_citations", {"question": "How do deploys work?"})
+    assert capabilities.resources is not None and capabilities.prompts is not None
+    assert sorted(str(r.uri) for r in listed.resources) == ["kb://sources", "ui://knowledge-base/citations.html"]
+    assert [t.uri_template for t in templates] == ["kb://documents/{+uri}"]
+    assert sources.contents == http_sources.contents
+    assert "team-a/docs" in sources.contents[0].text and "team-b" not in sources.contents[0].text
+    assert document.contents == http_document.contents and "shared words" in document.contents[0].text
+    # Another team's document is the service's own NOT_FOUND, passed on.
+    assert hidden.value.code == INVALID_PARAMS and hidden.value.message.startswith("NOT_FOUND: ")
+    assert B_WORD not in hidden.value.message
+    assert [p.name for p in prompts] == ["answer_with_citations"]
+    assert prompt.messages == http_prompt.messages
+    # The service's cache hints reach the stdio client unchanged.
+    assert (listed.ttl_ms, listed.cache_scope) == (300_000, "private")
+    assert (sources.ttl_ms, document.ttl_ms) == (http_sources.ttl_ms, http_document.ttl_ms) == (15_000, 60_000)
 
 
 async def test_the_bridge_lists_write_tools_for_a_writer(service):
