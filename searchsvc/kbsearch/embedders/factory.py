@@ -9,6 +9,7 @@ from kbsearch.embedders.cache import CachedEmbedder
 from kbsearch.embedders.catalog import spec_for
 from kbsearch.embedders.local import LocalEmbedder
 from kbsearch.embedders.onnx import OnnxEmbedder
+from kbsearch.embedders.onnx_strings import StringGraphEmbedder
 from kbsearch.embedders.openai import OpenAIEmbedder
 from kbsearch.errors import ConfigurationError
 from kbsearch.models import CollectionSignature
@@ -28,6 +29,17 @@ def build_embedder(embedding: EmbedderSettings, data_dir: Path) -> EmbeddingProv
             )
         inner = LocalEmbedder(
             model=embedding.local_model, batch_size=embedding.local_batch_size, threads=embedding.local_threads
+        )
+    elif embedding.embedder == "local" and spec_for(embedding.local_model).pooling == "strings":
+        if embedding.local_backend != spec_for(embedding.local_model).fetched_backend:
+            raise ConfigurationError(
+                f"{embedding.local_model} runs only as int8: set SEARCHSVC_LOCAL_BACKEND=onnx-int8"
+            )
+        inner = StringGraphEmbedder(
+            embedding.local_model,
+            models_dir=embedding.local_models_dir(data_dir),
+            batch_size=embedding.local_batch_size,
+            threads=embedding.local_threads,
         )
     elif embedding.embedder == "local":
         # Neither torch nor sentence-transformers is imported on this path (the image has neither).

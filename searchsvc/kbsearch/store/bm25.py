@@ -4,14 +4,15 @@ Tokens: the text is NFKC-normalised and casefolded, then split into Unicode word
 letters, digits and underscore; "IL-6" gives "il" and "6"). English stopwords (the NLTK list,
 the same as Qdrant's built-in English list) and tokens over MAX_TOKEN_CHARS (hashes, base64) are
 dropped; each remaining token is stemmed with the Snowball English stemmer (PyStemmer).
-Identifiers stay whole as `\\w+` keeps them ("load_config"); other scripts' words (Korean, Greek...)
+Identifiers stay whole as `\\w+` keeps them ("load_config"); other scripts' words (Greek, Cyrillic...)
 are whole-word tokens the English stemmer leaves as they are.
 
-Chinese and Japanese: a word token holding Han or kana is cut where the script changes; its
-non-CJK parts take the English path above, its CJK runs are segmented by kbsearch.store.cjk
-(jieba-rs for Chinese, SudachiPy for Japanese; the language is read per chunk and per query from
-script ranges), function words dropped, and their terms kept unstemmed up to MAX_TOKEN_CHARS.
-A text without Han or kana takes exactly the path of kb-bm25-en-v2, so its terms are unchanged.
+Chinese, Japanese and Korean: a word token holding Han, kana or Hangul is cut where the script
+changes; its other parts take the English path above, its CJK runs are segmented by
+kbsearch.store.cjk (jieba-rs for Chinese, SudachiPy for Japanese, MeCab-ko for Korean; the
+language of Han runs is read per chunk and per query from script ranges, Hangul is Korean),
+function words dropped, and their terms kept unstemmed up to MAX_TOKEN_CHARS. A text without Han,
+kana or Hangul takes exactly the path of kb-bm25-en-v2, so its terms are unchanged.
 
 Term ids: the absolute value of the signed 32-bit MurmurHash3 (seed 0, UTF-8 bytes) of the stem,
 `abs(mmh3.hash(stem))`: the scheme of fastembed's `Qdrant/bm25`, Qdrant's server-side bm25 and
@@ -80,7 +81,7 @@ STOPWORDS = frozenset(
 class Bm25Encoder:
     """Encodes a document's chunks and queries as BM25 sparse vectors (indices sorted ascending)."""
 
-    name = "kb-bm25-cjk-v3"
+    name = "kb-bm25-cjk-v4"
 
     def __init__(self) -> None:
         # A PyStemmer object is not thread-safe; encoding runs in worker threads.
@@ -92,15 +93,21 @@ class Bm25Encoder:
         if not cjk.has_cjk(normal):
             return list(self._stemmer().stemWords([w for w in _WORD.findall(normal) if _english(w)]))
         lang = cjk.language(normal)
+        korean = cjk.korean_runs(normal) if cjk.has_hangul(normal) else {}  # by offset: read in context
         out: list[str] = []
         english: list[int] = []  # where out holds a word still to stem, stemmed in one call below
-        for word in _WORD.findall(normal):
+        for match in _WORD.finditer(normal):
+            word, at = match.group(), match.start()
             for run in cjk.runs(word) if cjk.has_cjk(word) else (word,):
-                if cjk.has_cjk(run):
+                if cjk.is_hangul(run):
+                    terms = [t for piece in korean.get(at) or cjk.pieces(run, "ko") for t in piece.terms]
+                    out.extend(t for t in terms if 0 < len(t) <= MAX_TOKEN_CHARS)
+                elif cjk.has_cjk(run):
                     out.extend(t for t in cjk.terms(run, lang) if 0 < len(t) <= MAX_TOKEN_CHARS)
                 elif _english(run):
                     english.append(len(out))
                     out.append(run)
+                at += len(run)
         for i, stem in zip(english, self._stemmer().stemWords([out[i] for i in english]), strict=True):
             out[i] = stem
         return out

@@ -85,7 +85,7 @@ async def test_status_reports_store_embedder_and_chunker(api):
     }
     assert status["embedder"] == {"provider": "hashing", "model": "hashing-v1", "dimensions": 64}
     assert status["chunker"]["minChars"] == 500 and status["chunker"]["maxChars"] == 800
-    assert status["sparse"] == {"encoder": "kb-bm25-cjk-v3"}
+    assert status["sparse"] == {"encoder": "kb-bm25-cjk-v4"}
     assert status["search"] == {
         "fusion": "dbsf",
         "rrfK": 2,

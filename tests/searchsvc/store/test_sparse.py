@@ -232,7 +232,7 @@ def test_deterministic_across_calls_instances_and_threads(encoder):
 def test_name_is_stable():
     # Part of the collection signature: changing it forces a re-index, so it changes only on purpose.
     # v3: Chinese and Japanese segmented (kbsearch.store.cjk); English terms as in kb-bm25-en-v2.
-    assert Bm25Encoder.name == "kb-bm25-cjk-v3"
+    assert Bm25Encoder.name == "kb-bm25-cjk-v4"
     assert (bm25.K1, bm25.B, bm25.AVG_LEN, bm25.NEIGHBOUR_WEIGHT) == (1.2, 0.75, 120.0, 0.25)
 
 

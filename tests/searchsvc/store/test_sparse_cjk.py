@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001 - CJK punctuation is what these tests feed the tokenizer
-"""The keyword lane on Chinese and Japanese: segmented words, lemmas, dropped function words,
+"""The keyword lane on Chinese, Japanese and Korean: segmented words, lemmas, dropped function words,
 identifiers whole, the language read from scripts, and a CJK question matching its chunk."""
 
 from __future__ import annotations
@@ -48,11 +48,38 @@ def test_the_language_is_read_from_the_scripts():
     # Kanji without kana in a Japanese text is Japanese; a stray kana in Chinese text is not.
     assert cjk.language("名前空間 の 設定 は ここ です") == "ja"
     assert cjk.language("这是一个很长的中文句子，里面只有一个の字而已，其余全是汉字的内容") == "zh"
-    assert not cjk.has_cjk("Kubernetes 한국어 Ελληνικά")
+    assert not cjk.has_cjk("Kubernetes Ελληνικά русский")
+    assert cjk.has_cjk("한국어") and cjk.has_hangul("ﾡ") is False and cjk.has_hangul("ㄱ")
 
 
-def test_korean_and_other_scripts_keep_whole_word_tokens():
-    assert ENCODER.tokens("쿠버네티스 파드 Ελληνικά") == ["쿠버네티스", "파드", "ελληνικά"]
+def test_other_scripts_keep_whole_word_tokens():
+    assert ENCODER.tokens("Ελληνικά русский") == ["ελληνικά", "русский"]
+
+
+def test_korean_is_cut_into_content_morphemes_with_verbs_by_their_stem():
+    tokens = ENCODER.tokens("영구 볼륨 클레임은 유지됩니다. 설정 파일을 수정한 뒤 다시 배포하세요")
+    assert tokens == ["영구", "볼륨", "클레임", "유지", "설정", "파일", "수정", "뒤", "다시", "배포"]
+    assert ENCODER.tokens("로그를 보려면") == ["로그", "보"]  # 보려면: the stem of 보다
+
+
+def test_korean_is_read_in_its_line_so_a_particle_after_a_noun_is_seen_as_one():
+    # Alone, "의" is a noun (a homograph); after "파드" in a sentence it is the genitive particle.
+    assert ENCODER.tokens("파드의 로그를 확인") == ["파드", "로그", "확인"]
+    assert ENCODER.tokens("pod의 로그") == ["pod", "로그"]
+    assert ENCODER.tokens("# 설정 파일을 읽는다\nconfig = load_config(path)") == [
+        "설정",
+        "파일",
+        "읽",
+        "config",
+        "load_config",
+        "path",
+    ]
+
+
+def test_a_korean_question_scores_its_chunk_above_a_chinese_and_a_japanese_one():
+    ko = "배포를 롤백하려면 kubectl rollout undo 명령으로 이전 리비전으로 되돌립니다."
+    zh = "如何回滚 Deployment：使用 kubectl rollout undo 命令回滚到上一个版本。"
+    assert dot("배포 롤백 방법", ko) > 0 == dot("배포 롤백 방법", zh)
 
 
 def test_a_chinese_and_a_japanese_question_score_their_chunk_above_the_other():
@@ -63,5 +90,9 @@ def test_a_chinese_and_a_japanese_question_score_their_chunk_above_the_other():
 
 
 def test_pieces_give_their_run_back():
-    for run, lang in (("控制器负责管理副本集的滚动更新", "zh"), ("永続ボリューム要求を使って", "ja")):
+    for run, lang in (
+        ("控制器负责管理副本集的滚动更新", "zh"),
+        ("永続ボリューム要求を使って", "ja"),
+        ("클레임은", "ko"),
+    ):
         assert "".join(p.surface for p in cjk.pieces(run, lang)) == run  # type: ignore[arg-type]
