@@ -10,7 +10,7 @@ import pytest
 
 from kboperator.cli import EXIT_CONFIG, EXIT_OK, EXIT_QUALITY, main
 from tests.operator.cli_support import SOURCE, Server, base_args, run
-from tests.operator.sync.test_quality import handbook
+from tests.operator.sync.questions_support import handbook
 from tests.support.git import WorkRepo
 
 

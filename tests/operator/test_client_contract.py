@@ -14,7 +14,6 @@ import base64
 import logging
 import random
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -28,9 +27,10 @@ from kboperator.errors import (
     ServiceUnavailableError,
 )
 from kboperator.git.repo import RepoCache
-from kboperator.models import REPORTED_FILES, FileIssue, Freshness, SyncReport, SyncResult
+from kboperator.models import REPORTED_FILES, FileIssue, Freshness, SyncReport
 from kboperator.searchclient import SearchClient, SourceStats
 from kboperator.sync.engine import SyncEngine
+from tests.operator.contract_support import SOURCE, synced
 from tests.operator.search_service import (
     BASE_URL,
     asgi,
@@ -41,7 +41,6 @@ from tests.operator.search_service import (
 from tests.support.formatfiles import pdf_pages, scanned_pdf
 from tests.support.service import running_service
 
-SOURCE = "team/docs"
 META = {"sourceIdentifier": SOURCE, "path": "a.md"}
 
 
@@ -315,23 +314,6 @@ async def test_a_2xx_that_is_not_the_contract_is_not_success(service: httpx.Asyn
 
 
 # --- sync status ----------------------------------------------------------------------------
-
-
-def synced(**changes: object) -> SyncResult:
-    result = SyncResult(
-        commit="c0ffee" * 6 + "c0ff",
-        full=True,
-        added=2,
-        modified=1,
-        deleted=1,
-        renamed=1,
-        unchanged=5,
-        skipped=[FileIssue("big.md", "refused by the search service: 413", "DOCUMENT_TOO_LARGE")],
-        failed=[],
-        documents=9,
-        duration_s=1.5,
-    )
-    return replace(result, **changes)  # type: ignore[arg-type]
 
 
 async def sources_seen(service: httpx.AsyncClient) -> dict[str, dict]:

@@ -14,8 +14,8 @@ import httpx
 
 from kboperator.models import Quality, QuestionOutcome, SyncReport
 from kboperator.searchclient import SearchClient
+from tests.operator.contract_support import SOURCE, synced
 from tests.operator.search_service import BASE_URL, no_sleep, search_client, service  # noqa: F401 - fixtures
-from tests.operator.test_client_contract import SOURCE, synced
 
 OTHER = "team/other"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from mcp.client import Client
-from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from kbsearch.mcp.stdio import BridgeError, endpoint_url, read_token
+from tests.searchsvc.mcp.stdio_support import A_URI, B_URI, TOKEN_VARIABLE, bridge, bridge_env
 from tests.support.mcpclient import mcp_client, text_of
 from tests.support.scoped_access import (
     ADMIN,
@@ -25,10 +24,7 @@ from tests.support.scoped_access import (
     bearer,
     content,
 )
-from tests.support.service_process import REPO, ServiceProcess, free_port
-
-A_URI, B_URI = "https://git.example/a/stdio.md", "https://git.example/b/stdio.md"
-TOKEN_VARIABLE = "KB_TEST_TOKEN"
+from tests.support.service_process import ServiceProcess, free_port
 
 
 @pytest.fixture(scope="module")
@@ -45,20 +41,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{process.port}"
     finally:
         process.stop()
-
-
-def bridge_env(token: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != TOKEN_VARIABLE}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "searchsvc"), str(REPO)])
-    return env | ({TOKEN_VARIABLE: token} if token is not None else {})
-
-
-def bridge(service: str, token: str | None) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "kbsearch.mcp.stdio", "--service", service, "--token-env", TOKEN_VARIABLE],
-        env=bridge_env(token),
-    )
 
 
 async def test_the_bridge_serves_the_services_tools_with_the_callers_scope(service):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mcp.client import Client
 
-from tests.searchsvc.mcp.test_mcp_stdio import A_URI, bridge
+from tests.searchsvc.mcp.stdio_support import A_URI, bridge
 from tests.support.otlp import attributes, otlp_receiver
 from tests.support.scoped_access import ADMIN, TEAM_A, TOKENS, bearer, content
 from tests.support.service_process import ServiceProcess
