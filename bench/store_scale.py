@@ -23,7 +23,11 @@ disk is allocated blocks of the storage folder. Qdrant runs niced, its storage o
 /tmp (not tmpfs). The Qdrant binary is the opt-level 1 build of ../shared/tools/qdrant (BUILD.md):
 slower than the official release.
 
-    python -m bench.store_scale [--sizes 100000,1000000] [--edge-sizes 100000] [--queries 200]
+    python -m bench.store_scale [--sizes 100000,1000000] [--edge-sizes 100000] [--queries 200] [--loader raw]
+
+`--loader raw` loads the server's bulk part straight through Qdrant's REST API (1,000-point bodies,
+the store's own payloads, no version fences): Qdrant's import rate, which is what reaches the large
+sizes on this machine; the PUT part still goes through the service.
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ NAME = "store_scale"
 SOURCES = 10
 HTTP_DOCS = 200
 HTTP_CLIENTS = 4
+RAW_BATCH = 1000  # points per body of the raw loader (--loader raw)
+RAW_WAIT_EVERY = 20  # bodies between waited ones: bounds what Qdrant holds unapplied
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -151,6 +157,64 @@ def bulk_load(store: Any, synthetic: Synthetic, chunks: int) -> dict[str, Any]:
     return {"seconds": round(seconds, 1), "chunksPerSecond": round(chunks / seconds), "load": load_average()}
 
 
+def _post_points(client: Any, collection: str, points: list[dict[str, Any]], wait: bool) -> None:
+    body = json.dumps({"points": points}, default=str)
+    response = client.put(
+        f"/collections/{collection}/points",
+        params={"wait": "true" if wait else "false"},
+        content=body,
+        headers={"content-type": "application/json"},
+    )
+    response.raise_for_status()
+
+
+def raw_load(url: str, collection: str, synthetic: Synthetic, chunks: int) -> dict[str, Any]:
+    """The same points as bulk_load (the store's own payloads), sent straight to Qdrant's REST API in
+    RAW_BATCH-point bodies, waited for every RAW_WAIT_EVERY bodies and at the end: the server's
+    import rate (as a restore or a migration writes), not the service's versioned write protocol,
+    which needs two round trips per document and serialises them (bulk_load). Only for a fresh
+    collection: no version fences."""
+    from kbsearch.store import payloads as pl
+    from kbsearch.store.base import DENSE_VECTOR, SPARSE_VECTOR
+
+    t0 = time.perf_counter()
+    sent, last = 0, []
+    with http_client(url) as client:
+        for points, records in batches(synthetic, chunks):
+            body = [
+                {
+                    "id": p.id,
+                    "vector": {
+                        DENSE_VECTOR: [float(x) for x in p.dense],
+                        SPARSE_VECTOR: {
+                            "indices": [int(i) for i in p.sparse.indices],
+                            "values": [float(v) for v in p.sparse.values],
+                        },
+                    },
+                    "payload": pl.chunk_payload(p),
+                }
+                for p in points
+            ]
+            body += [{"id": r.id, "vector": {}, "payload": pl.document_payload(r)} for r in records]
+            for start in range(0, len(body), RAW_BATCH):
+                sent += 1
+                last = body[start : start + RAW_BATCH]
+                _post_points(client, collection, last, sent % RAW_WAIT_EVERY == 0)
+            done = int(points[-1].uri.split(":")[1]) + 1
+            if done % 10_000 == 0:
+                print(
+                    f"    {done * CHUNKS_PER_DOC} chunks, {time.perf_counter() - t0:.0f} s ({load_text()})", flush=True
+                )
+        _post_points(client, collection, last, True)  # the last body again, waited: all before it applied
+    seconds = time.perf_counter() - t0
+    return {
+        "loader": "raw",
+        "seconds": round(seconds, 1),
+        "chunksPerSecond": round(chunks / seconds),
+        "load": load_average(),
+    }
+
+
 def http_ingest(base_url: str, size: int, texts: list[str]) -> dict[str, Any]:
     """HTTP_DOCS documents of 10 sections, PUT by HTTP_CLIENTS clients at once."""
 
@@ -234,7 +298,9 @@ def measure_service(svc_url: str, queries: list[str]) -> dict[str, Any]:
     return {"hybrid": searches(svc_url, queries, False), "filtered": searches(svc_url, queries, True)}
 
 
-def run_server(chunks: int, synthetic: Synthetic, queries: list[str], index_timeout_s: float) -> dict[str, Any]:
+def run_server(
+    chunks: int, synthetic: Synthetic, queries: list[str], index_timeout_s: float, loader: str = "store"
+) -> dict[str, Any]:
     from kbsearch.settings import Settings
     from kbsearch.store.factory import build_store
 
@@ -250,8 +316,12 @@ def run_server(chunks: int, synthetic: Synthetic, queries: list[str], index_time
         store = build_store(settings.storage)
         with run_service(settings, store=store, embedder=embedder) as svc:
             print(f"  server, {chunks} chunks: bulk load ({load_text()}) ...", flush=True)
-            bulk = bulk_load(store, synthetic, chunks)
-            print(f"    bulk {bulk['chunksPerSecond']} chunks/s; HTTP writes ...", flush=True)
+            bulk = (
+                raw_load(url, store.collection, synthetic, chunks)
+                if loader == "raw"
+                else bulk_load(store, synthetic, chunks)
+            )
+            print(f"    bulk ({loader}) {bulk['chunksPerSecond']} chunks/s; HTTP writes ...", flush=True)
             put = http_ingest(svc.base_url, chunks, synthetic.texts)
             print(f"    PUT {put['chunksPerSecond']} chunks/s; waiting for the index ...", flush=True)
             index = wait_green(url, "bench", index_timeout_s)
@@ -331,6 +401,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--edge-sizes", default="100000", help="chunk counts on the embedded store ('' for none)")
     parser.add_argument("--queries", type=int, default=200, help="measured queries per search kind (plus warm-up)")
     parser.add_argument("--index-timeout", type=float, default=1800, help="seconds to wait for Qdrant's index")
+    parser.add_argument(
+        "--loader",
+        choices=["store", "raw"],
+        default="store",
+        help="the server's bulk load: through the store layer, or straight to Qdrant's REST API (raw_load)",
+    )
     args = parser.parse_args(argv)
     if not shutil.which(os.environ.get("KB_QDRANT") or str(REPO / ".tools" / "qdrant")):
         raise SystemExit("no Qdrant binary: run `make qdrant` or set KB_QDRANT")
@@ -341,7 +417,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"[{NAME}] ({load_text(started)})", flush=True)
     runs = []
     for n in [int(s) for s in args.sizes.split(",") if s]:
-        runs.append(run_server(n, synthetic, queries, args.index_timeout))
+        runs.append(run_server(n, synthetic, queries, args.index_timeout, args.loader))
         write_result(NAME, {"corpus": origin, "loadAtStart": started, "runs": runs, "partial": True})
     for n in [int(s) for s in args.edge_sizes.split(",") if s]:
         runs.append(run_edge(n, synthetic, queries))

@@ -48,7 +48,7 @@ def export_points(client: QdrantClient, collection: str, out: IO[str]) -> int:
     while True:
         page, offset = client.scroll(collection, limit=PAGE, offset=offset, with_payload=True, with_vectors=True)
         for point in page:
-            line = {"id": str(point.id), "vector": _vectors_out(point.vector), "payload": point.payload or {}}
+            line = {"id": point.id, "vector": _vectors_out(point.vector), "payload": point.payload or {}}
             out.write(json.dumps(line, separators=(",", ":")) + "\n")
         written += len(page)
         if offset is None:

@@ -100,5 +100,5 @@ def check_conditional_writes(client: QdrantClient, name: str) -> None:
     if not found or (found[0].payload or {}).get(VERSION) != 1:
         raise ConfigurationError(
             "The Qdrant server ignored a conditional write (update_filter), so writes from several "
-            "search replicas could overwrite each other. Use Qdrant 1.16 or later."
+            "search replicas could overwrite each other. Use Qdrant 1.19 or later."
         )
