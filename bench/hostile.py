@@ -61,7 +61,7 @@ def _stages() -> dict[str, Callable[[str], Any]]:
     from kbsearch.chunker import MarkdownChunker
     from kbsearch.chunker.sentences import sentences
     from kbsearch.models import SearchHit
-    from kbsearch.services.answers.extractive import passages
+    from kbsearch.services.answers.passages import passages
     from kbsearch.store.bm25 import Bm25Encoder
 
     chunker = MarkdownChunker(500, 800)

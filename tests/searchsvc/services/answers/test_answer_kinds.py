@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from kbsearch.services.answers.citations import RetrievalLedger
-from kbsearch.services.answers.extractive import MAX_BLOCK_LINES, _bounded_code
+from kbsearch.services.answers.passages import MAX_BLOCK_LINES, _bounded_code
 from tests.searchsvc.services.answers.support import answer, hit
 
 FAQ = """## Installing

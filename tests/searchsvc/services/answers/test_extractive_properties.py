@@ -175,7 +175,7 @@ def howto_chunk(draw: st.DrawFn) -> str:
     max_sentences=st.integers(1, 6),
 )
 def test_how_to_and_default_answers_stay_bounded(chunks, kind, words, max_sentences):
-    from kbsearch.services.answers.extractive import MAX_BLOCK_CHARS, MAX_BLOCK_LINES
+    from kbsearch.services.answers.passages import MAX_BLOCK_CHARS, MAX_BLOCK_LINES
 
     asked = f"{kind} {' '.join(words)}?"
     ledger = RetrievalLedger()
