@@ -122,6 +122,7 @@ async def test_defaults_are_applied_and_undeclared_fields_pruned(kube: KubeEmula
         "schedule": "@every 1h",
         "suspend": False,
         "deletionPolicy": "Delete",
+        "driftPolicy": "Auto",
     }
     # metadata is the server's own: the schema neither prunes nor defaults it.
     assert api.get("a")["metadata"]["annotations"] == {}
