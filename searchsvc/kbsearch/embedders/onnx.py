@@ -14,13 +14,11 @@ import numpy as np
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.embedders.catalog import BUNDLED_MODEL, spec_for
 from kbsearch.embedders.lanes import TurnLock
-from kbsearch.embedders.onnx_files import TOKENIZER, Variant, ensure_exports
+from kbsearch.embedders.onnx_files import FETCHED_GRAPH, TOKENIZER, Variant, ensure_exports, fetched_files
 from kbsearch.errors import ConfigurationError
 
 # all-MiniLM-L6-v2's max_seq_length (sentence_bert_config.json); its tokenizer.json says 128.
 MAX_TOKENS = spec_for(BUNDLED_MODEL).max_tokens
-# A fetched model's folder under SEARCHSVC_MODELS_DIR/<name>/ (written by the Makefile, sha256-pinned).
-FETCHED_GRAPH = "model.onnx"
 
 
 def available_cpus() -> int:
@@ -121,15 +119,7 @@ class OnnxEmbedder(EmbeddingProvider):
         if self.spec.fetched_backend is None:
             folder = ensure_exports(self.model, self.export_dir, self.variant)
             return folder / f"{self.variant}.onnx", folder / TOKENIZER
-        if self.models_dir is None:
-            raise ConfigurationError(f"the local model {self.model} is fetched: give its folder (SEARCHSVC_MODELS_DIR)")
-        folder = self.models_dir / self.model
-        graph, tokenizer = folder / FETCHED_GRAPH, folder / TOKENIZER
-        if not (graph.is_file() and tokenizer.is_file()):
-            raise ConfigurationError(
-                f"the local model {self.model} is not installed in {folder}: {self.spec.fetch_hint}, "
-                "and point SEARCHSVC_MODELS_DIR at that folder"
-            )
+        graph, tokenizer = fetched_files(self.models_dir, self.model, self.spec.fetch_hint, FETCHED_GRAPH, TOKENIZER)
         return graph, tokenizer
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:

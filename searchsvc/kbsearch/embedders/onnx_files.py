@@ -35,9 +35,26 @@ from kbsearch.errors import ConfigurationError
 Variant = Literal["fp32", "int8"]
 VARIANTS: tuple[Variant, ...] = ("fp32", "int8")
 TOKENIZER = "tokenizer.json"
+# A fetched model's graph in its folder SEARCHSVC_MODELS_DIR/<name>/ (written by the Makefile, sha256-pinned).
+FETCHED_GRAPH = "model.onnx"
 MANIFEST_FORMAT = 1
 
 log = logging.getLogger(__name__)
+
+
+def fetched_files(models_dir: Path | None, model: str, fetch_hint: str, *names: str) -> tuple[Path, ...]:
+    """The files of a model fetched beforehand (`make bge-model`, `make use-model`) in its folder
+    under SEARCHSVC_MODELS_DIR; a clear ConfigurationError naming the make target when one is missing."""
+    if models_dir is None:
+        raise ConfigurationError(f"the local model {model} is fetched: give its folder (SEARCHSVC_MODELS_DIR)")
+    folder = models_dir / model
+    files = tuple(folder / name for name in names)
+    if not all(path.is_file() for path in files):
+        raise ConfigurationError(
+            f"the local model {model} is not installed in {folder}: {fetch_hint}, "
+            "and point SEARCHSVC_MODELS_DIR at that folder"
+        )
+    return files
 
 
 def model_slug(model: str) -> str:

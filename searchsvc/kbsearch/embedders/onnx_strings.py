@@ -18,7 +18,8 @@ import numpy as np
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.embedders.catalog import spec_for
 from kbsearch.embedders.lanes import TurnLock
-from kbsearch.embedders.onnx import FETCHED_GRAPH, available_cpus
+from kbsearch.embedders.onnx import available_cpus
+from kbsearch.embedders.onnx_files import FETCHED_GRAPH, fetched_files
 from kbsearch.errors import ConfigurationError
 
 MAX_CHARS = 4000
@@ -62,14 +63,7 @@ class StringGraphEmbedder(EmbeddingProvider):
             self._sessions = sessions
 
     def _graph(self) -> Path:
-        if self.models_dir is None:
-            raise ConfigurationError(f"the local model {self.model} is fetched: give its folder (SEARCHSVC_MODELS_DIR)")
-        graph = self.models_dir / self.model / FETCHED_GRAPH
-        if not graph.is_file():
-            raise ConfigurationError(
-                f"the local model {self.model} is not installed in {graph.parent}: {self.spec.fetch_hint}, "
-                "and point SEARCHSVC_MODELS_DIR at that folder"
-            )
+        (graph,) = fetched_files(self.models_dir, self.model, self.spec.fetch_hint, FETCHED_GRAPH)
         return graph
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
