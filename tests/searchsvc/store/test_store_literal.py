@@ -88,9 +88,9 @@ def _has_content_index(store: VectorStore) -> bool:
     return CONTENT in (store.client.get_collection(store.collection).payload_schema or {})
 
 
+# Not qdrant-local: local mode keeps no payload indexes to lose or gain.
+@pytest.mark.parametrize("store_opener", ["edge", "qdrant-server"], indirect=True)
 def test_a_store_from_before_the_text_index_gains_it_on_open(store_opener: StoreOpener):
-    if store_opener.backend == "qdrant-local":
-        pytest.skip("local mode keeps no payload indexes to lose or gain; edge and the server are checked")
     store = store_opener.open()
     fill(store)
     _drop_content_index(store)
