@@ -92,7 +92,8 @@ def load_store(chunk_set, backend: str | None = None):
 
     shutil.rmtree(data_dir() / COLLECTION, ignore_errors=True)
     store = EdgeStore(data_dir(), COLLECTION)
-    store.open(signature(backend))
+    # The chunks' own width: another local model (SEARCHSVC_LOCAL_MODEL) may not have MiniLM's 384.
+    store.open(signature(backend, len(chunk_set.points[0].dense)))
     started = time.perf_counter()
     for start in range(0, len(chunk_set.points), 500):
         store.upsert_chunks(chunk_set.points[start : start + 500])

@@ -39,17 +39,22 @@ class ChunkSet:
     augmented: int  # extra points made from real ones (see augment)
 
 
-def signature(backend: str | None = None):
-    """The collection signature of the SciFact points: local MiniLM run by `backend` (None: the
-    service's default) and the service's BM25 encoder. The backend is part of it, so vectors read
-    back from a collection are never another backend's (an int8 collection refuses torch)."""
+def signature(backend: str | None = None, dimensions: int = 384):
+    """The collection signature of the SciFact points: the local model (MiniLM's 384 dimensions unless
+    told) run by `backend` (None: the service's default) and the service's BM25 encoder. The backend is
+    part of it, so vectors read back from a collection are never another backend's (an int8 collection
+    refuses torch)."""
     from kbsearch.models import CollectionSignature
     from kbsearch.settings import Settings
     from kbsearch.store.bm25 import Bm25Encoder
 
     settings = Settings()
     return CollectionSignature(
-        "local", settings.embedding.local_model, 384, Bm25Encoder.name, backend or settings.embedding.local_backend
+        "local",
+        settings.embedding.local_model,
+        dimensions,
+        Bm25Encoder.name,
+        backend or settings.embedding.local_backend,
     )
 
 
