@@ -210,6 +210,13 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FaultySer
     healthy = WorkRepo(tmp / "healthy")
     healthy.write("oncall/paging.md", "# Paging\n\n## Who is paged\n\nThe primary on-call engineer, then the next.\n")
     healthy.write("oncall/disk-full.md", "# Node disk full\n\n## Remedy\n\nCordon the node and prune images.\n")
+    # Judged questions: one the source answers, one whose page it does not hold.
+    questions = (
+        "questions:\n"
+        "  - question: Who is paged first?\n    expected: oncall/paging.md\n"
+        "  - question: How is the TLS certificate renewed?\n    expected: oncall/certificates.md\n"
+    )
+    healthy.write(".kb/questions.yaml", questions)
     healthy.commit()
     with FaultyService(tmp / "data") as service:
 

@@ -201,7 +201,16 @@ def test_a_sources_sync_status_after_a_real_knowledge_sync_run(synced, page: Pag
     expect(card.locator(".counts")).to_contain_text("1 failed")
     healthy = page.locator("article.source", has=page.locator("h2", has_text=HEALTHY_SOURCE))
     expect(healthy.locator(".phase")).to_have_text("ok")
-    expect(healthy.locator("details")).to_have_count(0)
+    expect(healthy.locator("details.failed, details.skipped")).to_have_count(0)
+    # Its judged questions, as the sync asked them: one answered, one whose page the source lacks.
+    quality = healthy.locator("section.quality")
+    expect(quality).to_contain_text("2 judged questions")
+    expect(quality).to_contain_text("hit@5 50%")
+    missed = quality.locator("details.failed-questions")
+    expect(missed.locator("summary")).to_have_text("1 failed question")
+    missed.locator("summary").click()
+    expect(missed.locator("li")).to_contain_text("oncall/certificates.md not in the top 5")
+    expect(card.locator("section.quality")).to_have_count(0)  # its repository has no questions file
     shoot(page, "sources")
 
 
