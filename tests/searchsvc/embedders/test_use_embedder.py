@@ -10,11 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kbsearch.embedders.catalog import USE_MULTILINGUAL, spec_for
+from kbsearch.embedders.catalog import BUNDLED_MODEL, USE_MULTILINGUAL, spec_for
 from kbsearch.embedders.factory import build_embedder_for
 from kbsearch.embedders.onnx_strings import MAX_CHARS, StringGraphEmbedder
 from kbsearch.errors import ConfigurationError
+from kbsearch.factory import Factory
+from kbsearch.metrics import Metrics
 from kbsearch.models import CollectionSignature
+from kbsearch.services.search.ranking import shipped_model
 from kbsearch.settings import Settings
 from tests.support.paths import REPO_ROOT
 from tests.support.settings import calibration_of, embedder_of
@@ -101,6 +104,15 @@ def test_its_relevance_curve_is_its_own_unless_one_is_set():
     own = calibration_of(Settings(local_model=USE_MULTILINGUAL))
     assert own == spec_for(USE_MULTILINGUAL).relevance and own[0] < calibration_of(Settings())[0]
     assert calibration_of(Settings(local_model=USE_MULTILINGUAL, relevance_steepness=5.0)) == (own[0], 5.0)
+
+
+def test_its_relevance_is_its_own_fitted_model_unless_the_curve_is_chosen():
+    fitted = Factory(Settings(local_model=USE_MULTILINGUAL), Metrics()).create_relevance()
+    assert fitted.model is not None and fitted.model == shipped_model(USE_MULTILINGUAL)
+    assert fitted.model != shipped_model(BUNDLED_MODEL)
+    assert (fitted.midpoint, fitted.steepness) == spec_for(USE_MULTILINGUAL).relevance  # its top_on_topic curve
+    curve = Factory(Settings(local_model=USE_MULTILINGUAL, relevance_model="curve"), Metrics()).create_relevance()
+    assert curve.model is None
 
 
 def test_a_collection_of_it_is_served_by_it_while_it_is_rebuilt(tmp_path):

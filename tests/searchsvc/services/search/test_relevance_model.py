@@ -72,8 +72,13 @@ def test_a_negative_weight_or_an_unknown_feature_is_refused_by_name():
         RelevanceModel(intercept=math.nan, weights={"cosine": 1.0})
 
 
-def test_the_bundled_embedders_model_is_shipped_and_an_unknown_one_falls_back_to_the_curve():
-    model = shipped_model("all-MiniLM-L6-v2")
+# Each local model with its own fitted relevance (bench.calibrate fit --embedder NAME --write).
+FITTED = ("all-MiniLM-L6-v2", "use-multilingual-v3")
+
+
+@pytest.mark.parametrize("embedder", FITTED)
+def test_each_fitted_embedders_model_is_shipped_and_an_unknown_one_falls_back_to_the_curve(embedder):
+    model = shipped_model(embedder)
     assert model is not None and set(model.weights) <= set(FEATURES)
     assert shipped_model("no-such-model") is None
     curve = Relevance(0.35, 12.0)
@@ -119,15 +124,16 @@ def test_the_page_evidence_order_is_kept_by_a_model_over_the_share_and_the_query
     assert [h.relevance for h in old] == [Relevance(0.35, 12.0).of(0.40), Relevance(0.35, 12.0).of(0.55)]
 
 
+@pytest.mark.parametrize("embedder", FITTED)
 @settings(max_examples=200)
-@given(page_hits)
-def test_the_shipped_model_orders_pages_as_the_page_evidence_does(raw):
+@given(raw=page_hits)
+def test_each_shipped_model_orders_pages_as_the_page_evidence_does(embedder, raw):
     hits = sorted(
         (hit(f"docs/p{p}.md", score, sim, chunk=i) for i, (p, score, sim) in enumerate(raw)), key=lambda h: -h.score
     )
     tokens = Bm25Encoder().tokens
     evidence = PageEvidence(tokens("some text p3"), tokens, lambda _metadata, _path: 1.0)
-    fitted = collapse_pages(hits, 30, Relevance(0.35, 12.0, shipped_model("all-MiniLM-L6-v2")), evidence)
+    fitted = collapse_pages(hits, 30, Relevance(0.35, 12.0, shipped_model(embedder)), evidence)
     curve = collapse_pages(hits, 30, Relevance(0.35, 12.0), evidence)
     # Hits without a vector get 0 and sink; among the others the order is the page evidence's.
     assert [h.uri for h in fitted if h.similarity is not None] == [h.uri for h in curve if h.similarity is not None]
