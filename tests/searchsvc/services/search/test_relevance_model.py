@@ -73,7 +73,7 @@ def test_a_negative_weight_or_an_unknown_feature_is_refused_by_name():
 
 
 # Each local model with its own fitted relevance (bench.calibrate fit --embedder NAME --write).
-FITTED = ("all-MiniLM-L6-v2", "use-multilingual-v3")
+FITTED = ("all-MiniLM-L6-v2", "bge-small-en-v1.5", "use-multilingual-v3")
 
 
 @pytest.mark.parametrize("embedder", FITTED)
