@@ -31,7 +31,7 @@ DOCS = {
 async def ask_app(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     # The test embedder's cosines are not MiniLM's: every retrieved chunk counts as relevant here
     # (relevance gating is tested in tests/searchsvc/api/test_api_pages.py).
-    async with running_service("edge", tmp_path / "data", relevance_threshold=0.0) as client:
+    async with running_service("edge", tmp_path / "data", relevance_threshold=0.0, ask_min_relevance=0.0) as client:
         for uri, content in DOCS.items():
             body = {"uri": uri, "content": content, "metadata": {"sourceIdentifier": "ops/docs"}}
             assert (await client.put("/api/v1/documents", json=body)).status_code == 200

@@ -227,6 +227,14 @@ class AskSettings(Section):
     ask_min_similarity: float = Field(
         0.3, ge=-1, le=1, description="Extractive ask: a sentence less similar than this to the question is not used."
     )
+    ask_min_relevance: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="An answer is given, and grounded, when it cites a chunk of at least this calibrated relevance: "
+        "lower than SEARCHSVC_RELEVANCE_THRESHOLD, because quoting the likeliest page is worth it at a lower "
+        "probability than calling a result relevant (bench.docsqa: off-topic questions' top relevance stays under it).",
+    )
     ask_answer_sentences: int = Field(
         5,
         ge=1,

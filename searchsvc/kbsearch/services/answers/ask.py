@@ -8,8 +8,8 @@ within its first page when more of that page's chunks matched, feed an extractiv
 `search`*, `delta`*, `citation`*, then `done` — and `ask` is `stream` read to its end, so the JSON
 answer and the streamed one never differ.
 
-Grounded means the answer cites at least one retrieved chunk that is relevant by the calibrated
-relevance (SEARCHSVC_RELEVANCE_THRESHOLD). When retrieval found nothing (llm: the searches
+Grounded means the answer cites at least one retrieved chunk whose calibrated relevance reaches
+SEARCHSVC_ASK_MIN_RELEVANCE. When retrieval found nothing (llm: the searches
 returned no chunk at all; extractive: no retrieved chunk is relevant, or no sentence reached the
 similarity threshold) the answer is NOTHING_FOUND, ungrounded, and cites nothing. Text the model writes
 before anything was retrieved is not part of the answer.
@@ -243,7 +243,7 @@ class AskService:
         return "\n\n".join(_for_model(n, hit) for n, hit in zip(numbers, hits, strict=True)), event
 
     def _relevant(self, hit: SearchHit) -> bool:
-        return (hit.relevance or 0.0) >= self.search.relevant_at
+        return (hit.relevance or 0.0) >= self.settings.ask_min_relevance
 
     async def _extractive(self, run: _Run) -> AsyncGenerator[AskEvent]:
         # A question may be longer than a search query; MiniLM reads ~256 tokens, about this many characters.

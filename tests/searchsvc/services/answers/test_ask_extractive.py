@@ -152,7 +152,7 @@ async def test_the_answer_reads_the_first_pages_other_chunks_too(tmp_path):
     )
     uri = "https://git.example/ops/rollbacks.md"
     # The hashing embedder is not calibrated: every retrieved chunk counts as relevant here.
-    async with running_service("edge", tmp_path / "data", relevance_threshold=0.0) as client:
+    async with running_service("edge", tmp_path / "data", relevance_threshold=0.0, ask_min_relevance=0.0) as client:
         await put_docs(client, {uri: page, **dict(list(DOCS.items())[1:])})
         body = (
             await client.post("/api/v1/ask", json={"question": "How long can a failed deployment be rolled back?"})
@@ -162,3 +162,21 @@ async def test_the_answer_reads_the_first_pages_other_chunks_too(tmp_path):
     assert set(within["refs"]) - set(first["refs"])  # chunks of the page the first search did not show
     assert "within fourteen days of its release" in body["answer"]
     assert all(c["uri"] == uri for c in body["citations"] if "fourteen" in c["quote"])
+
+
+async def test_the_answer_is_gated_by_the_asks_relevance_floor_not_the_searchs_threshold(tmp_path):
+    question = "How is a failed deployment rolled back?"
+    # Nothing relevant by the search's threshold, yet over the ask's floor: answered, and grounded.
+    async with running_service("edge", tmp_path / "a", relevance_threshold=1.0, ask_min_relevance=0.0) as client:
+        await put_docs(client)
+        search = (await client.post("/api/v1/search", json={"query": question})).json()
+        answered = (await client.post("/api/v1/ask", json={"question": question})).json()
+    assert search["nothingRelevant"] is True
+    assert answered["grounded"] is True and answered["citations"]
+    # Relevant by the search's threshold, under the ask's floor: said plainly, nothing cited.
+    async with running_service("edge", tmp_path / "b", relevance_threshold=0.0, ask_min_relevance=1.0) as client:
+        await put_docs(client)
+        search = (await client.post("/api/v1/search", json={"query": question})).json()
+        refused = (await client.post("/api/v1/ask", json={"question": question})).json()
+    assert search["nothingRelevant"] is False
+    assert refused["answer"] == NOTHING_FOUND and refused["grounded"] is False and refused["citations"] == []

@@ -59,7 +59,12 @@ async def test_team_a_ask_never_cites_or_shows_team_b(tmp_path):
     with chat_stub(script) as stub:
         # Every retrieved chunk counts as relevant: the test is about whose chunks are cited, and
         # team a's chunks sit near the calibrated threshold for these questions.
-        settings = {"llm_model": "stub-model", "llm_base_url": stub.url, "relevance_threshold": 0.0}
+        settings = {
+            "llm_model": "stub-model",
+            "llm_base_url": stub.url,
+            "relevance_threshold": 0.0,
+            "ask_min_relevance": 0.0,
+        }
         async with running_service("edge", tmp_path / "data", tokens_file=tokens, **settings) as client:
             await put_all(client)
             ask = {"question": f"What are the {B_WORD} secrets?"}
@@ -93,7 +98,7 @@ async def test_team_a_extractive_ask_never_cites_team_b(tmp_path):
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text(TOKENS)
     # Every retrieved chunk counts as relevant here: the test is about whose chunks are cited.
-    settings = {"ask_min_similarity": 0.0, "relevance_threshold": 0.0}
+    settings = {"ask_min_similarity": 0.0, "relevance_threshold": 0.0, "ask_min_relevance": 0.0}
     async with running_service("edge", tmp_path / "data", tokens_file=tokens, **settings) as client:
         await put_all(client)
         ask = {"question": f"Where does the {B_WORD} team keep its secrets?"}
