@@ -14,10 +14,10 @@ def test_the_crd_is_established_and_explained(control_plane: ControlPlane, relea
     crd = control_plane.get("crd", CRD)
     conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
     assert conditions["Established"] == "True" and conditions["NamesAccepted"] == "True"
-    explained = control_plane.kubectl("explain", "knowledgesource.spec.repository").stdout
+    explained = control_plane.explain("knowledgesource.spec.repository")
     assert "The git repository to read documents from." in explained
     assert "Credentials" in explained and "never go in the URL" in explained
-    field = control_plane.kubectl("explain", "ks.spec.deletionPolicy").stdout
+    field = control_plane.explain("ks.spec.deletionPolicy")
     assert "Retain" in field and "leaves them" in field
 
 

@@ -327,6 +327,21 @@ class ControlPlane:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
         return done
 
+    def explain(self, field: str, timeout_s: float = 120) -> str:
+        """`kubectl explain field`, waiting for the schema to be published.
+
+        A CRD is Established before the API server's OpenAPI controller publishes its schema, so
+        an explain right after an install can fail with "couldn't find resource" for a while.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done = self.kubectl("explain", field, check=False)
+            if done.returncode == 0:
+                return done.stdout
+            if time.monotonic() > deadline:
+                raise AssertionError(f"kubectl explain {field} failed ({done.returncode}):\n{done.stderr}")
+            time.sleep(0.5)
+
     def get(self, *args: str) -> dict:
         """`kubectl get ... -o yaml` as a dict."""
         loaded: dict = yaml.safe_load(self.kubectl("get", *args, "-o", "yaml").stdout)
