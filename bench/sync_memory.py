@@ -25,6 +25,7 @@ Target (issue 27): peak under 1.5 GB, no growth after warm-up.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import subprocess
@@ -236,7 +237,24 @@ def wait_ready(url: str, child: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("the service did not become ready")
 
 
-def sync(url: str, corpus: list[tuple[str, str]], sampler: Sampler, every: int, max_seconds: float) -> dict[str, Any]:
+def folder_bytes(folder: Path) -> int:
+    """Bytes allocated to the files under `folder` (the collection's own size on disk: segments, WAL, indexes)."""
+    total = 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                total += path.stat().st_blocks * 512  # allocated: segments are preallocated sparse files
+    return total
+
+
+def sync(
+    url: str,
+    corpus: list[tuple[str, str]],
+    sampler: Sampler,
+    every: int,
+    max_seconds: float,
+    data_dir: Path,
+) -> dict[str, Any]:
     checkpoints: list[dict[str, Any]] = []
     statuses: dict[str, int] = {}
     started = time.monotonic()
@@ -255,7 +273,16 @@ def sync(url: str, corpus: list[tuple[str, str]], sampler: Sampler, every: int, 
             out_of_time = time.monotonic() - started > max_seconds
             if i % every == 0 or i == len(corpus) or out_of_time:
                 rss = round(tree_rss_kib(sampler.pid) / 1024)
-                checkpoints.append({"docs": i, "rssMiB": rss, "seconds": round(time.monotonic() - started)})
+                chunks = client.get("/api/v1/status").json()["store"]["chunks"]
+                checkpoints.append(
+                    {
+                        "docs": i,
+                        "chunks": chunks,
+                        "rssMiB": rss,
+                        "storeMiB": round(folder_bytes(data_dir) / 2**20),
+                        "seconds": round(time.monotonic() - started),
+                    }
+                )
                 print(checkpoints[-1], f"peak {round(sampler.peak_kib / 1024)} MiB", flush=True)
             if out_of_time:
                 break  # a loaded machine: report the part synced
@@ -294,7 +321,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             wait_ready(url, child)
             results["readyMiB"] = round(tree_rss_kib(child.pid) / 1024)
             sampler.start()
-            results |= sync(url, corpus, sampler, args.every, args.max_seconds)
+            results |= sync(url, corpus, sampler, args.every, args.max_seconds, root / "data")
         finally:
             sampler.stop.set()
             child.terminate()
@@ -305,14 +332,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["peakMiB"] = round(sampler.peak_kib / 1024)
     span = max(1, last["docs"] - half["docs"])
     results["growthMiBPer1000AfterWarmup"] = round((last["rssMiB"] - half["rssMiB"]) * 1000 / span, 1)
+    # What is not the collection: RSS less the store's own size on disk, over the second half.
+    beside = lambda p: p["rssMiB"] - p["storeMiB"]  # noqa: E731
+    results["storeGrowthMiBPer1000AfterWarmup"] = round((last["storeMiB"] - half["storeMiB"]) * 1000 / span, 1)
+    results["besideStoreGrowthMiBPer1000AfterWarmup"] = round((beside(last) - beside(half)) * 1000 / span, 1)
+    results["besideStoreMiB"] = {"atHalf": beside(half), "atEnd": beside(last)}
     results["docsPerSecond"] = round(results["synced"] / results["seconds"], 2)
     results["load"] = load_text()
-    print_table(["docs", "RSS MiB", "seconds"], [[p["docs"], p["rssMiB"], p["seconds"]] for p in points])
+    print_table(
+        ["docs", "chunks", "RSS MiB", "store MiB", "RSS - store", "seconds"],
+        [[p["docs"], p["chunks"], p["rssMiB"], p["storeMiB"], beside(p), p["seconds"]] for p in points],
+    )
     met = verdict(results["peakMiB"] < TARGET_PEAK_MIB)
     print(
         f"{results['synced']} of {len(corpus)} pages synced; peak {results['peakMiB']} MiB (target < "
         f"{TARGET_PEAK_MIB}: {met}), growth over the second half {results['growthMiBPer1000AfterWarmup']} MiB "
-        f"per 1,000 documents, {results['docsPerSecond']} documents/s, statuses {results['statuses']}"
+        f"per 1,000 documents (the store on disk {results['storeGrowthMiBPer1000AfterWarmup']}, the rest "
+        f"{results['besideStoreGrowthMiBPer1000AfterWarmup']}), {results['docsPerSecond']} documents/s, "
+        f"statuses {results['statuses']}"
     )
     print(results["load"])
     print(write_result(NAME, results))
