@@ -14,12 +14,16 @@ what was synced (the first half is the warm-up: caches fill, the collection's se
 documents per second. On a loaded machine --max-seconds stops the sync early and reports the part
 done. The model's first ONNX export (torch, in the service's process) runs in a start of its own
 before the measured one.
+Each checkpoint also records the collection's chunks and its allocated size on disk, so growth splits
+into the store's own and the rest. `--embedder hashing` runs the service's own entry point with the
+tests' hashing embedder at 384 dimensions: the same collection, a sync not bound by the model (a
+20,000-document run in minutes instead of hours on two shared cores).
 Target (issue 27): peak under 1.5 GB, no growth after warm-up.
 
 `--wide` adds tables whose header and separator rows are each wider than the chunker's max_chars
 (the shape that looped the chunker before its fix); leave it off on a chunker without the fix.
 
-    python -m bench.sync_memory [--pages 2000] [--wide]
+    python -m bench.sync_memory [--pages 2000] [--wide] [--embedder minilm|hashing]
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any
 import httpx
 
 from bench.common import CACHE_DIR, load_text, print_table, verdict, write_result
+from tests.support.service_process import REPO, service_env
 
 NAME = "sync_memory"
 TOKEN = "bench-sync-memory-token-0001"
@@ -209,8 +214,14 @@ class Sampler(threading.Thread):
             self.stop.wait(0.5)
 
 
-def start_service(root: Path, port: int) -> subprocess.Popen[bytes]:
+def start_service(root: Path, port: int, embedder: str = "minilm") -> subprocess.Popen[bytes]:
+    """The real service; `hashing`: its own entry point with the tests' hashing embedder at MiniLM's 384
+    dimensions, so the collection has the same size and the sync is not bound by the model."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCHSVC_")}
+    argv = [sys.executable, "-m", "kbsearch"]
+    if embedder == "hashing":
+        env = service_env(KB_TEST_HASHING_MODEL="hashing-384", KB_TEST_HASHING_DIMENSIONS="384")
+        argv = [sys.executable, "-m", "tests.support.service_process"]
     env |= {
         "SEARCHSVC_PORT": str(port),
         "SEARCHSVC_DATA_DIR": str(root / "data"),
@@ -220,7 +231,7 @@ def start_service(root: Path, port: int) -> subprocess.Popen[bytes]:
         "HF_HUB_OFFLINE": "1",
     }
     log = open(root / "service.log", "wb")  # noqa: SIM115 - the child writes it until it ends
-    return subprocess.Popen([sys.executable, "-m", "kbsearch"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
 
 def wait_ready(url: str, child: subprocess.Popen[bytes]) -> None:
@@ -296,26 +307,35 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--wide", action="store_true", help="tables whose header is wider than max_chars")
     parser.add_argument("--port", type=int, default=18741)
     parser.add_argument("--every", type=int, default=100, help="documents between two RSS checkpoints")
+    parser.add_argument(
+        "--embedder",
+        choices=["minilm", "hashing"],
+        default="minilm",
+        help="hashing: the store and service, not the model",
+    )
     parser.add_argument("--max-seconds", type=float, default=float("inf"), help="stop syncing after this long")
     args = parser.parse_args(argv)
     corpus = pages(args.pages, args.wide)
     results: dict[str, Any] = {
         "pages": len(corpus),
         "wide": args.wide,
+        "embedder": args.embedder,
         "megabytes": round(sum(len(t.encode()) for _, t in corpus) / 1e6, 1),
         "loadBefore": load_text(),
     }
     with tempfile.TemporaryDirectory(prefix="kb-sync-memory-") as tmp:
         root = Path(tmp)
         url = f"http://127.0.0.1:{args.port}"
-        if not (CACHE_DIR / "onnx").exists():  # the first start exports the model with torch: not measured
+        if (
+            args.embedder == "minilm" and not (CACHE_DIR / "onnx").exists()
+        ):  # the first start exports the model with torch: not measured
             exporter = start_service(root, args.port)
             try:
                 wait_ready(url, exporter)
             finally:
                 exporter.terminate()
                 exporter.wait(timeout=120)
-        child = start_service(root, args.port)
+        child = start_service(root, args.port, args.embedder)
         sampler = Sampler(child.pid)
         try:
             wait_ready(url, child)
