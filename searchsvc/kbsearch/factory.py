@@ -37,7 +37,7 @@ from kbsearch.services.search.insights import InsightsService
 from kbsearch.services.search.querylog import QueryLog
 from kbsearch.services.search.ranking import Relevance, shipped_model
 from kbsearch.services.search.rerank import ListwiseChat, RerankStage
-from kbsearch.services.search.service import SearchService, configured_fusion
+from kbsearch.services.search.service import SearchService
 from kbsearch.services.serving import Served, Serving, Target
 from kbsearch.services.sources import SourceService
 from kbsearch.settings import Settings
@@ -229,12 +229,9 @@ class Factory:
         insights = self.settings.insights
         return QueryLog(
             (query_log_store or query_log_beside(store)) if insights.query_log == "on" else None,
+            insights,
             metrics=self.metrics,
             guard=store,
-            queue_size=insights.query_log_queue_size,
-            retention_days=insights.query_log_retention_days,
-            max_entries=insights.query_log_max_entries,
-            prune_interval_s=insights.query_log_prune_interval_s,
         )
 
     def create_insights(self, query_log: QueryLog, catalog: SourceCatalog) -> InsightsService:
@@ -301,17 +298,14 @@ class Factory:
     ) -> SearchService:
         search = self.settings.search
         return SearchService(
+            search,
             serving=serving,
             metrics=self.metrics,
-            fusion=configured_fusion(search),
-            candidates=search.search_candidates,
             catalog=catalog,
             query_log=query_log,
             relevance=self.create_relevance(),
-            relevant_at=search.relevance_threshold,
             turns=FairTurns(search.search_slots, search.max_searches_per_caller),
             rerank=rerank,
-            default_path_weights=search.default_path_weights,
             peers=peers,
             store_name=self.settings.peering.store_name,
         )
@@ -347,7 +341,7 @@ class Factory:
             metrics=self.metrics,
             target=target,
             shadow_documents=functools.partial(self.create_shadow_documents, serving, target, documents.work),
-            shadow_search=functools.partial(self.create_shadow_search, serving, target, search),
+            shadow_search=functools.partial(self.create_shadow_search, serving, target),
             settings=self.settings.rebuilds,
         )
 
@@ -376,14 +370,11 @@ class Factory:
             ),
         )
 
-    def create_shadow_search(
-        self, serving: Serving, target: Target, search: SearchService, shadow: VectorStore
-    ) -> SearchService:
-        """The search a rebuild's self-check runs on its shadow: the live search's fusion, nothing logged."""
+    def create_shadow_search(self, serving: Serving, target: Target, shadow: VectorStore) -> SearchService:
+        """The search a rebuild's self-check runs on its shadow: the live search's settings, nothing logged."""
         return SearchService(
+            self.settings.search,
             serving=self.create_shadow_serving(serving, target, shadow),
             metrics=self.metrics,
-            fusion=search.fusion,
-            candidates=search.candidates,
             catalog=self.create_catalog(shadow),
         )

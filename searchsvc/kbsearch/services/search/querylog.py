@@ -21,6 +21,7 @@ from collections.abc import Callable
 from kbsearch.aio.runtime import in_thread
 from kbsearch.metrics import Metrics
 from kbsearch.models import QueryLogEntry
+from kbsearch.settings import QueryLogSettings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.querylog import QueryLogStore
 
@@ -36,26 +37,23 @@ class QueryLog:
     def __init__(
         self,
         store: QueryLogStore | None,
+        settings: QueryLogSettings,
         *,
         metrics: Metrics,
         guard: VectorStore | None = None,
-        queue_size: int = 10_000,
-        retention_days: int = 30,
-        max_entries: int = 200_000,
-        prune_interval_s: float = 600.0,
         batch_window_s: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.metrics = metrics
         self._guard = guard  # the main store: when it refuses writes (full disk), the log writes nothing either
-        self.retention_days = retention_days
-        self.max_entries = max_entries
-        self.prune_interval_s = prune_interval_s
+        self.retention_days = settings.query_log_retention_days
+        self.max_entries = settings.query_log_max_entries
+        self.prune_interval_s = settings.query_log_prune_interval_s
         self.batch_window_s = batch_window_s
         self._hurry = asyncio.Event()  # set by flush(): write now
         self.clock = clock
-        self._queue: asyncio.Queue[QueryLogEntry] = asyncio.Queue(maxsize=queue_size)
+        self._queue: asyncio.Queue[QueryLogEntry] = asyncio.Queue(maxsize=settings.query_log_queue_size)
         self._tasks: list[asyncio.Task[None]] = []
         self._failing = False
 

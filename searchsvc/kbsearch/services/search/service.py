@@ -86,18 +86,15 @@ class SearchOutcome:
 class SearchService:
     def __init__(
         self,
+        settings: SearchSettings,
         *,
         serving: Serving,
         metrics: Metrics,
-        fusion: Fusion,
-        candidates: int,
         catalog: SourceCatalog,
         query_log: QueryLog | None = None,
         relevance: Relevance = DEFAULT_RELEVANCE,
-        relevant_at: float = 0.5,
         turns: FairTurns | None = None,
         rerank: RerankStage | None = None,
-        default_path_weights: bool = True,
         peers: PeerRouter | None = None,
         store_name: str = "local",
     ) -> None:
@@ -105,17 +102,19 @@ class SearchService:
         self.store_name = store_name
         self.turns = turns
         self.rerank = rerank
-        self.path_weights = PathWeights(lambda text: self.serving.sparse.tokens(text), defaults=default_path_weights)
+        self.path_weights = PathWeights(
+            lambda text: self.serving.sparse.tokens(text), defaults=settings.default_path_weights
+        )
         # The store, embedder and encoder, and the gate every search holds shared and a rebuild's
         # swap exclusively: no query is embedded by one model and answered from a collection built by another.
         self.serving = serving
         self.query_log = query_log
         self.catalog = catalog
         self.metrics = metrics
-        self.fusion = fusion
-        self.candidates = candidates
+        self.fusion = configured_fusion(settings)
+        self.candidates = settings.search_candidates
         self.relevance = relevance
-        self.relevant_at = relevant_at
+        self.relevant_at = settings.relevance_threshold
 
     async def search_unlogged(self, request: SearchQuery, caller: Caller) -> SearchOutcome:
         """A search kept out of the query log (the service's own, such as a rebuild's self-check)."""

@@ -12,6 +12,7 @@ from kbsearch.models import Insights, QueryCount, QueryLogEntry, QueryScore
 from kbsearch.services.access.scope import Caller, SourceScope
 from kbsearch.services.search.insights import InsightsService
 from kbsearch.services.search.querylog import QueryLog
+from kbsearch.settings import QueryLogSettings
 from kbsearch.store.base import VectorStore
 from kbsearch.store.factory import query_log_beside
 from kbsearch.store.querylog import (
@@ -167,7 +168,7 @@ class _NoCatalog:
 
 
 def service(log_store: QueryLogStore) -> InsightsService:
-    query_log = QueryLog(log_store, metrics=Metrics())
+    query_log = QueryLog(log_store, QueryLogSettings(), metrics=Metrics())
     return InsightsService(query_log=query_log, catalog=_NoCatalog(), low_score=0.4, clock=lambda: NOW)  # type: ignore[arg-type]
 
 
@@ -210,6 +211,7 @@ async def test_a_viewer_counts_only_the_searches_its_scope_covers(log_store: Que
 
 
 async def test_switched_off_insights_say_so() -> None:
-    off = InsightsService(query_log=QueryLog(None, metrics=Metrics()), catalog=_NoCatalog(), low_score=0.4)  # type: ignore[arg-type]
+    switched_off = QueryLog(None, QueryLogSettings(), metrics=Metrics())
+    off = InsightsService(query_log=switched_off, catalog=_NoCatalog(), low_score=0.4)  # type: ignore[arg-type]
     found = await off.insights(caller("*"), "7d")
     assert found == replace(Insights("7d", 0, [], [], [], {}, None, None, True), enabled=False)
