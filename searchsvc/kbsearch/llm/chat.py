@@ -24,10 +24,9 @@ import tenacity
 
 from kbsearch.errors import ConfigurationError, LLMTimeoutError, LLMUnavailableError
 from kbsearch.metrics import Metrics
-from kbsearch.retrying import Transient, retry_after
+from kbsearch.retrying import Transient, backoff, retry_after, retryable_status
 
 log = logging.getLogger(__name__)
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +221,7 @@ class ChatClient:
                 f"the chat endpoint answered HTTP {status}{_hint(status)}", details={"status": status}
             )
             reason = f"http_{status // 100}xx" if status != 429 else "http_429"
-            if status not in _RETRYABLE_STATUS and status < 500:
+            if not retryable_status(status):
                 raise self._failed(reason, failure) from exc
             self._count(reason)
             raise Transient(failure, retry_after(exc.response.headers)) from exc
@@ -234,12 +233,11 @@ class ChatClient:
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         """Exponential backoff with jitter, or the server's Retry-After when longer; capped at max_wait."""
-        attempt = state.attempt_number - 1
-        delay: float = min(self.max_wait, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
         failure = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(failure, Transient) and failure.retry_after is not None:
-            delay = max(delay, failure.retry_after)
-        return min(delay, self.max_wait)
+        asked = failure.retry_after if isinstance(failure, Transient) else None
+        return backoff(
+            state.attempt_number - 1, base=self.backoff_base, cap=self.max_wait, jitter=self._jitter(), asked=asked
+        )
 
     def _before_sleep(self, deadline: float, state: tenacity.RetryCallState) -> None:
         delay = state.upcoming_sleep
