@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -12,6 +11,7 @@ from typing import Any
 import openai
 import tenacity
 
+from kbsearch.apikey import client_api_key
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError, EmbedderUnavailableError
 from kbsearch.retrying import Transient, backoff, retry_after, retryable_status
@@ -65,13 +65,9 @@ class OpenAIEmbedder(EmbeddingProvider):
     ):
         if batch_size < 1 or max_retries < 0 or timeout <= 0 or (dimensions is not None and dimensions < 1):
             raise ValueError("need batch_size >= 1, max_retries >= 0, timeout > 0 and dimensions >= 1")
-        if api_key is None and not os.environ.get("OPENAI_API_KEY"):
-            if base_url is None:
-                raise ConfigurationError(
-                    "SEARCHSVC_OPENAI_API_KEY is required for the OpenAI API "
-                    "(a server set with SEARCHSVC_OPENAI_BASE_URL may go without one)"
-                )
-            api_key = "unused"  # the client insists on a key; servers without auth ignore it
+        api_key = client_api_key(
+            api_key, base_url, key_setting="SEARCHSVC_OPENAI_API_KEY", url_setting="SEARCHSVC_OPENAI_BASE_URL"
+        )
         self.model = model
         self.batch_size = batch_size
         self.turn_texts = batch_size  # one request a turn

@@ -12,7 +12,6 @@ import asyncio
 import functools
 import json
 import logging
-import os
 import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
@@ -22,7 +21,8 @@ from typing import Any, Literal, cast
 import openai
 import tenacity
 
-from kbsearch.errors import ConfigurationError, LLMTimeoutError, LLMUnavailableError
+from kbsearch.apikey import client_api_key
+from kbsearch.errors import LLMTimeoutError, LLMUnavailableError
 from kbsearch.metrics import Metrics
 from kbsearch.retrying import Transient, backoff, retry_after, retryable_status
 
@@ -105,13 +105,9 @@ class ChatClient:
     ) -> None:
         if timeout <= 0 or max_retries < 0 or max_wait < 0 or max_tokens < 1:
             raise ValueError("need timeout > 0, max_retries >= 0, max_wait >= 0 and max_tokens >= 1")
-        if api_key is None and not os.environ.get("OPENAI_API_KEY"):
-            if base_url is None:
-                raise ConfigurationError(
-                    "SEARCHSVC_LLM_API_KEY is required for the OpenAI API "
-                    "(a server set with SEARCHSVC_LLM_BASE_URL may go without one)"
-                )
-            api_key = "unused"  # the client insists on a key; servers without auth ignore it
+        api_key = client_api_key(
+            api_key, base_url, key_setting="SEARCHSVC_LLM_API_KEY", url_setting="SEARCHSVC_LLM_BASE_URL"
+        )
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries
