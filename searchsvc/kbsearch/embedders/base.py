@@ -56,6 +56,14 @@ class InProcessEmbedder(EmbeddingProvider):
     """A model run in this process, on two lanes (documents, queries) that `_embed` tells apart;
     the model is loaded at the first call that has texts, if load() has not run yet."""
 
+    _dimensions: int | None = None  # set by load()
+
+    @property
+    def dimensions(self) -> int:  # type: ignore[override]
+        if self._dimensions is None:
+            raise RuntimeError(f"{type(self).__name__}.dimensions is known only after load()")
+        return self._dimensions
+
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self._on_lane(texts, query=False)
 

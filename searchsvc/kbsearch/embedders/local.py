@@ -41,12 +41,6 @@ class LocalEmbedder(InProcessEmbedder):
         # share one tokenizer): a query waits for the batch in progress, not a whole document.
         self._encode_lock = TurnLock()
 
-    @property
-    def dimensions(self) -> int:  # type: ignore[override]
-        if self._dimensions is None:
-            raise RuntimeError("LocalEmbedder.dimensions is known only after load()")
-        return self._dimensions
-
     def load(self) -> None:
         with self._load_lock:
             if self._st is not None:

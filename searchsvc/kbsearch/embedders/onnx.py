@@ -90,12 +90,6 @@ class OnnxEmbedder(InProcessEmbedder):
         self._load_lock = threading.Lock()
         self._locks = {False: TurnLock(), True: TurnLock()}  # by lane: query or not
 
-    @property
-    def dimensions(self) -> int:  # type: ignore[override]
-        if self._dimensions is None:
-            raise RuntimeError("OnnxEmbedder.dimensions is known only after load()")
-        return self._dimensions
-
     def load(self) -> None:
         with self._load_lock:
             if self._session is not None:

@@ -46,12 +46,6 @@ class StringGraphEmbedder(InProcessEmbedder):
         self._load_lock = threading.Lock()
         self._locks = {False: TurnLock(), True: TurnLock()}
 
-    @property
-    def dimensions(self) -> int:  # type: ignore[override]
-        if self._dimensions is None:
-            raise RuntimeError("StringGraphEmbedder.dimensions is known only after load()")
-        return self._dimensions
-
     def load(self) -> None:
         with self._load_lock:
             if self._sessions:
