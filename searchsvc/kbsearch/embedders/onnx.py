@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.embedders.base import InProcessEmbedder
 from kbsearch.embedders.catalog import BUNDLED_MODEL, spec_for
 from kbsearch.embedders.lanes import TurnLock
 from kbsearch.embedders.onnx_files import FETCHED_GRAPH, TOKENIZER, Variant, ensure_exports, fetched_files
@@ -29,7 +29,7 @@ def available_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class OnnxEmbedder(EmbeddingProvider):
+class OnnxEmbedder(InProcessEmbedder):
     """Tokenises with `tokenizers`, runs the model's graph on CPU: our export (encoder, pooling and L2
     norm inside), or a fetched graph whose [CLS] token this class takes and L2-normalises.
 
@@ -90,12 +90,6 @@ class OnnxEmbedder(EmbeddingProvider):
         self._load_lock = threading.Lock()
         self._locks = {False: TurnLock(), True: TurnLock()}  # by lane: query or not
 
-    @property
-    def dimensions(self) -> int:  # type: ignore[override]
-        if self._dimensions is None:
-            raise RuntimeError("OnnxEmbedder.dimensions is known only after load()")
-        return self._dimensions
-
     def load(self) -> None:
         with self._load_lock:
             if self._session is not None:
@@ -122,17 +116,11 @@ class OnnxEmbedder(EmbeddingProvider):
         graph, tokenizer = fetched_files(self.models_dir, self.model, self.spec.fetch_hint, FETCHED_GRAPH, TOKENIZER)
         return graph, tokenizer
 
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._embed(texts, query=False)
-
-    def embed_query_lane(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._embed(texts, query=True)
+    @property
+    def _loaded(self) -> bool:
+        return self._session is not None
 
     def _embed(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
-        if not texts:
-            return []
-        if self._session is None:
-            self.load()
         encodings = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids), reverse=True)
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kbsearch.embedders.base import EmbeddingProvider
+from kbsearch.embedders.base import InProcessEmbedder
 from kbsearch.embedders.catalog import spec_for
 from kbsearch.embedders.lanes import TurnLock
 from kbsearch.embedders.onnx import available_cpus
@@ -25,7 +25,7 @@ from kbsearch.errors import ConfigurationError
 MAX_CHARS = 4000
 
 
-class StringGraphEmbedder(EmbeddingProvider):
+class StringGraphEmbedder(InProcessEmbedder):
     """Runs a graph whose input is a string tensor; a query lane of its own, as OnnxEmbedder has."""
 
     provider = "local"
@@ -46,12 +46,6 @@ class StringGraphEmbedder(EmbeddingProvider):
         self._load_lock = threading.Lock()
         self._locks = {False: TurnLock(), True: TurnLock()}
 
-    @property
-    def dimensions(self) -> int:  # type: ignore[override]
-        if self._dimensions is None:
-            raise RuntimeError("StringGraphEmbedder.dimensions is known only after load()")
-        return self._dimensions
-
     def load(self) -> None:
         with self._load_lock:
             if self._sessions:
@@ -66,17 +60,11 @@ class StringGraphEmbedder(EmbeddingProvider):
         (graph,) = fetched_files(self.models_dir, self.model, self.spec.fetch_hint, FETCHED_GRAPH)
         return graph
 
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._embed(texts, query=False)
-
-    def embed_query_lane(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._embed(texts, query=True)
+    @property
+    def _loaded(self) -> bool:
+        return bool(self._sessions)
 
     def _embed(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
-        if not texts:
-            return []
-        if not self._sessions:
-            self.load()
         cut = [(self.spec.query_prefix if query else "") + t[:MAX_CHARS] for t in texts]
         out = np.empty((len(cut), self.dimensions), dtype=np.float32)
         for start in range(0, len(cut), self.batch_size):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -12,12 +11,12 @@ from typing import Any
 import openai
 import tenacity
 
+from kbsearch.apikey import client_api_key
 from kbsearch.embedders.base import EmbeddingProvider
 from kbsearch.errors import ConfigurationError, EmbedderUnavailableError
-from kbsearch.retrying import Transient, retry_after
+from kbsearch.retrying import Transient, backoff, retry_after, retryable_status
 
 PROBE_TEXT = "dimension probe"
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
 class OpenAIEmbedder(EmbeddingProvider):
@@ -66,13 +65,9 @@ class OpenAIEmbedder(EmbeddingProvider):
     ):
         if batch_size < 1 or max_retries < 0 or timeout <= 0 or (dimensions is not None and dimensions < 1):
             raise ValueError("need batch_size >= 1, max_retries >= 0, timeout > 0 and dimensions >= 1")
-        if api_key is None and not os.environ.get("OPENAI_API_KEY"):
-            if base_url is None:
-                raise ConfigurationError(
-                    "SEARCHSVC_OPENAI_API_KEY is required for the OpenAI API "
-                    "(a server set with SEARCHSVC_OPENAI_BASE_URL may go without one)"
-                )
-            api_key = "unused"  # the client insists on a key; servers without auth ignore it
+        api_key = client_api_key(
+            api_key, base_url, key_setting="SEARCHSVC_OPENAI_API_KEY", url_setting="SEARCHSVC_OPENAI_BASE_URL"
+        )
         self.model = model
         self.batch_size = batch_size
         self.turn_texts = batch_size  # one request a turn
@@ -140,7 +135,7 @@ class OpenAIEmbedder(EmbeddingProvider):
         except openai.APIConnectionError as exc:  # includes timeouts
             raise Transient(exc, None) from exc
         except openai.APIStatusError as exc:
-            if exc.status_code not in _RETRYABLE_STATUS and exc.status_code < 500:
+            if not retryable_status(exc.status_code):
                 raise self._rejected(exc, startup) from exc
             raise Transient(exc, retry_after(exc.response.headers)) from exc
         except openai.OpenAIError as exc:  # an answer the client cannot parse
@@ -149,12 +144,11 @@ class OpenAIEmbedder(EmbeddingProvider):
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         """Exponential backoff with jitter, or the server's Retry-After when longer; capped at backoff_max."""
-        attempt = state.attempt_number - 1
-        delay: float = min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
         failure = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(failure, Transient) and failure.retry_after is not None:
-            delay = max(delay, failure.retry_after)
-        return min(delay, self.backoff_max)
+        asked = failure.retry_after if isinstance(failure, Transient) else None
+        return backoff(
+            state.attempt_number - 1, base=self.backoff_base, cap=self.backoff_max, jitter=self._jitter(), asked=asked
+        )
 
     def _vectors(self, response: Any, expected_count: int, startup: bool) -> list[list[float]]:
         data = sorted(response.data, key=lambda item: item.index)

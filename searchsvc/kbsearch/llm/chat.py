@@ -12,7 +12,6 @@ import asyncio
 import functools
 import json
 import logging
-import os
 import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
@@ -22,12 +21,12 @@ from typing import Any, Literal, cast
 import openai
 import tenacity
 
-from kbsearch.errors import ConfigurationError, LLMTimeoutError, LLMUnavailableError
+from kbsearch.apikey import client_api_key
+from kbsearch.errors import LLMTimeoutError, LLMUnavailableError
 from kbsearch.metrics import Metrics
-from kbsearch.retrying import Transient, retry_after
+from kbsearch.retrying import Transient, backoff, retry_after, retryable_status
 
 log = logging.getLogger(__name__)
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,13 +105,9 @@ class ChatClient:
     ) -> None:
         if timeout <= 0 or max_retries < 0 or max_wait < 0 or max_tokens < 1:
             raise ValueError("need timeout > 0, max_retries >= 0, max_wait >= 0 and max_tokens >= 1")
-        if api_key is None and not os.environ.get("OPENAI_API_KEY"):
-            if base_url is None:
-                raise ConfigurationError(
-                    "SEARCHSVC_LLM_API_KEY is required for the OpenAI API "
-                    "(a server set with SEARCHSVC_LLM_BASE_URL may go without one)"
-                )
-            api_key = "unused"  # the client insists on a key; servers without auth ignore it
+        api_key = client_api_key(
+            api_key, base_url, key_setting="SEARCHSVC_LLM_API_KEY", url_setting="SEARCHSVC_LLM_BASE_URL"
+        )
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries
@@ -222,7 +217,7 @@ class ChatClient:
                 f"the chat endpoint answered HTTP {status}{_hint(status)}", details={"status": status}
             )
             reason = f"http_{status // 100}xx" if status != 429 else "http_429"
-            if status not in _RETRYABLE_STATUS and status < 500:
+            if not retryable_status(status):
                 raise self._failed(reason, failure) from exc
             self._count(reason)
             raise Transient(failure, retry_after(exc.response.headers)) from exc
@@ -234,12 +229,11 @@ class ChatClient:
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         """Exponential backoff with jitter, or the server's Retry-After when longer; capped at max_wait."""
-        attempt = state.attempt_number - 1
-        delay: float = min(self.max_wait, self.backoff_base * 2**attempt) * (0.5 + self._jitter() / 2)
         failure = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(failure, Transient) and failure.retry_after is not None:
-            delay = max(delay, failure.retry_after)
-        return min(delay, self.max_wait)
+        asked = failure.retry_after if isinstance(failure, Transient) else None
+        return backoff(
+            state.attempt_number - 1, base=self.backoff_base, cap=self.max_wait, jitter=self._jitter(), asked=asked
+        )
 
     def _before_sleep(self, deadline: float, state: tenacity.RetryCallState) -> None:
         delay = state.upcoming_sleep

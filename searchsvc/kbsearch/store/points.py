@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from kbsearch.models import (
@@ -54,6 +55,19 @@ from kbsearch.store.base import (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class RankedQuery:
+    """One search as a backend's `_query` runs it: the lanes' queries, the pre-filter, the cut and the fusion."""
+
+    mode: SearchMode
+    dense: list[float] | None
+    sparse: SparseVector | None
+    conditions: list[cd.Condition]
+    limit: int
+    candidates: int
+    fusion: Fusion
+
+
 class PointStore(VectorStore):
     """A VectorStore whose reads are made of the primitives below (records: `.id`, `.payload`, `.vector`)."""
 
@@ -92,17 +106,7 @@ class PointStore(VectorStore):
         """The `field` payload of the matching point with the greatest `field`, or None."""
 
     @abstractmethod
-    def _query(
-        self,
-        *,
-        mode: SearchMode,
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        conditions: list[cd.Condition],
-        limit: int,
-        candidates: int,
-        fusion: Fusion,
-    ) -> list[SearchHit]:
+    def _query(self, search: RankedQuery) -> list[SearchHit]:
         """The ranked chunks (without metadata); a query of stopwords only is never sent."""
 
     # --- shared reads -----------------------------------------------------------------------
@@ -329,13 +333,15 @@ class PointStore(VectorStore):
                 return []
         with self._guard("search"):
             hits = self._query(
-                mode=mode,
-                dense=dense,
-                sparse=sparse,
-                conditions=cd.search_conditions(filter, uris) + conditions,
-                limit=limit,
-                candidates=candidates,
-                fusion=fusion,
+                RankedQuery(
+                    mode=mode,
+                    dense=dense,
+                    sparse=sparse,
+                    conditions=cd.search_conditions(filter, uris) + conditions,
+                    limit=limit,
+                    candidates=candidates,
+                    fusion=fusion,
+                )
             )
             if not hits:
                 return hits

@@ -7,10 +7,10 @@ from typing import Any
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from kbsearch.models import Fusion, SearchHit, SearchMode, SparseVector
-from kbsearch.store import conditions as cd
+from kbsearch.models import Fusion, SearchHit
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import DENSE_VECTOR, SPARSE_VECTOR
+from kbsearch.store.points import RankedQuery
 from kbsearch.store.qdrant_common import to_filter
 
 __all__ = ["TIE_SLACK", "query_points"]
@@ -19,20 +19,11 @@ __all__ = ["TIE_SLACK", "query_points"]
 TIE_SLACK = 16
 
 
-def query_points(
-    client: QdrantClient,
-    collection: str,
-    *,
-    mode: SearchMode,
-    dense: list[float] | None,
-    sparse: SparseVector | None,
-    conditions: list[cd.Condition],
-    limit: int,
-    candidates: int,
-    fusion: Fusion,
-) -> list[SearchHit]:
+def query_points(client: QdrantClient, collection: str, search: RankedQuery) -> list[SearchHit]:
     """The engine's hits: one lane, or both fused by the engine (see VectorStore.search)."""
-    where = to_filter(conditions)
+    mode, dense, sparse, fusion = search.mode, search.dense, search.sparse, search.fusion
+    limit, candidates = search.limit, search.candidates
+    where = to_filter(search.conditions)
     stages: list[tuple[Any, str, float]] = []
     if dense is not None and mode in ("hybrid", "dense"):
         stages.append((list(dense), DENSE_VECTOR, fusion.dense_weight))

@@ -16,10 +16,7 @@ from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
     DocumentRecord,
-    Fusion,
     SearchHit,
-    SearchMode,
-    SparseVector,
     StoredBody,
     SyncStatus,
     body_point_id,
@@ -42,7 +39,7 @@ from kbsearch.store.base import (
     VectorStore,
 )
 from kbsearch.store.health import server_problem
-from kbsearch.store.points import PointStore
+from kbsearch.store.points import PointStore, RankedQuery
 from kbsearch.store.qdrant_common import (
     ORDERING,
     UPSERT_BATCH,
@@ -422,25 +419,5 @@ class QdrantServerStore(PointStore):
         )
         return (latest[0].payload or {}) if latest else None
 
-    def _query(
-        self,
-        *,
-        mode: SearchMode,
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        conditions: list[cd.Condition],
-        limit: int,
-        candidates: int,
-        fusion: Fusion,
-    ) -> list[SearchHit]:
-        return query_points(
-            self.client,
-            self.collection,
-            mode=mode,
-            dense=dense,
-            sparse=sparse,
-            conditions=conditions,
-            limit=limit,
-            candidates=candidates,
-            fusion=fusion,
-        )
+    def _query(self, search: RankedQuery) -> list[SearchHit]:
+        return query_points(self.client, self.collection, search)

@@ -6,27 +6,20 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from kbsearch.models import Fusion, SearchHit, SearchMode, SparseVector
-from kbsearch.store import conditions as cd
+from kbsearch.models import Fusion, SearchHit
 from kbsearch.store import payloads as pl
 from kbsearch.store.base import DENSE_VECTOR, SPARSE_VECTOR
 from kbsearch.store.edge.filters import to_filter
+from kbsearch.store.points import RankedQuery
 
 __all__ = ["dense_of", "hits", "query_request"]
 
 
-def query_request(
-    mode: SearchMode,
-    dense: list[float] | None,
-    sparse: SparseVector | None,
-    conditions: list[cd.Condition],
-    *,
-    limit: int,
-    candidates: int,
-    fusion: Fusion,
-) -> qe.QueryRequest | None:
+def query_request(search: RankedQuery) -> qe.QueryRequest | None:
     """The engine's request for one search, or None when it can match nothing (no lane has a query)."""
-    scope = to_filter(conditions)
+    mode, dense, sparse, fusion = search.mode, search.dense, search.sparse, search.fusion
+    limit, candidates = search.limit, search.candidates
+    scope = to_filter(search.conditions)
     # With a query vector, each hit's cosine to it comes back too: an absolute relevance signal
     # that fusion's per-query normalised scores are not.
     want_vectors: Any = [DENSE_VECTOR] if dense is not None else False

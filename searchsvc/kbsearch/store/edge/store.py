@@ -18,10 +18,7 @@ from kbsearch.models import (
     ChunkPoint,
     CollectionSignature,
     DocumentRecord,
-    Fusion,
     SearchHit,
-    SearchMode,
-    SparseVector,
     StoredBody,
     SyncStatus,
     body_point_id,
@@ -55,7 +52,7 @@ from kbsearch.store.edge.optimize import IndexOptions, edge_config
 from kbsearch.store.edge.query import dense_of, hits, query_request
 from kbsearch.store.edge.swaps import ShardSwaps
 from kbsearch.store.health import StoreWatch
-from kbsearch.store.points import PointStore
+from kbsearch.store.points import PointStore, RankedQuery
 
 log = logging.getLogger(__name__)
 
@@ -483,16 +480,6 @@ class EdgeStore(ShardSwaps, PointStore):
         )
         return (latest[0].payload or {}) if latest else None
 
-    def _query(
-        self,
-        *,
-        mode: SearchMode,
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        conditions: list[cd.Condition],
-        limit: int,
-        candidates: int,
-        fusion: Fusion,
-    ) -> list[SearchHit]:
-        request = query_request(mode, dense, sparse, conditions, limit=limit, candidates=candidates, fusion=fusion)
-        return [] if request is None else hits(self._s.query(request), dense)
+    def _query(self, search: RankedQuery) -> list[SearchHit]:
+        request = query_request(search)
+        return [] if request is None else hits(self._s.query(request), search.dense)
