@@ -114,6 +114,26 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+# --- generated text -----------------------------------------------------------------------
+
+# The operations words the generated-corpus benchmarks (fairness, sync_memory, cache_partition)
+# build their documents and queries from. Their order is part of each benchmark's data: a seeded
+# rng picks by position, so reordering it changes every generated document.
+RUNBOOK_WORDS = (
+    "deploy",
+    "restart",
+    "rollback",
+    "pager",
+    "dashboard",
+    "latency",
+    "quota",
+    "backup",
+    "restore",
+    "certificate",
+    "ingress",
+)
+
+
 # --- SciFact ------------------------------------------------------------------------------
 
 

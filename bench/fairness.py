@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import CACHE_DIR, load_text, print_table, summary_ms, write_result
+from bench.common import CACHE_DIR, RUNBOOK_WORDS, load_text, print_table, summary_ms, write_result
 from tests.support.ordinary import ordinary_markdown
 
 NAME = "fairness"
@@ -48,19 +48,7 @@ TOKENS = (
     f'  - {{name: team-a, token: "{A_TOKEN}", write: true, sources: ["team-a/*"]}}\n'
     f'  - {{name: team-b, token: "{B_TOKEN}", write: true, sources: ["team-b/*"]}}\n'
 )
-WORDS = [
-    "deploy",
-    "restart",
-    "rollback",
-    "pager",
-    "dashboard",
-    "latency",
-    "quota",
-    "backup",
-    "restore",
-    "certificate",
-    "ingress",
-]
+WORDS = list(RUNBOOK_WORDS)
 
 
 def bearer(token: str) -> dict[str, str]:

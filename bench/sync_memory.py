@@ -38,24 +38,14 @@ from typing import Any
 
 import httpx
 
-from bench.common import CACHE_DIR, load_text, print_table, verdict, write_result
+from bench.common import CACHE_DIR, RUNBOOK_WORDS, load_text, print_table, verdict, write_result
 
 NAME = "sync_memory"
 TOKEN = "bench-sync-memory-token-0001"
 VERSIONS = ("current", "v3.2", "v2.9", "v1.8")
 TARGET_PEAK_MIB = 1536
 WORDS = [
-    "deploy",
-    "restart",
-    "rollback",
-    "pager",
-    "dashboard",
-    "latency",
-    "quota",
-    "backup",
-    "restore",
-    "certificate",
-    "ingress",
+    *RUNBOOK_WORDS,
     "replica",
     "volume",
     "secret",
