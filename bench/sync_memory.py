@@ -29,7 +29,6 @@ import contextlib
 import os
 import random
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -38,7 +37,16 @@ from typing import Any
 
 import httpx
 
-from bench.common import CACHE_DIR, RUNBOOK_WORDS, load_text, print_table, verdict, write_result
+from bench.common import (
+    CACHE_DIR,
+    RUNBOOK_WORDS,
+    load_text,
+    print_table,
+    start_process,
+    verdict,
+    wait_process_ready,
+    write_result,
+)
 
 NAME = "sync_memory"
 TOKEN = "bench-sync-memory-token-0001"
@@ -200,31 +208,7 @@ class Sampler(threading.Thread):
 
 
 def start_service(root: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCHSVC_")}
-    env |= {
-        "SEARCHSVC_PORT": str(port),
-        "SEARCHSVC_DATA_DIR": str(root / "data"),
-        "SEARCHSVC_API_TOKEN": TOKEN,
-        "SEARCHSVC_ONNX_DIR": str(CACHE_DIR / "onnx"),
-        "SEARCHSVC_LOG_LEVEL": "WARNING",
-        "HF_HUB_OFFLINE": "1",
-    }
-    log = open(root / "service.log", "wb")  # noqa: SIM115 - the child writes it until it ends
-    return subprocess.Popen([sys.executable, "-m", "kbsearch"], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_ready(url: str, child: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 900  # the first start exports the model to ONNX
-    while time.monotonic() < deadline:
-        if child.poll() is not None:
-            raise RuntimeError(f"the service exited with {child.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("the service did not become ready")
+    return start_process(root, port, "service.log", {"SEARCHSVC_API_TOKEN": TOKEN})
 
 
 def folder_bytes(folder: Path) -> int:
@@ -301,14 +285,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not (CACHE_DIR / "onnx").exists():  # the first start exports the model with torch: not measured
             exporter = start_service(root, args.port)
             try:
-                wait_ready(url, exporter)
+                wait_process_ready(url, exporter, timeout_s=900)  # the first start exports the model to ONNX
             finally:
                 exporter.terminate()
                 exporter.wait(timeout=120)
         child = start_service(root, args.port)
         sampler = Sampler(child.pid)
         try:
-            wait_ready(url, child)
+            wait_process_ready(url, child, timeout_s=900)
             results["readyMiB"] = round(tree_rss_kib(child.pid) / 1024)
             sampler.start()
             results |= sync(url, corpus, sampler, args.every, args.max_seconds, root / "data")
