@@ -21,7 +21,7 @@ import pytest
 
 from kbsearch.settings.service import BODY_EXPANSION, CONNECTION_BUFFER_BYTES
 from tests.support.rss import PeakRss, rss_kib
-from tests.support.service_process import ServiceProcess
+from tests.support.service_process import ServiceProcess, ready_service
 
 NOBODY, TEAM_B = "nobody-token-1", "team-b-token-2"
 TOKENS = (
@@ -50,12 +50,8 @@ def service(tmp_path: Path) -> Iterator[ServiceProcess]:
         "SEARCHSVC_BODY_BYTES_IN_FLIGHT": str(IN_FLIGHT),
         "SEARCHSVC_LOG_LEVEL": "WARNING",  # 200 access lines would only slow the burst
     }
-    process = ServiceProcess(tmp_path / "service.log", env).start()
-    try:
-        process.wait_ready()
+    with ready_service(tmp_path / "service.log", env) as process:
         yield process
-    finally:
-        process.stop()
 
 
 async def burst(url: str) -> tuple[list[httpx.Response | Exception], list[int]]:
