@@ -25,6 +25,7 @@ from typing import Any
 
 from bench.common import (
     CACHE_DIR,
+    RUNBOOK_WORDS,
     http_client,
     load_text,
     local_embedder,
@@ -35,19 +36,11 @@ from bench.common import (
 )
 
 NAME = "cache_partition"
+# "cluster" second: positions are what the seeded rng picks, and this benchmark's data had it there.
 WORDS = [
-    "deploy",
+    RUNBOOK_WORDS[0],
     "cluster",
-    "restart",
-    "rollback",
-    "pager",
-    "dashboard",
-    "latency",
-    "quota",
-    "backup",
-    "restore",
-    "certificate",
-    "ingress",
+    *RUNBOOK_WORDS[1:],
     "replica",
     "volume",
     "snapshot",

@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -112,6 +113,26 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
     return str(value)
+
+
+# --- generated text -----------------------------------------------------------------------
+
+# The operations words the generated-corpus benchmarks (fairness, sync_memory, cache_partition)
+# build their documents and queries from. Their order is part of each benchmark's data: a seeded
+# rng picks by position, so reordering it changes every generated document.
+RUNBOOK_WORDS = (
+    "deploy",
+    "restart",
+    "rollback",
+    "pager",
+    "dashboard",
+    "latency",
+    "quota",
+    "backup",
+    "restore",
+    "certificate",
+    "ingress",
+)
 
 
 # --- SciFact ------------------------------------------------------------------------------
@@ -398,3 +419,44 @@ def server_timing(header: str | None) -> dict[str, float]:
             if param.startswith("dur="):
                 out[name] = float(param[4:])
     return out
+
+
+# --- the real service as its own process ----------------------------------------------------
+
+
+def start_process(
+    root: Path, port: int, log_name: str, env: dict[str, str], *, module: str = "kbsearch"
+) -> subprocess.Popen[bytes]:
+    """`python -m kbsearch` (or `module`, an entry point over it) on `port`, data under root/data, the
+    ONNX export cached between runs.
+
+    Only `env`'s SEARCHSVC_ settings reach it (not the caller's), at WARNING; its output goes to root/log_name.
+    """
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCHSVC_")}
+    child_env |= {
+        "SEARCHSVC_PORT": str(port),
+        "SEARCHSVC_DATA_DIR": str(root / "data"),
+        "SEARCHSVC_ONNX_DIR": str(CACHE_DIR / "onnx"),
+        "SEARCHSVC_LOG_LEVEL": "WARNING",
+        "HF_HUB_OFFLINE": "1",
+        **env,
+    }
+    log = open(root / log_name, "wb")  # noqa: SIM115 - the child writes it until it ends
+    return subprocess.Popen([sys.executable, "-m", module], env=child_env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_process_ready(url: str, child: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Until the service at `url` answers /readyz; fails at once if `child` exits first."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise RuntimeError(f"the service exited with {child.returncode}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError("the service did not become ready")

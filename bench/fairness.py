@@ -37,7 +37,15 @@ from typing import Any
 
 import httpx
 
-from bench.common import CACHE_DIR, load_text, print_table, summary_ms, write_result
+from bench.common import (
+    RUNBOOK_WORDS,
+    load_text,
+    print_table,
+    start_process,
+    summary_ms,
+    wait_process_ready,
+    write_result,
+)
 from tests.support.ordinary import ordinary_markdown
 
 NAME = "fairness"
@@ -48,19 +56,7 @@ TOKENS = (
     f'  - {{name: team-a, token: "{A_TOKEN}", write: true, sources: ["team-a/*"]}}\n'
     f'  - {{name: team-b, token: "{B_TOKEN}", write: true, sources: ["team-b/*"]}}\n'
 )
-WORDS = [
-    "deploy",
-    "restart",
-    "rollback",
-    "pager",
-    "dashboard",
-    "latency",
-    "quota",
-    "backup",
-    "restore",
-    "certificate",
-    "ingress",
-]
+WORDS = list(RUNBOOK_WORDS)
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -68,32 +64,8 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def start(root: Path, port: int, extra: dict[str, str]) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCHSVC_")}
-    env |= {
-        "SEARCHSVC_PORT": str(port),
-        "SEARCHSVC_DATA_DIR": str(root / "data"),
-        "SEARCHSVC_TOKENS_FILE": str(root / "tokens.yaml"),
-        "SEARCHSVC_ONNX_DIR": str(CACHE_DIR / "onnx"),
-        "SEARCHSVC_LOG_LEVEL": "WARNING",
-        "HF_HUB_OFFLINE": "1",
-        **extra,
-    }
-    log = open(root / f"service-{port}.log", "wb")  # noqa: SIM115 - the child writes it until it ends
-    return subprocess.Popen([sys.executable, "-m", "kbsearch"], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_ready(url: str, child: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if child.poll() is not None:
-            raise RuntimeError(f"the service exited with {child.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("the service did not become ready")
+    env = {"SEARCHSVC_TOKENS_FILE": str(root / "tokens.yaml"), **extra}
+    return start_process(root, port, f"service-{port}.log", env)
 
 
 def ingest(url: str, docs: int) -> None:
@@ -210,7 +182,7 @@ def run_service_arm(root: Path, port: int, extra: dict[str, str], docs: int, fn)
     url = f"http://127.0.0.1:{port}"
     child = start(root, port, extra)
     try:
-        wait_ready(url, child)
+        wait_process_ready(url, child, timeout_s=300)
         if not (root / "ingested").exists():
             ingest(url, docs)
             (root / "ingested").touch()

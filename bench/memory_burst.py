@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import subprocess
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 import httpx
 
 from bench.common import load_text, print_table, write_result
+from tests.support.rss import PeakRss, rss_kib
 from tests.support.service_process import REPO, ServiceProcess
 
 NAME = "memory_burst"
@@ -39,22 +39,7 @@ BEFORE = "afadf56"  # main before the body budget
 
 
 def rss_mib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) // 1024
-    return 0
-
-
-class Peak(threading.Thread):
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.peak = pid, 0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            self.peak = max(self.peak, rss_mib(self.pid))
-            self.done.wait(0.02)
+    return (rss_kib(pid) or 0) // 1024
 
 
 async def burst(url: str, count: int) -> Counter[str]:
@@ -88,7 +73,7 @@ def arm(repo: Path, root: Path, count: int, bursts: int) -> dict[str, Any]:
         pid = service.proc.pid
         result: dict[str, Any] = {"baselineMiB": rss_mib(pid), "bursts": []}
         for _ in range(bursts):
-            peak = Peak(pid)
+            peak = PeakRss(pid, interval_s=0.02)
             peak.start()
             started = time.monotonic()
             answers = asyncio.run(burst(service.url, count))
@@ -97,7 +82,12 @@ def arm(repo: Path, root: Path, count: int, bursts: int) -> dict[str, Any]:
             peak.done.set()
             peak.join()
             result["bursts"].append(
-                {"peakMiB": peak.peak, "afterMiB": rss_mib(pid), "seconds": seconds, "answers": dict(answers)}
+                {
+                    "peakMiB": peak.peak_kib // 1024,
+                    "afterMiB": rss_mib(pid),
+                    "seconds": seconds,
+                    "answers": dict(answers),
+                }
             )
         return result
     finally:

@@ -33,7 +33,6 @@ import contextlib
 import os
 import random
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -42,25 +41,24 @@ from typing import Any
 
 import httpx
 
-from bench.common import CACHE_DIR, load_text, print_table, verdict, write_result
-from tests.support.service_process import REPO, service_env
+from bench.common import (
+    CACHE_DIR,
+    RUNBOOK_WORDS,
+    load_text,
+    print_table,
+    start_process,
+    verdict,
+    wait_process_ready,
+    write_result,
+)
+from tests.support.service_process import service_env
 
 NAME = "sync_memory"
 TOKEN = "bench-sync-memory-token-0001"
 VERSIONS = ("current", "v3.2", "v2.9", "v1.8")
 TARGET_PEAK_MIB = 1536
 WORDS = [
-    "deploy",
-    "restart",
-    "rollback",
-    "pager",
-    "dashboard",
-    "latency",
-    "quota",
-    "backup",
-    "restore",
-    "certificate",
-    "ingress",
+    *RUNBOOK_WORDS,
     "replica",
     "volume",
     "secret",
@@ -217,35 +215,11 @@ class Sampler(threading.Thread):
 def start_service(root: Path, port: int, embedder: str = "minilm") -> subprocess.Popen[bytes]:
     """The real service; `hashing`: its own entry point with the tests' hashing embedder at MiniLM's 384
     dimensions, so the collection has the same size and the sync is not bound by the model."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEARCHSVC_")}
-    argv = [sys.executable, "-m", "kbsearch"]
     if embedder == "hashing":
-        env = service_env(KB_TEST_HASHING_MODEL="hashing-384", KB_TEST_HASHING_DIMENSIONS="384")
-        argv = [sys.executable, "-m", "tests.support.service_process"]
-    env |= {
-        "SEARCHSVC_PORT": str(port),
-        "SEARCHSVC_DATA_DIR": str(root / "data"),
-        "SEARCHSVC_API_TOKEN": TOKEN,
-        "SEARCHSVC_ONNX_DIR": str(CACHE_DIR / "onnx"),
-        "SEARCHSVC_LOG_LEVEL": "WARNING",
-        "HF_HUB_OFFLINE": "1",
-    }
-    log = open(root / "service.log", "wb")  # noqa: SIM115 - the child writes it until it ends
-    return subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_ready(url: str, child: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 900  # the first start exports the model to ONNX
-    while time.monotonic() < deadline:
-        if child.poll() is not None:
-            raise RuntimeError(f"the service exited with {child.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("the service did not become ready")
+        hashing = service_env(KB_TEST_HASHING_MODEL="hashing-384", KB_TEST_HASHING_DIMENSIONS="384")
+        env = hashing | {"SEARCHSVC_API_TOKEN": TOKEN}
+        return start_process(root, port, "service.log", env, module="tests.support.service_process")
+    return start_process(root, port, "service.log", {"SEARCHSVC_API_TOKEN": TOKEN})
 
 
 def folder_bytes(folder: Path) -> int:
@@ -331,14 +305,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ):  # the first start exports the model with torch: not measured
             exporter = start_service(root, args.port)
             try:
-                wait_ready(url, exporter)
+                wait_process_ready(url, exporter, timeout_s=900)  # the first start exports the model to ONNX
             finally:
                 exporter.terminate()
                 exporter.wait(timeout=120)
         child = start_service(root, args.port, args.embedder)
         sampler = Sampler(child.pid)
         try:
-            wait_ready(url, child)
+            wait_process_ready(url, child, timeout_s=900)
             results["readyMiB"] = round(tree_rss_kib(child.pid) / 1024)
             sampler.start()
             results |= sync(url, corpus, sampler, args.every, args.max_seconds, root / "data")

@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 import re
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
+import yaml
 
 from tests.support.console import csrf_in
+from tests.support.service import running_service
 
 WRITER, READER = "fresh-writer-token", "fresh-reader-token"
 WRITE = {"Authorization": f"Bearer {WRITER}"}
+
+
+def writer_and_reader(tmp_path: Path) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+    """The service with two tokens: WRITER writes every source, READER reads docs/* only."""
+    tokens = {
+        "tokens": [
+            {"name": "writer", "token": WRITER, "write": True, "sources": ["*"]},
+            {"name": "reader", "token": READER, "sources": ["docs/*"]},
+        ]
+    }
+    (tmp_path / "tokens.yaml").write_text(yaml.safe_dump(tokens))
+    return running_service("edge", tmp_path / "data", tokens_file=tmp_path / "tokens.yaml")
 
 
 def ago(**delta: float) -> str:

@@ -7,6 +7,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import httpx
@@ -14,6 +15,9 @@ import pytest
 
 from tests.console.support import csrf_of
 from tests.support.service import running_service
+
+if TYPE_CHECKING:
+    from kbsearch.schemas.ask import AskCitation
 
 DOCS = {
     "https://git.example.com/ops/rollback.md": (
@@ -64,20 +68,19 @@ async def test_an_answer_cites_chunks_with_chips_that_open_them(tmp_path: Path) 
         assert whole.status_code == 200 and "<!doctype html>" in whole.text and 'class="chip"' in whole.text
 
 
-def test_only_verified_markers_become_chips_and_the_answer_is_escaped() -> None:
-    from kbsearch.console.ask import answer_with_chips
+def citation(n: int, uri: str, title: str, *, chunk_index: int) -> AskCitation:
+    """Citation [n] of one chunk of `uri`, as the answerer hands it to the panel."""
     from kbsearch.schemas.ask import AskCitation
 
-    cited = AskCitation(
-        n=2,
-        id="x",
-        uri="https://git.example.com/a b.md",
-        title="<b>A</b>",
-        headings=[],
-        chunk_index=4,
-        source_identifier=None,
-        quote="q",
+    return AskCitation(
+        n=n, id="x", uri=uri, title=title, headings=[], chunk_index=chunk_index, source_identifier=None, quote="q"
     )
+
+
+def test_only_verified_markers_become_chips_and_the_answer_is_escaped() -> None:
+    from kbsearch.console.ask import answer_with_chips
+
+    cited = citation(2, "https://git.example.com/a b.md", "<b>A</b>", chunk_index=4)
     html = str(answer_with_chips("Use <script>x</script> [2] but not [7].", [cited]))
     assert html == (
         "Use &lt;script&gt;x&lt;/script&gt; "
@@ -129,18 +132,8 @@ async def test_a_bad_uri_prefix_in_the_ask_panel_is_said_plainly(tmp_path: Path)
 
 def test_code_in_an_answer_is_shown_as_code_and_its_brackets_are_not_chips() -> None:
     from kbsearch.console.ask import answer_with_chips
-    from kbsearch.schemas.ask import AskCitation
 
-    cited = AskCitation(
-        n=1,
-        id="x",
-        uri="https://git.example.com/a.md",
-        title="A",
-        headings=[],
-        chunk_index=0,
-        source_identifier=None,
-        quote="q",
-    )
+    cited = citation(1, "https://git.example.com/a.md", "A", chunk_index=0)
     answer = "Add the option [1]:\n\n```yaml\nitems[1]: <b>\n```\n\nThen sync [1]."
     html = str(answer_with_chips(answer, [cited]))
     assert "<pre><code>items[1]: &lt;b&gt;\n</code></pre>" in html

@@ -5,10 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import yaml
-
-from tests.console.support import READER, WRITE, WRITER, ago, card, report, sign_in, sources_page
-from tests.support.service import running_service
+from tests.console.support import READER, WRITE, WRITER, ago, card, report, sign_in, sources_page, writer_and_reader
 
 
 def freshness(commit: str, lag: float, searchable: str) -> dict:
@@ -17,14 +14,7 @@ def freshness(commit: str, lag: float, searchable: str) -> dict:
 
 
 async def test_the_sources_page_shows_last_success_age_and_push_to_searchable_lag(tmp_path: Path) -> None:
-    tokens = {
-        "tokens": [
-            {"name": "writer", "token": WRITER, "write": True, "sources": ["*"]},
-            {"name": "reader", "token": READER, "sources": ["docs/*"]},
-        ]
-    }
-    (tmp_path / "tokens.yaml").write_text(yaml.safe_dump(tokens))
-    async with running_service("edge", tmp_path / "data", tokens_file=tmp_path / "tokens.yaml") as client:
+    async with writer_and_reader(tmp_path) as client:
         for source in ("docs/a", "docs/b", "docs/old", "private/x"):
             put = await client.put(
                 "/api/v1/documents",

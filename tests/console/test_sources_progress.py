@@ -8,19 +8,12 @@ from pathlib import Path
 
 import yaml
 
-from tests.console.support import READER, WRITE, WRITER, ago, card, sign_in, sources_page
+from tests.console.support import READER, WRITE, WRITER, ago, card, sign_in, sources_page, writer_and_reader
 from tests.support.service import running_service
 
 
 async def test_progress_is_shown_until_the_outcome_and_a_late_one_is_dropped(tmp_path: Path) -> None:
-    tokens = {
-        "tokens": [
-            {"name": "writer", "token": WRITER, "write": True, "sources": ["*"]},
-            {"name": "reader", "token": READER, "sources": ["docs/*"]},
-        ]
-    }
-    (tmp_path / "tokens.yaml").write_text(yaml.safe_dump(tokens))
-    async with running_service("edge", tmp_path / "data", tokens_file=tmp_path / "tokens.yaml") as client:
+    async with writer_and_reader(tmp_path) as client:
         status = "/api/v1/sources/docs%2Fnew/status"
         started = ago(seconds=12)
         # A first sync: no outcome yet, only progress.

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from kbsearch.deps import context_of
-from tests.console.support import READER, WRITE, WRITER, ago, card, report, sign_in, sources_page
-from tests.support.service import running_service
+from tests.console.support import READER, WRITE, ago, card, report, sign_in, sources_page, writer_and_reader
 
 HOSTILE = '<img src=x onerror="alert(1)">'
 
 
 async def test_the_sources_page_shows_the_quality_and_what_searches_missed(tmp_path: Path) -> None:
-    tokens = {
-        "tokens": [
-            {"name": "writer", "token": WRITER, "write": True, "sources": ["*"]},
-            {"name": "reader", "token": READER, "sources": ["docs/*"]},
-        ]
-    }
-    (tmp_path / "tokens.yaml").write_text(yaml.safe_dump(tokens))
-    async with running_service("edge", tmp_path / "data", tokens_file=tmp_path / "tokens.yaml") as client:
+    async with writer_and_reader(tmp_path) as client:
         for source in ("docs/a", "docs/b", "private/x"):
             body = {
                 "uri": f"https://x/{source}.md",

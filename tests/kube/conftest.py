@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.kube.cluster import AUDIENCE, Operator, Release, SearchService, install, operators
+from tests.kube.support import Clusterwide
 from tests.support.controlplane import ControlPlane
 
 #: Cluster-wide install (a ClusterRole), with the search service in Kubernetes auth mode.
@@ -63,3 +64,16 @@ def run_operator(
     """Start operators for a release; each is stopped at the end, and none may have been refused."""
     with operators(control_plane, search, operator_root) as start:
         yield start
+
+
+@pytest.fixture
+def clusterwide(
+    control_plane: ControlPlane,
+    releases: dict[str, Release],
+    search: SearchService,
+    run_operator: Callable[..., Operator],
+    operator_root: Path,
+    tmp_path: Path,
+) -> Clusterwide:
+    """The cluster-wide release with the search service, operators to start, repositories and a temp dir."""
+    return Clusterwide(control_plane, releases["clusterwide"], search, run_operator, operator_root, tmp_path)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.kube.cluster import Release
+from tests.kube.cluster import Operator, Release, SearchService
 from tests.support.controlplane import ControlPlane
 from tests.support.git import WorkRepo
 
@@ -57,3 +58,29 @@ def namespace_for(plane: ControlPlane, release: Release, name: str) -> str:
     if plane.kubectl("get", "namespace", name, check=False).returncode != 0:
         plane.kubectl("create", "namespace", name)
     return name
+
+
+@dataclass
+class Clusterwide:
+    """What a test of the operator on the cluster-wide release drives (the `clusterwide` fixture)."""
+
+    plane: ControlPlane
+    release: Release
+    search: SearchService
+    run_operator: Callable[..., Operator]
+    operator_root: Path
+    tmp: Path
+
+    def namespace(self, name: str) -> str:
+        return namespace_for(self.plane, self.release, name)
+
+    def repo(self, name: str) -> WorkRepo:
+        """A work repository of its own for a source (operator_root's sibling, as the operator reads them)."""
+        return WorkRepo(self.operator_root.parent / "repos" / name)
+
+    def start_operator(self, **env: str) -> Operator:
+        """An operator for the release; `env` sets its KBOPERATOR_ settings."""
+        return self.run_operator(self.release, **env)
+
+    def apply(self, manifest: str) -> str:
+        return apply(self.plane, self.tmp, manifest)

@@ -6,12 +6,10 @@ DriftDetected condition and a Warning event, and waits for a requested sync."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from tests.kube.cluster import Operator, Release, SearchService, eventually
-from tests.kube.support import apply, expected, namespace_for, source_manifest, status, synced_at
+from tests.kube.cluster import SearchService, eventually
+from tests.kube.support import Clusterwide, expected, source_manifest, status, synced_at
 from tests.support.controlplane import ControlPlane
 from tests.support.git import WorkRepo
 
@@ -41,24 +39,19 @@ def delete_behind_the_operators_back(search: SearchService, source_id: str, path
 
 
 def test_drift_between_syncs_is_repaired_at_once_under_auto_and_waits_for_a_request_under_manual(
-    control_plane: ControlPlane,
-    releases: dict[str, Release],
-    search: SearchService,
-    run_operator: Callable[..., Operator],
-    operator_root: Path,
-    tmp_path: Path,
+    clusterwide: Clusterwide,
 ) -> None:
-    plane, release = control_plane, releases["clusterwide"]
-    namespace = namespace_for(plane, release, "drift")
-    run_operator(release, DRIFT_CHECK_INTERVAL_SECONDS="1")
+    plane, search = clusterwide.plane, clusterwide.search
+    namespace = clusterwide.namespace("drift")
+    clusterwide.start_operator(DRIFT_CHECK_INTERVAL_SECONDS="1")
     repos: dict[str, WorkRepo] = {}
     for policy in ("Auto", "Manual"):
         name = f"drift-{policy.lower()}"
-        repos[name] = repo = WorkRepo(operator_root.parent / "repos" / name)
+        repos[name] = repo = clusterwide.repo(name)
         for path in PATHS:
             repo.write(path, f"# {path}\n\nAbout {path}.\n")
         repo.commit("three")
-        apply(plane, tmp_path, source_manifest(name, namespace, repo.path, driftPolicy=policy))
+        clusterwide.apply(source_manifest(name, namespace, repo.path, driftPolicy=policy))
     first: dict[str, dict[str, Any]] = {}
     for name, repo in repos.items():
         first[name] = eventually(synced_at(plane, namespace, name, repo.head()), what=f"the first sync of {name}")

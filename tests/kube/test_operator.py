@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.kube.cluster import Operator, Release, SearchService, eventually, install
-from tests.kube.support import apply, expected, namespace_for, source_manifest, status, synced_at
+from tests.kube.support import Clusterwide, apply, expected, namespace_for, source_manifest, status, synced_at
 from tests.support.controlplane import ControlPlane
 from tests.support.git import WorkRepo
 
@@ -93,43 +93,33 @@ def test_a_source_lives_its_whole_life_through_kubectl(
 
 
 def test_retain_keeps_the_documents_after_delete(
-    control_plane: ControlPlane,
-    releases: dict[str, Release],
-    search: SearchService,
-    run_operator: StartOperator,
-    operator_root: Path,
-    tmp_path: Path,
+    clusterwide: Clusterwide,
 ) -> None:
-    plane, release = control_plane, releases["clusterwide"]
-    namespace = namespace_for(plane, release, "retain")
-    repo = WorkRepo(operator_root.parent / "repos" / "kept")
+    plane, search = clusterwide.plane, clusterwide.search
+    namespace = clusterwide.namespace("retain")
+    repo = clusterwide.repo("kept")
     repo.write("a.md", "# A\n")
     commit = repo.commit("only")
-    run_operator(release)
-    apply(plane, tmp_path, source_manifest("kept", namespace, repo.path, deletionPolicy="Retain"))
+    clusterwide.start_operator()
+    clusterwide.apply(source_manifest("kept", namespace, repo.path, deletionPolicy="Retain"))
     eventually(synced_at(plane, namespace, "kept", commit), what="the sync")
     plane.kubectl("delete", "ks", "kept", "-n", namespace, "--timeout=90s")
     assert search.listing(f"{namespace}/kept") == expected(repo, "a.md")
 
 
 def test_deleting_a_namespace_removes_its_sources_and_their_documents(
-    control_plane: ControlPlane,
-    releases: dict[str, Release],
-    search: SearchService,
-    run_operator: StartOperator,
-    operator_root: Path,
-    tmp_path: Path,
+    clusterwide: Clusterwide,
 ) -> None:
-    plane, release = control_plane, releases["clusterwide"]
-    namespace = namespace_for(plane, release, "doomed")
+    plane, search = clusterwide.plane, clusterwide.search
+    namespace = clusterwide.namespace("doomed")
     commits = {}
     for name in ("one", "two"):  # a repository each: a document belongs to one source only
-        repo = WorkRepo(operator_root.parent / "repos" / name)
+        repo = clusterwide.repo(name)
         repo.write("a.md", "# A\n")
         repo.write("b.md", "# B\n")
         commits[name] = repo.commit("only")
-        apply(plane, tmp_path, source_manifest(name, namespace, repo.path))
-    run_operator(release)
+        clusterwide.apply(source_manifest(name, namespace, repo.path))
+    clusterwide.start_operator()
     for name in ("one", "two"):
         eventually(synced_at(plane, namespace, name, commits[name]), what=f"the sync of {name}")
         assert len(search.listing(f"{namespace}/{name}")) == 2

@@ -3,32 +3,22 @@ index ends equal to the repository."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
-from tests.kube.cluster import Operator, Release, SearchService, eventually, log_time
-from tests.kube.support import apply, expected, namespace_for, source_manifest, synced_at
-from tests.support.controlplane import ControlPlane
-from tests.support.git import WorkRepo
+from tests.kube.cluster import eventually, log_time
+from tests.kube.support import Clusterwide, expected, source_manifest, synced_at
 
 
 def test_an_api_server_restart_mid_sync_ends_with_the_index_equal_to_the_repository(
-    control_plane: ControlPlane,
-    releases: dict[str, Release],
-    search: SearchService,
-    run_operator: Callable[..., Operator],
-    operator_root: Path,
-    tmp_path: Path,
+    clusterwide: Clusterwide,
 ) -> None:
-    plane, release = control_plane, releases["clusterwide"]
-    namespace = namespace_for(plane, release, "restart")
-    repo = WorkRepo(operator_root.parent / "repos" / "big")
+    plane, search = clusterwide.plane, clusterwide.search
+    namespace = clusterwide.namespace("restart")
+    repo = clusterwide.repo("big")
     paths = [f"notes/note-{i:03}.md" for i in range(150)]
     for index, path in enumerate(paths):
         repo.write(path, f"# Note {index}\n\nBody of note {index}.\n")
     first = repo.commit("many")
-    operator = run_operator(release)
-    apply(plane, tmp_path, source_manifest("big", namespace, repo.path, schedule="@every 2s"))
+    operator = clusterwide.start_operator()
+    clusterwide.apply(source_manifest("big", namespace, repo.path, schedule="@every 2s"))
     # The operator has taken the object in hand (its finalizer is on) and is syncing: kill now.
     eventually(
         lambda: plane.get("ks", "big", "-n", namespace)["metadata"].get("finalizers"), what="the operator to pick it up"

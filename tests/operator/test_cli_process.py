@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.support.git import WorkRepo, git
-from tests.support.service_process import REPO, ServiceProcess, service_env
+from tests.support.service_process import REPO, ServiceProcess, ready_service, service_env
 
 SOURCE = "cli/process"
 
@@ -25,12 +25,8 @@ SOURCE = "cli/process"
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     folder = tmp_path_factory.mktemp("cli-process")
-    process = ServiceProcess(folder / "service.log", {"SEARCHSVC_DATA_DIR": str(folder / "data")}).start()
-    try:
-        process.wait_ready()
+    with ready_service(folder / "service.log", {"SEARCHSVC_DATA_DIR": str(folder / "data")}) as process:
         yield process
-    finally:
-        process.stop()
 
 
 def make_repo(path: Path, pages: int = 6) -> WorkRepo:

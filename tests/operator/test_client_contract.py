@@ -44,6 +44,13 @@ from tests.support.service import running_service
 META = {"sourceIdentifier": SOURCE, "path": "a.md"}
 
 
+class Sleeps(list[float]):
+    """A SearchClient's sleep that records each delay instead of waiting it out."""
+
+    async def __call__(self, delay: float) -> None:
+        self.append(delay)
+
+
 async def test_put_reports_created_updated_unchanged(search_client: SearchClient) -> None:
     first = await search_client.put_document("https://x/a.md", "# A\n\nalpha", META)
     assert (first.status, first.checksum) == ("created", sha256(b"# A\n\nalpha"))
@@ -129,12 +136,8 @@ async def test_a_4xx_that_is_not_about_one_document_is_not_a_document_rejection(
 
 
 async def test_invalid_request_is_rejected_not_retried(service: httpx.AsyncClient) -> None:
-    sleeps: list[float] = []
-
-    async def sleep(delay: float) -> None:
-        sleeps.append(delay)
-
-    async with SearchClient(BASE_URL, transport=asgi(service), sleep=sleep) as client:
+    sleeps = Sleeps()
+    async with SearchClient(BASE_URL, transport=asgi(service), sleep=sleeps) as client:
         with pytest.raises(DocumentRejectedError) as caught:
             await client.put_document("u" * 2049, "text", META)
         assert caught.value.status == 422 and caught.value.code
@@ -214,6 +217,12 @@ async def test_auth_errors(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> 
     assert token not in caplog.text
 
 
+def refusal(status: int, code: str, message: str, *, retry_after: str) -> httpx.Response:
+    """The service's error answer with a Retry-After."""
+    error = {"code": code, "message": message, "details": {}}
+    return httpx.Response(status, headers={"Retry-After": retry_after}, json={"error": error})
+
+
 def flaky(service: httpx.AsyncClient, failures: list[httpx.Response | Exception]) -> httpx.MockTransport:
     """Answers with `failures` in order, then hands every request to the real app."""
     real = asgi(service)
@@ -234,14 +243,10 @@ def unavailable() -> httpx.Response:
 
 
 async def test_503_twice_then_success_with_jittered_backoff(service: httpx.AsyncClient) -> None:
-    sleeps: list[float] = []
-
-    async def sleep(delay: float) -> None:
-        sleeps.append(delay)
-
+    sleeps = Sleeps()
     transport = flaky(service, [unavailable(), unavailable()])
     async with SearchClient(
-        BASE_URL, transport=transport, sleep=sleep, backoff_base=1.0, rng=random.Random(7)
+        BASE_URL, transport=transport, sleep=sleeps, backoff_base=1.0, rng=random.Random(7)
     ) as client:
         result = await client.put_document("https://x/a.md", "alpha", META)
     assert result.status == "created"
@@ -251,46 +256,30 @@ async def test_503_twice_then_success_with_jittered_backoff(service: httpx.Async
 
 
 async def test_429_honours_retry_after_and_network_errors_are_retried(service: httpx.AsyncClient) -> None:
-    sleeps: list[float] = []
-
-    async def sleep(delay: float) -> None:
-        sleeps.append(delay)
-
+    sleeps = Sleeps()
     busy = httpx.Response(429, headers={"Retry-After": "7"}, json={"error": {"code": "OVERLOADED", "message": "busy"}})
     transport = flaky(service, [busy, httpx.ConnectError("refused"), httpx.ReadTimeout("slow")])
-    async with SearchClient(BASE_URL, transport=transport, sleep=sleep, backoff_base=0.1) as client:
+    async with SearchClient(BASE_URL, transport=transport, sleep=sleeps, backoff_base=0.1) as client:
         assert await client.source_document_count(SOURCE) == 0
     assert len(sleeps) == 3 and sleeps[0] >= 7
 
 
 async def test_503_honours_retry_after(service: httpx.AsyncClient) -> None:
     # The service's SERVICE_BUSY (its body budget is spent) asks for a wait; coming back sooner is refused again.
-    sleeps: list[float] = []
-
-    async def sleep(delay: float) -> None:
-        sleeps.append(delay)
-
-    busy = httpx.Response(
-        503, headers={"Retry-After": "4"}, json={"error": {"code": "SERVICE_BUSY", "message": "busy", "details": {}}}
-    )
+    sleeps = Sleeps()
+    busy = refusal(503, "SERVICE_BUSY", "busy", retry_after="4")
     transport = flaky(service, [busy])
-    async with SearchClient(BASE_URL, transport=transport, sleep=sleep, backoff_base=0.1) as client:
+    async with SearchClient(BASE_URL, transport=transport, sleep=sleeps, backoff_base=0.1) as client:
         assert (await client.put_document("https://x/a.md", "alpha", META)).status == "created"
     assert len(sleeps) == 1 and sleeps[0] >= 4
 
 
 async def test_a_lost_write_race_is_retried_not_skipped(service: httpx.AsyncClient) -> None:
     # Another replica won the race for this URI: the service's WRITE_CONFLICT carries Retry-After.
-    sleeps: list[float] = []
-
-    async def sleep(delay: float) -> None:
-        sleeps.append(delay)
-
-    lost = httpx.Response(
-        409, headers={"Retry-After": "1"}, json={"error": {"code": "WRITE_CONFLICT", "message": "raced", "details": {}}}
-    )
+    sleeps = Sleeps()
+    lost = refusal(409, "WRITE_CONFLICT", "raced", retry_after="1")
     transport = flaky(service, [lost])
-    async with SearchClient(BASE_URL, transport=transport, sleep=sleep, backoff_base=0.1) as client:
+    async with SearchClient(BASE_URL, transport=transport, sleep=sleeps, backoff_base=0.1) as client:
         assert (await client.put_document("https://x/a.md", "alpha", META)).status == "created"
     assert len(sleeps) == 1 and sleeps[0] >= 1
     assert list(await listing(service, SOURCE)) == ["https://x/a.md"]

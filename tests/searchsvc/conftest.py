@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from qdrant_client import QdrantClient
 
+from kbsearch.embedders.local import LocalEmbedder
 from kbsearch.models import CollectionSignature
 from kbsearch.store.base import VectorStore
 from kbsearch.store.edge.store import EdgeStore
@@ -81,3 +82,14 @@ def store_opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sto
 def store(store_opener: StoreOpener) -> VectorStore:
     """An open, empty collection, once per backend."""
     return store_opener.open()
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Iterator[LocalEmbedder]:
+    """The bundled MiniLM, loaded offline once per module (the tests that need real embeddings)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("TRANSFORMERS_OFFLINE", "1")
+        model = LocalEmbedder()
+        model.load()
+        yield model

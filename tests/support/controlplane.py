@@ -171,10 +171,16 @@ class _Pki:
 
 
 class _Child:
-    """One control-plane process in its own process group, with its output in a log file."""
+    """One control-plane process in its own process group, with its output in a log file.
 
-    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+    `env` and `cwd` default to the tests' own (tests/support/qdrant.py gives its servers theirs).
+    """
+
+    def __init__(
+        self, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> None:
         self.name, self.argv, self.log = name, argv, log
+        self.env, self.cwd = env, cwd
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -185,6 +191,8 @@ class _Child:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.cwd,
                 start_new_session=True,
                 preexec_fn=lambda: _die_with_parent(parent),
             )

@@ -13,6 +13,16 @@ from mcp_types import CallToolResult
 
 # What a streamable-HTTP client must accept; the service answers JSON.
 ACCEPT = "application/json, text/event-stream"
+# The service's own read tools (the write tools and the compatibility ones aside).
+CORE_READ_TOOLS = {
+    "search_knowledge",
+    "fetch_document",
+    "get_chunk_context",
+    "list_sources",
+    "list_documents",
+    "resolve_sources",
+    "ask_knowledge",
+}
 
 
 @asynccontextmanager

@@ -17,7 +17,6 @@ import itertools
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 import pytest
 from qdrant_client import QdrantClient
 
-from tests.support.controlplane import _Child, _die_with_parent, free_port
+from tests.support.controlplane import _Child, free_port
 
 __all__ = ["Balancer", "QdrantCluster", "QdrantNode", "qdrant_binary", "qdrant_server", "storage_root", "wipe"]
 
@@ -65,28 +64,6 @@ def qdrant_binary() -> Path:
     pytest.skip(message)
 
 
-class _Process(_Child):
-    """A control-plane style child (own process group, dies with the tests) with its own env and folder."""
-
-    def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str], cwd: Path) -> None:
-        super().__init__(name, argv, log)
-        self.env, self.cwd = env, cwd
-
-    def start(self) -> None:
-        parent = os.getpid()
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                cwd=self.cwd,
-                start_new_session=True,
-                preexec_fn=lambda: _die_with_parent(parent),
-            )
-
-
 def _bindable(port: int) -> bool:
     """Free for a server: nothing listens on it. Connections of a killed node that linger in
     TIME_WAIT do not count (SO_REUSEADDR, as Qdrant's listeners), so a node restarts on its ports."""
@@ -108,7 +85,7 @@ class QdrantNode:
         self.http_port, self.grpc_port = free_port(), free_port()
         self.p2p_port = free_port() if cluster else None
         self.url = f"http://127.0.0.1:{self.http_port}"
-        self._child: _Process | None = None
+        self._child: _Child | None = None
 
     @property
     def p2p_url(self) -> str:
@@ -140,7 +117,7 @@ class QdrantNode:
             if bootstrap is not None:
                 argv += ["--bootstrap", bootstrap.p2p_url]
         # The working directory holds nothing Qdrant needs: it only warns about ./config and ./static.
-        self._child = _Process(f"qdrant :{self.http_port}", argv, self.root / "qdrant.log", self.env(), self.root)
+        self._child = _Child(f"qdrant :{self.http_port}", argv, self.root / "qdrant.log", self.env(), self.root)
         self._child.start()
         self.wait_ready(timeout_s)
         return self

@@ -218,6 +218,17 @@ class ServiceProcess:
 
 
 @contextmanager
+def ready_service(log_path: Path, env: dict[str, str]) -> Iterator[ServiceProcess]:
+    """A ServiceProcess (the hashing embedder) started and ready; stopped on exit, however the block ends."""
+    process = ServiceProcess(log_path, env).start()
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
+
+
+@contextmanager
 def served(data_dir: Path, **settings: str) -> Iterator[str]:
     """The base URL of a running `python -m kbsearch` (the real model), stopped and reaped on exit."""
     process = ServiceProcess(

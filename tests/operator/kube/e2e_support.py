@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.operator.world import World
+from tests.operator.world import GitRepo, World
 from tests.support.kube import eventually
 
 
@@ -18,6 +18,16 @@ def synced_at(world: World, name: str, commit: str) -> Callable[[], dict[str, An
         return status if ok else None
 
     return check
+
+
+async def synced_source(world: World, name: str, schedule: str) -> tuple[GitRepo, str, dict[str, Any]]:
+    """Repository `name` with one commit of a.md, a source of it on `schedule`, and its first sync
+    waited for: the repository, that commit and the source's status."""
+    repo = world.repo(name)
+    repo.write("a.md", "# A\n")
+    commit = repo.commit("one")
+    await world.api.create(name, {"repository": {"url": str(repo.path)}, "schedule": schedule})
+    return repo, commit, await eventually(synced_at(world, name, commit))
 
 
 async def has_event(world: World, name: str, reason: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 from kboperator.crd import FINALIZER, PLURAL, SYNC_REQUEST_ANNOTATION
 from kbsearch.app import create_app
 from kbsearch.settings import Settings
-from tests.operator.kube.e2e_support import condition, has_event, synced_at
+from tests.operator.kube.e2e_support import condition, has_event, synced_at, synced_source
 from tests.operator.secrets import create_secret
 from tests.operator.world import CLUSTERWIDE, NAMESPACE, NAMESPACED, World
 from tests.support.hashing import HashingEmbedder
@@ -140,11 +140,7 @@ async def test_spec_narrowing_removes_orphans(world: World) -> None:
 
 
 async def test_failing_service_is_retried_and_converges(world: World) -> None:
-    repo = world.repo("flaky")
-    repo.write("a.md", "# A\n")
-    first = repo.commit("one")
-    await world.api.create("flaky", {"repository": {"url": str(repo.path)}, "schedule": "@every 1s"})
-    await eventually(synced_at(world, "flaky", first))
+    repo, first, _ = await synced_source(world, "flaky", "@every 1s")
 
     # Some documents fail: the sync is partial, listed, retried, and the commit stays put.
     world.faults.failing_paths.add("b.md")
@@ -182,11 +178,7 @@ async def test_failing_service_is_retried_and_converges(world: World) -> None:
 
 
 async def test_manual_sync_request_and_suspend(world: World) -> None:
-    repo = world.repo("manual")
-    repo.write("a.md", "# A\n")
-    first = repo.commit("one")
-    await world.api.create("manual", {"repository": {"url": str(repo.path)}, "schedule": "@every 1h"})
-    await eventually(synced_at(world, "manual", first))
+    repo, _, _ = await synced_source(world, "manual", "@every 1h")
     syncs = world.syncs("success")
 
     repo.write("b.md", "# B\n")
@@ -312,11 +304,7 @@ async def test_missing_secret_and_invalid_spec_fail_clearly(world: World) -> Non
 
 
 async def test_a_restarted_operator_resumes_without_resyncing(world: World) -> None:
-    repo = world.repo("resumed")
-    repo.write("a.md", "# A\n")
-    first = repo.commit("one")
-    await world.api.create("resumed", {"repository": {"url": str(repo.path)}, "schedule": "@every 1h"})
-    before = await eventually(synced_at(world, "resumed", first))
+    repo, _, before = await synced_source(world, "resumed", "@every 1h")
 
     await world.stop_operator()
     repo.write("b.md", "# B\n")
@@ -419,11 +407,7 @@ async def test_a_service_that_lost_its_collection_is_refilled_at_the_next_sync(w
 
 @both_modes
 async def test_an_expired_watch_is_relisted_and_a_later_change_handled(world: World) -> None:
-    repo = world.repo("watched")
-    repo.write("a.md", "# A\n")
-    first = repo.commit("one")
-    await world.api.create("watched", {"repository": {"url": str(repo.path)}, "schedule": "@every 1h"})
-    await eventually(synced_at(world, "watched", first))
+    repo, _, _ = await synced_source(world, "watched", "@every 1h")
     repo.write("b.md", "# B\n")
     second = repo.commit("two")
     before = len(world.kube.operator_requests)

@@ -11,7 +11,6 @@ a read buffer per open connection. The service here is `python -m kbsearch` with
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +20,8 @@ import httpx
 import pytest
 
 from kbsearch.settings.service import BODY_EXPANSION, CONNECTION_BUFFER_BYTES
-from tests.support.service_process import ServiceProcess
+from tests.support.rss import PeakRss, rss_kib
+from tests.support.service_process import ServiceProcess, ready_service
 
 NOBODY, TEAM_B = "nobody-token-1", "team-b-token-2"
 TOKENS = (
@@ -36,22 +36,9 @@ BODY = b'{"query":"' + b"a" * (8 * MIB - 100) + b'"}'  # under the 8 MiB limit; 
 
 
 def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-class PeakRss(threading.Thread):
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.peak = pid, 0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            self.peak = max(self.peak, rss_bytes(self.pid))
-            self.done.wait(0.01)
+    kib = rss_kib(pid)
+    assert kib is not None, "no VmRSS"
+    return kib * 1024
 
 
 @pytest.fixture
@@ -63,12 +50,8 @@ def service(tmp_path: Path) -> Iterator[ServiceProcess]:
         "SEARCHSVC_BODY_BYTES_IN_FLIGHT": str(IN_FLIGHT),
         "SEARCHSVC_LOG_LEVEL": "WARNING",  # 200 access lines would only slow the burst
     }
-    process = ServiceProcess(tmp_path / "service.log", env).start()
-    try:
-        process.wait_ready()
+    with ready_service(tmp_path / "service.log", env) as process:
         yield process
-    finally:
-        process.stop()
 
 
 async def burst(url: str) -> tuple[list[httpx.Response | Exception], list[int]]:
@@ -105,7 +88,7 @@ def test_a_burst_of_large_bodies_stays_within_the_bound_and_memory_comes_back(se
     pid = service.proc.pid
     service.client.post("/api/v1/search", json={"query": "warm"}, headers={"authorization": f"Bearer {TEAM_B}"})
     baseline = rss_bytes(pid)
-    sampler = PeakRss(pid)
+    sampler = PeakRss(pid, interval_s=0.01)
     sampler.start()
     try:
         answers, team_b = asyncio.run(burst(service.url))
@@ -114,7 +97,8 @@ def test_a_burst_of_large_bodies_stays_within_the_bound_and_memory_comes_back(se
         sampler.join()
 
     bound = IN_FLIGHT * BODY_EXPANSION + (BURST + 1) * CONNECTION_BUFFER_BYTES
-    assert sampler.peak - baseline <= bound, (sampler.peak >> 20, baseline >> 20, bound >> 20)
+    peak = sampler.peak_kib * 1024
+    assert peak - baseline <= bound, (peak >> 20, baseline >> 20, bound >> 20)
 
     responses = [a for a in answers if isinstance(a, httpx.Response)]
     statuses = Counter(r.status_code for r in responses)

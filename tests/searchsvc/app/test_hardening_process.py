@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mcpclient import mcp_client, text_of
-from tests.support.service_process import ServiceProcess
+from tests.support.service_process import ServiceProcess, ready_service
 
 ADMIN, READER = "admin-tok-hp1", "reader-tok-hp2"
 TOKENS = (
@@ -33,12 +33,8 @@ def bearer(token: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def open_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     root: Path = tmp_path_factory.mktemp("open")
-    process = ServiceProcess(root / "service.log", {"SEARCHSVC_DATA_DIR": str(root / "data")}).start()
-    try:
-        process.wait_ready()
+    with ready_service(root / "service.log", {"SEARCHSVC_DATA_DIR": str(root / "data")}) as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +42,8 @@ def token_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceP
     root: Path = tmp_path_factory.mktemp("tokens")
     (root / "tokens.yaml").write_text(TOKENS)
     env = {"SEARCHSVC_DATA_DIR": str(root / "data"), "SEARCHSVC_TOKENS_FILE": str(root / "tokens.yaml")}
-    process = ServiceProcess(root / "service.log", env).start()
-    try:
-        process.wait_ready()
+    with ready_service(root / "service.log", env) as process:
         yield process
-    finally:
-        process.stop()
 
 
 # --- finding 3: DNS rebinding against the open service ----------------------------------------

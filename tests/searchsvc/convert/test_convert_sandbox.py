@@ -37,7 +37,7 @@ from kbsearch.errors import ServiceError
 from tests.support.formatfiles import code_cell, docx_file, markdown_cell, notebook, stream_output
 from tests.support.git import WorkRepo
 from tests.support.mcpclient import mcp_client, text_of
-from tests.support.service_process import REPO, ServiceProcess, service_env
+from tests.support.service_process import REPO, ServiceProcess, ready_service, service_env
 
 CANARY = secrets.token_hex(15)  # 30 bytes: a file holding only it base64-encodes to base64 of it
 TOKEN = f"kbtok-{CANARY}"  # the service's own API token is a canary too
@@ -180,12 +180,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
         "SEARCHSVC_MCP_COMPAT_DOTAI": "true",
         "KB_SANDBOX_CANARY": CANARY,
     }
-    process = ServiceProcess(root / "service.log", env).start()
-    try:
-        process.wait_ready()
+    with ready_service(root / "service.log", env) as process:
         yield process
-    finally:
-        process.stop()
     assert not leaked(process.log_text())
 
 

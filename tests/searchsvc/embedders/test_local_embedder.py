@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,38 +21,28 @@ DOCS = [
 RIGHT = 1
 
 
-@pytest.fixture(scope="module")
-def embedder() -> Iterator[LocalEmbedder]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HF_HUB_OFFLINE", "1")
-        patch.setenv("TRANSFORMERS_OFFLINE", "1")
-        model = LocalEmbedder()
-        model.load()
-        yield model
-
-
 def cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 @pytest.mark.slow
-def test_bundled_model_loads_offline_with_384_dimensions(embedder):
-    assert (embedder.provider, embedder.model, embedder.dimensions) == ("local", "all-MiniLM-L6-v2", 384)
-    assert embedder._st.device.type == "cpu"
-    assert embedder._st.max_seq_length == 256
+def test_bundled_model_loads_offline_with_384_dimensions(minilm):
+    assert (minilm.provider, minilm.model, minilm.dimensions) == ("local", "all-MiniLM-L6-v2", 384)
+    assert minilm._st.device.type == "cpu"
+    assert minilm._st.max_seq_length == 256
 
 
 @pytest.mark.slow
-def test_vectors_are_normalised(embedder):
-    for vector in embedder.embed_documents([*DOCS, QUERY, "x"]):
+def test_vectors_are_normalised(minilm):
+    for vector in minilm.embed_documents([*DOCS, QUERY, "x"]):
         assert len(vector) == 384
         assert math.sqrt(sum(v * v for v in vector)) == pytest.approx(1.0, abs=1e-4)
 
 
 @pytest.mark.slow
-def test_related_meaning_ranks_first_where_keyword_search_cannot(embedder):
-    query = embedder.embed_query(QUERY)
-    scores = [cosine(query, doc) for doc in embedder.embed_documents(DOCS)]
+def test_related_meaning_ranks_first_where_keyword_search_cannot(minilm):
+    query = minilm.embed_query(QUERY)
+    scores = [cosine(query, doc) for doc in minilm.embed_documents(DOCS)]
     assert max(range(len(DOCS)), key=scores.__getitem__) == RIGHT
     assert scores[RIGHT] - max(s for i, s in enumerate(scores) if i != RIGHT) > 0.1
 
@@ -65,30 +54,30 @@ def test_related_meaning_ranks_first_where_keyword_search_cannot(embedder):
 
 
 @pytest.mark.slow
-def test_batching_does_not_change_vectors(embedder):
+def test_batching_does_not_change_vectors(minilm):
     texts = [*DOCS, QUERY, "a much longer text " * 20]
     small_batches = LocalEmbedder(batch_size=2)
-    small_batches._st, small_batches._dimensions = embedder._st, embedder.dimensions  # share the weights
-    together = embedder.embed_documents(texts)
+    small_batches._st, small_batches._dimensions = minilm._st, minilm.dimensions  # share the weights
+    together = minilm.embed_documents(texts)
     for a, b in zip(together, small_batches.embed_documents(texts), strict=True):
         assert cosine(a, b) == pytest.approx(1.0, abs=1e-4)
 
 
 @pytest.mark.slow
-def test_the_query_lane_gives_the_document_lanes_vectors(embedder):
+def test_the_query_lane_gives_the_document_lanes_vectors(minilm):
     texts = [*DOCS, QUERY]
-    for a, b in zip(embedder.embed_query_lane(texts), embedder.embed_documents(texts), strict=True):
+    for a, b in zip(minilm.embed_query_lane(texts), minilm.embed_documents(texts), strict=True):
         assert cosine(a, b) == pytest.approx(1.0, abs=1e-5)
 
 
 @pytest.mark.slow
-def test_text_past_128_tokens_still_counts(embedder):
+def test_text_past_128_tokens_still_counts(minilm):
     # The bundled tokenizer.json truncates at 128 tokens; sentence-transformers must use 256,
     # or the tail of every 500-800 char chunk would be ignored.
-    tokenizer = embedder._st.tokenizer
+    tokenizer = minilm._st.tokenizer
     head = " ".join(f"word{i}" for i in range(70))
     assert 128 < len(tokenizer(head)["input_ids"]) < 200
-    a, b = embedder.embed_documents([head + " kubernetes helm chart", head + " sourdough bread baking"])
+    a, b = minilm.embed_documents([head + " kubernetes helm chart", head + " sourdough bread baking"])
     assert cosine(a, b) < 0.999
 
 
@@ -119,13 +108,13 @@ def test_nothing_is_loaded_before_load():
 
 
 @pytest.mark.slow
-async def test_the_service_with_the_real_model_finds_by_meaning_where_keywords_fail(embedder, tmp_path):
+async def test_the_service_with_the_real_model_finds_by_meaning_where_keywords_fail(minilm, tmp_path):
     """End to end through the HTTP API: dense and hybrid find the document, keyword cannot."""
     from kbsearch.app import create_app
     from kbsearch.settings import Settings
     from tests.support.service import make_store, serve
 
-    app = create_app(Settings(data_dir=tmp_path), store=make_store("edge", tmp_path), embedder=embedder)
+    app = create_app(Settings(data_dir=tmp_path), store=make_store("edge", tmp_path), embedder=minilm)
     async with serve(app) as client:
         for i, text in enumerate(DOCS):
             response = await client.put("/api/v1/documents", json={"uri": f"doc-{i}.md", "content": text})

@@ -21,7 +21,7 @@ from kbsearch.deps import context_of
 from kbsearch.settings import Settings
 from tests.searchsvc.api_fixtures import sections
 from tests.support.formatfiles import pdf_pages
-from tests.support.mcpclient import ACCEPT, everything, mcp_client, rpc, text_of
+from tests.support.mcpclient import ACCEPT, CORE_READ_TOOLS, everything, mcp_client, rpc, text_of
 from tests.support.scoped_access import (
     A_DOCS,
     A_WRITER,
@@ -43,15 +43,6 @@ LONG = "https://git.example/a/handbook.md"
 LONG_CONTENT = "---\ntitle: The handbook\n---\n# The handbook\n\n" + sections(12, words="delta epsilon zeta")
 # A Host header as an in-cluster agent sends it through the chart's Service.
 SERVICE_HOST = "kb-knowledge-base-search.kb-system.svc:8000"
-CORE_READ_TOOLS = {
-    "search_knowledge",
-    "fetch_document",
-    "get_chunk_context",
-    "list_sources",
-    "list_documents",
-    "resolve_sources",
-    "ask_knowledge",
-}
 WRITE_TOOLS = {"ingest_document", "delete_document"}
 COMPAT_READ_TOOLS = {"search", "fetch"}
 COMPAT_TOOLS = {"manageKnowledge"} | COMPAT_READ_TOOLS

@@ -14,7 +14,7 @@ from mcp_types import INVALID_PARAMS
 
 from kbsearch.mcp.stdio import BridgeError, endpoint_url, read_token
 from tests.searchsvc.mcp.stdio_support import A_URI, B_URI, TOKEN_VARIABLE, bridge, bridge_env
-from tests.support.mcpclient import mcp_client, text_of
+from tests.support.mcpclient import CORE_READ_TOOLS, mcp_client, text_of
 from tests.support.scoped_access import (
     ADMIN,
     B_WORD,
@@ -46,15 +46,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 async def test_the_bridge_serves_the_services_tools_with_the_callers_scope(service):
     async with Client(bridge(service, TEAM_A)) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-        assert names == {
-            "search_knowledge",
-            "fetch_document",
-            "get_chunk_context",
-            "list_sources",
-            "list_documents",
-            "resolve_sources",
-            "ask_knowledge",
-        }
+        assert names == CORE_READ_TOOLS
         result = await client.call_tool("search_knowledge", {"query": f"{B_WORD} shared words deploys"})
         assert not result.is_error, text_of(result)
         assert {r["uri"] for r in result.structured_content["results"]} == {A_URI}

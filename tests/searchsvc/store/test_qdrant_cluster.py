@@ -9,28 +9,21 @@ stay exact. With a second killed one shard has none: /readyz says not ready.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.request
 from pathlib import Path
 
 import httpx
 
-from kbsearch.settings import Settings
-from kbsearch.store.factory import build_store
 from tests.searchsvc.api_fixtures import counts, put, sections
-from tests.searchsvc.store.cluster_support import COLLECTION, search_ids
+from tests.searchsvc.store.cluster_support import cluster_service, search_ids, shard_placement
 from tests.support.qdrant import Balancer, QdrantCluster
-from tests.support.service import running_service
 
 DOCUMENTS = 12
 
 
 def shard_copies(cluster: QdrantCluster) -> dict[int, set[int]]:
     """Shard id -> the peers holding an active copy, as the first live node's consensus says."""
-    node = next(n for n in cluster.nodes if n.alive())
-    with urllib.request.urlopen(f"{node.url}/collections/{COLLECTION}/cluster", timeout=5) as answer:
-        info = json.loads(answer.read())["result"]
+    info = shard_placement(cluster)
     copies: dict[int, set[int]] = {}
     for shard in info["local_shards"]:
         copies.setdefault(shard["shard_id"], set()).add(info["peer_id"])
@@ -47,15 +40,7 @@ async def test_a_cluster_keeps_serving_with_a_node_lost_and_is_not_ready_with_tw
     cluster: QdrantCluster, tmp_path: Path
 ) -> None:
     with Balancer(cluster.nodes) as balancer:
-        options: dict[str, object] = {
-            "qdrant_url": balancer.url,
-            "qdrant_shards": 3,
-            "qdrant_replication_factor": 2,
-            "qdrant_timeout_s": 20,
-            "collection": COLLECTION,
-        }
-        store = build_store(Settings(data_dir=tmp_path, store="qdrant", **options).storage)  # type: ignore[arg-type]
-        async with running_service("qdrant", tmp_path, store=store, **options) as client:
+        async with cluster_service(balancer.url, tmp_path, qdrant_timeout_s=20) as client:
             copies = shard_copies(cluster)
             # The premise: three shards, each on two different nodes.
             assert sorted(copies) == [0, 1, 2] and all(len(peers) == 2 for peers in copies.values()), copies

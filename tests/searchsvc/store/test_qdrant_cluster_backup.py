@@ -8,12 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kbsearch.settings import Settings
-from kbsearch.store.factory import build_store
 from tests.searchsvc.api_fixtures import counts, put, sections
-from tests.searchsvc.store.cluster_support import COLLECTION, search_ids
+from tests.searchsvc.store.cluster_support import COLLECTION, cluster_service, search_ids
 from tests.support.qdrant import Balancer, QdrantCluster, wipe
-from tests.support.service import running_service
 
 DOCUMENTS = 30
 COLLECTIONS = (COLLECTION, f"{COLLECTION}_querylog")
@@ -37,19 +34,8 @@ async def test_export_wipe_import_gives_back_every_point(
     tmp_path: Path,
 ) -> None:
     with Balancer(cluster.nodes) as balancer:
-        options: dict[str, object] = {
-            "qdrant_url": balancer.url,
-            "qdrant_shards": 3,
-            "qdrant_replication_factor": 2,
-            "collection": COLLECTION,
-        }
-
-        def service(name: str):  # type: ignore[no-untyped-def]
-            store = build_store(Settings(data_dir=tmp_path / name, store="qdrant", **options).storage)  # type: ignore[arg-type]
-            return running_service("qdrant", tmp_path / name, store=store, **options)
-
         queries = ["shared words", "topic3 section1", "topic17 sentence4"]
-        async with service("before") as client:
+        async with cluster_service(balancer.url, tmp_path / "before") as client:
             for i in range(DOCUMENTS):
                 await put(
                     client, f"docs/{i}.md", sections(3, words=f"topic{i} shared words"), sourceIdentifier=f"s{i % 3}"
@@ -63,14 +49,15 @@ async def test_export_wipe_import_gives_back_every_point(
             assert f"exported {points[c]} points" in backup("export", balancer.url, c, tmp_path / f"{c}.jsonl")
 
         wipe(node)
-        async with service("after") as client:  # creates the empty collections, as on a new cluster
+        # The service creates the empty collections, as on a new cluster.
+        async with cluster_service(balancer.url, tmp_path / "after") as client:
             assert await counts(client) == (0, 0)
         for c in COLLECTIONS:
             assert f"imported {points[c]} points" in backup("import", balancer.url, c, tmp_path / f"{c}.jsonl")
         assert {c: node.count(c, exact=True).count for c in COLLECTIONS} == points
         node.close()
 
-        async with service("restored") as client:
+        async with cluster_service(balancer.url, tmp_path / "restored") as client:
             assert await counts(client) == before == (DOCUMENTS, DOCUMENTS * 3)
             assert (await client.get("/api/v1/sources")).json()["sources"] == sources
             for q in queries:

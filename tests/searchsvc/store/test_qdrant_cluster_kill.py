@@ -10,19 +10,14 @@ holder of each of its shards is killed in turn, and every count and document is 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.request
 from pathlib import Path
 
 import httpx
 
-from kbsearch.settings import Settings
-from kbsearch.store.factory import build_store
 from tests.searchsvc.api_fixtures import counts, sections
-from tests.searchsvc.store.cluster_support import COLLECTION
+from tests.searchsvc.store.cluster_support import cluster_service, shard_placement
 from tests.support.qdrant import Balancer, QdrantCluster
-from tests.support.service import running_service
 
 DOCUMENTS = 24  # per service
 SOURCES = 3
@@ -35,9 +30,7 @@ RETRY_FOR_S = 60.0
 
 def replica_states(nodes: QdrantCluster) -> dict[int, list[str]]:
     """Shard id -> the states of its copies, as the first live node's consensus says."""
-    node = next(n for n in nodes.nodes if n.alive())
-    with urllib.request.urlopen(f"{node.url}/collections/{COLLECTION}/cluster", timeout=5) as answer:
-        info = json.loads(answer.read())["result"]
+    info = shard_placement(nodes)
     states: dict[int, list[str]] = {}
     for shard in [*info["local_shards"], *info["remote_shards"]]:
         states.setdefault(shard["shard_id"], []).append(shard["state"])
@@ -100,20 +93,9 @@ async def test_a_node_killed_under_two_services_loses_no_acknowledged_write(
     tmp_path: Path,
 ) -> None:
     with Balancer(cluster.nodes) as balancer:
-        options: dict[str, object] = {
-            "qdrant_url": balancer.url,
-            "qdrant_shards": 3,
-            "qdrant_replication_factor": 2,
-            "qdrant_timeout_s": 20,
-            "collection": COLLECTION,
-        }
-
-        def store(name: str):  # type: ignore[no-untyped-def]
-            return build_store(Settings(data_dir=tmp_path / name, store="qdrant", **options).storage)  # type: ignore[arg-type]
-
         async with (
-            running_service("qdrant", tmp_path / "a", store=store("a"), **options) as a,
-            running_service("qdrant", tmp_path / "b", store=store("b"), **options) as b,
+            cluster_service(balancer.url, tmp_path / "a", qdrant_timeout_s=20) as a,
+            cluster_service(balancer.url, tmp_path / "b", qdrant_timeout_s=20) as b,
         ):
             services = [a, b]
             assert all(len(states) == 2 for states in replica_states(cluster).values())

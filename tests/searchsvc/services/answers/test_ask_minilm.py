@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from kbsearch.embedders.local import LocalEmbedder
 from kbsearch.services.answers.ask import NOTHING_FOUND
 from tests.support.service import running_service
 
@@ -35,16 +34,6 @@ DOCS = {
     ),
 }
 ROLLBACK = "https://git.example/ops/rollback.md"
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HF_HUB_OFFLINE", "1")
-        patch.setenv("TRANSFORMERS_OFFLINE", "1")
-        model = LocalEmbedder()
-        model.load()
-        yield model
 
 
 @pytest.mark.slow

@@ -34,6 +34,18 @@ class GatedEmbedder(HashingEmbedder):
         assert await asyncio.to_thread(self.called.wait, 300), "the first embedding call never started"
 
 
+class FailingFirstCall(GatedEmbedder):
+    """A GatedEmbedder whose first call, once released, fails instead of answering."""
+
+    def embed_documents(self, texts):
+        self.batches.append(list(texts))
+        if len(self.batches) == 1:
+            self.called.set()
+            self.gate.wait(timeout=300)
+            raise RuntimeError("model exploded")
+        return HashingEmbedder.embed_documents(self, texts)
+
+
 async def settle() -> None:
     """Let every task started so far run until it blocks (a request queues in its first step)."""
     for _ in range(50):
@@ -124,16 +136,7 @@ async def test_a_failed_call_fails_the_rest_of_its_request_but_not_another_write
 
 
 async def test_a_failed_call_fails_every_request_in_it_and_the_next_call_still_runs():
-    class FailingOnce(GatedEmbedder):
-        def embed_documents(self, texts):
-            self.batches.append(list(texts))
-            if len(self.batches) == 1:
-                self.called.set()
-                self.gate.wait(timeout=300)
-                raise RuntimeError("model exploded")
-            return HashingEmbedder.embed_documents(self, texts)
-
-    embedder = FailingOnce()
+    embedder = FailingFirstCall()
     batcher = EmbeddingBatcher(embedder)
     doomed = asyncio.create_task(batcher.embed(["a"]))
     await embedder.first_call_started()
@@ -191,16 +194,7 @@ async def test_a_request_that_goes_away_does_not_cancel_a_text_others_wait_for()
 
 
 async def test_a_failed_text_fails_every_request_that_shares_it():
-    class FailingOnce(GatedEmbedder):
-        def embed_documents(self, texts):
-            self.batches.append(list(texts))
-            if len(self.batches) == 1:
-                self.called.set()
-                self.gate.wait(timeout=300)
-                raise RuntimeError("model exploded")
-            return HashingEmbedder.embed_documents(self, texts)
-
-    embedder = FailingOnce()
+    embedder = FailingFirstCall()
     batcher = EmbeddingBatcher(embedder)
     first = asyncio.create_task(batcher.embed(["shared"]))
     await embedder.first_call_started()

@@ -14,7 +14,6 @@ import pytest
 
 from kbsearch.deps import context_of
 from kbsearch.embedders.cache import CachedEmbedder
-from kbsearch.embedders.local import LocalEmbedder
 from kbsearch.models import chunk_point_id
 from tests.searchsvc.api_fixtures import sections
 from tests.support.hashing import HashingEmbedder
@@ -93,16 +92,6 @@ async def test_reuse_source_keeps_the_lookup_to_the_writers_own_source(tmp_path,
         assert (await put(client, "v1/p.md", page, "team-a/v1"))["chunksEmbedded"] == 3
         assert (await put(client, "v1/copy.md", page, "team-a/v1"))["chunksEmbedded"] == 0
         assert (await put(client, "v2/p.md", page, "team-a/v2"))["chunksEmbedded"] == 3
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HF_HUB_OFFLINE", "1")
-        patch.setenv("TRANSFORMERS_OFFLINE", "1")
-        model = LocalEmbedder()
-        model.load()
-        yield model
 
 
 PAGES = {
