@@ -27,6 +27,7 @@ from kbsearch.services.access.auth import Authenticator
 from kbsearch.services.access.scope import SourceCatalog
 from kbsearch.services.access.tokens import StaticTokens, legacy_entries
 from kbsearch.services.answers.ask import AskService
+from kbsearch.services.documents.batching import EmbeddingBatcher
 from kbsearch.services.documents.budget import DocumentBudget, DocumentWork
 from kbsearch.services.documents.prep import DocumentPreparer
 from kbsearch.services.documents.reads import DocumentReads
@@ -207,9 +208,14 @@ class Factory:
             work=work,
             max_document_bytes=max_document_bytes,
             max_source_bytes=max_source_bytes,
+            batcher_for=self.create_embedding_batcher,
             catalog=catalog,
             vector_reuse=self.settings.documents.vector_reuse,
         )
+
+    def create_embedding_batcher(self, embedder: EmbeddingProvider) -> EmbeddingBatcher:
+        """The write path's calls to `embedder`: batched across concurrent documents, writers in turns."""
+        return EmbeddingBatcher(embedder, embedder.turn_texts)
 
     def create_document_reads(self, serving: Serving, catalog: SourceCatalog) -> DocumentReads:
         return DocumentReads(serving, catalog=catalog)

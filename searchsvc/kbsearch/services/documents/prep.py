@@ -10,6 +10,7 @@ import base64
 import binascii
 import dataclasses
 import hashlib
+from collections.abc import Callable
 from typing import Literal
 
 from kbsearch.aio.runtime import in_thread, store_call
@@ -47,6 +48,7 @@ class DocumentPreparer:
         work: DocumentWork,
         max_document_bytes: int,
         max_source_bytes: int,
+        batcher_for: Callable[[EmbeddingProvider], EmbeddingBatcher],
         catalog: SourceCatalog | None = None,
         vector_reuse: VectorReuse = "readable",
     ) -> None:
@@ -57,12 +59,13 @@ class DocumentPreparer:
         self.work = work
         self.max_document_bytes = max_document_bytes
         self.max_source_bytes = max_source_bytes
+        self._batcher_for = batcher_for  # the factory's: a new batcher for the embedder a swap brings
         self._batcher: EmbeddingBatcher | None = None
 
     def _batcher_of(self, embedder: EmbeddingProvider) -> EmbeddingBatcher:
         """The batcher of the serving embedder: a new one after a swap (writes are paused for it)."""
         if self._batcher is None or self._batcher.embedder is not embedder:
-            self._batcher = EmbeddingBatcher(embedder, embedder.turn_texts)
+            self._batcher = self._batcher_for(embedder)
         return self._batcher
 
     def source(self, request: DocumentWrite) -> Source:
