@@ -212,14 +212,24 @@ class Sampler(threading.Thread):
             self.stop.wait(0.5)
 
 
-def start_service(root: Path, port: int, embedder: str = "minilm") -> subprocess.Popen[bytes]:
+def start_service(root: Path, port: int, embedder: str = "minilm", traced: bool = False) -> subprocess.Popen[bytes]:
     """The real service; `hashing`: its own entry point with the tests' hashing embedder at MiniLM's 384
     dimensions, so the collection has the same size and the sync is not bound by the model."""
     if embedder == "hashing":
         hashing = service_env(KB_TEST_HASHING_MODEL="hashing-384", KB_TEST_HASHING_DIMENSIONS="384")
         env = hashing | {"SEARCHSVC_API_TOKEN": TOKEN}
+        if traced:
+            env["KB_TEST_TRACEMALLOC_FILE"] = str(root / "python-heap")
         return start_process(root, port, "service.log", env, module="tests.support.service_process")
     return start_process(root, port, "service.log", {"SEARCHSVC_API_TOKEN": TOKEN})
+
+
+def python_heap(path: Path) -> dict[str, int]:
+    """The service's traced Python heap, when it reports one (--tracemalloc)."""
+    try:
+        return {"pythonMiB": round(int(path.read_text()) / 2**20)}
+    except (OSError, ValueError):
+        return {}
 
 
 def folder_bytes(folder: Path) -> int:
@@ -265,6 +275,7 @@ def sync(
                         "chunks": chunks,
                         "rssMiB": rss,
                         "storeMiB": round(folder_bytes(data_dir) / 2**20),
+                        **python_heap(data_dir.parent / "python-heap"),
                         "seconds": round(time.monotonic() - started),
                     }
                 )
@@ -286,6 +297,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         choices=["minilm", "hashing"],
         default="minilm",
         help="hashing: the store and service, not the model",
+    )
+    parser.add_argument(
+        "--tracemalloc", action="store_true", help="with --embedder hashing: record the service's Python heap too"
     )
     parser.add_argument("--max-seconds", type=float, default=float("inf"), help="stop syncing after this long")
     args = parser.parse_args(argv)
@@ -309,7 +323,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             finally:
                 exporter.terminate()
                 exporter.wait(timeout=120)
-        child = start_service(root, args.port, args.embedder)
+        child = start_service(root, args.port, args.embedder, args.tracemalloc)
         sampler = Sampler(child.pid)
         try:
             wait_process_ready(url, child, timeout_s=900)
@@ -334,9 +348,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["docsPerSecond"] = round(results["synced"] / results["seconds"], 2)
     results["load"] = load_text()
     print_table(
-        ["docs", "chunks", "RSS MiB", "store MiB", "RSS - store", "seconds"],
-        [[p["docs"], p["chunks"], p["rssMiB"], p["storeMiB"], beside(p), p["seconds"]] for p in points],
+        ["docs", "chunks", "RSS MiB", "store MiB", "RSS - store", "Python heap MiB", "seconds"],
+        [
+            [p["docs"], p["chunks"], p["rssMiB"], p["storeMiB"], beside(p), p.get("pythonMiB", "-"), p["seconds"]]
+            for p in points
+        ],
     )
+    if "pythonMiB" in last:
+        results["pythonHeapGrowthMiBPer1000AfterWarmup"] = round(
+            (last["pythonMiB"] - half["pythonMiB"]) * 1000 / span, 1
+        )
     met = verdict(results["peakMiB"] < TARGET_PEAK_MIB)
     print(
         f"{results['synced']} of {len(corpus)} pages synced; peak {results['peakMiB']} MiB (target < "

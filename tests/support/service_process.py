@@ -43,7 +43,26 @@ def main() -> int:
         return real_create_app(settings, embedder=embedder, embedder_for=hashing_embedder_for, **overrides)
 
     kbsearch.app.create_app = create_app  # entry.main imports it at call time
+    if traced := os.environ.get("KB_TEST_TRACEMALLOC_FILE"):
+        _report_python_heap(Path(traced))
     return entry.main()
+
+
+def _report_python_heap(path: Path) -> None:
+    """Write the Python heap's traced bytes to `path` twice a second (bench.sync_memory --tracemalloc):
+    what the interpreter holds, apart from the store's and the libraries' native memory."""
+    import threading
+    import tracemalloc
+
+    tracemalloc.start(1)
+
+    def report() -> None:
+        while True:
+            current, _ = tracemalloc.get_traced_memory()
+            path.write_text(str(current))
+            time.sleep(0.5)
+
+    threading.Thread(target=report, name="tracemalloc-report", daemon=True).start()
 
 
 def free_port() -> int:
