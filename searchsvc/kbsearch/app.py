@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack, asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 
@@ -115,7 +114,7 @@ def create_app(
         app.include_router(dotai.router)
     mcp = McpFace(app, settings.http, settings.compat, authenticator)  # the exact path /mcp, beside the REST routes
     install_console(app)
-    total, per_caller = settings.http.body_budget(memory_limit_bytes(settings.http.memory_limit_mb))
+    total, per_caller = settings.http.body_budget(settings.http.memory_limit_bytes())
     # Inside the request context, so a 401 (and a body refused for the budget) gets a request id and a log line.
     app.add_middleware(AuthGate, budget=BodyBudget(total, per_caller), max_body_bytes=settings.http.max_body_bytes)
     if not (authenticator.reads_need_token and authenticator.writes_need_token):
@@ -128,14 +127,3 @@ def create_app(
         body_timeout_s=settings.http.request_body_timeout_s,
     )
     return app
-
-
-def memory_limit_bytes(configured_mb: int, cgroup: Path = Path("/sys/fs/cgroup/memory.max")) -> int | None:
-    """The memory this process may use: the configured MiB, or its cgroup's (v2) limit; None when unbounded."""
-    if configured_mb:
-        return configured_mb * 1_048_576
-    try:
-        value = cgroup.read_text().strip()
-    except OSError:  # no cgroup v2 here (a laptop, cgroup v1)
-        return None
-    return int(value) if value.isdigit() else None  # "max": no limit

@@ -104,7 +104,7 @@ class Factory:
     # --- what serves the collection ----------------------------------------------------------
 
     def create_store(self) -> VectorStore:
-        return build_store(self.settings.storage)
+        return build_store(self.settings.storage, self.settings.http.memory_limit_bytes())
 
     def create_embedder(self) -> EmbeddingProvider:
         """The configured embedder, not loaded."""

@@ -62,8 +62,9 @@ class HttpSettings(Section):
     memory_limit_mb: int = Field(
         0,
         ge=0,
-        description="The container's memory limit in MiB, from which the body budget is derived (the chart "
-        "passes limits.memory); 0: the cgroup's memory.max when there is one.",
+        description="The container's memory limit in MiB, from which the body budget is derived and which the "
+        "embedded store's index builds are checked against (the chart passes limits.memory); 0: the cgroup's "
+        "memory.max when there is one.",
     )
     malloc_mmap_threshold_bytes: int = Field(
         262_144,
@@ -111,6 +112,16 @@ class HttpSettings(Section):
     @classmethod
     def _no_trailing_slash(cls, url: str | None) -> str | None:
         return url.rstrip("/") if url is not None else None
+
+    def memory_limit_bytes(self, cgroup: Path = Path("/sys/fs/cgroup/memory.max")) -> int | None:
+        """The memory this process may use: memory_limit_mb, or its cgroup's (v2) limit; None when unbounded."""
+        if self.memory_limit_mb:
+            return self.memory_limit_mb * 1_048_576
+        try:
+            value = cgroup.read_text().strip()
+        except OSError:  # no cgroup v2 here (a laptop, cgroup v1)
+            return None
+        return int(value) if value.isdigit() else None  # "max": no limit
 
     def body_budget(self, memory_limit_bytes: int | None) -> tuple[int, int]:
         """(all callers', one caller's) body bytes in flight, derived where set to 0."""

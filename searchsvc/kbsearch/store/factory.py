@@ -8,8 +8,9 @@ from kbsearch.store.base import VectorStore
 from kbsearch.store.querylog import QueryLogStore, querylog_collection
 
 
-def build_store(storage: StoreSettings) -> VectorStore:
-    """An unopened store for `storage.store`; the caller opens it with the embedder's signature."""
+def build_store(storage: StoreSettings, memory_limit_bytes: int | None = None) -> VectorStore:
+    """An unopened store for `storage.store`; the caller opens it with the embedder's signature.
+    `memory_limit_bytes`: the pod's, which the embedded store's index builds are checked against."""
     if storage.store == "edge":
         from kbsearch.store.edge.optimize import IndexOptions
         from kbsearch.store.edge.store import EdgeStore
@@ -19,7 +20,11 @@ def build_store(storage: StoreSettings) -> VectorStore:
             storage.collection,
             flush_interval_s=storage.edge_flush_interval_s,
             min_free_bytes=storage.min_free_disk_mb * 1024 * 1024,
-            index=IndexOptions(threshold=storage.edge_index_threshold, threads=storage.edge_index_threads),
+            index=IndexOptions(
+                threshold=storage.edge_index_threshold,
+                threads=storage.edge_index_threads,
+                memory_limit_bytes=memory_limit_bytes,
+            ),
         )
     if storage.store == "qdrant":
         from kbsearch.store.qdrant_common import Layout

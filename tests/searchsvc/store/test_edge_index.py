@@ -8,10 +8,12 @@ exactly, so results before and after a build must be identical.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import qdrant_edge
@@ -24,7 +26,7 @@ from kbsearch.store.edge.optimize import IndexOptions
 from kbsearch.store.edge.store import EdgeStore
 from kbsearch.store.factory import build_store
 from tests.searchsvc.conftest import TEST_SIGNATURE
-from tests.searchsvc.store.edge_index_support import fill, open_store
+from tests.searchsvc.store.edge_index_support import SMALL_SEGMENTS, fill, open_store
 from tests.searchsvc.store.support import EMBEDDER, ingest, sparse_query
 from tests.support.children import run_python
 
@@ -194,7 +196,7 @@ def test_a_killed_optimizer_child_leaves_the_live_store_as_it_was(tmp_path: Path
         store.indexer.on_child = kill_child
         report = store.indexer.build_now()
         assert killed and report.outcome is BuildOutcome.FAILED
-        assert "signal 9" in report.detail
+        assert "signal 9" in report.detail and "out of memory" in report.detail  # what a pod's OOM kill looks like
         assert store.path == tmp_path / "test"
         assert shard_dirs(tmp_path) == ["test"]  # the copy is removed
         assert store.count() == (22, 110)
@@ -247,7 +249,7 @@ def test_a_service_killed_during_a_build_reopens_with_every_write_and_no_stale_c
     script = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from tests.searchsvc.store.edge_index_support import fill, open_store\n"
+        "from tests.searchsvc.store.edge_index_support import SMALL_SEGMENTS, fill, open_store\n"
         "store = open_store(Path(sys.argv[1]), flush_interval_s=3600)\n"  # never fsync'ed by the flusher
         "fill(store, 20)\n"
         "def die(event, pid):\n"
@@ -287,11 +289,33 @@ def test_the_indexer_builds_on_its_own_once_enough_vectors_are_unindexed(tmp_pat
         store.close()
 
 
+def test_a_build_that_nears_the_memory_limit_is_warned_of_with_its_peak(tmp_path: Path, caplog):
+    for limit, warned in ((1 << 40, False), (64 << 20, True)):
+        store = open_store(tmp_path / str(limit), index=replace(SMALL_SEGMENTS, memory_limit_bytes=limit))
+        try:
+            fill(store, 10)
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="kbsearch.store.edge.indexer"):
+                report = store.indexer.build_now()
+        finally:
+            store.close()
+        assert report.outcome is BuildOutcome.BUILT, report.detail
+        # The service's resident memory and the child's own peak: more than an interpreter each.
+        assert report.peak_bytes > 2 * (20 << 20)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        if warned:
+            assert len(warnings) == 1
+            assert f"peaked at {report.peak_bytes >> 20} MiB of the 64 MiB memory limit" in warnings[0]
+            assert "Qdrant server" in warnings[0]
+        else:
+            assert warnings == []
+
+
 def test_the_service_settings_configure_the_background_build(tmp_path: Path):
-    settings = Settings(data_dir=tmp_path, edge_index_threshold=5_000, edge_index_threads=2)
-    store = build_store(settings.storage)
+    settings = Settings(data_dir=tmp_path, edge_index_threshold=5_000, edge_index_threads=2, memory_limit_mb=3072)
+    store = build_store(settings.storage, settings.http.memory_limit_bytes())
     assert isinstance(store, EdgeStore)
-    assert store.indexer.options == IndexOptions(threshold=5_000, threads=2)
+    assert store.indexer.options == IndexOptions(threshold=5_000, threads=2, memory_limit_bytes=3072 << 20)
     store.open(TEST_SIGNATURE)
     try:
         assert store.indexer.running

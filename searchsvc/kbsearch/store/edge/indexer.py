@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +31,12 @@ from kbsearch.store.edge.optimize import IndexOptions
 log = logging.getLogger(__name__)
 
 _MAX_BACKOFF_S = 3600.0
+# A build's peak past this share of the memory limit is warned of.
+NEAR_LIMIT = 0.8
+_SIZING = (
+    "a build holds the collection about twice over (docs/operations/memory.md); "
+    "raise the memory limit or move past about 100,000 chunks to a Qdrant server (store.mode: server)"
+)
 
 
 class BuildOutcome(Enum):
@@ -56,6 +64,7 @@ class IndexTarget(Protocol):
 class BuildReport:
     outcome: BuildOutcome
     detail: str = ""
+    peak_bytes: int = 0  # a built index: the service's memory now and the child's peak, together
 
 
 class BackgroundIndexer:
@@ -141,7 +150,7 @@ class BackgroundIndexer:
             if report.outcome is not BuildOutcome.BUILT:
                 self.target.drop_write_log()
                 remove(destination)
-            log_build(report)
+            log_build(report, self.options.memory_limit_bytes)
             return report
 
     def _build(self, destination: Path) -> BuildReport:
@@ -158,7 +167,9 @@ class BackgroundIndexer:
             return BuildReport(BuildOutcome.UNCHANGED, "nothing to optimize")
         if self._stop.is_set() or not self.target.adopt_index(destination):
             return BuildReport(BuildOutcome.ABANDONED, "the store closed or its write log overflowed")
-        return BuildReport(BuildOutcome.BUILT, f"optimized in {result.get('seconds')} s")
+        child_peak = result.get("peakRssBytes")
+        peak = own_rss_bytes() + (child_peak if isinstance(child_peak, int) else 0)
+        return BuildReport(BuildOutcome.BUILT, f"optimized in {result.get('seconds')} s", peak_bytes=peak)
 
     def _optimize(self, path: Path) -> dict[str, object] | BuildReport:
         command = [
@@ -193,6 +204,8 @@ class BackgroundIndexer:
         if code != 0:
             lines = stderr.strip().splitlines()
             why = f"killed by signal {-code}" if code < 0 else (lines[-1] if lines else f"exit status {code}")
+            if code == -signal.SIGKILL:  # the build asks to be the first killed when the pod runs out
+                why += f" (most likely out of memory: {_SIZING})"
             return BuildReport(BuildOutcome.FAILED, f"the optimizer process failed: {why}")
         try:
             result: dict[str, object] = json.loads(last)
@@ -207,9 +220,30 @@ class BackgroundIndexer:
         return free_bytes(self.layout.data_dir) >= 2 * size + self.min_free_bytes
 
 
-def log_build(report: BuildReport) -> None:
+def own_rss_bytes() -> int:
+    """This process's resident memory now (0 where /proc is missing)."""
+    try:
+        resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def log_build(report: BuildReport, memory_limit_bytes: int | None = None) -> None:
     if report.outcome is BuildOutcome.BUILT:
-        log.info("the embedded store's vector index was rebuilt", extra={"detail": report.detail})
+        log.info(
+            "the embedded store's vector index was rebuilt",
+            extra={"detail": report.detail, "peakMiB": report.peak_bytes >> 20},
+        )
+        # Builds recur as the collection grows, each larger: warn while this one still fitted.
+        if memory_limit_bytes and report.peak_bytes > NEAR_LIMIT * memory_limit_bytes:
+            log.warning(
+                "the embedded store's last index build peaked at %d MiB of the %d MiB memory limit; "
+                "the next, on a larger collection, may be killed: %s",
+                report.peak_bytes >> 20,
+                memory_limit_bytes >> 20,
+                _SIZING,
+            )
     elif report.outcome is BuildOutcome.FAILED:
         log.warning("a background index build failed; the store is unchanged", extra={"detail": report.detail})
     else:

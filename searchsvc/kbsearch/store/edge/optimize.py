@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -39,11 +40,13 @@ class IndexOptions:
     threshold: unindexed dense vectors that start a build (0: never build).
     threads: HNSW build threads in the child; 1 leaves the other cores to searches.
     indexing_threshold_kb: Edge's own per-segment threshold; None keeps Edge's default.
+    memory_limit_bytes: the pod's limit, which a build's peak is checked against (None: unbounded).
     """
 
     threshold: int
     threads: int = 1
     indexing_threshold_kb: int | None = None
+    memory_limit_bytes: int | None = None
 
     def child_args(self) -> list[str]:
         args = ["--threads", str(self.threads)]
@@ -125,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         info = shard.info()
     finally:
         shard.close()
-    _say(json.dumps({"optimized": optimized, "seconds": round(seconds, 3), "indexed": info.indexed_vectors_count}))
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    result = {"optimized": optimized, "seconds": round(seconds, 3), "indexed": info.indexed_vectors_count}
+    _say(json.dumps(result | {"peakRssBytes": peak_kib * 1024}))
     return 0
 
 
